@@ -1,0 +1,311 @@
+#include "agent/config.hpp"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+#include "common/text.hpp"
+#include "hypervisor/guest_arch.hpp"
+#include "wire/error.hpp"
+#include "wire/validate.hpp"
+
+namespace garm_edge::agent {
+namespace {
+
+/// Reads one TOML table, remembering which keys were used so the rest can be reported.
+class TableReader {
+ public:
+  TableReader(const toml::table& table, std::string source, std::string where)
+      : table_(table), source_(std::move(source)), where_(std::move(where)) {}
+
+  [[noreturn]] void fail(const toml::node* node, const std::string& problem) const {
+    std::ostringstream message;
+    message << source_;
+    if (node != nullptr && node->source().begin.line > 0) {
+      message << ":" << node->source().begin.line << ":" << node->source().begin.column;
+    }
+    message << ": " << where_ << ": " << problem;
+    throw ConfigError(message.str());
+  }
+
+  const toml::node* node(std::string_view key) {
+    used_.insert(std::string(key));
+    return table_.get(key);
+  }
+
+  std::optional<std::string> string(std::string_view key) {
+    const auto* value = node(key);
+    if (value == nullptr) {
+      return std::nullopt;
+    }
+    if (!value->is_string()) {
+      fail(value, std::string(key) + " must be a string");
+    }
+    auto text = value->value<std::string>().value_or("");
+    if (!is_plain_text(text)) {
+      fail(value, std::string(key) + " must be UTF-8 text without control characters");
+    }
+    return text;
+  }
+
+  std::string required_string(std::string_view key) {
+    auto text = string(key);
+    if (!text || text->empty()) {
+      fail(table_.get(key), std::string(key) + " is required");
+    }
+    return *text;
+  }
+
+  template <class Int>
+  std::optional<Int> integer(std::string_view key, std::int64_t min, std::int64_t max) {
+    const auto* value = node(key);
+    if (value == nullptr) {
+      return std::nullopt;
+    }
+    if (!value->is_integer()) {
+      fail(value, std::string(key) + " must be an integer");
+    }
+    const auto number = value->value<std::int64_t>().value_or(0);
+    if (number < min || number > max) {
+      fail(value, std::string(key) + " must be between " + std::to_string(min) + " and " +
+                      std::to_string(max));
+    }
+    return static_cast<Int>(number);
+  }
+
+  const toml::table* table(std::string_view key) {
+    const auto* value = node(key);
+    if (value == nullptr) {
+      return nullptr;
+    }
+    if (!value->is_table()) {
+      fail(value, "[" + std::string(key) + "] must be a table");
+    }
+    return value->as_table();
+  }
+
+  const toml::array* array_of_tables(std::string_view key) {
+    const auto* value = node(key);
+    if (value == nullptr) {
+      return nullptr;
+    }
+    if (!value->is_array_of_tables()) {
+      fail(value, std::string(key) + " must be an array of tables ([[" + std::string(key) + "]])");
+    }
+    return value->as_array();
+  }
+
+  void reject_unknown_keys() const {
+    for (const auto& [key, value] : table_) {
+      if (used_.count(std::string(key.str())) == 0) {
+        fail(&value, "unknown key \"" + printable_excerpt(key.str()) + "\"");
+      }
+    }
+  }
+
+  const std::string& source() const { return source_; }
+
+ private:
+  const toml::table& table_;
+  std::string source_;
+  std::string where_;
+  std::set<std::string> used_;
+};
+
+template <class Enum>
+Enum enum_or_fail(TableReader& in, std::string_view key, Enum fallback) {
+  const auto text = in.string(key);
+  if (!text) {
+    return fallback;
+  }
+  const auto parsed = wire::parse_enum<Enum>(*text);
+  if (!parsed) {
+    in.fail(in.node(key), std::string(key) + " has unknown value \"" + printable_excerpt(*text) + "\"");
+  }
+  return *parsed;
+}
+
+std::string default_agent_id() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') {
+    return "garm-edge-agent";
+  }
+  return host;
+}
+
+void read_agent_section(TableReader& root, AgentConfig& config) {
+  const auto* table = root.table("agent");
+  if (table == nullptr) {
+    return;
+  }
+  TableReader in(*table, root.source(), "[agent]");
+  config.agent_id = in.string("id").value_or(config.agent_id);
+  if (auto dir = in.string("state_dir")) {
+    config.state_dir = *dir;
+    if (!config.state_dir.is_absolute()) {
+      in.fail(in.node("state_dir"), "state_dir must be an absolute path");
+    }
+  }
+  config.max_concurrent_creates =
+      in.integer<std::size_t>("max_concurrent_creates", 1, 1024).value_or(config.max_concurrent_creates);
+  config.reconcile_interval = std::chrono::seconds(
+      in.integer<long>("reconcile_interval_seconds", 5, 86400).value_or(config.reconcile_interval.count()));
+  config.stop_grace = std::chrono::seconds(
+      in.integer<long>("stop_grace_seconds", 0, 3600).value_or(config.stop_grace.count()));
+  try {
+    wire::validate_instance_name(config.agent_id, "id");
+  } catch (const wire::WireError& e) {
+    in.fail(in.node("id"), e.what());
+  }
+  in.reject_unknown_keys();
+}
+
+void read_libvirt_section(TableReader& root, AgentConfig& config) {
+  const auto* table = root.table("libvirt");
+  if (table == nullptr) {
+    return;
+  }
+  TableReader in(*table, root.source(), "[libvirt]");
+  config.libvirt.uri = in.string("uri").value_or(config.libvirt.uri);
+  if (auto type = in.string("virt_type"); type && *type != "auto") {
+    config.libvirt.virt_type = hypervisor::parse_virt_type(*type);
+    if (!config.libvirt.virt_type) {
+      in.fail(in.node("virt_type"), "virt_type must be one of auto, kvm, qemu, test");
+    }
+  }
+  config.libvirt.call_timeout = std::chrono::seconds(
+      in.integer<long>("call_timeout_seconds", 1, 3600)
+          .value_or(std::chrono::duration_cast<std::chrono::seconds>(config.libvirt.call_timeout).count()));
+  config.libvirt.workers = in.integer<std::size_t>("workers", 1, 64).value_or(config.libvirt.workers);
+  config.storage_pool = in.string("storage_pool").value_or(config.storage_pool);
+  config.network = in.string("network").value_or(config.network);
+  in.reject_unknown_keys();
+}
+
+ImageConfig read_image(const toml::table& table, const std::string& source, std::size_t index) {
+  TableReader in(table, source, "[[images]] #" + std::to_string(index + 1));
+  ImageConfig image;
+  image.name = in.required_string("name");
+  image.base_volume = in.string("base_volume").value_or("");
+  image.base_path = in.string("base_path").value_or("");
+  image.base_format = in.string("base_format").value_or(image.base_format);
+  image.os_type = enum_or_fail(in, "os_type", wire::OsType::linux);
+  image.os_name = in.string("os_name").value_or("");
+  image.os_version = in.string("os_version").value_or("");
+  image.arch = enum_or_fail(in, "arch", wire::OsArch::amd64);
+  try {
+    wire::validate_resource_name(image.name, "name");
+  } catch (const wire::WireError& e) {
+    in.fail(in.node("name"), e.what());
+  }
+  if (image.base_volume.empty() == image.base_path.empty()) {
+    in.fail(nullptr, "image \"" + image.name + "\" needs exactly one of base_volume or base_path");
+  }
+  if (!image.base_path.empty() && image.base_path.front() != '/') {
+    in.fail(in.node("base_path"), "base_path must be an absolute path");
+  }
+  if (!image.base_volume.empty() && image.base_volume.find('/') != std::string::npos) {
+    in.fail(in.node("base_volume"), "base_volume is a volume name in storage_pool, not a path");
+  }
+  if (image.base_format != "qcow2" && image.base_format != "raw") {
+    in.fail(in.node("base_format"), "base_format must be qcow2 or raw");
+  }
+  if (image.arch == wire::OsArch::i386) {
+    in.fail(in.node("arch"), "arch i386 is not supported; use amd64, arm64 or arm");
+  }
+  in.reject_unknown_keys();
+  return image;
+}
+
+FlavorConfig read_flavor(const toml::table& table, const std::string& source, std::size_t index) {
+  TableReader in(table, source, "[[flavors]] #" + std::to_string(index + 1));
+  FlavorConfig flavor;
+  flavor.name = in.required_string("name");
+  flavor.vcpus = in.integer<unsigned>("vcpus", 1, 512).value_or(flavor.vcpus);
+  flavor.memory_mib = in.integer<std::uint64_t>("memory_mib", 64, 4 * 1024 * 1024).value_or(flavor.memory_mib);
+  flavor.disk_gib = in.integer<std::uint64_t>("disk_gib", 1, 64 * 1024).value_or(flavor.disk_gib);
+  try {
+    wire::validate_resource_name(flavor.name, "name");
+  } catch (const wire::WireError& e) {
+    in.fail(in.node("name"), e.what());
+  }
+  in.reject_unknown_keys();
+  return flavor;
+}
+
+template <class Item, class Read>
+std::vector<Item> read_list(TableReader& root, std::string_view key, Read read) {
+  std::vector<Item> items;
+  const auto* array = root.array_of_tables(key);
+  if (array == nullptr) {
+    return items;
+  }
+  std::set<std::string> names;
+  for (std::size_t i = 0; i < array->size(); ++i) {
+    items.push_back(read(*array->get(i)->as_table(), root.source(), i));
+    if (!names.insert(items.back().name).second) {
+      root.fail(array->get(i), std::string(key) + ": \"" + items.back().name + "\" is defined twice");
+    }
+  }
+  return items;
+}
+
+}  // namespace
+
+const ImageConfig* AgentConfig::find_image(std::string_view name) const {
+  for (const auto& image : images) {
+    if (image.name == name) {
+      return &image;
+    }
+  }
+  return nullptr;
+}
+
+const FlavorConfig* AgentConfig::find_flavor(std::string_view name) const {
+  for (const auto& flavor : flavors) {
+    if (flavor.name == name) {
+      return &flavor;
+    }
+  }
+  return nullptr;
+}
+
+AgentConfig parse_agent_config(std::string_view toml_text, const std::string& source_name) {
+  toml::table document;
+  try {
+    document = toml::parse(toml_text, source_name);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream message;
+    message << source_name << ":" << e.source().begin.line << ":" << e.source().begin.column
+            << ": " << e.description();
+    throw ConfigError(message.str());
+  }
+  AgentConfig config;
+  config.agent_id = default_agent_id();
+  TableReader root(document, source_name, "top level");
+  read_agent_section(root, config);
+  read_libvirt_section(root, config);
+  config.images = read_list<ImageConfig>(root, "images", read_image);
+  config.flavors = read_list<FlavorConfig>(root, "flavors", read_flavor);
+  root.reject_unknown_keys();
+  if (config.images.empty() || config.flavors.empty()) {
+    root.fail(nullptr, "at least one [[images]] and one [[flavors]] entry are required");
+  }
+  return config;
+}
+
+AgentConfig load_agent_config(const std::filesystem::path& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    throw ConfigError(path.string() + ": cannot open the config file");
+  }
+  std::ostringstream text;
+  text << file.rdbuf();
+  return parse_agent_config(text.str(), path.string());
+}
+
+}  // namespace garm_edge::agent

@@ -1,0 +1,69 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hypervisor/libvirt_hypervisor.hpp"
+#include "wire/enums.hpp"
+
+namespace garm_edge::agent {
+
+/// A config file that cannot be used; the message says where (file:line:column) and why.
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// A base image guests boot from. The agent never writes to it: every guest gets a qcow2
+/// overlay backed by it.
+struct ImageConfig {
+  std::string name;
+  /// Exactly one of these: a volume in the agent's storage pool, or an absolute file path.
+  std::string base_volume;
+  std::string base_path;
+  std::string base_format = "qcow2";
+  wire::OsType os_type = wire::OsType::linux;
+  std::string os_name;
+  std::string os_version;
+  wire::OsArch arch = wire::OsArch::amd64;
+};
+
+struct FlavorConfig {
+  std::string name;
+  unsigned vcpus = 1;
+  std::uint64_t memory_mib = 1024;
+  std::uint64_t disk_gib = 20;
+};
+
+struct AgentConfig {
+  /// Written into every domain's tags; reconcile touches only domains that carry it. Must stay
+  /// stable for the life of the host's instances.
+  std::string agent_id;
+  std::filesystem::path state_dir = "/var/lib/garm-edge";
+  std::size_t max_concurrent_creates = 8;
+  std::chrono::seconds reconcile_interval{60};
+  std::chrono::seconds stop_grace{30};
+
+  hypervisor::LibvirtOptions libvirt;
+  std::string storage_pool = "default";
+  std::string network;  // libvirt network guests attach to; empty: no network interface
+
+  std::vector<ImageConfig> images;
+  std::vector<FlavorConfig> flavors;
+
+  const ImageConfig* find_image(std::string_view name) const;
+  const FlavorConfig* find_flavor(std::string_view name) const;
+};
+
+/// Parses and validates agent TOML. Unknown keys are errors: a typo must not silently fall
+/// back to a default on a host nobody watches.
+AgentConfig parse_agent_config(std::string_view toml_text, const std::string& source_name);
+AgentConfig load_agent_config(const std::filesystem::path& path);
+
+}  // namespace garm_edge::agent

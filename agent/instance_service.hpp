@@ -1,0 +1,125 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agent/clock.hpp"
+#include "agent/config.hpp"
+#include "agent/create_gate.hpp"
+#include "agent/instance_store.hpp"
+#include "agent/keyed_mutex.hpp"
+#include "agent/log.hpp"
+#include "hypervisor/hypervisor.hpp"
+#include "wire/bootstrap.hpp"
+#include "wire/provider_instance.hpp"
+
+namespace garm_edge::agent {
+
+/// A failed command, with a stable code for transports to map (HTTP status, exit code).
+class ServiceError : public std::runtime_error {
+ public:
+  enum class Code { invalid_argument, not_found, conflict, unavailable, timeout, internal };
+
+  ServiceError(Code code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  Code code() const noexcept { return code_; }
+
+ private:
+  Code code_;
+};
+
+std::string_view to_string(ServiceError::Code code);
+
+struct DryRunResult {
+  bool already_exists = false;  // create would return the existing instance
+  std::string domain_name;
+  std::string domain_xml;
+  std::string volume_xml;
+  wire::ProviderInstance instance;  // what create would return
+};
+
+struct ReconcileReport {
+  std::size_t rolled_back_creates = 0;
+  std::size_t finished_deletes = 0;
+  std::size_t vanished_domains = 0;  // record kept, domain gone behind our back
+  std::size_t orphan_domains = 0;    // our tag, no record
+  std::size_t busy = 0;              // in use by a live operation: left for the next pass
+  std::size_t failures = 0;
+};
+
+/// garm's command set over libvirt, free of any transport. Every operation acts only on
+/// domains that carry this agent's tag and the caller's controller ID. Operations on one
+/// instance are serialized; creates beyond the configured cap wait their turn.
+class InstanceService {
+ public:
+  InstanceService(const AgentConfig& config, hypervisor::Hypervisor& hypervisor,
+                  InstanceStore& store, const Clock& clock, Logger& logger);
+
+  /// Idempotent by instance name. Returns a running instance or throws; whatever a failed
+  /// create made is removed before the error is thrown.
+  wire::ProviderInstance create(std::string_view controller_id,
+                                const wire::BootstrapInstance& bootstrap);
+  /// Validates a create and renders what it would define, creating nothing.
+  DryRunResult dry_run_create(std::string_view controller_id,
+                              const wire::BootstrapInstance& bootstrap);
+
+  /// `instance` is a provider ID or a garm instance name.
+  std::optional<wire::ProviderInstance> get(std::string_view controller_id,
+                                            std::string_view instance);
+  std::vector<wire::ProviderInstance> list(std::string_view controller_id,
+                                           std::string_view pool_id);
+  /// False when there was nothing to delete (which is success).
+  bool remove(std::string_view controller_id, std::string_view instance);
+  void start(std::string_view controller_id, std::string_view instance);
+  /// `force`: power off at once; otherwise ACPI shutdown, then power off after the grace time.
+  void stop(std::string_view controller_id, std::string_view instance, bool force);
+  /// Deletes every instance of the controller; returns how many there were.
+  std::size_t remove_all(std::string_view controller_id);
+
+  /// Finishes or rolls back interrupted intents, drops records of vanished domains and removes
+  /// tagged domains without a record. Never touches a domain without this agent's tag.
+  ReconcileReport reconcile();
+
+  const AgentConfig& config() const { return config_; }
+
+ private:
+  struct CreatePlan {
+    InstanceRecord record;
+    hypervisor::VolumeSpec volume;
+    hypervisor::DomainSpec domain;
+  };
+
+  CreatePlan plan_create(std::string_view controller_id, const wire::BootstrapInstance& bootstrap);
+  std::optional<wire::ProviderInstance> reuse_existing(const CreatePlan& plan);
+  wire::ProviderInstance run_create(CreatePlan& plan);
+  std::string base_image_path(const ImageConfig& image);
+
+  /// The domain name a reference resolves to for this controller, if any.
+  std::optional<std::string> resolve(std::string_view controller_id, std::string_view instance);
+  std::optional<hypervisor::Domain> find_owned_domain(std::string_view controller_id,
+                                                      std::string_view domain_name);
+  bool owned_by(const hypervisor::Domain& domain, std::string_view controller_id) const;
+  bool remove_locked(std::string_view controller_id, const std::string& domain_name);
+  /// Removes domain, overlay and record; each step is idempotent so it can run again.
+  void teardown(const InstanceRecord& record);
+  void reconcile_record(const InstanceRecord& record, ReconcileReport& report);
+  void reconcile_domain(const hypervisor::Domain& domain, ReconcileReport& report);
+  InstanceRecord record_for_orphan(const hypervisor::Domain& domain) const;
+
+  wire::ProviderInstance describe(const hypervisor::Domain& domain) const;
+  hypervisor::Tags tags_for(const InstanceRecord& record) const;
+
+  const AgentConfig& config_;
+  hypervisor::Hypervisor& hypervisor_;
+  InstanceStore& store_;
+  const Clock& clock_;
+  Logger& log_;
+  KeyedMutex instance_locks_;
+  CreateGate create_gate_;
+};
+
+}  // namespace garm_edge::agent

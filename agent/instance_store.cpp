@@ -1,0 +1,292 @@
+#include "agent/instance_store.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include <nlohmann/json.hpp>
+
+#include "wire/error.hpp"
+#include "wire/json_fields.hpp"
+
+namespace garm_edge::agent {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kRecordVersion = 1;
+
+[[noreturn]] void fail_errno(const std::string& what) {
+  throw StoreError(what + ": " + std::strerror(errno));
+}
+
+/// Closes a descriptor on every path out of a function.
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  ~FileDescriptor() {
+    if (fd_ >= 0) {
+      ::close(fd_);
+    }
+  }
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_;
+};
+
+void make_private_directory(const fs::path& path) {
+  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
+    fail_errno("cannot create state directory " + path.string());
+  }
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
+    throw StoreError(path.string() + " is not a directory");
+  }
+}
+
+void fsync_directory(const fs::path& directory) {
+  FileDescriptor dir(::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir.get() < 0 || ::fsync(dir.get()) != 0) {
+    fail_errno("cannot sync directory " + directory.string());
+  }
+}
+
+void write_all(int fd, std::string_view data, const fs::path& path) {
+  while (!data.empty()) {
+    const ssize_t written = ::write(fd, data.data(), data.size());
+    if (written < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      fail_errno("cannot write " + path.string());
+    }
+    data.remove_prefix(static_cast<std::size_t>(written));
+  }
+}
+
+void write_atomically(const fs::path& target, std::string_view contents) {
+  static std::atomic<unsigned> counter{0};
+  const fs::path temp = target.parent_path() / ("." + target.filename().string() + ".tmp." +
+                                                std::to_string(::getpid()) + "." +
+                                                std::to_string(counter.fetch_add(1)));
+  FileDescriptor file(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (file.get() < 0) {
+    fail_errno("cannot create " + temp.string());
+  }
+  try {
+    write_all(file.get(), contents, temp);
+    if (::fsync(file.get()) != 0) {
+      fail_errno("cannot sync " + temp.string());
+    }
+    if (::close(file.release()) != 0) {
+      fail_errno("cannot close " + temp.string());
+    }
+    if (::rename(temp.c_str(), target.c_str()) != 0) {
+      fail_errno("cannot rename " + temp.string() + " to " + target.string());
+    }
+  } catch (...) {
+    ::unlink(temp.c_str());
+    throw;
+  }
+  fsync_directory(target.parent_path());
+}
+
+std::optional<std::string> read_file(const fs::path& path) {
+  FileDescriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (file.get() < 0) {
+    if (errno == ENOENT) {
+      return std::nullopt;
+    }
+    fail_errno("cannot open " + path.string());
+  }
+  std::string text;
+  char buffer[8192];
+  for (;;) {
+    const ssize_t got = ::read(file.get(), buffer, sizeof buffer);
+    if (got < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      fail_errno("cannot read " + path.string());
+    }
+    if (got == 0) {
+      return text;
+    }
+    text.append(buffer, static_cast<std::size_t>(got));
+  }
+}
+
+/// Temp files of writes a crash interrupted; the rename never happened, so they hold nothing
+/// the store has promised.
+void remove_stale_temp_files(const fs::path& directory) {
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(directory, error)) {
+    const auto name = entry.path().filename().string();
+    if (name.front() == '.' && name.find(".tmp.") != std::string::npos) {
+      fs::remove(entry.path(), error);
+    }
+  }
+}
+
+bool is_safe_file_stem(std::string_view name) {
+  if (name.empty() || name.size() > 200 || name.front() == '.' ||
+      name.find("..") != std::string_view::npos) {
+    return false;
+  }
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '_' || c == '.';
+    if (!ok) {
+      return false;
+    }
+  }
+  return true;
+}
+
+Intent parse_intent(std::string_view text) {
+  for (auto intent : {Intent::creating, Intent::created, Intent::deleting}) {
+    if (to_string(intent) == text) {
+      return intent;
+    }
+  }
+  throw StoreError("unknown intent \"" + std::string(text) + "\"");
+}
+
+}  // namespace
+
+std::string_view to_string(Intent intent) {
+  switch (intent) {
+    case Intent::creating:
+      return "creating";
+    case Intent::created:
+      return "created";
+    case Intent::deleting:
+      return "deleting";
+  }
+  return "creating";
+}
+
+std::string serialize_record(const InstanceRecord& r) {
+  nlohmann::ordered_json out = {
+      {"version", kRecordVersion},
+      {"intent", to_string(r.intent)},
+      {"domain_name", r.domain_name},
+      {"domain_uuid", r.domain_uuid},
+      {"controller_id", r.controller_id},
+      {"pool_id", r.pool_id},
+      {"name", r.name},
+      {"image", r.image},
+      {"flavor", r.flavor},
+      {"os_type", wire::to_string(r.os_type)},
+      {"os_name", r.os_name},
+      {"os_version", r.os_version},
+      {"os_arch", wire::to_string(r.os_arch)},
+      {"volume_pool", r.volume_pool},
+      {"volume_name", r.volume_name},
+      {"created_at", r.created_at},
+  };
+  return out.dump(2) + "\n";
+}
+
+InstanceRecord parse_record(std::string_view text) {
+  try {
+    const auto document = wire::parse_json_text(text, "instance record");
+    const wire::ObjectReader in(document, "");
+    const auto* version = in.find("version");
+    if (version == nullptr || !version->is_number_integer() || version->get<int>() != kRecordVersion) {
+      throw StoreError("unsupported instance record version");
+    }
+    InstanceRecord r;
+    r.intent = parse_intent(in.required_string("intent"));
+    r.domain_name = in.required_string("domain_name");
+    r.domain_uuid = in.required_string("domain_uuid");
+    r.controller_id = in.required_string("controller_id");
+    r.pool_id = in.required_string("pool_id");
+    r.name = in.required_string("name");
+    r.image = in.string_or_empty("image");
+    r.flavor = in.string_or_empty("flavor");
+    r.os_type = in.enum_value<wire::OsType>("os_type").value_or(wire::OsType::unknown);
+    r.os_name = in.string_or_empty("os_name");
+    r.os_version = in.string_or_empty("os_version");
+    r.os_arch = in.enum_value<wire::OsArch>("os_arch").value_or(wire::OsArch::amd64);
+    r.volume_pool = in.required_string("volume_pool");
+    r.volume_name = in.required_string("volume_name");
+    r.created_at = in.string_or_empty("created_at");
+    return r;
+  } catch (const wire::WireError& e) {
+    throw StoreError(std::string("invalid instance record: ") + e.what());
+  }
+}
+
+FileInstanceStore::FileInstanceStore(const fs::path& state_dir)
+    : directory_(state_dir / "instances") {
+  make_private_directory(state_dir);
+  make_private_directory(directory_);
+  remove_stale_temp_files(directory_);
+}
+
+fs::path FileInstanceStore::path_for(std::string_view domain_name) const {
+  if (!is_safe_file_stem(domain_name)) {
+    throw StoreError("refusing unsafe record name \"" + std::string(domain_name.substr(0, 64)) + "\"");
+  }
+  return directory_ / (std::string(domain_name) + ".json");
+}
+
+void FileInstanceStore::put(const InstanceRecord& record) {
+  write_atomically(path_for(record.domain_name), serialize_record(record));
+}
+
+std::optional<InstanceRecord> FileInstanceStore::get(std::string_view domain_name) {
+  const auto path = path_for(domain_name);
+  auto text = read_file(path);
+  if (!text) {
+    return std::nullopt;
+  }
+  return parse_record(*text);
+}
+
+void FileInstanceStore::remove(std::string_view domain_name) {
+  const auto path = path_for(domain_name);
+  if (::unlink(path.c_str()) != 0) {
+    if (errno == ENOENT) {
+      return;
+    }
+    fail_errno("cannot remove " + path.string());
+  }
+  fsync_directory(directory_);
+}
+
+std::vector<InstanceRecord> FileInstanceStore::list() {
+  std::vector<InstanceRecord> records;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(directory_, error)) {
+    const auto& path = entry.path();
+    if (path.extension() != ".json" || path.filename().string().front() == '.') {
+      continue;
+    }
+    const auto text = read_file(path);
+    if (!text) {
+      continue;  // removed since the directory was read
+    }
+    try {
+      records.push_back(parse_record(*text));
+    } catch (const StoreError&) {
+      std::error_code ignored;
+      fs::rename(path, fs::path(path).concat(".corrupt"), ignored);
+    }
+  }
+  if (error) {
+    throw StoreError("cannot list " + directory_.string() + ": " + error.message());
+  }
+  return records;
+}
+
+}  // namespace garm_edge::agent

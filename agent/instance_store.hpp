@@ -1,0 +1,81 @@
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "wire/enums.hpp"
+
+namespace garm_edge::agent {
+
+/// What the agent was doing with an instance, written down before it acts so a crash in the
+/// middle can be finished or rolled back.
+enum class Intent { creating, created, deleting };
+
+std::string_view to_string(Intent intent);
+
+/// One instance as the agent remembers it; the file is keyed by the libvirt domain name.
+struct InstanceRecord {
+  std::string domain_name;
+  std::string domain_uuid;  // also garm's provider_id
+  std::string controller_id;
+  std::string pool_id;
+  std::string name;  // garm's instance name
+  std::string image;
+  std::string flavor;
+  wire::OsType os_type = wire::OsType::linux;
+  std::string os_name;
+  std::string os_version;
+  wire::OsArch os_arch = wire::OsArch::amd64;
+  std::string volume_pool;
+  std::string volume_name;
+  std::string created_at;
+  Intent intent = Intent::creating;
+
+  bool operator==(const InstanceRecord&) const = default;
+};
+
+class StoreError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Durable instance records. Implementations must make `put` atomic: after a crash a record is
+/// either the old version or the new one, never a torn file.
+class InstanceStore {
+ public:
+  virtual ~InstanceStore() = default;
+  virtual void put(const InstanceRecord& record) = 0;
+  virtual std::optional<InstanceRecord> get(std::string_view domain_name) = 0;
+  virtual void remove(std::string_view domain_name) = 0;
+  virtual std::vector<InstanceRecord> list() = 0;
+};
+
+/// One JSON file per instance under `<state_dir>/instances/`, written as temp file + fsync +
+/// rename + fsync of the directory. Files are 0600 and the directories 0700.
+class FileInstanceStore final : public InstanceStore {
+ public:
+  /// Creates the directories if needed; throws StoreError when the state dir is unusable.
+  explicit FileInstanceStore(const std::filesystem::path& state_dir);
+
+  void put(const InstanceRecord& record) override;
+  std::optional<InstanceRecord> get(std::string_view domain_name) override;
+  void remove(std::string_view domain_name) override;
+  /// Every readable record. An unreadable file is renamed to `*.corrupt` and skipped, so one
+  /// bad file cannot stop reconciliation of the rest.
+  std::vector<InstanceRecord> list() override;
+
+ private:
+  std::filesystem::path path_for(std::string_view domain_name) const;
+
+  std::filesystem::path directory_;
+};
+
+std::string serialize_record(const InstanceRecord& record);
+/// Throws StoreError when the text is not a record.
+InstanceRecord parse_record(std::string_view text);
+
+}  // namespace garm_edge::agent

@@ -1,0 +1,24 @@
+# Compiler settings shared by every target: warnings, sanitizers, ccache.
+
+find_program(CCACHE_PROGRAM ccache)
+if(CCACHE_PROGRAM AND NOT CMAKE_CXX_COMPILER_LAUNCHER)
+  set(CMAKE_CXX_COMPILER_LAUNCHER "${CCACHE_PROGRAM}")
+endif()
+
+if(NOT CMAKE_BUILD_TYPE AND NOT CMAKE_CONFIGURATION_TYPES)
+  set(CMAKE_BUILD_TYPE RelWithDebInfo CACHE STRING "Build type" FORCE)
+endif()
+
+add_library(garm_edge_options INTERFACE)
+target_compile_options(garm_edge_options INTERFACE
+  -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wsign-conversion
+  -Wnon-virtual-dtor -Wold-style-cast -Woverloaded-virtual -Wnull-dereference
+  -Wimplicit-fallthrough -Wformat=2)
+if(GARM_EDGE_WERROR)
+  target_compile_options(garm_edge_options INTERFACE -Werror)
+endif()
+if(GARM_EDGE_SANITIZE)
+  target_compile_options(garm_edge_options INTERFACE
+    -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
+  target_link_options(garm_edge_options INTERFACE -fsanitize=address,undefined)
+endif()

@@ -1,0 +1,63 @@
+#include "common/text.hpp"
+
+namespace garm_edge {
+namespace {
+
+/// Length of the UTF-8 sequence starting with `lead`, or 0 when `lead` cannot start one.
+std::size_t utf8_sequence_length(unsigned char lead) {
+  if (lead < 0x80) return 1;
+  if (lead >= 0xc2 && lead <= 0xdf) return 2;
+  if (lead >= 0xe0 && lead <= 0xef) return 3;
+  if (lead >= 0xf0 && lead <= 0xf4) return 4;
+  return 0;
+}
+
+bool is_valid_sequence(std::string_view text, std::size_t start, std::size_t length) {
+  if (start + length > text.size()) {
+    return false;
+  }
+  for (std::size_t k = 1; k < length; ++k) {
+    if ((static_cast<unsigned char>(text[start + k]) & 0xc0) != 0x80) {
+      return false;
+    }
+  }
+  const auto lead = static_cast<unsigned char>(text[start]);
+  const auto second = length > 1 ? static_cast<unsigned char>(text[start + 1]) : 0;
+  if (lead == 0xe0 && second < 0xa0) return false;   // overlong
+  if (lead == 0xed && second >= 0xa0) return false;  // UTF-16 surrogates
+  if (lead == 0xf0 && second < 0x90) return false;   // overlong
+  if (lead == 0xf4 && second >= 0x90) return false;  // above U+10FFFF
+  if (lead == 0xc2 && second < 0xa0) return false;   // C1 control characters
+  return true;
+}
+
+}  // namespace
+
+bool is_plain_text(std::string_view value) {
+  for (std::size_t i = 0; i < value.size();) {
+    const auto c = static_cast<unsigned char>(value[i]);
+    if (c < 0x20 || c == 0x7f) {
+      return false;
+    }
+    const std::size_t length = utf8_sequence_length(c);
+    if (length == 0 || !is_valid_sequence(value, i, length)) {
+      return false;
+    }
+    i += length;
+  }
+  return true;
+}
+
+std::string printable_excerpt(std::string_view value, std::size_t max_bytes) {
+  std::string out;
+  for (char c : value.substr(0, max_bytes)) {
+    const auto byte = static_cast<unsigned char>(c);
+    out += (byte < 0x20 || byte == 0x7f) ? '?' : c;
+  }
+  if (value.size() > max_bytes) {
+    out += "...";
+  }
+  return out;
+}
+
+}  // namespace garm_edge

@@ -1,0 +1,15 @@
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace garm_edge {
+
+/// Valid UTF-8 without C0/C1 control characters or DEL: safe to put in XML, logs and names.
+bool is_plain_text(std::string_view value);
+
+/// A short rendering of untrusted text for an error message or a log line: control characters
+/// replaced, cut at `max_bytes`.
+std::string printable_excerpt(std::string_view value, std::size_t max_bytes = 64);
+
+}  // namespace garm_edge

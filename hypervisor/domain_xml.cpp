@@ -1,0 +1,274 @@
+#include "hypervisor/domain_xml.hpp"
+
+#include <sstream>
+
+#include <pugixml.hpp>
+
+#include "common/text.hpp"
+
+namespace garm_edge::hypervisor {
+namespace {
+
+[[noreturn]] void reject(const std::string& what, std::string_view problem) {
+  throw HypervisorError(HypervisorError::Kind::invalid_argument,
+                        what + " " + std::string(problem));
+}
+
+/// XML 1.0 cannot carry control characters even as character references, so refuse them here
+/// rather than hand libvirt a document it rejects (or worse, one that means something else).
+void require_xml_text(std::string_view value, const std::string& what) {
+  if (!is_plain_text(value)) {
+    reject(what, "must be UTF-8 text without control characters");
+  }
+}
+
+bool is_mac(std::string_view mac) {
+  if (mac.size() != 17) {
+    return false;
+  }
+  for (std::size_t i = 0; i < mac.size(); ++i) {
+    const char c = mac[i];
+    const bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+    if (i % 3 == 2 ? c != ':' : !hex) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void append_text(pugi::xml_node parent, const char* name, std::string_view value) {
+  parent.append_child(name).text().set(std::string(value).c_str());
+}
+
+void append_metadata(pugi::xml_node domain, const Tags& tags) {
+  const std::string element = std::string(kMetadataPrefix) + ":" + std::string(kMetadataElement);
+  auto instance = domain.append_child("metadata").append_child(element.c_str());
+  instance.append_attribute(("xmlns:" + std::string(kMetadataPrefix)).c_str())
+      .set_value(std::string(kMetadataNamespace).c_str());
+  for (const auto& [key, value] : tags.entries()) {
+    if (!is_valid_tag_key(key)) {
+      reject("tag key \"" + printable_excerpt(key) + "\"", "must match [a-z][a-z0-9-]*");
+    }
+    require_xml_text(value, "tag \"" + key + "\"");
+    const std::string child = std::string(kMetadataPrefix) + ":" + key;
+    instance.append_child(child.c_str()).text().set(value.c_str());
+  }
+}
+
+void append_os(pugi::xml_node domain, const DomainSpec& spec) {
+  const auto& arch = defaults_for(spec.arch);
+  auto os = domain.append_child("os");
+  if (arch.uefi) {
+    os.append_attribute("firmware").set_value("efi");
+  }
+  auto type = os.append_child("type");
+  type.append_attribute("arch").set_value(std::string(arch.libvirt_arch).c_str());
+  type.append_attribute("machine").set_value(std::string(arch.machine).c_str());
+  type.text().set("hvm");
+  os.append_child("boot").append_attribute("dev").set_value("hd");
+  if (!spec.smbios_serial.empty()) {
+    os.append_child("smbios").append_attribute("mode").set_value("sysinfo");
+  }
+}
+
+void append_cpu(pugi::xml_node domain, VirtType virt_type) {
+  if (virt_type == VirtType::test) {
+    return;
+  }
+  // KVM guests see the host CPU; TCG guests get every feature QEMU can emulate.
+  domain.append_child("cpu").append_attribute("mode").set_value(
+      virt_type == VirtType::kvm ? "host-passthrough" : "maximum");
+}
+
+void append_sysinfo(pugi::xml_node domain, const DomainSpec& spec) {
+  if (spec.smbios_serial.empty()) {
+    return;
+  }
+  require_xml_text(spec.smbios_serial, "SMBIOS serial");
+  auto sysinfo = domain.append_child("sysinfo");
+  sysinfo.append_attribute("type").set_value("smbios");
+  auto entry = sysinfo.append_child("system").append_child("entry");
+  entry.append_attribute("name").set_value("serial");
+  entry.text().set(spec.smbios_serial.c_str());
+}
+
+void append_disk(pugi::xml_node devices, const DomainSpec& spec) {
+  require_xml_text(spec.disk_path, "disk path");
+  if (spec.disk_path.empty() || spec.disk_path.front() != '/') {
+    reject("disk path", "must be an absolute path");
+  }
+  auto disk = devices.append_child("disk");
+  disk.append_attribute("type").set_value("file");
+  disk.append_attribute("device").set_value("disk");
+  auto driver = disk.append_child("driver");
+  driver.append_attribute("name").set_value("qemu");
+  driver.append_attribute("type").set_value(spec.disk_format.c_str());
+  driver.append_attribute("discard").set_value("unmap");
+  disk.append_child("source").append_attribute("file").set_value(spec.disk_path.c_str());
+  auto target = disk.append_child("target");
+  target.append_attribute("dev").set_value("vda");
+  target.append_attribute("bus").set_value("virtio");
+}
+
+void append_interfaces(pugi::xml_node devices, const DomainSpec& spec) {
+  for (const auto& nic : spec.interfaces) {
+    require_xml_text(nic.network, "network name");
+    if (!nic.mac.empty() && !is_mac(nic.mac)) {
+      reject("MAC address \"" + printable_excerpt(nic.mac) + "\"", "is not xx:xx:xx:xx:xx:xx");
+    }
+    auto interface = devices.append_child("interface");
+    interface.append_attribute("type").set_value("network");
+    interface.append_child("source").append_attribute("network").set_value(nic.network.c_str());
+    if (!nic.mac.empty()) {
+      interface.append_child("mac").append_attribute("address").set_value(nic.mac.c_str());
+    }
+    interface.append_child("model").append_attribute("type").set_value("virtio");
+  }
+}
+
+void append_devices(pugi::xml_node domain, const DomainSpec& spec) {
+  auto devices = domain.append_child("devices");
+  append_disk(devices, spec);
+  append_interfaces(devices, spec);
+  devices.append_child("serial").append_attribute("type").set_value("pty");
+  devices.append_child("console").append_attribute("type").set_value("pty");
+  auto rng = devices.append_child("rng");
+  rng.append_attribute("model").set_value("virtio");
+  auto backend = rng.append_child("backend");
+  backend.append_attribute("model").set_value("random");
+  backend.text().set("/dev/urandom");
+}
+
+void validate_identity(const DomainSpec& spec) {
+  require_xml_text(spec.name, "domain name");
+  if (spec.name.empty() || spec.name.find('/') != std::string::npos) {
+    reject("domain name", "must be non-empty and contain no '/'");
+  }
+  require_xml_text(spec.uuid, "domain UUID");
+  if (spec.vcpus == 0 || spec.memory_mib == 0) {
+    reject("domain \"" + spec.name + "\"", "needs at least one vCPU and some memory");
+  }
+}
+
+std::string to_text(const pugi::xml_document& document) {
+  std::ostringstream out;
+  document.save(out, "  ", pugi::format_indent | pugi::format_no_declaration);
+  return out.str();
+}
+
+pugi::xml_document parse_or_throw(std::string_view xml, const char* what) {
+  pugi::xml_document document;
+  const auto result = document.load_buffer(xml.data(), xml.size());
+  if (!result) {
+    throw HypervisorError(HypervisorError::Kind::failed,
+                          std::string("unreadable ") + what + ": " + result.description());
+  }
+  return document;
+}
+
+}  // namespace
+
+bool is_valid_tag_key(std::string_view key) {
+  if (key.empty() || key.size() > 64 || key.front() < 'a' || key.front() > 'z') {
+    return false;
+  }
+  for (char c : key) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string render_domain_xml(const DomainSpec& spec, VirtType virt_type) {
+  validate_identity(spec);
+  pugi::xml_document document;
+  auto domain = document.append_child("domain");
+  domain.append_attribute("type").set_value(std::string(to_string(virt_type)).c_str());
+  append_text(domain, "name", spec.name);
+  if (!spec.uuid.empty()) {
+    append_text(domain, "uuid", spec.uuid);
+  }
+  append_metadata(domain, spec.tags);
+  auto memory = domain.append_child("memory");
+  memory.append_attribute("unit").set_value("MiB");
+  memory.text().set(static_cast<unsigned long long>(spec.memory_mib));
+  domain.append_child("vcpu").text().set(spec.vcpus);
+  append_sysinfo(domain, spec);
+  append_os(domain, spec);
+  auto features = domain.append_child("features");
+  features.append_child("acpi");
+  if (spec.arch == GuestArch::x86_64) {
+    features.append_child("apic");
+  }
+  append_cpu(domain, virt_type);
+  append_text(domain, "on_poweroff", "destroy");
+  append_text(domain, "on_reboot", "restart");
+  append_text(domain, "on_crash", "destroy");
+  append_devices(domain, spec);
+  return to_text(document);
+}
+
+std::string render_overlay_volume_xml(const VolumeSpec& spec) {
+  require_xml_text(spec.name, "volume name");
+  require_xml_text(spec.backing_path, "backing store path");
+  if (spec.name.empty() || spec.name.find('/') != std::string::npos) {
+    reject("volume name", "must be non-empty and contain no '/'");
+  }
+  if (spec.backing_path.empty() || spec.backing_path.front() != '/') {
+    reject("backing store path", "must be an absolute path");
+  }
+  pugi::xml_document document;
+  auto volume = document.append_child("volume");
+  volume.append_attribute("type").set_value("file");
+  append_text(volume, "name", spec.name);
+  auto capacity = volume.append_child("capacity");
+  capacity.append_attribute("unit").set_value("bytes");
+  capacity.text().set(static_cast<unsigned long long>(spec.capacity_bytes));
+  auto target = volume.append_child("target");
+  target.append_child("format").append_attribute("type").set_value("qcow2");
+  append_text(target.append_child("permissions"), "mode", "0600");
+  auto backing = volume.append_child("backingStore");
+  append_text(backing, "path", spec.backing_path);
+  backing.append_child("format").append_attribute("type").set_value(spec.backing_format.c_str());
+  return to_text(document);
+}
+
+Tags parse_tags_metadata(std::string_view metadata_xml) {
+  const auto document = parse_or_throw(metadata_xml, "domain metadata");
+  Tags tags;
+  for (auto child : document.document_element().children()) {
+    if (child.type() != pugi::node_element) {
+      continue;
+    }
+    // libvirt hands the element back without our prefix; accept both spellings.
+    std::string_view key = child.name();
+    if (const auto colon = key.find(':'); colon != std::string_view::npos) {
+      key.remove_prefix(colon + 1);
+    }
+    tags.set(std::string(key), child.text().get());
+  }
+  return tags;
+}
+
+std::string parse_pool_path(std::string_view pool_xml) {
+  const auto document = parse_or_throw(pool_xml, "storage pool XML");
+  return document.child("pool").child("target").child("path").text().get();
+}
+
+std::vector<std::string> parse_disk_paths(std::string_view domain_xml) {
+  const auto document = parse_or_throw(domain_xml, "domain XML");
+  std::vector<std::string> paths;
+  for (auto disk : document.child("domain").child("devices").children("disk")) {
+    if (std::string_view(disk.attribute("device").as_string("disk")) != "disk") {
+      continue;
+    }
+    const auto source = disk.child("source");
+    if (const auto file = source.attribute("file"); file) {
+      paths.emplace_back(file.value());
+    }
+  }
+  return paths;
+}
+
+}  // namespace garm_edge::hypervisor

@@ -1,0 +1,157 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace garm_edge::hypervisor {
+
+/// Every failure that crosses this boundary, classified so callers can decide without looking
+/// at libvirt error codes.
+class HypervisorError : public std::runtime_error {
+ public:
+  enum class Kind {
+    not_found,
+    already_exists,
+    invalid_state,
+    invalid_argument,
+    unavailable,  // the connection to the hypervisor is down
+    timeout,
+    unsupported,
+    failed,
+  };
+
+  HypervisorError(Kind kind, const std::string& message)
+      : std::runtime_error(message), kind_(kind) {}
+
+  Kind kind() const noexcept { return kind_; }
+
+ private:
+  Kind kind_;
+};
+
+enum class GuestArch { x86_64, aarch64, armv7l };
+enum class PowerState { running, paused, shutoff, crashed, other };
+
+std::string_view to_string(GuestArch arch);
+std::string_view to_string(PowerState state);
+
+/// Key/value labels stored in a domain's namespaced <metadata> element. Keys are lower-case
+/// XML-name-safe tokens chosen by the caller; values are any UTF-8 text without control
+/// characters. Order is kept.
+class Tags {
+ public:
+  Tags() = default;
+  Tags(std::initializer_list<std::pair<std::string, std::string>> entries);
+
+  void set(std::string key, std::string value);
+  std::optional<std::string_view> get(std::string_view key) const;
+  /// True when every pair of `filter` is present here with the same value.
+  bool matches(const Tags& filter) const;
+  const std::vector<std::pair<std::string, std::string>>& entries() const { return entries_; }
+  bool empty() const { return entries_.empty(); }
+
+  bool operator==(const Tags&) const = default;
+
+ private:
+  std::vector<std::pair<std::string, std::string>> entries_;
+};
+
+struct NetworkInterface {
+  std::string network;  // a libvirt network name
+  std::string mac;      // empty: libvirt chooses
+};
+
+/// Everything needed to define one guest. The hypervisor fills in per-architecture defaults.
+struct DomainSpec {
+  std::string name;
+  std::string uuid;
+  GuestArch arch = GuestArch::x86_64;
+  unsigned vcpus = 1;
+  std::uint64_t memory_mib = 512;
+  std::string disk_path;
+  std::string disk_format = "qcow2";
+  std::vector<NetworkInterface> interfaces;
+  std::string smbios_serial;  // e.g. a cloud-init NoCloud seed line; empty: none
+  Tags tags;
+};
+
+struct InterfaceAddress {
+  std::string mac;
+  std::string ip;
+  unsigned prefix = 0;
+  bool ipv6 = false;
+};
+
+struct Domain {
+  std::string name;
+  std::string uuid;
+  PowerState state = PowerState::other;
+  Tags tags;  // empty when the domain has no metadata element of ours
+  /// What the hypervisor knows from DHCP leases of its own networks; empty when not running.
+  std::vector<InterfaceAddress> addresses;
+};
+
+struct VolumeSpec {
+  std::string pool;
+  std::string name;
+  std::uint64_t capacity_bytes = 0;
+  std::string backing_path;
+  std::string backing_format = "qcow2";
+};
+
+struct Volume {
+  std::string pool;
+  std::string name;
+  std::string path;
+};
+
+struct HostCapacity {
+  unsigned cpus = 0;
+  std::uint64_t memory_mib = 0;
+};
+
+/// The boundary to the virtualization layer. Knows nothing of garm. Removal operations are
+/// idempotent and return whether there was something to remove. Calls may throw HypervisorError.
+class Hypervisor {
+ public:
+  virtual ~Hypervisor() = default;
+
+  /// The XML `define` would submit, for dry runs.
+  virtual std::string domain_xml(const DomainSpec& spec) const = 0;
+  /// Defines (does not start) a persistent domain; refuses a name that already exists.
+  virtual Domain define(const DomainSpec& spec) = 0;
+  /// Starts a defined domain; a running one is left alone.
+  virtual void start(std::string_view uuid) = 0;
+  /// Asks the guest to power off (ACPI) and waits up to `grace`, then powers it off hard.
+  virtual void shutdown(std::string_view uuid, std::chrono::milliseconds grace) = 0;
+  /// Powers a domain off at once. False when it was not running.
+  virtual bool destroy(std::string_view uuid) = 0;
+  /// Removes a (stopped) domain's definition. False when there was no such domain.
+  virtual bool undefine(std::string_view uuid) = 0;
+
+  virtual std::optional<Domain> find_by_uuid(std::string_view uuid) = 0;
+  virtual std::optional<Domain> find_by_name(std::string_view name) = 0;
+  /// Domains that carry our metadata element and match every pair of `filter`. Complete or an
+  /// exception: never a partial list.
+  virtual std::vector<Domain> list(const Tags& filter) = 0;
+  virtual std::vector<std::string> disk_paths(std::string_view uuid) = 0;
+
+  /// Creates a copy-on-write volume backed by `spec.backing_path`.
+  virtual Volume create_overlay(const VolumeSpec& spec) = 0;
+  virtual std::optional<Volume> find_volume(std::string_view pool, std::string_view name) = 0;
+  /// False when there was no such volume.
+  virtual bool delete_volume(std::string_view pool, std::string_view name) = 0;
+  /// The directory a storage pool keeps its volumes in.
+  virtual std::string pool_path(std::string_view pool) = 0;
+
+  virtual HostCapacity capacity() = 0;
+};
+
+}  // namespace garm_edge::hypervisor

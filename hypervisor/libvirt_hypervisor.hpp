@@ -1,0 +1,75 @@
+#pragma once
+
+#include <chrono>
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "hypervisor/call_runner.hpp"
+#include "hypervisor/guest_arch.hpp"
+#include "hypervisor/hypervisor.hpp"
+
+struct _virConnect;
+
+namespace garm_edge::hypervisor {
+
+struct LibvirtOptions {
+  /// Any libvirt URI: test:///default, test:///abs/node.xml, qemu:///system, qemu:///embed?root=…
+  std::string uri = "qemu:///system";
+  /// Unset: kvm where the host's capabilities offer it for the guest's architecture, else qemu
+  /// (TCG); the test driver always gets "test".
+  std::optional<VirtType> virt_type;
+  /// The deadline of each hypervisor operation, queueing included.
+  std::chrono::milliseconds call_timeout{std::chrono::seconds(30)};
+  std::size_t workers = 8;
+};
+
+/// Hypervisor over the libvirt C API. One shared connection (libvirt's client is thread-safe),
+/// reopened on the next call after the daemon goes away; every operation runs with a deadline.
+class LibvirtHypervisor final : public Hypervisor {
+ public:
+  /// Connects at once so a wrong URI fails at startup. Throws HypervisorError.
+  explicit LibvirtHypervisor(LibvirtOptions options);
+  ~LibvirtHypervisor() override;
+
+  std::string domain_xml(const DomainSpec& spec) const override;
+  Domain define(const DomainSpec& spec) override;
+  void start(std::string_view uuid) override;
+  void shutdown(std::string_view uuid, std::chrono::milliseconds grace) override;
+  bool destroy(std::string_view uuid) override;
+  bool undefine(std::string_view uuid) override;
+  std::optional<Domain> find_by_uuid(std::string_view uuid) override;
+  std::optional<Domain> find_by_name(std::string_view name) override;
+  std::vector<Domain> list(const Tags& filter) override;
+  std::vector<std::string> disk_paths(std::string_view uuid) override;
+  Volume create_overlay(const VolumeSpec& spec) override;
+  std::optional<Volume> find_volume(std::string_view pool, std::string_view name) override;
+  bool delete_volume(std::string_view pool, std::string_view name) override;
+  std::string pool_path(std::string_view pool) override;
+  HostCapacity capacity() override;
+
+  VirtType virt_type_for(GuestArch arch) const;
+
+ private:
+  using ConnectionPtr = std::shared_ptr<_virConnect>;
+
+  template <class Fn>
+  auto call(const std::string& what, Fn fn);
+  template <class Fn>
+  auto call_within(std::chrono::milliseconds deadline, const std::string& what, Fn fn);
+  ConnectionPtr connection();
+  ConnectionPtr open_connection();
+  void forget_connection(const ConnectionPtr& broken);
+
+  LibvirtOptions options_;
+  std::map<GuestArch, VirtType> virt_types_;
+  std::mutex connection_mutex_;
+  ConnectionPtr connection_;
+  std::shared_ptr<std::atomic<bool>> connection_closed_;
+  CallRunner runner_;  // last: joined first, while the members its calls use still exist
+};
+
+}  // namespace garm_edge::hypervisor

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages garm-edge builds and tests with. Idempotent: does nothing
+# when every package is already installed.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config clang-format
+  libvirt-dev libasio-dev nlohmann-json3-dev libmbedtls-dev catch2
+  libtomlplusplus-dev libpugixml-dev
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$package")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing packages (${missing[*]}); run as root to install them" >&2
+  exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+for attempt in 1 2 3; do
+  timeout 300 apt-get update -q -o Acquire::Retries=3 && break
+  [ "$attempt" -eq 3 ] && exit 1
+  sleep 10
+done
+timeout 900 apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=300 "${missing[@]}"

@@ -1,0 +1,41 @@
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "wire/bootstrap.hpp"
+
+namespace garm_edge::wire {
+
+/// Limits on what garm (or anyone holding a controller's certificate) may send. Every check of
+/// a garm value lives in this file; each throws WireError naming the field.
+struct Limits {
+  static constexpr std::size_t kMaxInstanceName = 63;  // it becomes the guest's host name
+  static constexpr std::size_t kMaxResourceName = 128;
+  static constexpr std::size_t kMaxPoolIdPrefix = 128;
+  static constexpr std::size_t kMaxLabels = 64;
+  static constexpr std::size_t kMaxLabelLength = 256;
+  static constexpr std::size_t kMaxExtraSpecsBytes = 256 * 1024;
+};
+
+bool is_uuid(std::string_view value);
+
+/// garm names are `lower(<prefix>-<short id>)`; the name is used as host name and file name.
+void validate_instance_name(std::string_view name, const std::string& field = "name");
+void validate_uuid(std::string_view value, const std::string& field);
+/// A pool UUID, or a scale set's pseudo ID `<scale set name>-<entity uuid>`.
+void validate_pool_id(std::string_view value, const std::string& field = "pool_id");
+/// Image and flavor names: a short token that can never act as a path.
+void validate_resource_name(std::string_view value, const std::string& field);
+void validate_labels(const std::optional<std::vector<std::string>>& labels);
+void validate_extra_specs(const std::optional<nlohmann::json>& extra_specs);
+
+/// Everything the agent needs from a bootstrap before it creates anything.
+void validate_bootstrap(const BootstrapInstance& bootstrap);
+
+}  // namespace garm_edge::wire
