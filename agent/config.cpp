@@ -1,10 +1,9 @@
 #include "agent/config.hpp"
 
-#include <unistd.h>
-
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <unistd.h>
 
 #include <toml++/toml.h>
 
@@ -124,7 +123,8 @@ Enum enum_or_fail(TableReader& in, std::string_view key, Enum fallback) {
   }
   const auto parsed = wire::parse_enum<Enum>(*text);
   if (!parsed) {
-    in.fail(in.node(key), std::string(key) + " has unknown value \"" + printable_excerpt(*text) + "\"");
+    in.fail(in.node(key),
+            std::string(key) + " has unknown value \"" + printable_excerpt(*text) + "\"");
   }
   return *parsed;
 }
@@ -150,10 +150,11 @@ void read_agent_section(TableReader& root, AgentConfig& config) {
       in.fail(in.node("state_dir"), "state_dir must be an absolute path");
     }
   }
-  config.max_concurrent_creates =
-      in.integer<std::size_t>("max_concurrent_creates", 1, 1024).value_or(config.max_concurrent_creates);
-  config.reconcile_interval = std::chrono::seconds(
-      in.integer<long>("reconcile_interval_seconds", 5, 86400).value_or(config.reconcile_interval.count()));
+  config.max_concurrent_creates = in.integer<std::size_t>("max_concurrent_creates", 1, 1024)
+                                      .value_or(config.max_concurrent_creates);
+  config.reconcile_interval =
+      std::chrono::seconds(in.integer<long>("reconcile_interval_seconds", 5, 86400)
+                               .value_or(config.reconcile_interval.count()));
   config.stop_grace = std::chrono::seconds(
       in.integer<long>("stop_grace_seconds", 0, 3600).value_or(config.stop_grace.count()));
   try {
@@ -179,8 +180,10 @@ void read_libvirt_section(TableReader& root, AgentConfig& config) {
   }
   config.libvirt.call_timeout = std::chrono::seconds(
       in.integer<long>("call_timeout_seconds", 1, 3600)
-          .value_or(std::chrono::duration_cast<std::chrono::seconds>(config.libvirt.call_timeout).count()));
-  config.libvirt.workers = in.integer<std::size_t>("workers", 1, 64).value_or(config.libvirt.workers);
+          .value_or(std::chrono::duration_cast<std::chrono::seconds>(config.libvirt.call_timeout)
+                        .count()));
+  config.libvirt.workers =
+      in.integer<std::size_t>("workers", 1, 64).value_or(config.libvirt.workers);
   config.storage_pool = in.string("storage_pool").value_or(config.storage_pool);
   config.network = in.string("network").value_or(config.network);
   in.reject_unknown_keys();
@@ -226,7 +229,8 @@ FlavorConfig read_flavor(const toml::table& table, const std::string& source, st
   FlavorConfig flavor;
   flavor.name = in.required_string("name");
   flavor.vcpus = in.integer<unsigned>("vcpus", 1, 512).value_or(flavor.vcpus);
-  flavor.memory_mib = in.integer<std::uint64_t>("memory_mib", 64, 4 * 1024 * 1024).value_or(flavor.memory_mib);
+  flavor.memory_mib =
+      in.integer<std::uint64_t>("memory_mib", 64, 4 * 1024 * 1024).value_or(flavor.memory_mib);
   flavor.disk_gib = in.integer<std::uint64_t>("disk_gib", 1, 64 * 1024).value_or(flavor.disk_gib);
   try {
     wire::validate_resource_name(flavor.name, "name");
@@ -248,7 +252,8 @@ std::vector<Item> read_list(TableReader& root, std::string_view key, Read read) 
   for (std::size_t i = 0; i < array->size(); ++i) {
     items.push_back(read(*array->get(i)->as_table(), root.source(), i));
     if (!names.insert(items.back().name).second) {
-      root.fail(array->get(i), std::string(key) + ": \"" + items.back().name + "\" is defined twice");
+      root.fail(array->get(i),
+                std::string(key) + ": \"" + items.back().name + "\" is defined twice");
     }
   }
   return items;
@@ -280,8 +285,8 @@ AgentConfig parse_agent_config(std::string_view toml_text, const std::string& so
     document = toml::parse(toml_text, source_name);
   } catch (const toml::parse_error& e) {
     std::ostringstream message;
-    message << source_name << ":" << e.source().begin.line << ":" << e.source().begin.column
-            << ": " << e.description();
+    message << source_name << ":" << e.source().begin.line << ":" << e.source().begin.column << ": "
+            << e.description();
     throw ConfigError(message.str());
   }
   AgentConfig config;

@@ -1,9 +1,8 @@
 #include "agent/demo.hpp"
 
-#include <stdlib.h>
-
 #include <chrono>
 #include <iomanip>
+#include <stdlib.h>
 
 #include "agent/identifiers.hpp"
 #include "agent/instance_service.hpp"
@@ -18,7 +17,8 @@ class Step {
     out_ << "\n== " << title << "\n";
   }
   ~Step() {
-    const auto elapsed = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_);
+    const auto elapsed =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_);
     out_ << "   (" << std::fixed << std::setprecision(1) << elapsed.count() << " ms)\n";
   }
   Step(const Step&) = delete;
@@ -57,7 +57,8 @@ AgentConfig demo_config(const DemoOptions& options, const std::filesystem::path&
                                       .os_name = "debian",
                                       .os_version = "12",
                                       .arch = wire::OsArch::amd64});
-  config.flavors.push_back(FlavorConfig{.name = "small", .vcpus = 2, .memory_mib = 2048, .disk_gib = 20});
+  config.flavors.push_back(
+      FlavorConfig{.name = "small", .vcpus = 2, .memory_mib = 2048, .disk_gib = 20});
   return config;
 }
 
@@ -83,7 +84,8 @@ bool expect(std::ostream& out, bool ok, const std::string& what) {
 int run_demo(const DemoOptions& options, std::ostream& out) {
   const auto state_dir = options.state_dir.empty() ? make_temp_dir() : options.state_dir;
   const auto config = demo_config(options, state_dir);
-  out << "garm-edge instance service demo on " << config.libvirt.uri << ", state in " << state_dir.string() << "\n";
+  out << "garm-edge instance service demo on " << config.libvirt.uri << ", state in "
+      << state_dir.string() << "\n";
 
   hypervisor::LibvirtHypervisor hypervisor(config.libvirt);
   FileInstanceStore store(config.state_dir);
@@ -128,10 +130,12 @@ int run_demo(const DemoOptions& options, std::ostream& out) {
     Step step(out, "stop garm-demo00002, then start it again");
     service.stop(controller, "garm-demo00002", true);
     const auto stopped = service.get(controller, "garm-demo00002");
-    ok &= expect(out, stopped && stopped->status == wire::InstanceStatus::stopped, "status stopped");
+    ok &=
+        expect(out, stopped && stopped->status == wire::InstanceStatus::stopped, "status stopped");
     service.start(controller, created[1].provider_id);
     const auto started = service.get(controller, created[1].provider_id);
-    ok &= expect(out, started && started->status == wire::InstanceStatus::running, "status running");
+    ok &=
+        expect(out, started && started->status == wire::InstanceStatus::running, "status running");
   }
   {
     Step step(out, "refuse a hostile create: nothing made, a clear error");
@@ -147,7 +151,8 @@ int run_demo(const DemoOptions& options, std::ostream& out) {
     Step step(out, "delete by provider ID, by name, and one that is already gone");
     ok &= expect(out, service.remove(controller, created[0].provider_id), "deleted by provider ID");
     ok &= expect(out, service.remove(controller, "garm-demo00002"), "deleted by name");
-    ok &= expect(out, !service.remove(controller, "garm-demo00002"), "second delete: already gone (success)");
+    ok &= expect(out, !service.remove(controller, "garm-demo00002"),
+                 "second delete: already gone (success)");
   }
   {
     Step step(out, "remove all of the controller's instances");

@@ -184,23 +184,27 @@ InstanceService::CreatePlan InstanceService::plan_create(std::string_view contro
   wire::validate_bootstrap(b);
   const auto* image = config_.find_image(b.image);
   if (image == nullptr) {
-    throw ServiceError(Code::invalid_argument, "unknown image \"" + b.image +
-                                                   "\"; this agent offers: " + names_of(config_.images));
+    throw ServiceError(
+        Code::invalid_argument,
+        "unknown image \"" + b.image + "\"; this agent offers: " + names_of(config_.images));
   }
   const auto* flavor = config_.find_flavor(b.flavor);
   if (flavor == nullptr) {
-    throw ServiceError(Code::invalid_argument, "unknown flavor \"" + b.flavor +
-                                                   "\"; this agent offers: " + names_of(config_.flavors));
+    throw ServiceError(
+        Code::invalid_argument,
+        "unknown flavor \"" + b.flavor + "\"; this agent offers: " + names_of(config_.flavors));
   }
   if (b.arch && *b.arch != image->arch) {
-    throw ServiceError(Code::invalid_argument,
-                       "image \"" + image->name + "\" is " + std::string(wire::to_string(image->arch)) +
-                           " but the pool asks for " + std::string(wire::to_string(*b.arch)));
+    throw ServiceError(Code::invalid_argument, "image \"" + image->name + "\" is " +
+                                                   std::string(wire::to_string(image->arch)) +
+                                                   " but the pool asks for " +
+                                                   std::string(wire::to_string(*b.arch)));
   }
   if (b.os_type && *b.os_type != wire::OsType::unknown && *b.os_type != image->os_type) {
-    throw ServiceError(Code::invalid_argument,
-                       "image \"" + image->name + "\" is " + std::string(wire::to_string(image->os_type)) +
-                           " but the pool asks for " + std::string(wire::to_string(*b.os_type)));
+    throw ServiceError(Code::invalid_argument, "image \"" + image->name + "\" is " +
+                                                   std::string(wire::to_string(image->os_type)) +
+                                                   " but the pool asks for " +
+                                                   std::string(wire::to_string(*b.os_type)));
   }
 
   CreatePlan plan;
@@ -259,10 +263,12 @@ std::optional<wire::ProviderInstance> InstanceService::reuse_existing(const Crea
   auto domain = hypervisor_.find_by_name(wanted.domain_name);
   if (domain && (!owned_by(*domain, wanted.controller_id) ||
                  domain->tags.get(tag::kName) != std::optional<std::string_view>(wanted.name))) {
-    throw ServiceError(Code::conflict, "a domain named " + wanted.domain_name +
-                                           " exists and is not this agent's instance; nothing was changed");
+    throw ServiceError(Code::conflict,
+                       "a domain named " + wanted.domain_name +
+                           " exists and is not this agent's instance; nothing was changed");
   }
-  if (record && record->intent == Intent::created && domain && domain->uuid == record->domain_uuid) {
+  if (record && record->intent == Intent::created && domain &&
+      domain->uuid == record->domain_uuid) {
     if (domain->state != hypervisor::PowerState::running) {
       hypervisor_.start(domain->uuid);
       domain = hypervisor_.find_by_uuid(domain->uuid);
@@ -302,7 +308,8 @@ wire::ProviderInstance InstanceService::run_create(CreatePlan& plan) {
     step = "record the result";
     record.intent = Intent::created;
     store_.put(record);
-    log_.info("created " + record.name + " as " + record.domain_name + " (" + record.domain_uuid + ")");
+    log_.info("created " + record.name + " as " + record.domain_name + " (" + record.domain_uuid +
+              ")");
     return describe(*domain);
   } catch (const std::exception& error) {
     std::string reason = "failed to " + step + ": " + error.what();
@@ -339,7 +346,8 @@ std::optional<std::string> InstanceService::resolve(std::string_view controller_
                                                     std::string_view instance) {
   wire::validate_uuid(controller_id, "controller_id");
   if (wire::is_uuid(instance)) {
-    if (auto domain = hypervisor_.find_by_uuid(instance); domain && owned_by(*domain, controller_id)) {
+    if (auto domain = hypervisor_.find_by_uuid(instance);
+        domain && owned_by(*domain, controller_id)) {
       return domain->name;
     }
     // The domain may be gone while its record (an unfinished delete) remains.
@@ -355,14 +363,16 @@ std::optional<std::string> InstanceService::resolve(std::string_view controller_
 
 std::optional<wire::ProviderInstance> InstanceService::get(std::string_view controller_id,
                                                            std::string_view instance) {
-  return guarded("get " + printable_excerpt(instance), [&]() -> std::optional<wire::ProviderInstance> {
-    const auto domain_name = resolve(controller_id, instance);
-    const auto domain = domain_name ? find_owned_domain(controller_id, *domain_name) : std::nullopt;
-    if (!domain) {
-      return std::nullopt;
-    }
-    return describe(*domain);
-  });
+  return guarded("get " + printable_excerpt(instance),
+                 [&]() -> std::optional<wire::ProviderInstance> {
+                   const auto domain_name = resolve(controller_id, instance);
+                   const auto domain =
+                       domain_name ? find_owned_domain(controller_id, *domain_name) : std::nullopt;
+                   if (!domain) {
+                     return std::nullopt;
+                   }
+                   return describe(*domain);
+                 });
 }
 
 std::vector<wire::ProviderInstance> InstanceService::list(std::string_view controller_id,
@@ -396,7 +406,8 @@ bool InstanceService::remove(std::string_view controller_id, std::string_view in
   });
 }
 
-bool InstanceService::remove_locked(std::string_view controller_id, const std::string& domain_name) {
+bool InstanceService::remove_locked(std::string_view controller_id,
+                                    const std::string& domain_name) {
   auto record = store_.get(domain_name);
   if (record && record->controller_id != controller_id) {
     return false;
@@ -574,7 +585,8 @@ void InstanceService::reconcile_record(const InstanceRecord& record, ReconcileRe
 void InstanceService::reconcile_domain(const hypervisor::Domain& domain, ReconcileReport& report) {
   teardown(record_for_orphan(domain));
   ++report.orphan_domains;
-  log_.warning("reconcile: removed domain " + domain.name + ", which carried this agent's tag but had no record");
+  log_.warning("reconcile: removed domain " + domain.name +
+               ", which carried this agent's tag but had no record");
 }
 
 // ---- views --------------------------------------------------------------------------------
@@ -605,7 +617,8 @@ wire::ProviderInstance InstanceService::describe(const hypervisor::Domain& domai
   instance.os_arch = wire::parse_enum<wire::OsArch>(tag_or_empty(domain.tags, tag::kOsArch));
   instance.status = status_for(domain.state);
   for (const auto& address : domain.addresses) {
-    instance.addresses.push_back({.address = address.ip, .type = wire::AddressType::private_address});
+    instance.addresses.push_back(
+        {.address = address.ip, .type = wire::AddressType::private_address});
   }
   return instance;
 }

@@ -1,12 +1,11 @@
 #include "agent/instance_store.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -74,9 +73,9 @@ void write_all(int fd, std::string_view data, const fs::path& path) {
 
 void write_atomically(const fs::path& target, std::string_view contents) {
   static std::atomic<unsigned> counter{0};
-  const fs::path temp = target.parent_path() / ("." + target.filename().string() + ".tmp." +
-                                                std::to_string(::getpid()) + "." +
-                                                std::to_string(counter.fetch_add(1)));
+  const fs::path temp = target.parent_path() /
+                        ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()) +
+                         "." + std::to_string(counter.fetch_add(1)));
   FileDescriptor file(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (file.get() < 0) {
     fail_errno("cannot create " + temp.string());
@@ -201,7 +200,8 @@ InstanceRecord parse_record(std::string_view text) {
     const auto document = wire::parse_json_text(text, "instance record");
     const wire::ObjectReader in(document, "");
     const auto* version = in.find("version");
-    if (version == nullptr || !version->is_number_integer() || version->get<int>() != kRecordVersion) {
+    if (version == nullptr || !version->is_number_integer() ||
+        version->get<int>() != kRecordVersion) {
       throw StoreError("unsupported instance record version");
     }
     InstanceRecord r;
@@ -235,7 +235,8 @@ FileInstanceStore::FileInstanceStore(const fs::path& state_dir)
 
 fs::path FileInstanceStore::path_for(std::string_view domain_name) const {
   if (!is_safe_file_stem(domain_name)) {
-    throw StoreError("refusing unsafe record name \"" + std::string(domain_name.substr(0, 64)) + "\"");
+    throw StoreError("refusing unsafe record name \"" + std::string(domain_name.substr(0, 64)) +
+                     "\"");
   }
   return directory_ / (std::string(domain_name) + ".json");
 }

@@ -21,7 +21,8 @@ class KeyedMutex {
         owner_->unlock(key_);
       }
     }
-    Guard(Guard&& other) noexcept : owner_(std::exchange(other.owner_, nullptr)), key_(std::move(other.key_)) {}
+    Guard(Guard&& other) noexcept
+        : owner_(std::exchange(other.owner_, nullptr)), key_(std::move(other.key_)) {}
     Guard(const Guard&) = delete;
     Guard& operator=(const Guard&) = delete;
     Guard& operator=(Guard&&) = delete;

@@ -1,3 +1,5 @@
 #include "agent/cli.hpp"
 
-int main(int argc, char** argv) { return garm_edge::agent::run_cli(argc, argv); }
+int main(int argc, char** argv) {
+  return garm_edge::agent::run_cli(argc, argv);
+}

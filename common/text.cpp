@@ -5,10 +5,14 @@ namespace {
 
 /// Length of the UTF-8 sequence starting with `lead`, or 0 when `lead` cannot start one.
 std::size_t utf8_sequence_length(unsigned char lead) {
-  if (lead < 0x80) return 1;
-  if (lead >= 0xc2 && lead <= 0xdf) return 2;
-  if (lead >= 0xe0 && lead <= 0xef) return 3;
-  if (lead >= 0xf0 && lead <= 0xf4) return 4;
+  if (lead < 0x80)
+    return 1;
+  if (lead >= 0xc2 && lead <= 0xdf)
+    return 2;
+  if (lead >= 0xe0 && lead <= 0xef)
+    return 3;
+  if (lead >= 0xf0 && lead <= 0xf4)
+    return 4;
   return 0;
 }
 
@@ -23,11 +27,16 @@ bool is_valid_sequence(std::string_view text, std::size_t start, std::size_t len
   }
   const auto lead = static_cast<unsigned char>(text[start]);
   const auto second = length > 1 ? static_cast<unsigned char>(text[start + 1]) : 0;
-  if (lead == 0xe0 && second < 0xa0) return false;   // overlong
-  if (lead == 0xed && second >= 0xa0) return false;  // UTF-16 surrogates
-  if (lead == 0xf0 && second < 0x90) return false;   // overlong
-  if (lead == 0xf4 && second >= 0x90) return false;  // above U+10FFFF
-  if (lead == 0xc2 && second < 0xa0) return false;   // C1 control characters
+  if (lead == 0xe0 && second < 0xa0)
+    return false;  // overlong
+  if (lead == 0xed && second >= 0xa0)
+    return false;  // UTF-16 surrogates
+  if (lead == 0xf0 && second < 0x90)
+    return false;  // overlong
+  if (lead == 0xf4 && second >= 0x90)
+    return false;  // above U+10FFFF
+  if (lead == 0xc2 && second < 0xa0)
+    return false;  // C1 control characters
   return true;
 }
 

@@ -29,8 +29,7 @@ class CallRunner {
   CallRunner& operator=(const CallRunner&) = delete;
 
   template <class Fn>
-  std::invoke_result_t<Fn> run(std::chrono::milliseconds deadline, const std::string& what,
-                               Fn fn) {
+  std::invoke_result_t<Fn> run(std::chrono::milliseconds deadline, const std::string& what, Fn fn) {
     using Result = std::invoke_result_t<Fn>;
     auto task = std::make_shared<std::packaged_task<Result()>>(std::move(fn));
     auto abandoned = std::make_shared<std::atomic<bool>>(false);
@@ -42,9 +41,9 @@ class CallRunner {
     });
     if (future.wait_for(deadline) != std::future_status::ready) {
       abandoned->store(true);
-      throw HypervisorError(HypervisorError::Kind::timeout,
-                            what + " did not finish within " + std::to_string(deadline.count()) +
-                                " ms");
+      throw HypervisorError(
+          HypervisorError::Kind::timeout,
+          what + " did not finish within " + std::to_string(deadline.count()) + " ms");
     }
     return future.get();
   }

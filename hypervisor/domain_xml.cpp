@@ -10,8 +10,7 @@ namespace garm_edge::hypervisor {
 namespace {
 
 [[noreturn]] void reject(const std::string& what, std::string_view problem) {
-  throw HypervisorError(HypervisorError::Kind::invalid_argument,
-                        what + " " + std::string(problem));
+  throw HypervisorError(HypervisorError::Kind::invalid_argument, what + " " + std::string(problem));
 }
 
 /// XML 1.0 cannot carry control characters even as character references, so refuse them here
@@ -225,6 +224,9 @@ std::string render_overlay_volume_xml(const VolumeSpec& spec) {
   auto capacity = volume.append_child("capacity");
   capacity.append_attribute("unit").set_value("bytes");
   capacity.text().set(static_cast<unsigned long long>(spec.capacity_bytes));
+  // A thin overlay: without this libvirt assumes allocation == capacity and may refuse the
+  // volume for lack of space the overlay will never use.
+  append_text(volume, "allocation", "0");
   auto target = volume.append_child("target");
   target.append_child("format").append_attribute("type").set_value("qcow2");
   append_text(target.append_child("permissions"), "mode", "0600");

@@ -26,7 +26,9 @@ std::optional<GuestArch> parse_guest_arch(std::string_view libvirt_arch) {
   return std::nullopt;
 }
 
-std::string_view to_string(GuestArch arch) { return defaults_for(arch).libvirt_arch; }
+std::string_view to_string(GuestArch arch) {
+  return defaults_for(arch).libvirt_arch;
+}
 
 GuestArch native_guest_arch() {
 #if defined(__aarch64__)

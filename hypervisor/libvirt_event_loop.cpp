@@ -21,7 +21,8 @@ void ensure_libvirt_event_loop() {
     // virEventRunDefaultImpl blocks until some handle or timer fires; a periodic no-op timer
     // keeps the loop turning even when no connection has registered anything yet.
     constexpr int kTickMs = 1000;
-    virEventAddTimeout(kTickMs, [](int, void*) {}, nullptr, nullptr);
+    virEventAddTimeout(
+        kTickMs, [](int, void*) {}, nullptr, nullptr);
     std::thread([] {
       for (;;) {
         virEventRunDefaultImpl();

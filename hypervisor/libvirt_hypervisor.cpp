@@ -75,7 +75,8 @@ Kind classify(const virError& error) {
   const virError* error = virGetLastError();
   const Kind kind = error != nullptr ? classify(*error) : Kind::failed;
   std::string message = what + ": ";
-  message += error != nullptr && error->message != nullptr ? error->message : "unknown libvirt error";
+  message +=
+      error != nullptr && error->message != nullptr ? error->message : "unknown libvirt error";
   virResetLastError();
   throw HypervisorError(kind, message);
 }
@@ -386,8 +387,7 @@ Domain LibvirtHypervisor::define(const DomainSpec& spec) {
 void LibvirtHypervisor::start(std::string_view uuid) {
   call("start domain " + std::string(uuid), [uuid = std::string(uuid)](virConnectPtr conn) {
     auto domain = require_uuid(conn, uuid);
-    if (!is_active(domain.get()) && virDomainCreate(domain.get()) < 0 &&
-        !is_active(domain.get())) {
+    if (!is_active(domain.get()) && virDomainCreate(domain.get()) < 0 && !is_active(domain.get())) {
       throw_libvirt_error("start domain " + uuid);
     }
   });
@@ -415,41 +415,43 @@ void LibvirtHypervisor::shutdown(std::string_view uuid, std::chrono::millisecond
 }
 
 bool LibvirtHypervisor::destroy(std::string_view uuid) {
-  return call("destroy domain " + std::string(uuid), [uuid = std::string(uuid)](virConnectPtr conn) {
-    auto domain = lookup_uuid(conn, uuid);
-    if (!domain || !is_active(domain.get())) {
-      return false;
-    }
-    if (virDomainDestroy(domain.get()) < 0 && is_active(domain.get())) {
-      throw_libvirt_error("destroy domain " + uuid);
-    }
-    return true;
-  });
+  return call("destroy domain " + std::string(uuid),
+              [uuid = std::string(uuid)](virConnectPtr conn) {
+                auto domain = lookup_uuid(conn, uuid);
+                if (!domain || !is_active(domain.get())) {
+                  return false;
+                }
+                if (virDomainDestroy(domain.get()) < 0 && is_active(domain.get())) {
+                  throw_libvirt_error("destroy domain " + uuid);
+                }
+                return true;
+              });
 }
 
 bool LibvirtHypervisor::undefine(std::string_view uuid) {
-  return call("undefine domain " + std::string(uuid), [uuid = std::string(uuid)](virConnectPtr conn) {
-    auto domain = lookup_uuid(conn, uuid);
-    if (!domain) {
-      return false;
-    }
-    constexpr unsigned kAllState = VIR_DOMAIN_UNDEFINE_MANAGED_SAVE |
-                                   VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA |
-                                   VIR_DOMAIN_UNDEFINE_CHECKPOINTS_METADATA |
-                                   VIR_DOMAIN_UNDEFINE_NVRAM | VIR_DOMAIN_UNDEFINE_TPM;
-    constexpr unsigned kBasicState =
-        VIR_DOMAIN_UNDEFINE_MANAGED_SAVE | VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA;
-    if (virDomainUndefineFlags(domain.get(), kAllState) == 0) {
-      return true;
-    }
-    // Drivers without NVRAM or TPM support (the test driver) refuse those flags.
-    const bool flags_refused =
-        last_error_is(VIR_ERR_INVALID_ARG) || last_error_is(VIR_ERR_NO_SUPPORT);
-    if (!flags_refused || virDomainUndefineFlags(domain.get(), kBasicState) < 0) {
-      throw_libvirt_error("undefine domain " + uuid);
-    }
-    return true;
-  });
+  return call("undefine domain " + std::string(uuid),
+              [uuid = std::string(uuid)](virConnectPtr conn) {
+                auto domain = lookup_uuid(conn, uuid);
+                if (!domain) {
+                  return false;
+                }
+                constexpr unsigned kAllState = VIR_DOMAIN_UNDEFINE_MANAGED_SAVE |
+                                               VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA |
+                                               VIR_DOMAIN_UNDEFINE_CHECKPOINTS_METADATA |
+                                               VIR_DOMAIN_UNDEFINE_NVRAM | VIR_DOMAIN_UNDEFINE_TPM;
+                constexpr unsigned kBasicState =
+                    VIR_DOMAIN_UNDEFINE_MANAGED_SAVE | VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA;
+                if (virDomainUndefineFlags(domain.get(), kAllState) == 0) {
+                  return true;
+                }
+                // Drivers without NVRAM or TPM support (the test driver) refuse those flags.
+                const bool flags_refused =
+                    last_error_is(VIR_ERR_INVALID_ARG) || last_error_is(VIR_ERR_NO_SUPPORT);
+                if (!flags_refused || virDomainUndefineFlags(domain.get(), kBasicState) < 0) {
+                  throw_libvirt_error("undefine domain " + uuid);
+                }
+                return true;
+              });
 }
 
 std::optional<Domain> LibvirtHypervisor::find_by_uuid(std::string_view uuid) {
@@ -516,32 +518,29 @@ std::vector<std::string> LibvirtHypervisor::disk_paths(std::string_view uuid) {
 
 Volume LibvirtHypervisor::create_overlay(const VolumeSpec& spec) {
   auto xml = render_overlay_volume_xml(spec);
-  return call("create volume " + spec.name,
-              [xml = std::move(xml), spec](virConnectPtr conn) {
-                auto pool = require_pool(conn, spec.pool);
-                if (lookup_volume(pool.get(), spec.name)) {
-                  throw HypervisorError(Kind::already_exists,
-                                        "volume " + spec.name + " already exists");
-                }
-                VolumeHandle volume(virStorageVolCreateXML(pool.get(), xml.c_str(), 0));
-                if (!volume) {
-                  throw_libvirt_error("create volume " + spec.name + " in pool " + spec.pool);
-                }
-                return Volume{.pool = spec.pool, .name = spec.name, .path = path_of(volume.get())};
-              });
+  return call("create volume " + spec.name, [xml = std::move(xml), spec](virConnectPtr conn) {
+    auto pool = require_pool(conn, spec.pool);
+    if (lookup_volume(pool.get(), spec.name)) {
+      throw HypervisorError(Kind::already_exists, "volume " + spec.name + " already exists");
+    }
+    VolumeHandle volume(virStorageVolCreateXML(pool.get(), xml.c_str(), 0));
+    if (!volume) {
+      throw_libvirt_error("create volume " + spec.name + " in pool " + spec.pool);
+    }
+    return Volume{.pool = spec.pool, .name = spec.name, .path = path_of(volume.get())};
+  });
 }
 
 std::optional<Volume> LibvirtHypervisor::find_volume(std::string_view pool, std::string_view name) {
-  return call("find volume " + std::string(name),
-              [pool = std::string(pool), name = std::string(name)](virConnectPtr conn) {
-                auto pool_handle = require_pool(conn, pool);
-                auto volume = lookup_volume(pool_handle.get(), name);
-                if (!volume) {
-                  return std::optional<Volume>();
-                }
-                return std::optional<Volume>(
-                    Volume{.pool = pool, .name = name, .path = path_of(volume.get())});
-              });
+  return call("find volume " + std::string(name), [pool = std::string(pool),
+                                                   name = std::string(name)](virConnectPtr conn) {
+    auto pool_handle = require_pool(conn, pool);
+    auto volume = lookup_volume(pool_handle.get(), name);
+    if (!volume) {
+      return std::optional<Volume>();
+    }
+    return std::optional<Volume>(Volume{.pool = pool, .name = name, .path = path_of(volume.get())});
+  });
 }
 
 bool LibvirtHypervisor::delete_volume(std::string_view pool, std::string_view name) {
@@ -560,14 +559,15 @@ bool LibvirtHypervisor::delete_volume(std::string_view pool, std::string_view na
 }
 
 std::string LibvirtHypervisor::pool_path(std::string_view pool) {
-  return call("read storage pool " + std::string(pool), [pool = std::string(pool)](virConnectPtr conn) {
-    auto handle = require_pool(conn, pool);
-    CString xml(virStoragePoolGetXMLDesc(handle.get(), 0));
-    if (!xml) {
-      throw_libvirt_error("read storage pool " + pool);
-    }
-    return parse_pool_path(xml.get());
-  });
+  return call("read storage pool " + std::string(pool),
+              [pool = std::string(pool)](virConnectPtr conn) {
+                auto handle = require_pool(conn, pool);
+                CString xml(virStoragePoolGetXMLDesc(handle.get(), 0));
+                if (!xml) {
+                  throw_libvirt_error("read storage pool " + pool);
+                }
+                return parse_pool_path(xml.get());
+              });
 }
 
 HostCapacity LibvirtHypervisor::capacity() {

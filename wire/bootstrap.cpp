@@ -45,7 +45,8 @@ std::optional<nlohmann::json> extra_specs_from_json(const ObjectReader& in) {
     return std::nullopt;
   }
   if (!value->is_object()) {
-    throw WireError("extra_specs", std::string("expected a JSON object, got ") + value->type_name());
+    throw WireError("extra_specs",
+                    std::string("expected a JSON object, got ") + value->type_name());
   }
   return *value;
 }

@@ -74,11 +74,21 @@ std::optional<Enum> value_of(const NameTable<Enum, N>& table, std::string_view t
 
 }  // namespace
 
-std::string_view to_string(InstanceStatus value) { return name_of(kInstanceStatusNames, value); }
-std::string_view to_string(RunnerStatus value) { return name_of(kRunnerStatusNames, value); }
-std::string_view to_string(OsType value) { return name_of(kOsTypeNames, value); }
-std::string_view to_string(OsArch value) { return name_of(kOsArchNames, value); }
-std::string_view to_string(AddressType value) { return name_of(kAddressTypeNames, value); }
+std::string_view to_string(InstanceStatus value) {
+  return name_of(kInstanceStatusNames, value);
+}
+std::string_view to_string(RunnerStatus value) {
+  return name_of(kRunnerStatusNames, value);
+}
+std::string_view to_string(OsType value) {
+  return name_of(kOsTypeNames, value);
+}
+std::string_view to_string(OsArch value) {
+  return name_of(kOsArchNames, value);
+}
+std::string_view to_string(AddressType value) {
+  return name_of(kAddressTypeNames, value);
+}
 
 template <>
 std::optional<InstanceStatus> parse_enum<InstanceStatus>(std::string_view text) {

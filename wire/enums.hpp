@@ -20,7 +20,17 @@ enum class InstanceStatus {
 };
 
 /// garm's params.RunnerStatus, reported by a guest through the callback endpoint.
-enum class RunnerStatus { idle, pending, terminated, installing, failed, active, offline, online, unknown };
+enum class RunnerStatus {
+  idle,
+  pending,
+  terminated,
+  installing,
+  failed,
+  active,
+  offline,
+  online,
+  unknown
+};
 
 enum class OsType { linux, windows, unknown };
 enum class OsArch { amd64, i386, arm64, arm };

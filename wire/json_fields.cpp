@@ -5,7 +5,9 @@
 namespace garm_edge::wire {
 namespace {
 
-std::string type_name(const nlohmann::json& value) { return value.type_name(); }
+std::string type_name(const nlohmann::json& value) {
+  return value.type_name();
+}
 
 }  // namespace
 

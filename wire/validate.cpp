@@ -72,7 +72,8 @@ void validate_pool_id(std::string_view value, const std::string& field) {
   }
   const auto prefix = value.substr(0, value.size() - kUuidWithDash);
   if (prefix.size() > Limits::kMaxPoolIdPrefix) {
-    throw WireError(field, "scale set name " + length_problem(prefix.size(), Limits::kMaxPoolIdPrefix));
+    throw WireError(field,
+                    "scale set name " + length_problem(prefix.size(), Limits::kMaxPoolIdPrefix));
   }
   if (!is_plain_text(prefix)) {
     throw WireError(field, "scale set name must be UTF-8 text without control characters");

@@ -1,0 +1,82 @@
+#include <catch2/catch.hpp>
+#include <pugixml.hpp>
+
+#include "integration/test_support.hpp"
+
+using namespace garm_edge;
+using namespace garm_edge::testing;
+
+TEST_CASE("hostile names, images and pool IDs are refused and create nothing", "[hostile]") {
+  Host host("hostile.xml");
+  auto service = host.service();
+  struct Case {
+    std::string what;
+    std::function<void(wire::BootstrapInstance&)> spoil;
+  };
+  const std::vector<Case> cases = {
+      {"quote in name", [](auto& b) { b.name = "garm-a'b"; }},
+      {"markup in name", [](auto& b) { b.name = "<domain>&amp;"; }},
+      {"shell in name", [](auto& b) { b.name = "x; rm -rf /"; }},
+      {"traversal in name", [](auto& b) { b.name = "../../etc/passwd"; }},
+      {"5,000-character name", [](auto& b) { b.name = std::string(5000, 'a'); }},
+      {"control character in name", [](auto& b) { b.name = "garm-\x1b[31m"; }},
+      {"traversal in image", [](auto& b) { b.image = "../../../etc/shadow"; }},
+      {"absolute image", [](auto& b) { b.image = "/etc/shadow"; }},
+      {"traversal in flavor", [](auto& b) { b.flavor = "..\\small"; }},
+      {"non-UUID pool", [](auto& b) { b.pool_id = "'; DROP TABLE pools; --"; }},
+      {"control character in scale set name",
+       [](auto& b) { b.pool_id = "evil\n-0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0"; }},
+      {"oversized label list", [](auto& b) { b.labels = std::vector<std::string>(1000, "x"); }},
+      {"oversized extra specs",
+       [](auto& b) {
+         b.extra_specs = nlohmann::json{{"blob", std::string(1 << 20, 'x')}};
+       }},
+  };
+  for (const auto& c : cases) {
+    INFO(c.what);
+    auto bootstrap = bootstrap_for("garm-hostile");
+    c.spoil(bootstrap);
+    CHECK_THROWS_MATCHES(service->create(kController, bootstrap), agent::ServiceError,
+                         Catch::Predicate<agent::ServiceError>([](const agent::ServiceError& e) {
+                           return e.code() == agent::ServiceError::Code::invalid_argument;
+                         }));
+  }
+  CHECK(host.tagged_domain_count() == 0);
+  CHECK(host.store.list().empty());
+}
+
+TEST_CASE("a scale-set pool ID full of markup is carried through escaped and exact", "[hostile]") {
+  Host host("hostile.xml");
+  auto service = host.service();
+  const std::string pool = "set <a href='x'>&amp;\"</a> ✓-0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0";
+  const auto dry = service->dry_run_create(kController, bootstrap_for("garm-markup", pool));
+  pugi::xml_document document;
+  REQUIRE(document.load_string(dry.domain_xml.c_str()));
+  CHECK(std::string(document.child("domain")
+                        .child("metadata")
+                        .first_child()
+                        .child("garm-edge:pool-id")
+                        .text()
+                        .get()) == pool);
+
+  const auto created = service->create(kController, bootstrap_for("garm-markup", pool));
+  CHECK(service->list(kController, pool) == std::vector<wire::ProviderInstance>{created});
+  CHECK(host.hypervisor.find_by_uuid(created.provider_id)->tags.get("pool-id") ==
+        std::optional<std::string_view>(pool));
+  CHECK(service->remove(kController, "garm-markup"));
+}
+
+TEST_CASE("hostile references on get, delete, start and stop are clear errors or absent",
+          "[hostile]") {
+  Host host("hostile.xml");
+  auto service = host.service();
+  for (const std::string& bad :
+       std::vector<std::string>{"../../etc", "a'b", std::string(5000, 'x'), "<x/>"}) {
+    INFO(bad.substr(0, 20));
+    CHECK_THROWS_AS(service->get(kController, bad), agent::ServiceError);
+    CHECK_THROWS_AS(service->remove(kController, bad), agent::ServiceError);
+    CHECK_THROWS_AS(service->start(kController, bad), agent::ServiceError);
+  }
+  CHECK_THROWS_AS(service->list(kController, "not a pool"), agent::ServiceError);
+  CHECK_THROWS_AS(service->list("../controller", kPool), agent::ServiceError);
+}

@@ -1,0 +1,200 @@
+#include <catch2/catch.hpp>
+
+#include "agent/identifiers.hpp"
+#include "integration/test_support.hpp"
+#include "wire/validate.hpp"
+
+using namespace garm_edge;
+using namespace garm_edge::testing;
+using agent::ServiceError;
+
+namespace {
+
+auto has_code(ServiceError::Code code) {
+  return Catch::Predicate<ServiceError>([code](const ServiceError& e) { return e.code() == code; },
+                                        "error code " + std::string(agent::to_string(code)));
+}
+
+}  // namespace
+
+TEST_CASE("an instance goes through create, get, list, stop, start and delete", "[lifecycle]") {
+  Host host("lifecycle.xml");
+  auto service = host.service();
+
+  const auto created = service->create(kController, bootstrap_for("garm-life01"));
+  CHECK(created.status == wire::InstanceStatus::running);
+  CHECK(wire::is_uuid(created.provider_id));
+  CHECK(created.name == "garm-life01");
+  CHECK(created.os_name == "debian");
+  CHECK(created.os_version == "12");
+  CHECK(created.os_type == wire::OsType::linux);
+  CHECK(created.os_arch == wire::OsArch::amd64);
+
+  const auto domain_name = agent::domain_name_for(kController, "garm-life01");
+  const auto domain = host.hypervisor.find_by_name(domain_name);
+  REQUIRE(domain);
+  CHECK(domain->uuid == created.provider_id);
+  CHECK(domain->tags.get("controller-id") == std::optional<std::string_view>(kController));
+  CHECK(domain->tags.get("pool-id") == std::optional<std::string_view>(kPool));
+  CHECK(domain->tags.get("agent-id") == std::optional<std::string_view>(kAgentId));
+  CHECK(host.hypervisor.disk_paths(created.provider_id) ==
+        std::vector<std::string>{"/edge-pool/" + agent::volume_name_for(domain_name)});
+  CHECK(host.hypervisor.find_volume("edge-pool", agent::volume_name_for(domain_name)));
+  CHECK(host.store.get(domain_name)->intent == agent::Intent::created);
+
+  CHECK(service->get(kController, created.provider_id) == created);
+  CHECK(service->get(kController, "garm-life01") == created);
+  CHECK(service->list(kController, kPool) == std::vector<wire::ProviderInstance>{created});
+  CHECK(service->list(kController, kOtherPool).empty());
+
+  service->stop(kController, "garm-life01", false);
+  CHECK(service->get(kController, "garm-life01")->status == wire::InstanceStatus::stopped);
+  service->start(kController, created.provider_id);
+  CHECK(service->get(kController, "garm-life01")->status == wire::InstanceStatus::running);
+  service->stop(kController, created.provider_id, true);
+  CHECK(service->list(kController, kPool).at(0).status == wire::InstanceStatus::stopped);
+
+  CHECK(service->remove(kController, created.provider_id));
+  CHECK_FALSE(service->get(kController, created.provider_id));
+  CHECK(service->list(kController, kPool).empty());
+  CHECK(host.holds_nothing_of(kController, "garm-life01"));
+  CHECK_FALSE(service->remove(kController, created.provider_id));
+  CHECK_FALSE(service->remove(kController, "garm-life01"));
+}
+
+TEST_CASE("create is idempotent by instance name", "[lifecycle]") {
+  Host host("lifecycle.xml");
+  auto service = host.service();
+  const auto first = service->create(kController, bootstrap_for("garm-idem01"));
+  const auto second = service->create(kController, bootstrap_for("garm-idem01"));
+  CHECK(second.provider_id == first.provider_id);
+  CHECK(host.tagged_domain_count() == 1);
+
+  SECTION("a stopped instance is started again and returned running") {
+    service->stop(kController, "garm-idem01", true);
+    const auto third = service->create(kController, bootstrap_for("garm-idem01"));
+    CHECK(third.provider_id == first.provider_id);
+    CHECK(third.status == wire::InstanceStatus::running);
+    CHECK(host.tagged_domain_count() == 1);
+  }
+  SECTION("after a delete the same name is created afresh") {
+    CHECK(service->remove(kController, "garm-idem01"));
+    const auto again = service->create(kController, bootstrap_for("garm-idem01"));
+    CHECK(again.provider_id != first.provider_id);
+    CHECK(host.tagged_domain_count() == 1);
+  }
+}
+
+TEST_CASE("two controllers may use the same instance name without meeting", "[lifecycle]") {
+  Host host("lifecycle.xml");
+  auto service = host.service();
+  const auto mine = service->create(kController, bootstrap_for("garm-same01"));
+  const auto theirs = service->create(kOtherController, bootstrap_for("garm-same01"));
+  CHECK(mine.provider_id != theirs.provider_id);
+  CHECK_FALSE(service->get(kController, theirs.provider_id));
+  CHECK_FALSE(service->remove(kController, theirs.provider_id));
+  CHECK(service->remove(kController, "garm-same01"));
+  CHECK(service->get(kOtherController, "garm-same01") == theirs);
+}
+
+TEST_CASE("a dry run renders the domain and creates nothing", "[lifecycle]") {
+  Host host("lifecycle.xml");
+  auto service = host.service();
+  const auto dry = service->dry_run_create(kController, bootstrap_for("garm-dry01"));
+  CHECK_FALSE(dry.already_exists);
+  CHECK_THAT(dry.domain_xml,
+             Catch::Contains("<garm-edge:instance-name>garm-dry01</garm-edge:instance-name>"));
+  CHECK_THAT(dry.domain_xml,
+             Catch::Contains("/edge-pool/" + agent::volume_name_for(dry.domain_name)));
+  CHECK_THAT(dry.volume_xml, Catch::Contains("<path>/edge-pool/debian-12.qcow2</path>"));
+  CHECK(dry.instance.status == wire::InstanceStatus::running);
+  CHECK(host.tagged_domain_count() == 0);
+  CHECK(host.holds_nothing_of(kController, "garm-dry01"));
+}
+
+TEST_CASE("requests the agent cannot serve are refused before anything is made", "[lifecycle]") {
+  Host host("lifecycle.xml", [](agent::AgentConfig& config) {
+    config.images.push_back({.name = "missing-base",
+                             .base_volume = "not-there.qcow2",
+                             .base_path = "",
+                             .base_format = "qcow2",
+                             .os_type = wire::OsType::linux,
+                             .os_name = "debian",
+                             .os_version = "12",
+                             .arch = wire::OsArch::amd64});
+  });
+  auto service = host.service();
+  auto unknown_image = bootstrap_for("garm-bad01");
+  unknown_image.image = "windows-11";
+  CHECK_THROWS_MATCHES(service->create(kController, unknown_image), ServiceError,
+                       has_code(ServiceError::Code::invalid_argument));
+  CHECK_THROWS_WITH(service->create(kController, unknown_image),
+                    Catch::Contains("unknown image \"windows-11\"; this agent offers: debian-12"));
+  auto unknown_flavor = bootstrap_for("garm-bad01");
+  unknown_flavor.flavor = "huge";
+  CHECK_THROWS_WITH(service->create(kController, unknown_flavor),
+                    Catch::Contains("unknown flavor \"huge\""));
+  auto wrong_arch = bootstrap_for("garm-bad01");
+  wrong_arch.image = "ubuntu-arm";
+  CHECK_THROWS_WITH(service->create(kController, wrong_arch),
+                    Catch::Contains("is arm64 but the pool asks for amd64"));
+  auto missing_base = bootstrap_for("garm-bad01");
+  missing_base.image = "missing-base";
+  CHECK_THROWS_WITH(
+      service->create(kController, missing_base),
+      Catch::Contains("base volume \"not-there.qcow2\" is not in storage pool \"edge-pool\""));
+  CHECK_THROWS_MATCHES(service->create("not-a-uuid", bootstrap_for("garm-bad01")), ServiceError,
+                       has_code(ServiceError::Code::invalid_argument));
+  CHECK(host.tagged_domain_count() == 0);
+  CHECK(host.holds_nothing_of(kController, "garm-bad01"));
+}
+
+TEST_CASE("arm64 images become aarch64 guests", "[lifecycle]") {
+  Host host("lifecycle.xml");
+  auto service = host.service();
+  auto arm = bootstrap_for("garm-arm01");
+  arm.image = "ubuntu-arm";
+  arm.arch = wire::OsArch::arm64;
+  const auto dry = service->dry_run_create(kController, arm);
+  CHECK_THAT(dry.domain_xml,
+             Catch::Contains("arch=\"aarch64\"") && Catch::Contains("firmware=\"efi\""));
+  const auto created = service->create(kController, arm);
+  CHECK(created.os_arch == wire::OsArch::arm64);
+  CHECK(service->remove(kController, created.provider_id));
+  CHECK(host.holds_nothing_of(kController, "garm-arm01"));
+}
+
+TEST_CASE("start and stop of an unknown instance are not-found errors", "[lifecycle]") {
+  Host host("lifecycle.xml");
+  auto service = host.service();
+  CHECK_THROWS_MATCHES(service->start(kController, "garm-nothere"), ServiceError,
+                       has_code(ServiceError::Code::not_found));
+  CHECK_THROWS_MATCHES(service->stop(kController, "0b6f5b8e-3a52-4c8e-9c1f-2a3b4c5d6e7f", true),
+                       ServiceError, has_code(ServiceError::Code::not_found));
+  CHECK_FALSE(service->get(kController, "garm-nothere"));
+}
+
+TEST_CASE("remove-all deletes every instance of one controller and nothing else", "[lifecycle]") {
+  Host host("lifecycle.xml");
+  auto service = host.service();
+  service->create(kController, bootstrap_for("garm-all01"));
+  service->create(kController, bootstrap_for("garm-all02", kOtherPool));
+  const auto survivor = service->create(kOtherController, bootstrap_for("garm-all03"));
+  CHECK(service->remove_all(kController) == 2);
+  CHECK(host.holds_nothing_of(kController, "garm-all01"));
+  CHECK(host.holds_nothing_of(kController, "garm-all02"));
+  CHECK(service->list(kOtherController, kPool) == std::vector<wire::ProviderInstance>{survivor});
+  CHECK(service->remove_all(kController) == 0);
+}
+
+TEST_CASE("instance tokens and other secrets never reach the logs", "[lifecycle]") {
+  Host host("lifecycle.xml");
+  auto service = host.service();
+  service->create(kController, bootstrap_for("garm-log01"));
+  service->remove(kController, "garm-log01");
+  const auto lines = host.log.lines();
+  CHECK_FALSE(lines.empty());
+  for (const auto& line : lines) {
+    CHECK_THAT(line, !Catch::Contains("secret-token"));
+  }
+}

@@ -1,0 +1,200 @@
+#include "integration/test_support.hpp"
+
+#include "agent/identifiers.hpp"
+
+namespace garm_edge::testing {
+
+using hypervisor::HypervisorError;
+
+std::string fixture_uri(const std::string& fixture) {
+  return std::string("test://") + GARM_EDGE_TEST_DATA_DIR + "/" + fixture;
+}
+
+wire::BootstrapInstance bootstrap_for(const std::string& name, const std::string& pool) {
+  wire::BootstrapInstance b;
+  b.name = name;
+  b.pool_id = pool;
+  b.image = "debian-12";
+  b.flavor = "small";
+  b.os_type = wire::OsType::linux;
+  b.arch = wire::OsArch::amd64;
+  b.callback_url = "https://garm.example.com/api/v1/callbacks";
+  b.metadata_url = "https://garm.example.com/api/v1/metadata";
+  b.instance_token = "secret-token-must-never-appear";
+  b.extra_specs = nlohmann::json::object();
+  return b;
+}
+
+void CapturingLogger::log(agent::Level level, std::string_view message) {
+  std::lock_guard lock(mutex_);
+  lines_.push_back("<" + std::to_string(static_cast<int>(level)) + ">" + std::string(message));
+}
+
+std::vector<std::string> CapturingLogger::lines() const {
+  std::lock_guard lock(mutex_);
+  return lines_;
+}
+
+namespace {
+
+agent::AgentConfig fixture_config(const std::string& fixture,
+                                  const std::filesystem::path& state_dir,
+                                  const std::function<void(agent::AgentConfig&)>& adjust) {
+  agent::AgentConfig config;
+  config.agent_id = kAgentId;
+  config.state_dir = state_dir;
+  config.libvirt.uri = fixture_uri(fixture);
+  config.libvirt.call_timeout = std::chrono::seconds(10);
+  config.storage_pool = "edge-pool";
+  config.network = "edge-net";
+  config.images.push_back({.name = "debian-12",
+                           .base_volume = "debian-12.qcow2",
+                           .base_path = "",
+                           .base_format = "qcow2",
+                           .os_type = wire::OsType::linux,
+                           .os_name = "debian",
+                           .os_version = "12",
+                           .arch = wire::OsArch::amd64});
+  config.images.push_back({.name = "ubuntu-arm",
+                           .base_volume = "",
+                           .base_path = "/srv/images/noble-arm64.qcow2",
+                           .base_format = "qcow2",
+                           .os_type = wire::OsType::linux,
+                           .os_name = "ubuntu",
+                           .os_version = "24.04",
+                           .arch = wire::OsArch::arm64});
+  config.flavors.push_back({.name = "small", .vcpus = 2, .memory_mib = 2048, .disk_gib = 20});
+  if (adjust) {
+    adjust(config);
+  }
+  return config;
+}
+
+}  // namespace
+
+Host::Host(const std::string& fixture, const std::function<void(agent::AgentConfig&)>& adjust)
+    : config(fixture_config(fixture, state.path() / "state", adjust)),
+      hypervisor(config.libvirt),
+      store(config.state_dir) {}
+
+std::unique_ptr<agent::InstanceService> Host::service(hypervisor::Hypervisor& hv,
+                                                      agent::InstanceStore& records) {
+  return std::make_unique<agent::InstanceService>(config, hv, records, clock, log);
+}
+
+bool Host::holds_nothing_of(const std::string& controller, const std::string& name) {
+  const auto domain_name = agent::domain_name_for(controller, name);
+  return !hypervisor.find_by_name(domain_name) &&
+         !hypervisor.find_volume(config.storage_pool, agent::volume_name_for(domain_name)) &&
+         !store.get(domain_name);
+}
+
+std::size_t Host::tagged_domain_count() {
+  return hypervisor.list({}).size();
+}
+
+// ---- FaultyHypervisor -----------------------------------------------------------------------
+
+template <class Fn>
+auto FaultyHypervisor::intercept(const std::string& operation, Fn fn) {
+  if (crash_.dead) {
+    throw HypervisorError(HypervisorError::Kind::unavailable, operation + ": the agent is dead");
+  }
+  if (operation == fail_on_) {
+    throw HypervisorError(HypervisorError::Kind::failed, "injected failure in " + operation);
+  }
+  if (before) {
+    before(operation);
+  }
+  if constexpr (std::is_void_v<decltype(fn())>) {
+    fn();
+    if (after)
+      after(operation);
+    crash_.dead = crash_.dead || operation == crash_after_;
+  } else {
+    auto result = fn();
+    if (after)
+      after(operation);
+    crash_.dead = crash_.dead || operation == crash_after_;
+    return result;
+  }
+}
+
+hypervisor::Domain FaultyHypervisor::define(const hypervisor::DomainSpec& spec) {
+  return intercept("define", [&] { return inner_.define(spec); });
+}
+void FaultyHypervisor::start(std::string_view uuid) {
+  intercept("start", [&] { inner_.start(uuid); });
+}
+void FaultyHypervisor::shutdown(std::string_view uuid, std::chrono::milliseconds grace) {
+  intercept("shutdown", [&] { inner_.shutdown(uuid, grace); });
+}
+bool FaultyHypervisor::destroy(std::string_view uuid) {
+  return intercept("destroy", [&] { return inner_.destroy(uuid); });
+}
+bool FaultyHypervisor::undefine(std::string_view uuid) {
+  return intercept("undefine", [&] { return inner_.undefine(uuid); });
+}
+std::optional<hypervisor::Domain> FaultyHypervisor::find_by_uuid(std::string_view uuid) {
+  return intercept("find_by_uuid", [&] { return inner_.find_by_uuid(uuid); });
+}
+std::optional<hypervisor::Domain> FaultyHypervisor::find_by_name(std::string_view name) {
+  return intercept("find_by_name", [&] { return inner_.find_by_name(name); });
+}
+std::vector<hypervisor::Domain> FaultyHypervisor::list(const hypervisor::Tags& filter) {
+  return intercept("list", [&] { return inner_.list(filter); });
+}
+std::vector<std::string> FaultyHypervisor::disk_paths(std::string_view uuid) {
+  return intercept("disk_paths", [&] { return inner_.disk_paths(uuid); });
+}
+hypervisor::Volume FaultyHypervisor::create_overlay(const hypervisor::VolumeSpec& spec) {
+  return intercept("create_overlay", [&] { return inner_.create_overlay(spec); });
+}
+std::optional<hypervisor::Volume> FaultyHypervisor::find_volume(std::string_view pool,
+                                                                std::string_view name) {
+  return intercept("find_volume", [&] { return inner_.find_volume(pool, name); });
+}
+bool FaultyHypervisor::delete_volume(std::string_view pool, std::string_view name) {
+  return intercept("delete_volume", [&] { return inner_.delete_volume(pool, name); });
+}
+std::string FaultyHypervisor::pool_path(std::string_view pool) {
+  return intercept("pool_path", [&] { return inner_.pool_path(pool); });
+}
+hypervisor::HostCapacity FaultyHypervisor::capacity() {
+  return intercept("capacity", [&] { return inner_.capacity(); });
+}
+
+// ---- FaultyStore ----------------------------------------------------------------------------
+
+template <class Fn>
+auto FaultyStore::intercept(const std::string& operation, Fn fn) {
+  if (crash_.dead) {
+    throw agent::StoreError(operation + ": the agent is dead");
+  }
+  if (operation == fail_on_) {
+    throw agent::StoreError("injected failure in " + operation);
+  }
+  if constexpr (std::is_void_v<decltype(fn())>) {
+    fn();
+    crash_.dead = crash_.dead || operation == crash_after_;
+  } else {
+    auto result = fn();
+    crash_.dead = crash_.dead || operation == crash_after_;
+    return result;
+  }
+}
+
+void FaultyStore::put(const agent::InstanceRecord& record) {
+  intercept("put:" + std::string(agent::to_string(record.intent)), [&] { inner_.put(record); });
+}
+std::optional<agent::InstanceRecord> FaultyStore::get(std::string_view domain_name) {
+  return intercept("get", [&] { return inner_.get(domain_name); });
+}
+void FaultyStore::remove(std::string_view domain_name) {
+  intercept("remove", [&] { inner_.remove(domain_name); });
+}
+std::vector<agent::InstanceRecord> FaultyStore::list() {
+  return intercept("list", [&] { return inner_.list(); });
+}
+
+}  // namespace garm_edge::testing

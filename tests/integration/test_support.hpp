@@ -1,0 +1,135 @@
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "agent/config.hpp"
+#include "agent/instance_service.hpp"
+#include "agent/instance_store.hpp"
+#include "hypervisor/libvirt_hypervisor.hpp"
+#include "support/temp_dir.hpp"
+
+namespace garm_edge::testing {
+
+inline const std::string kController = "9dcf590a-1192-4a9c-b3e4-e0902974c2c0";
+inline const std::string kOtherController = "5a3e2b1c-0d9f-4e8a-b7c6-d5e4f3a2b1c0";
+inline const std::string kPool = "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0";
+inline const std::string kOtherPool = "1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d";
+inline const std::string kAgentId = "test-agent";
+
+/// `test:///<abs path>` of a fixture in tests/data. Every connection to such a URI gets its
+/// own fresh copy of the fixture, so tests never see each other's domains.
+std::string fixture_uri(const std::string& fixture);
+
+wire::BootstrapInstance bootstrap_for(const std::string& name, const std::string& pool = kPool);
+
+class CapturingLogger final : public agent::Logger {
+ public:
+  void log(agent::Level level, std::string_view message) override;
+  std::vector<std::string> lines() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<std::string> lines_;
+};
+
+/// One host: a libvirt connection on a fixture and a state directory. Services built from it
+/// play the part of agent processes; a second service over the same host is an agent after a
+/// restart.
+class Host {
+ public:
+  explicit Host(const std::string& fixture,
+                const std::function<void(agent::AgentConfig&)>& adjust = {});
+
+  std::unique_ptr<agent::InstanceService> service(hypervisor::Hypervisor& hypervisor,
+                                                  agent::InstanceStore& store);
+  std::unique_ptr<agent::InstanceService> service() { return service(hypervisor, store); }
+
+  /// No domain, no overlay volume and no record for the instance: nothing was leaked.
+  bool holds_nothing_of(const std::string& controller, const std::string& name);
+  std::size_t tagged_domain_count();
+
+  TempDir state;
+  agent::AgentConfig config;
+  hypervisor::LibvirtHypervisor hypervisor;
+  agent::FileInstanceStore store;
+  agent::SystemClock clock;
+  CapturingLogger log;
+};
+
+/// Shared by the fault-injecting decorators: once tripped, every later call fails, as if the
+/// agent process had been killed at that point.
+struct CrashSwitch {
+  std::atomic<bool> dead{false};
+};
+
+/// Wraps a real hypervisor and fails chosen operations: `fail_on` throws at the named
+/// operation; `crash_after` lets it succeed, then kills everything after it.
+class FaultyHypervisor final : public hypervisor::Hypervisor {
+ public:
+  FaultyHypervisor(hypervisor::Hypervisor& inner, CrashSwitch& crash)
+      : inner_(inner), crash_(crash) {}
+
+  void fail_on(std::string operation) { fail_on_ = std::move(operation); }
+  void crash_after(std::string operation) { crash_after_ = std::move(operation); }
+  /// Called with each operation's name before it runs (for counting, sleeping, ...).
+  std::function<void(const std::string&)> before;
+  std::function<void(const std::string&)> after;
+
+  std::string domain_xml(const hypervisor::DomainSpec& spec) const override {
+    return inner_.domain_xml(spec);
+  }
+  hypervisor::Domain define(const hypervisor::DomainSpec& spec) override;
+  void start(std::string_view uuid) override;
+  void shutdown(std::string_view uuid, std::chrono::milliseconds grace) override;
+  bool destroy(std::string_view uuid) override;
+  bool undefine(std::string_view uuid) override;
+  std::optional<hypervisor::Domain> find_by_uuid(std::string_view uuid) override;
+  std::optional<hypervisor::Domain> find_by_name(std::string_view name) override;
+  std::vector<hypervisor::Domain> list(const hypervisor::Tags& filter) override;
+  std::vector<std::string> disk_paths(std::string_view uuid) override;
+  hypervisor::Volume create_overlay(const hypervisor::VolumeSpec& spec) override;
+  std::optional<hypervisor::Volume> find_volume(std::string_view pool,
+                                                std::string_view name) override;
+  bool delete_volume(std::string_view pool, std::string_view name) override;
+  std::string pool_path(std::string_view pool) override;
+  hypervisor::HostCapacity capacity() override;
+
+ private:
+  template <class Fn>
+  auto intercept(const std::string& operation, Fn fn);
+
+  hypervisor::Hypervisor& inner_;
+  CrashSwitch& crash_;
+  std::string fail_on_;
+  std::string crash_after_;
+};
+
+/// Wraps a store the same way; operations are "put:<intent>", "remove", "get", "list".
+class FaultyStore final : public agent::InstanceStore {
+ public:
+  FaultyStore(agent::InstanceStore& inner, CrashSwitch& crash) : inner_(inner), crash_(crash) {}
+
+  void fail_on(std::string operation) { fail_on_ = std::move(operation); }
+  void crash_after(std::string operation) { crash_after_ = std::move(operation); }
+
+  void put(const agent::InstanceRecord& record) override;
+  std::optional<agent::InstanceRecord> get(std::string_view domain_name) override;
+  void remove(std::string_view domain_name) override;
+  std::vector<agent::InstanceRecord> list() override;
+
+ private:
+  template <class Fn>
+  auto intercept(const std::string& operation, Fn fn);
+
+  agent::InstanceStore& inner_;
+  CrashSwitch& crash_;
+  std::string fail_on_;
+  std::string crash_after_;
+};
+
+}  // namespace garm_edge::testing

@@ -1,0 +1,100 @@
+#include "agent/config.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace garm_edge::agent;
+
+namespace {
+
+constexpr const char* kValid = R"(
+[agent]
+id = "rack1-host3"
+state_dir = "/var/lib/garm-edge"
+max_concurrent_creates = 4
+reconcile_interval_seconds = 30
+
+[libvirt]
+uri = "qemu:///system"
+virt_type = "qemu"
+call_timeout_seconds = 20
+storage_pool = "default"
+network = "garm"
+
+[[images]]
+name = "debian-12"
+base_volume = "debian-12.qcow2"
+os_type = "linux"
+os_name = "debian"
+os_version = "12"
+arch = "amd64"
+
+[[images]]
+name = "ubuntu-24.04-arm"
+base_path = "/var/lib/garm-edge/images/noble-arm64.qcow2"
+arch = "arm64"
+
+[[flavors]]
+name = "small"
+vcpus = 2
+memory_mib = 2048
+disk_gib = 20
+)";
+
+std::string error_for(const std::string& text) {
+  try {
+    parse_agent_config(text, "agent.toml");
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+std::string with(const std::string& extra) {
+  return std::string(kValid) + extra;
+}
+
+}  // namespace
+
+TEST_CASE("a complete config parses into typed values", "[config]") {
+  const auto config = parse_agent_config(kValid, "agent.toml");
+  CHECK(config.agent_id == "rack1-host3");
+  CHECK(config.max_concurrent_creates == 4);
+  CHECK(config.reconcile_interval == std::chrono::seconds(30));
+  CHECK(config.libvirt.uri == "qemu:///system");
+  CHECK(config.libvirt.virt_type == garm_edge::hypervisor::VirtType::qemu);
+  CHECK(config.libvirt.call_timeout == std::chrono::seconds(20));
+  CHECK(config.network == "garm");
+  REQUIRE(config.find_image("ubuntu-24.04-arm") != nullptr);
+  CHECK(config.find_image("ubuntu-24.04-arm")->arch == garm_edge::wire::OsArch::arm64);
+  CHECK(config.find_flavor("small")->memory_mib == 2048);
+  CHECK(config.find_flavor("large") == nullptr);
+}
+
+TEST_CASE("config errors say where and what", "[config]") {
+  CHECK_THAT(error_for(with("[oops]\n")),
+             Catch::Contains("agent.toml:") && Catch::Contains("unknown key \"oops\""));
+  CHECK_THAT(error_for(std::string(kValid).replace(std::string(kValid).find("virt_type = \"qemu\""),
+                                                   18, "virt_type = \"xen\"")),
+             Catch::Contains("agent.toml:10:") && Catch::Contains("virt_type must be one of"));
+  CHECK_THAT(error_for(with("[[flavors]]\nname = \"small\"\n")),
+             Catch::Contains("\"small\" is defined twice"));
+  CHECK_THAT(error_for(with("[[flavors]]\nname = \"big\"\nvcpus = 0\n")),
+             Catch::Contains("vcpus must be between 1 and 512"));
+  CHECK_THAT(error_for(with("[[flavors]]\nname = \"big\"\nmemory = 4\n")),
+             Catch::Contains("unknown key \"memory\""));
+  CHECK_THAT(error_for(with("[[images]]\nname = \"../etc\"\nbase_path = \"/x\"\n")),
+             Catch::Contains("[[images]] #3") && Catch::Contains("name"));
+  CHECK_THAT(
+      error_for(with("[[images]]\nname = \"both\"\nbase_path = \"/x\"\nbase_volume = \"y\"\n")),
+      Catch::Contains("exactly one of base_volume or base_path"));
+  CHECK_THAT(error_for(with("[[images]]\nname = \"rel\"\nbase_path = \"x.qcow2\"\n")),
+             Catch::Contains("base_path must be an absolute path"));
+  CHECK_THAT(error_for("[agent]\nid = \"a\"\n"), Catch::Contains("at least one [[images]]"));
+  CHECK_THAT(error_for("[agent\n"), Catch::Contains("agent.toml:1:"));
+  CHECK_THAT(error_for(with("[agent.extra]\n")), Catch::Contains("agent.toml"));
+}
+
+TEST_CASE("a missing config file is a clear error", "[config]") {
+  CHECK_THROWS_WITH(load_agent_config("/nonexistent/agent.toml"),
+                    Catch::Contains("/nonexistent/agent.toml: cannot open"));
+}

@@ -1,0 +1,142 @@
+#include "hypervisor/domain_xml.hpp"
+
+#include <catch2/catch.hpp>
+#include <pugixml.hpp>
+
+using namespace garm_edge::hypervisor;
+
+namespace {
+
+DomainSpec sample_spec() {
+  DomainSpec spec;
+  spec.name = "garm-edge-9dcf590a-garm-abc";
+  spec.uuid = "0b6f5b8e-3a52-4c8e-9c1f-2a3b4c5d6e7f";
+  spec.vcpus = 2;
+  spec.memory_mib = 2048;
+  spec.disk_path = "/var/lib/libvirt/images/garm-edge-9dcf590a-garm-abc.qcow2";
+  spec.interfaces.push_back({.network = "default", .mac = "52:54:00:12:34:56"});
+  spec.tags = Tags{{"controller-id", "c"}, {"pool-id", "p"}};
+  return spec;
+}
+
+pugi::xml_document parse(const std::string& xml) {
+  pugi::xml_document document;
+  REQUIRE(document.load_string(xml.c_str()));
+  return document;
+}
+
+}  // namespace
+
+TEST_CASE("domain XML carries our namespaced metadata and per-arch defaults", "[xml]") {
+  const auto xml = render_domain_xml(sample_spec(), VirtType::kvm);
+  const auto document = parse(xml);
+  const auto domain = document.child("domain");
+  CHECK(std::string(domain.attribute("type").value()) == "kvm");
+  const auto instance = domain.child("metadata").child("garm-edge:instance");
+  CHECK(std::string(instance.attribute("xmlns:garm-edge").value()) == kMetadataNamespace);
+  CHECK(std::string(instance.child("garm-edge:pool-id").text().get()) == "p");
+  CHECK(std::string(domain.child("os").child("type").attribute("machine").value()) == "q35");
+  CHECK(domain.child("os").attribute("firmware").empty());
+  CHECK(std::string(domain.child("cpu").attribute("mode").value()) == "host-passthrough");
+  CHECK(std::string(
+            domain.child("devices").child("interface").child("mac").attribute("address").value()) ==
+        "52:54:00:12:34:56");
+}
+
+TEST_CASE("aarch64 guests boot UEFI on the virt machine; TCG gets the maximum CPU", "[xml]") {
+  auto spec = sample_spec();
+  spec.arch = GuestArch::aarch64;
+  const auto document = parse(render_domain_xml(spec, VirtType::qemu));
+  const auto os = document.child("domain").child("os");
+  CHECK(std::string(os.attribute("firmware").value()) == "efi");
+  CHECK(std::string(os.child("type").attribute("arch").value()) == "aarch64");
+  CHECK(std::string(os.child("type").attribute("machine").value()) == "virt");
+  CHECK(std::string(document.child("domain").child("cpu").attribute("mode").value()) == "maximum");
+}
+
+TEST_CASE("hostile tag values are escaped and read back literally", "[xml]") {
+  const std::vector<std::string> hostile = {
+      "<script>alert(1)</script>", "a & b",    "'; rm -rf / #",       "\"quoted\"", "]]><x/>",
+      "../../etc/passwd",          "ümlaut ✓", std::string(5000, 'x')};
+  auto spec = sample_spec();
+  for (std::size_t i = 0; i < hostile.size(); ++i) {
+    spec.tags.set("value-" + std::to_string(i), hostile[i]);
+  }
+  spec.smbios_serial = "ds=nocloud-net;s=http://10.0.0.1:8775/<&>/";
+  const auto xml = render_domain_xml(spec, VirtType::test);
+  const auto document = parse(xml);
+  const auto instance = document.child("domain").child("metadata").first_child();
+  std::ostringstream metadata;
+  instance.print(metadata);
+  const auto tags = parse_tags_metadata(metadata.str());
+  for (std::size_t i = 0; i < hostile.size(); ++i) {
+    CHECK(tags.get("value-" + std::to_string(i)) == std::optional<std::string_view>(hostile[i]));
+  }
+  CHECK(xml.find("<script>") == std::string::npos);
+  CHECK(
+      std::string(
+          document.child("domain").child("sysinfo").child("system").child("entry").text().get()) ==
+      spec.smbios_serial);
+}
+
+TEST_CASE("values XML cannot carry are refused, not mangled", "[xml]") {
+  auto spec = sample_spec();
+  SECTION("control character in a tag value") {
+    spec.tags.set("pool-id", "a\x01b");
+  }
+  SECTION("invalid UTF-8 in a tag value") {
+    spec.tags.set("pool-id", "\xff\xfe");
+  }
+  SECTION("a tag key that is not an XML name") {
+    spec.tags.set("bad key><x", "v");
+  }
+  SECTION("a relative disk path") {
+    spec.disk_path = "images/x.qcow2";
+  }
+  SECTION("a malformed MAC") {
+    spec.interfaces[0].mac = "52:54:00:12:34:5g\"/><x";
+  }
+  SECTION("a name with a slash") {
+    spec.name = "a/b";
+  }
+  CHECK_THROWS_MATCHES(render_domain_xml(spec, VirtType::test), HypervisorError,
+                       Catch::Predicate<HypervisorError>([](const HypervisorError& e) {
+                         return e.kind() == HypervisorError::Kind::invalid_argument;
+                       }));
+}
+
+TEST_CASE("overlay volume XML names its backing store and format", "[xml]") {
+  const auto xml =
+      render_overlay_volume_xml({.pool = "default",
+                                 .name = "x.qcow2",
+                                 .capacity_bytes = 20ULL << 30U,
+                                 .backing_path = "/var/lib/garm-edge/images/base.qcow2",
+                                 .backing_format = "qcow2"});
+  const auto document = parse(xml);
+  const auto volume = document.child("volume");
+  CHECK(std::string(volume.child("capacity").text().get()) == "21474836480");
+  CHECK(std::string(volume.child("target").child("format").attribute("type").value()) == "qcow2");
+  CHECK(std::string(volume.child("backingStore").child("path").text().get()) ==
+        "/var/lib/garm-edge/images/base.qcow2");
+  CHECK(std::string(volume.child("backingStore").child("format").attribute("type").value()) ==
+        "qcow2");
+  CHECK_THROWS_AS(render_overlay_volume_xml({.pool = "p",
+                                             .name = "../x",
+                                             .capacity_bytes = 1,
+                                             .backing_path = "/b",
+                                             .backing_format = "qcow2"}),
+                  HypervisorError);
+}
+
+TEST_CASE("metadata from libvirt is read with or without our prefix", "[xml]") {
+  const auto tags = parse_tags_metadata(
+      "<instance>\n  <pool-id>p1</pool-id>\n  <agent-id>a</agent-id>\n</instance>");
+  CHECK(tags.get("pool-id") == std::optional<std::string_view>("p1"));
+  CHECK(tags.matches(Tags{{"agent-id", "a"}}));
+  CHECK_FALSE(tags.matches(Tags{{"agent-id", "b"}}));
+  CHECK_FALSE(tags.matches(Tags{{"missing", "a"}}));
+  CHECK(
+      parse_disk_paths("<domain><devices><disk device='cdrom'><source file='/iso'/></disk>"
+                       "<disk device='disk'><source file='/a.qcow2'/></disk></devices></domain>") ==
+      std::vector<std::string>{"/a.qcow2"});
+}

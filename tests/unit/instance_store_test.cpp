@@ -1,0 +1,106 @@
+#include "agent/instance_store.hpp"
+
+#include <fstream>
+#include <sys/stat.h>
+
+#include <catch2/catch.hpp>
+
+#include "support/temp_dir.hpp"
+
+using namespace garm_edge::agent;
+using garm_edge::testing::TempDir;
+
+namespace {
+
+InstanceRecord sample_record(const std::string& name) {
+  InstanceRecord r;
+  r.domain_name = "garm-edge-9dcf590a-" + name;
+  r.domain_uuid = "0b6f5b8e-3a52-4c8e-9c1f-2a3b4c5d6e7f";
+  r.controller_id = "9dcf590a-1192-4a9c-b3e4-e0902974c2c0";
+  r.pool_id = "scale <set> & \"co\"-9dcf590a-1192-4a9c-b3e4-e0902974c2c0";
+  r.name = name;
+  r.image = "debian-12";
+  r.flavor = "small";
+  r.os_name = "debian";
+  r.os_version = "12";
+  r.volume_pool = "default";
+  r.volume_name = r.domain_name + ".qcow2";
+  r.created_at = "2026-11-22T00:30:43Z";
+  r.intent = Intent::creating;
+  return r;
+}
+
+mode_t mode_of(const std::filesystem::path& path) {
+  struct stat info {};
+  REQUIRE(::stat(path.c_str(), &info) == 0);
+  return info.st_mode & 0777;
+}
+
+}  // namespace
+
+TEST_CASE("records round-trip through the state directory", "[store]") {
+  TempDir dir;
+  FileInstanceStore store(dir.path());
+  auto record = sample_record("garm-a");
+  store.put(record);
+  CHECK(store.get(record.domain_name) == record);
+  record.intent = Intent::created;
+  store.put(record);
+  CHECK(store.get(record.domain_name)->intent == Intent::created);
+  CHECK(store.list() == std::vector<InstanceRecord>{record});
+  store.remove(record.domain_name);
+  CHECK_FALSE(store.get(record.domain_name).has_value());
+  CHECK_NOTHROW(store.remove(record.domain_name));  // removing twice is fine
+}
+
+TEST_CASE("the state directory and records are private", "[store]") {
+  TempDir dir;
+  const auto state = dir.path() / "state";
+  FileInstanceStore store(state);
+  store.put(sample_record("garm-a"));
+  CHECK(mode_of(state) == 0700);
+  CHECK(mode_of(state / "instances") == 0700);
+  CHECK(mode_of(state / "instances" / "garm-edge-9dcf590a-garm-a.json") == 0600);
+}
+
+TEST_CASE("a corrupt record is set aside and the rest still load", "[store]") {
+  TempDir dir;
+  FileInstanceStore store(dir.path());
+  store.put(sample_record("garm-a"));
+  std::ofstream(dir.path() / "instances" / "garm-edge-9dcf590a-garm-b.json") << "{ torn";
+  const auto records = store.list();
+  REQUIRE(records.size() == 1);
+  CHECK(records[0].name == "garm-a");
+  CHECK(
+      std::filesystem::exists(dir.path() / "instances" / "garm-edge-9dcf590a-garm-b.json.corrupt"));
+}
+
+TEST_CASE("temp files of an interrupted write are removed at startup, never read", "[store]") {
+  TempDir dir;
+  {
+    FileInstanceStore store(dir.path());
+    store.put(sample_record("garm-a"));
+  }
+  const auto stale = dir.path() / "instances" / ".garm-edge-9dcf590a-garm-a.json.tmp.123.0";
+  std::ofstream(stale) << "{ half written";
+  FileInstanceStore reopened(dir.path());
+  CHECK_FALSE(std::filesystem::exists(stale));
+  CHECK(reopened.list().size() == 1);
+}
+
+TEST_CASE("record names that could escape the directory are refused", "[store]") {
+  TempDir dir;
+  FileInstanceStore store(dir.path());
+  auto record = sample_record("garm-a");
+  for (const std::string& bad : std::vector<std::string>{"../x", "a/b", ".hidden", "", "a..b"}) {
+    record.domain_name = bad;
+    CHECK_THROWS_AS(store.put(record), StoreError);
+    CHECK_THROWS_AS(store.get(bad), StoreError);
+  }
+}
+
+TEST_CASE("unusable state directories fail at startup", "[store]") {
+  TempDir dir;
+  std::ofstream(dir.path() / "file") << "x";
+  CHECK_THROWS_AS(FileInstanceStore(dir.path() / "file"), StoreError);
+}

@@ -1,0 +1,72 @@
+#include "wire/validate.hpp"
+
+#include <catch2/catch.hpp>
+
+#include "common/text.hpp"
+#include "wire/error.hpp"
+
+using namespace garm_edge::wire;
+
+TEST_CASE("instance names: garm's form passes, anything that could escape is refused",
+          "[validate]") {
+  CHECK_NOTHROW(validate_instance_name("garm-2xkq8mfj3d0a"));
+  CHECK_NOTHROW(validate_instance_name("Runner_01.a"));
+  for (const std::string& bad : std::vector<std::string>{
+           "", "-leading", "../etc", "a/b", "a b", "x';rm -rf /", "a\nb", "<x>", "a&b", "na\"me",
+           "a..b", std::string(64, 'a'), std::string(5000, 'a')}) {
+    INFO(bad.substr(0, 40));
+    CHECK_THROWS_AS(validate_instance_name(bad), WireError);
+  }
+}
+
+TEST_CASE("UUIDs and pool IDs, including scale-set pseudo IDs", "[validate]") {
+  CHECK(is_uuid("9dcf590a-1192-4a9c-b3e4-e0902974c2c0"));
+  CHECK(is_uuid("9DCF590A-1192-4A9C-B3E4-E0902974C2C0"));
+  CHECK_FALSE(is_uuid("9dcf590a11924a9cb3e4e0902974c2c0"));
+  CHECK_FALSE(is_uuid("9dcf590a-1192-4a9c-b3e4-e0902974c2cg"));
+  CHECK_NOTHROW(validate_pool_id("9dcf590a-1192-4a9c-b3e4-e0902974c2c0"));
+  CHECK_NOTHROW(validate_pool_id("my-scale-set-9dcf590a-1192-4a9c-b3e4-e0902974c2c0"));
+  CHECK_NOTHROW(validate_pool_id("scale set <&'\"> -9dcf590a-1192-4a9c-b3e4-e0902974c2c0"));
+  CHECK_THROWS_AS(validate_pool_id("-9dcf590a-1192-4a9c-b3e4-e0902974c2c0"), WireError);
+  CHECK_THROWS_AS(validate_pool_id("pool"), WireError);
+  CHECK_THROWS_AS(validate_pool_id("a\x01-9dcf590a-1192-4a9c-b3e4-e0902974c2c0"), WireError);
+  CHECK_THROWS_AS(validate_pool_id(std::string(200, 'a') + "-9dcf590a-1192-4a9c-b3e4-e0902974c2c0"),
+                  WireError);
+}
+
+TEST_CASE("image and flavor names can never act as paths", "[validate]") {
+  CHECK_NOTHROW(validate_resource_name("ubuntu:24.04", "image"));
+  CHECK_NOTHROW(validate_resource_name("debian-12@sha+1", "image"));
+  for (const std::string& bad :
+       std::vector<std::string>{"", "..", "../../etc/passwd", "/abs", "a/b", "a\\b", ".hidden",
+                                "a..b", "a b", std::string(129, 'a')}) {
+    INFO(bad);
+    CHECK_THROWS_AS(validate_resource_name(bad, "image"), WireError);
+  }
+}
+
+TEST_CASE("labels and extra specs have size limits", "[validate]") {
+  CHECK_NOTHROW(validate_labels(std::vector<std::string>{"linux", "gpu", "runner-pool-id=x"}));
+  CHECK_THROWS_AS(validate_labels(std::vector<std::string>(65, "x")), WireError);
+  CHECK_THROWS_AS(validate_labels(std::vector<std::string>{std::string(257, 'x')}), WireError);
+  CHECK_THROWS_AS(validate_labels(std::vector<std::string>{"a,b"}), WireError);
+  CHECK_THROWS_AS(validate_labels(std::vector<std::string>{"a\nb"}), WireError);
+  CHECK_NOTHROW(validate_extra_specs(nlohmann::json{{"k", "v"}}));
+  CHECK_THROWS_AS(validate_extra_specs(nlohmann::json{{"k", std::string(300 * 1024, 'v')}}),
+                  WireError);
+  CHECK_THROWS_AS(validate_extra_specs(nlohmann::json::array()), WireError);
+}
+
+TEST_CASE("plain text: valid UTF-8 without control characters", "[validate]") {
+  using garm_edge::is_plain_text;
+  CHECK(is_plain_text("ümlaut ✓ 🚀"));
+  CHECK_FALSE(is_plain_text("tab\there"));
+  CHECK_FALSE(is_plain_text(std::string("nul\0x", 5)));
+  CHECK_FALSE(is_plain_text("\x7f"));
+  CHECK_FALSE(is_plain_text("\xc2\x85"));      // C1 control NEL
+  CHECK_FALSE(is_plain_text("\xc0\xaf"));      // overlong '/'
+  CHECK_FALSE(is_plain_text("\xed\xa0\x80"));  // surrogate
+  CHECK_FALSE(is_plain_text("\xe2\x82"));      // truncated
+  CHECK(garm_edge::printable_excerpt("a\nb", 64) == "a?b");
+  CHECK(garm_edge::printable_excerpt(std::string(100, 'x'), 10) == "xxxxxxxxxx...");
+}
