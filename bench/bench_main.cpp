@@ -1,3 +1,160 @@
+// Prints the figures issue #2 asks for, on libvirt's test driver: the wall time of 200
+// concurrent creates, and the time to list pools of 250, 500 and 1,000 instances (to show the
+// cost grows linearly). Speed is reported, never asserted.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <stdlib.h>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/identifiers.hpp"
+#include "agent/instance_service.hpp"
+#include "hypervisor/libvirt_hypervisor.hpp"
+
+namespace {
+
+using namespace garm_edge;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kNodeXml = R"(<node>
+  <cpu><mhz>2000</mhz><model>x86_64</model><nodes>1</nodes><sockets>1</sockets><cores>64</cores><threads>1</threads></cpu>
+  <memory>1073741824</memory>
+  <network><name>bench-net</name><bridge name='virbr-bench'/><forward mode='nat'/>
+    <ip address='10.77.0.1' netmask='255.255.0.0'><dhcp><range start='10.77.0.2' end='10.77.255.254'/></dhcp></ip>
+  </network>
+  <pool type='dir'><name>bench-pool</name><target><path>/bench-pool</path></target>
+    <volume type='file'><name>base.qcow2</name><capacity unit='GiB'>2</capacity><target><format type='qcow2'/></target></volume>
+  </pool>
+</node>
+)";
+
+struct Bench {
+  std::filesystem::path dir;
+  agent::AgentConfig config;
+  std::unique_ptr<hypervisor::LibvirtHypervisor> hypervisor;
+  std::unique_ptr<agent::FileInstanceStore> store;
+  agent::SystemClock clock;
+  agent::StderrLogger log{agent::Level::warning};
+  std::unique_ptr<agent::InstanceService> service;
+
+  Bench() {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "garm-edge-bench.XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      throw std::runtime_error("mkdtemp failed");
+    }
+    dir = pattern;
+    std::ofstream(dir / "node.xml") << kNodeXml;
+    config.agent_id = "bench-agent";
+    config.state_dir = dir / "state";
+    config.libvirt.uri = "test://" + (dir / "node.xml").string();
+    config.storage_pool = "bench-pool";
+    config.network = "bench-net";
+    config.max_concurrent_creates = 8;
+    config.images.push_back({.name = "debian-12",
+                             .base_volume = "base.qcow2",
+                             .base_path = "",
+                             .base_format = "qcow2",
+                             .os_type = wire::OsType::linux,
+                             .os_name = "debian",
+                             .os_version = "12",
+                             .arch = wire::OsArch::amd64});
+    config.flavors.push_back({.name = "small", .vcpus = 2, .memory_mib = 2048, .disk_gib = 20});
+    hypervisor = std::make_unique<hypervisor::LibvirtHypervisor>(config.libvirt);
+    store = std::make_unique<agent::FileInstanceStore>(config.state_dir);
+    service = std::make_unique<agent::InstanceService>(config, *hypervisor, *store, clock, log);
+  }
+  ~Bench() {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir, ignored);
+  }
+};
+
+wire::BootstrapInstance bootstrap(const std::string& name, const std::string& pool) {
+  wire::BootstrapInstance b;
+  b.name = name;
+  b.pool_id = pool;
+  b.image = "debian-12";
+  b.flavor = "small";
+  return b;
+}
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+/// Creates `count` instances from `threads` threads at once; returns the wall time in ms.
+double create_concurrently(agent::InstanceService& service, const std::string& controller,
+                           const std::string& pool, const std::string& prefix, int count) {
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  const auto start = Clock::now();
+  for (int i = 0; i < count; ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        service.create(controller, bootstrap(prefix + std::to_string(i), pool));
+      } catch (const std::exception& e) {
+        ++failures;
+        std::fprintf(stderr, "create failed: %s\n", e.what());
+      }
+    });
+  }
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  const double elapsed = ms_since(start);
+  if (failures > 0) {
+    std::fprintf(stderr, "%d creates failed\n", failures.load());
+    std::exit(1);
+  }
+  return elapsed;
+}
+
+double median_list_ms(agent::InstanceService& service, const std::string& controller,
+                      const std::string& pool, std::size_t expected) {
+  std::vector<double> samples;
+  for (int run = 0; run < 15; ++run) {
+    const auto start = Clock::now();
+    const auto listed = service.list(controller, pool);
+    samples.push_back(ms_since(start));
+    if (listed.size() != expected) {
+      std::fprintf(stderr, "list returned %zu instances, expected %zu\n", listed.size(), expected);
+      std::exit(1);
+    }
+  }
+  std::sort(samples.begin(), samples.end());
+  return samples[samples.size() / 2];
+}
+
+}  // namespace
+
 int main() {
+  Bench bench;
+  const std::string controller = agent::random_uuid();
+
+  const std::string burst_pool = agent::random_uuid();
+  const double burst_ms =
+      create_concurrently(*bench.service, controller, burst_pool, "garm-burst", 200);
+  std::printf(
+      "create: 200 concurrent creates (cap %zu) on the test driver: %.1f ms wall, %.2f ms per "
+      "create\n",
+      bench.config.max_concurrent_creates, burst_ms, burst_ms / 200);
+
+  // Pools of 250, 500 and 1,000 instances side by side: list cost should grow linearly.
+  for (int size : {250, 500, 1000}) {
+    const std::string pool = agent::random_uuid();
+    create_concurrently(*bench.service, controller, pool, "garm-p" + std::to_string(size) + "-",
+                        size);
+    const double list_ms =
+        median_list_ms(*bench.service, controller, pool, static_cast<std::size_t>(size));
+    std::printf(
+        "list: pool of %4d instances (%zu domains on the host): median %.2f ms, %.1f us per "
+        "instance\n",
+        size, bench.hypervisor->list({}).size(), list_ms, 1000.0 * list_ms / size);
+  }
   return 0;
 }

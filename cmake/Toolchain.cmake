@@ -14,6 +14,11 @@ target_compile_options(garm_edge_options INTERFACE
   -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wsign-conversion
   -Wnon-virtual-dtor -Wold-style-cast -Woverloaded-virtual -Wnull-dereference
   -Wimplicit-fallthrough -Wformat=2)
+# GCC 12 reports -Wrestrict false positives inside libstdc++'s std::string concatenation at
+# -O2 and above (GCC bug 105329).
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
+  target_compile_options(garm_edge_options INTERFACE -Wno-restrict)
+endif()
 if(GARM_EDGE_WERROR)
   target_compile_options(garm_edge_options INTERFACE -Werror)
 endif()

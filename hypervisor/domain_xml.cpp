@@ -40,6 +40,9 @@ void append_text(pugi::xml_node parent, const char* name, std::string_view value
 }
 
 void append_metadata(pugi::xml_node domain, const Tags& tags) {
+  if (tags.empty()) {
+    return;  // untagged: not ours to list
+  }
   const std::string element = std::string(kMetadataPrefix) + ":" + std::string(kMetadataElement);
   auto instance = domain.append_child("metadata").append_child(element.c_str());
   instance.append_attribute(("xmlns:" + std::string(kMetadataPrefix)).c_str())

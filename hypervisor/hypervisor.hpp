@@ -94,7 +94,9 @@ struct Domain {
   std::string uuid;
   PowerState state = PowerState::other;
   Tags tags;  // empty when the domain has no metadata element of ours
-  /// What the hypervisor knows from DHCP leases of its own networks; empty when not running.
+  /// From the DHCP leases of libvirt's own networks; empty when not running. Filled by the
+  /// single-domain lookups only: reading leases per domain in a listing would cost O(n^2) on
+  /// a real host (each lookup parses the network's whole lease file).
   std::vector<InterfaceAddress> addresses;
 };
 

@@ -136,16 +136,39 @@ PowerState state_of(virDomainPtr domain) {
   }
 }
 
-std::string uuid_of(virDomainPtr domain) {
-  char uuid[VIR_UUID_STRING_BUFLEN] = {};
-  if (virDomainGetUUIDString(domain, uuid) < 0) {
-    throw_libvirt_error("read domain UUID");
+/// Name and UUID bytes, read once per domain: every libvirt domain call formats the UUID for
+/// its debug log even when logging is off, so calls are worth saving in a listing.
+struct Identity {
+  std::string name;
+  std::string raw_uuid;  // 16 bytes: a cheap cache key
+};
+
+Identity identity_of(virDomainPtr domain) {
+  unsigned char uuid[VIR_UUID_BUFLEN] = {};
+  const char* name = virDomainGetName(domain);
+  if (name == nullptr || virDomainGetUUID(domain, uuid) < 0) {
+    throw_libvirt_error("read domain identity");
   }
-  return uuid;
+  return Identity{name, std::string(reinterpret_cast<const char*>(uuid), sizeof uuid)};
+}
+
+std::string format_uuid(std::string_view raw) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string text;
+  text.reserve(36);
+  for (std::size_t i = 0; i < raw.size(); ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) {
+      text += '-';
+    }
+    const auto byte = static_cast<unsigned char>(raw[i]);
+    text += kHex[byte >> 4U];
+    text += kHex[byte & 0x0fU];
+  }
+  return text;
 }
 
 /// Our tags, or nothing when the domain carries no metadata element in our namespace.
-std::optional<Tags> tags_of(virDomainPtr domain) {
+std::optional<Tags> read_tags(virDomainPtr domain) {
   const std::string ns(kMetadataNamespace);
   CString xml(virDomainGetMetadata(domain, VIR_DOMAIN_METADATA_ELEMENT, ns.c_str(), 0));
   if (!xml) {
@@ -189,25 +212,21 @@ std::vector<InterfaceAddress> leased_addresses(virDomainPtr domain) {
   return result;
 }
 
-Domain describe(virDomainPtr domain, Tags tags) {
+enum class WithAddresses { no, yes };
+
+Domain describe(virDomainPtr domain, const Identity& identity, Tags tags,
+                WithAddresses with_addresses) {
   Domain result{
-      .name = virDomainGetName(domain),
-      .uuid = uuid_of(domain),
+      .name = identity.name,
+      .uuid = format_uuid(identity.raw_uuid),
       .state = state_of(domain),
       .tags = std::move(tags),
       .addresses = {},
   };
-  if (result.state == PowerState::running) {
+  if (with_addresses == WithAddresses::yes && result.state == PowerState::running) {
     result.addresses = leased_addresses(domain);
   }
   return result;
-}
-
-std::optional<Domain> describe_found(DomainHandle domain) {
-  if (!domain) {
-    return std::nullopt;
-  }
-  return describe(domain.get(), tags_of(domain.get()).value_or(Tags{}));
 }
 
 PoolHandle require_pool(virConnectPtr conn, const std::string& pool) {
@@ -236,6 +255,41 @@ std::string path_of(virStorageVolPtr volume) {
 
 void close_callback(virConnectPtr, int, void* opaque) {
   (*static_cast<std::shared_ptr<std::atomic<bool>>*>(opaque))->store(true);
+}
+
+TagCache& cache_from(void* opaque) {
+  return **static_cast<std::shared_ptr<TagCache>*>(opaque);
+}
+
+void forget_domain(virDomainPtr domain, void* opaque) {
+  unsigned char uuid[VIR_UUID_BUFLEN] = {};
+  if (virDomainGetUUID(domain, uuid) == 0) {
+    cache_from(opaque).forget(std::string(reinterpret_cast<const char*>(uuid), sizeof uuid));
+  }
+}
+
+void on_metadata_change(virConnectPtr, virDomainPtr domain, int, const char*, void* opaque) {
+  forget_domain(domain, opaque);
+}
+
+void on_lifecycle(virConnectPtr, virDomainPtr domain, int event, int, void* opaque) {
+  if (event == VIR_DOMAIN_EVENT_DEFINED || event == VIR_DOMAIN_EVENT_UNDEFINED) {
+    forget_domain(domain, opaque);
+  }
+}
+
+/// Registers `callback` for `event_id` on all domains; -1 when the driver cannot deliver it.
+int watch_domains(virConnectPtr conn, int event_id, virConnectDomainEventGenericCallback callback,
+                  const std::shared_ptr<TagCache>& cache) {
+  auto* opaque = new std::shared_ptr<TagCache>(cache);
+  const int id = virConnectDomainEventRegisterAny(
+      conn, nullptr, event_id, callback, opaque,
+      [](void* p) { delete static_cast<std::shared_ptr<TagCache>*>(p); });
+  if (id < 0) {
+    delete opaque;
+    virResetLastError();
+  }
+  return id;
 }
 
 std::map<GuestArch, VirtType> virt_types_from_capabilities(std::string_view caps_xml) {
@@ -340,7 +394,20 @@ LibvirtHypervisor::ConnectionPtr LibvirtHypervisor::open_connection() {
     delete opaque;
     virResetLastError();
   }
-  return ConnectionPtr(raw, [](virConnectPtr conn) {
+  // Events missed while disconnected cannot be replayed: start the cache afresh.
+  tag_cache_->clear();
+  const int metadata_watch =
+      watch_domains(raw, VIR_DOMAIN_EVENT_ID_METADATA_CHANGE,
+                    VIR_DOMAIN_EVENT_CALLBACK(on_metadata_change), tag_cache_);
+  const int lifecycle_watch = watch_domains(raw, VIR_DOMAIN_EVENT_ID_LIFECYCLE,
+                                            VIR_DOMAIN_EVENT_CALLBACK(on_lifecycle), tag_cache_);
+  tag_cache_usable_ = metadata_watch >= 0 && lifecycle_watch >= 0;
+  return ConnectionPtr(raw, [metadata_watch, lifecycle_watch](virConnectPtr conn) {
+    for (const int watch : {metadata_watch, lifecycle_watch}) {
+      if (watch >= 0) {
+        virConnectDomainEventDeregisterAny(conn, watch);
+      }
+    }
     virConnectUnregisterCloseCallback(conn, close_callback);
     virConnectClose(conn);
   });
@@ -351,6 +418,27 @@ void LibvirtHypervisor::forget_connection(const ConnectionPtr& broken) {
   if (connection_ == broken) {
     connection_.reset();
   }
+}
+
+Domain LibvirtHypervisor::describe_with_tags(virDomainPtr domain) {
+  const auto identity = identity_of(domain);
+  return describe(domain, identity,
+                  tags_of(domain, identity.raw_uuid, identity.name).value_or(Tags{}),
+                  WithAddresses::yes);
+}
+
+std::optional<Tags> LibvirtHypervisor::tags_of(virDomainPtr domain, const std::string& raw_uuid,
+                                               const std::string& name) {
+  if (tag_cache_usable_) {
+    if (auto cached = tag_cache_->find(raw_uuid, name)) {
+      return *cached;
+    }
+  }
+  auto tags = read_tags(domain);
+  if (tag_cache_usable_) {
+    tag_cache_->store(raw_uuid, name, tags);
+  }
+  return tags;
 }
 
 VirtType LibvirtHypervisor::virt_type_for(GuestArch arch) const {
@@ -380,7 +468,7 @@ Domain LibvirtHypervisor::define(const DomainSpec& spec) {
                 if (!domain) {
                   throw_libvirt_error("define domain " + name);
                 }
-                return describe(domain.get(), tags);
+                return describe(domain.get(), identity_of(domain.get()), tags, WithAddresses::no);
               });
 }
 
@@ -455,23 +543,26 @@ bool LibvirtHypervisor::undefine(std::string_view uuid) {
 }
 
 std::optional<Domain> LibvirtHypervisor::find_by_uuid(std::string_view uuid) {
-  return call("find domain " + std::string(uuid), [uuid = std::string(uuid)](virConnectPtr conn) {
-    return describe_found(lookup_uuid(conn, uuid));
-  });
+  return call(
+      "find domain " + std::string(uuid), [this, uuid = std::string(uuid)](virConnectPtr conn) {
+        auto domain = lookup_uuid(conn, uuid);
+        return domain ? std::optional<Domain>(describe_with_tags(domain.get())) : std::nullopt;
+      });
 }
 
 std::optional<Domain> LibvirtHypervisor::find_by_name(std::string_view name) {
-  return call("find domain " + std::string(name), [name = std::string(name)](virConnectPtr conn) {
-    DomainHandle domain(virDomainLookupByName(conn, name.c_str()));
-    if (!domain && !last_error_is(VIR_ERR_NO_DOMAIN)) {
-      throw_libvirt_error("look up domain " + name);
-    }
-    return describe_found(std::move(domain));
-  });
+  return call(
+      "find domain " + std::string(name), [this, name = std::string(name)](virConnectPtr conn) {
+        DomainHandle domain(virDomainLookupByName(conn, name.c_str()));
+        if (!domain && !last_error_is(VIR_ERR_NO_DOMAIN)) {
+          throw_libvirt_error("look up domain " + name);
+        }
+        return domain ? std::optional<Domain>(describe_with_tags(domain.get())) : std::nullopt;
+      });
 }
 
 std::vector<Domain> LibvirtHypervisor::list(const Tags& filter) {
-  return call("list domains", [filter](virConnectPtr conn) {
+  return call("list domains", [this, filter](virConnectPtr conn) {
     virDomainPtr* raw = nullptr;
     const int count = virConnectListAllDomains(conn, &raw, 0);
     if (count < 0) {
@@ -486,13 +577,13 @@ std::vector<Domain> LibvirtHypervisor::list(const Tags& filter) {
 
     std::vector<Domain> matching;
     for (const auto& domain : all) {
-      std::optional<Tags> tags;
       try {
-        tags = tags_of(domain.get());
+        const auto identity = identity_of(domain.get());
+        auto tags = tags_of(domain.get(), identity.raw_uuid, identity.name);
         if (!tags || !tags->matches(filter)) {
           continue;
         }
-        matching.push_back(describe(domain.get(), std::move(*tags)));
+        matching.push_back(describe(domain.get(), identity, std::move(*tags), WithAddresses::no));
       } catch (const HypervisorError& e) {
         if (e.kind() != Kind::not_found) {
           throw;

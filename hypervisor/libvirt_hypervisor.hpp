@@ -11,8 +11,11 @@
 #include "hypervisor/call_runner.hpp"
 #include "hypervisor/guest_arch.hpp"
 #include "hypervisor/hypervisor.hpp"
+#include "hypervisor/tag_cache.hpp"
 
 struct _virConnect;
+struct _virDomain;
+using virDomainPtr = _virDomain*;
 
 namespace garm_edge::hypervisor {
 
@@ -63,12 +66,20 @@ class LibvirtHypervisor final : public Hypervisor {
   ConnectionPtr connection();
   ConnectionPtr open_connection();
   void forget_connection(const ConnectionPtr& broken);
+  /// Our tags of `domain`, or nothing when it carries none: from the cache when it can be trusted.
+  std::optional<Tags> tags_of(virDomainPtr domain, const std::string& raw_uuid,
+                              const std::string& name);
+  Domain describe_with_tags(virDomainPtr domain);
 
   LibvirtOptions options_;
   std::map<GuestArch, VirtType> virt_types_;
   std::mutex connection_mutex_;
   ConnectionPtr connection_;
   std::shared_ptr<std::atomic<bool>> connection_closed_;
+  /// Shared with the event callbacks, which may run after this object is gone.
+  std::shared_ptr<TagCache> tag_cache_ = std::make_shared<TagCache>();
+  /// False when the driver cannot deliver the events that keep the cache honest.
+  std::atomic<bool> tag_cache_usable_{false};
   CallRunner runner_;  // last: joined first, while the members its calls use still exist
 };
 

@@ -30,7 +30,7 @@ TEST_CASE("foreign domains are invisible to list and get", "[foreign]") {
   Host host("foreign.xml");
   auto service = host.service();
   const auto mine = service->create(kController, bootstrap_for("garm-mine01"));
-  CHECK(service->list(kController, kPool) == std::vector<wire::ProviderInstance>{mine});
+  CHECK(service->list(kController, kPool) == listed({mine}));
   CHECK_FALSE(service->get(kController, kPlainUuid));
   CHECK_FALSE(service->get(kController, kOtherAgentUuid));
   CHECK_FALSE(service->get(kController, "garm-other"));

@@ -60,7 +60,7 @@ TEST_CASE("a scale-set pool ID full of markup is carried through escaped and exa
                         .get()) == pool);
 
   const auto created = service->create(kController, bootstrap_for("garm-markup", pool));
-  CHECK(service->list(kController, pool) == std::vector<wire::ProviderInstance>{created});
+  CHECK(service->list(kController, pool) == listed({created}));
   CHECK(host.hypervisor.find_by_uuid(created.provider_id)->tags.get("pool-id") ==
         std::optional<std::string_view>(pool));
   CHECK(service->remove(kController, "garm-markup"));

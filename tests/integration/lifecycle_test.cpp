@@ -29,6 +29,8 @@ TEST_CASE("an instance goes through create, get, list, stop, start and delete", 
   CHECK(created.os_version == "12");
   CHECK(created.os_type == wire::OsType::linux);
   CHECK(created.os_arch == wire::OsArch::amd64);
+  CHECK(created.addresses.size() == 1);  // the test driver's made-up DHCP lease
+  CHECK(created.addresses.at(0).type == wire::AddressType::private_address);
 
   const auto domain_name = agent::domain_name_for(kController, "garm-life01");
   const auto domain = host.hypervisor.find_by_name(domain_name);
@@ -44,7 +46,7 @@ TEST_CASE("an instance goes through create, get, list, stop, start and delete", 
 
   CHECK(service->get(kController, created.provider_id) == created);
   CHECK(service->get(kController, "garm-life01") == created);
-  CHECK(service->list(kController, kPool) == std::vector<wire::ProviderInstance>{created});
+  CHECK(service->list(kController, kPool) == listed({created}));
   CHECK(service->list(kController, kOtherPool).empty());
 
   service->stop(kController, "garm-life01", false);
@@ -183,7 +185,7 @@ TEST_CASE("remove-all deletes every instance of one controller and nothing else"
   CHECK(service->remove_all(kController) == 2);
   CHECK(host.holds_nothing_of(kController, "garm-all01"));
   CHECK(host.holds_nothing_of(kController, "garm-all02"));
-  CHECK(service->list(kOtherController, kPool) == std::vector<wire::ProviderInstance>{survivor});
+  CHECK(service->list(kOtherController, kPool) == listed({survivor}));
   CHECK(service->remove_all(kController) == 0);
 }
 

@@ -10,6 +10,19 @@ std::string fixture_uri(const std::string& fixture) {
   return std::string("test://") + GARM_EDGE_TEST_DATA_DIR + "/" + fixture;
 }
 
+wire::ProviderInstance without_addresses(wire::ProviderInstance instance) {
+  instance.addresses.clear();
+  return instance;
+}
+
+std::vector<wire::ProviderInstance> listed(const std::vector<wire::ProviderInstance>& instances) {
+  std::vector<wire::ProviderInstance> result;
+  for (const auto& instance : instances) {
+    result.push_back(without_addresses(instance));
+  }
+  return result;
+}
+
 wire::BootstrapInstance bootstrap_for(const std::string& name, const std::string& pool) {
   wire::BootstrapInstance b;
   b.name = name;

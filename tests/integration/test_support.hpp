@@ -25,6 +25,10 @@ inline const std::string kAgentId = "test-agent";
 /// own fresh copy of the fixture, so tests never see each other's domains.
 std::string fixture_uri(const std::string& fixture);
 
+/// Listings carry no addresses (see hypervisor::Domain::addresses); compare them without.
+wire::ProviderInstance without_addresses(wire::ProviderInstance instance);
+std::vector<wire::ProviderInstance> listed(const std::vector<wire::ProviderInstance>& instances);
+
 wire::BootstrapInstance bootstrap_for(const std::string& name, const std::string& pool = kPool);
 
 class CapturingLogger final : public agent::Logger {
