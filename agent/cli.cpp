@@ -27,6 +27,7 @@ commands:
   reconcile --config FILE      one reconcile pass: roll back interrupted creates, finish
                                interrupted deletes, remove leftovers; prints what it did
   demo [--uri URI] [--state-dir DIR] [--storage-pool NAME] [--network NAME]
+       [--base-image VOLUME|PATH]
                                drive the instance service through a whole lifecycle
                                (default URI: libvirt's built-in test:///default)
   --version                    print the version
@@ -100,6 +101,7 @@ int demo(const Options& options) {
   demo.uri = options.get("--uri").value_or(demo.uri);
   demo.storage_pool = options.get("--storage-pool").value_or(demo.storage_pool);
   demo.network = options.get("--network").value_or(demo.network);
+  demo.base_image = options.get("--base-image").value_or(demo.base_image);
   demo.state_dir = options.get("--state-dir").value_or("");
   return run_demo(demo, std::cout);
 }
@@ -124,7 +126,8 @@ int run_cli(int argc, char** argv) {
       return reconcile_once(Options(argc, argv, {"--config"}));
     }
     if (command == "demo") {
-      return demo(Options(argc, argv, {"--uri", "--state-dir", "--storage-pool", "--network"}));
+      return demo(Options(argc, argv,
+                          {"--uri", "--state-dir", "--storage-pool", "--network", "--base-image"}));
     }
     std::cerr << "garm-edge-agent: unknown command \"" << command << "\"\n\n" << kUsage;
     return 2;

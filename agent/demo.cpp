@@ -2,10 +2,10 @@
 
 #include <chrono>
 #include <iomanip>
-#include <stdlib.h>
 
 #include "agent/identifiers.hpp"
 #include "agent/instance_service.hpp"
+#include "common/temp_dir.hpp"
 #include "hypervisor/libvirt_hypervisor.hpp"
 
 namespace garm_edge::agent {
@@ -29,47 +29,6 @@ class Step {
   std::chrono::steady_clock::time_point start_;
 };
 
-wire::BootstrapInstance bootstrap_for(const std::string& name, const std::string& pool_id) {
-  wire::BootstrapInstance b;
-  b.name = name;
-  b.pool_id = pool_id;
-  b.image = "debian-12";
-  b.flavor = "small";
-  b.os_type = wire::OsType::linux;
-  b.arch = wire::OsArch::amd64;
-  b.instance_token = "demo-token-never-printed";
-  return b;
-}
-
-AgentConfig demo_config(const DemoOptions& options, const std::filesystem::path& state_dir) {
-  AgentConfig config;
-  config.agent_id = "demo-agent";
-  config.state_dir = state_dir;
-  config.libvirt.uri = options.uri;
-  config.libvirt.call_timeout = std::chrono::seconds(10);
-  config.storage_pool = options.storage_pool;
-  config.network = options.network;
-  config.images.push_back(ImageConfig{.name = "debian-12",
-                                      .base_volume = "",
-                                      .base_path = "/var/lib/garm-edge/images/debian-12.qcow2",
-                                      .base_format = "qcow2",
-                                      .os_type = wire::OsType::linux,
-                                      .os_name = "debian",
-                                      .os_version = "12",
-                                      .arch = wire::OsArch::amd64});
-  config.flavors.push_back(
-      FlavorConfig{.name = "small", .vcpus = 2, .memory_mib = 2048, .disk_gib = 20});
-  return config;
-}
-
-std::filesystem::path make_temp_dir() {
-  std::string pattern = (std::filesystem::temp_directory_path() / "garm-edge-demo.XXXXXX").string();
-  if (::mkdtemp(pattern.data()) == nullptr) {
-    throw std::runtime_error("cannot create a temporary state directory");
-  }
-  return pattern;
-}
-
 void print_instance(std::ostream& out, const wire::ProviderInstance& instance) {
   out << "   " << wire::to_json(instance).dump() << "\n";
 }
@@ -81,8 +40,42 @@ bool expect(std::ostream& out, bool ok, const std::string& what) {
 
 }  // namespace
 
+wire::BootstrapInstance demo_bootstrap(const std::string& name, const std::string& pool_id) {
+  wire::BootstrapInstance b;
+  b.name = name;
+  b.pool_id = pool_id;
+  b.image = "debian-12";
+  b.flavor = "small";
+  b.os_type = wire::OsType::linux;
+  b.arch = wire::OsArch::amd64;
+  return b;
+}
+
+AgentConfig demo_config(const DemoOptions& options, const std::filesystem::path& state_dir) {
+  const bool base_is_path = !options.base_image.empty() && options.base_image.front() == '/';
+  AgentConfig config;
+  config.agent_id = "demo-agent";
+  config.state_dir = state_dir;
+  config.libvirt.uri = options.uri;
+  config.libvirt.call_timeout = std::chrono::seconds(10);
+  config.storage_pool = options.storage_pool;
+  config.network = options.network;
+  config.images.push_back(ImageConfig{.name = "debian-12",
+                                      .base_volume = base_is_path ? "" : options.base_image,
+                                      .base_path = base_is_path ? options.base_image : "",
+                                      .base_format = "qcow2",
+                                      .os_type = wire::OsType::linux,
+                                      .os_name = "debian",
+                                      .os_version = "12",
+                                      .arch = wire::OsArch::amd64});
+  config.flavors.push_back(
+      FlavorConfig{.name = "small", .vcpus = 2, .memory_mib = 2048, .disk_gib = 20});
+  return config;
+}
+
 int run_demo(const DemoOptions& options, std::ostream& out) {
-  const auto state_dir = options.state_dir.empty() ? make_temp_dir() : options.state_dir;
+  const auto state_dir =
+      options.state_dir.empty() ? create_temp_directory("garm-edge-demo") : options.state_dir;
   const auto config = demo_config(options, state_dir);
   out << "garm-edge instance service demo on " << config.libvirt.uri << ", state in "
       << state_dir.string() << "\n";
@@ -103,20 +96,20 @@ int run_demo(const DemoOptions& options, std::ostream& out) {
   {
     Step step(out, "create three instances in the pool and one in another pool");
     for (const char* name : {"garm-demo00001", "garm-demo00002", "garm-demo00003"}) {
-      created.push_back(service.create(controller, bootstrap_for(name, pool)));
+      created.push_back(service.create(controller, demo_bootstrap(name, pool)));
       print_instance(out, created.back());
     }
-    print_instance(out, service.create(controller, bootstrap_for("garm-demo00004", other_pool)));
+    print_instance(out, service.create(controller, demo_bootstrap("garm-demo00004", other_pool)));
   }
   {
     Step step(out, "create garm-demo00001 again (garm retries): same instance, nothing new");
-    const auto again = service.create(controller, bootstrap_for("garm-demo00001", pool));
+    const auto again = service.create(controller, demo_bootstrap("garm-demo00001", pool));
     print_instance(out, again);
     ok &= expect(out, again.provider_id == created[0].provider_id, "same provider_id");
   }
   {
     Step step(out, "dry run of garm-demo00005: the domain XML it would define");
-    const auto dry = service.dry_run_create(controller, bootstrap_for("garm-demo00005", pool));
+    const auto dry = service.dry_run_create(controller, demo_bootstrap("garm-demo00005", pool));
     out << dry.domain_xml;
     ok &= expect(out, !service.get(controller, "garm-demo00005"), "nothing was created");
   }
@@ -140,7 +133,7 @@ int run_demo(const DemoOptions& options, std::ostream& out) {
   {
     Step step(out, "refuse a hostile create: nothing made, a clear error");
     try {
-      auto hostile = bootstrap_for("x'; rm -rf / #", pool);
+      auto hostile = demo_bootstrap("x'; rm -rf / #", pool);
       service.create(controller, hostile);
       ok &= expect(out, false, "hostile name refused");
     } catch (const ServiceError& e) {

@@ -11,13 +11,16 @@
 #include <thread>
 #include <vector>
 
+#include "agent/demo.hpp"
 #include "agent/identifiers.hpp"
 #include "agent/instance_service.hpp"
+#include "common/temp_dir.hpp"
 #include "hypervisor/libvirt_hypervisor.hpp"
 
 namespace {
 
 using namespace garm_edge;
+using garm_edge::TempDir;
 using Clock = std::chrono::steady_clock;
 
 constexpr const char* kNodeXml = R"(<node>
@@ -33,7 +36,7 @@ constexpr const char* kNodeXml = R"(<node>
 )";
 
 struct Bench {
-  std::filesystem::path dir;
+  TempDir dir{"garm-edge-bench"};
   agent::AgentConfig config;
   std::unique_ptr<hypervisor::LibvirtHypervisor> hypervisor;
   std::unique_ptr<agent::FileInstanceStore> store;
@@ -42,46 +45,19 @@ struct Bench {
   std::unique_ptr<agent::InstanceService> service;
 
   Bench() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "garm-edge-bench.XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) {
-      throw std::runtime_error("mkdtemp failed");
-    }
-    dir = pattern;
-    std::ofstream(dir / "node.xml") << kNodeXml;
-    config.agent_id = "bench-agent";
-    config.state_dir = dir / "state";
-    config.libvirt.uri = "test://" + (dir / "node.xml").string();
-    config.storage_pool = "bench-pool";
-    config.network = "bench-net";
+    std::ofstream(dir.path() / "node.xml") << kNodeXml;
+    agent::DemoOptions options;
+    options.uri = "test://" + (dir.path() / "node.xml").string();
+    options.storage_pool = "bench-pool";
+    options.network = "bench-net";
+    options.base_image = "base.qcow2";
+    config = agent::demo_config(options, dir.path() / "state");
     config.max_concurrent_creates = 8;
-    config.images.push_back({.name = "debian-12",
-                             .base_volume = "base.qcow2",
-                             .base_path = "",
-                             .base_format = "qcow2",
-                             .os_type = wire::OsType::linux,
-                             .os_name = "debian",
-                             .os_version = "12",
-                             .arch = wire::OsArch::amd64});
-    config.flavors.push_back({.name = "small", .vcpus = 2, .memory_mib = 2048, .disk_gib = 20});
     hypervisor = std::make_unique<hypervisor::LibvirtHypervisor>(config.libvirt);
     store = std::make_unique<agent::FileInstanceStore>(config.state_dir);
     service = std::make_unique<agent::InstanceService>(config, *hypervisor, *store, clock, log);
   }
-  ~Bench() {
-    std::error_code ignored;
-    std::filesystem::remove_all(dir, ignored);
-  }
 };
-
-wire::BootstrapInstance bootstrap(const std::string& name, const std::string& pool) {
-  wire::BootstrapInstance b;
-  b.name = name;
-  b.pool_id = pool;
-  b.image = "debian-12";
-  b.flavor = "small";
-  return b;
-}
 
 double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
@@ -96,7 +72,7 @@ double create_concurrently(agent::InstanceService& service, const std::string& c
   for (int i = 0; i < count; ++i) {
     threads.emplace_back([&, i] {
       try {
-        service.create(controller, bootstrap(prefix + std::to_string(i), pool));
+        service.create(controller, agent::demo_bootstrap(prefix + std::to_string(i), pool));
       } catch (const std::exception& e) {
         ++failures;
         std::fprintf(stderr, "create failed: %s\n", e.what());

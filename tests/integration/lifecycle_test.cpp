@@ -116,14 +116,7 @@ TEST_CASE("a dry run renders the domain and creates nothing", "[lifecycle]") {
 
 TEST_CASE("requests the agent cannot serve are refused before anything is made", "[lifecycle]") {
   Host host("lifecycle.xml", [](agent::AgentConfig& config) {
-    config.images.push_back({.name = "missing-base",
-                             .base_volume = "not-there.qcow2",
-                             .base_path = "",
-                             .base_format = "qcow2",
-                             .os_type = wire::OsType::linux,
-                             .os_name = "debian",
-                             .os_version = "12",
-                             .arch = wire::OsArch::amd64});
+    config.images.push_back(debian_image("missing-base", "not-there.qcow2"));
   });
   auto service = host.service();
   auto unknown_image = bootstrap_for("garm-bad01");

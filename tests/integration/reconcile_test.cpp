@@ -1,3 +1,4 @@
+#include <functional>
 #include <thread>
 
 #include <catch2/catch.hpp>
@@ -16,20 +17,27 @@ struct CrashPoint {
   bool in_store;
 };
 
-/// Runs a create in an "agent process" that dies right after `point`, then starts a fresh one
-/// over the same host, as systemd would after kill -9.
-void crash_during_create(Host& host, const CrashPoint& point, const std::string& name) {
+/// Runs `action` in an "agent process" that dies right after `point`; a fresh service over the
+/// same host then plays the agent restarted by systemd after kill -9.
+void run_until_crash(Host& host, const CrashPoint& point,
+                     const std::function<void(agent::InstanceService&)>& action) {
   CrashSwitch crash;
   FaultyHypervisor hypervisor(host.hypervisor, crash);
   FaultyStore store(host.store, crash);
   (point.in_store ? store.crash_after(point.operation) : hypervisor.crash_after(point.operation));
   auto doomed = host.service(hypervisor, store);
   try {
-    doomed->create(kController, bootstrap_for(name));
+    action(*doomed);
   } catch (const agent::ServiceError&) {
-    // the process died mid-create; garm sees a failed CreateInstance
+    // the process died mid-operation; garm sees a failed command
   }
   REQUIRE(crash.dead);
+}
+
+void crash_during_create(Host& host, const CrashPoint& point, const std::string& name) {
+  run_until_crash(host, point, [&](agent::InstanceService& service) {
+    service.create(kController, bootstrap_for(name));
+  });
 }
 
 }  // namespace
@@ -73,11 +81,9 @@ TEST_CASE("reconcile finishes a delete interrupted at any step", "[reconcile]") 
   INFO("killed after " << point.operation);
   Host host("reconcile.xml");
   host.service()->create(kController, bootstrap_for("garm-crash03"));
-  CrashSwitch crash;
-  FaultyHypervisor hypervisor(host.hypervisor, crash);
-  FaultyStore store(host.store, crash);
-  (point.in_store ? store.crash_after(point.operation) : hypervisor.crash_after(point.operation));
-  CHECK_THROWS(host.service(hypervisor, store)->remove(kController, "garm-crash03"));
+  run_until_crash(host, point, [](agent::InstanceService& service) {
+    service.remove(kController, "garm-crash03");
+  });
 
   const auto report = host.service()->reconcile();
   CHECK(report.finished_deletes == 1);

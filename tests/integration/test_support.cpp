@@ -10,6 +10,18 @@ std::string fixture_uri(const std::string& fixture) {
   return std::string("test://") + GARM_EDGE_TEST_DATA_DIR + "/" + fixture;
 }
 
+agent::ImageConfig debian_image(const std::string& name, const std::string& base) {
+  const bool is_path = base.front() == '/';
+  return agent::ImageConfig{.name = name,
+                            .base_volume = is_path ? "" : base,
+                            .base_path = is_path ? base : "",
+                            .base_format = "qcow2",
+                            .os_type = wire::OsType::linux,
+                            .os_name = "debian",
+                            .os_version = "12",
+                            .arch = wire::OsArch::amd64};
+}
+
 wire::ProviderInstance without_addresses(wire::ProviderInstance instance) {
   instance.addresses.clear();
   return instance;
@@ -60,14 +72,7 @@ agent::AgentConfig fixture_config(const std::string& fixture,
   config.libvirt.call_timeout = std::chrono::seconds(10);
   config.storage_pool = "edge-pool";
   config.network = "edge-net";
-  config.images.push_back({.name = "debian-12",
-                           .base_volume = "debian-12.qcow2",
-                           .base_path = "",
-                           .base_format = "qcow2",
-                           .os_type = wire::OsType::linux,
-                           .os_name = "debian",
-                           .os_version = "12",
-                           .arch = wire::OsArch::amd64});
+  config.images.push_back(debian_image("debian-12", "debian-12.qcow2"));
   config.images.push_back({.name = "ubuntu-arm",
                            .base_volume = "",
                            .base_path = "/srv/images/noble-arm64.qcow2",

@@ -10,8 +10,8 @@
 #include "agent/config.hpp"
 #include "agent/instance_service.hpp"
 #include "agent/instance_store.hpp"
+#include "common/temp_dir.hpp"
 #include "hypervisor/libvirt_hypervisor.hpp"
-#include "support/temp_dir.hpp"
 
 namespace garm_edge::testing {
 
@@ -24,6 +24,9 @@ inline const std::string kAgentId = "test-agent";
 /// `test:///<abs path>` of a fixture in tests/data. Every connection to such a URI gets its
 /// own fresh copy of the fixture, so tests never see each other's domains.
 std::string fixture_uri(const std::string& fixture);
+
+/// A Debian 12 amd64 image whose base is `base` (a volume name, or an absolute path).
+agent::ImageConfig debian_image(const std::string& name, const std::string& base);
 
 /// Listings carry no addresses (see hypervisor::Domain::addresses); compare them without.
 wire::ProviderInstance without_addresses(wire::ProviderInstance instance);

@@ -98,3 +98,10 @@ TEST_CASE("a missing config file is a clear error", "[config]") {
   CHECK_THROWS_WITH(load_agent_config("/nonexistent/agent.toml"),
                     Catch::Contains("/nonexistent/agent.toml: cannot open"));
 }
+
+TEST_CASE("the documented example config is valid", "[config]") {
+  const auto config = load_agent_config(GARM_EDGE_SOURCE_DIR "/docs/agent.toml.example");
+  CHECK(config.agent_id == "rack1-host03");
+  CHECK(config.find_image("debian-12") != nullptr);
+  CHECK(config.find_flavor("small") != nullptr);
+}

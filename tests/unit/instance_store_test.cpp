@@ -5,10 +5,10 @@
 
 #include <catch2/catch.hpp>
 
-#include "support/temp_dir.hpp"
+#include "common/temp_dir.hpp"
 
 using namespace garm_edge::agent;
-using garm_edge::testing::TempDir;
+using garm_edge::TempDir;
 
 namespace {
 
