@@ -254,7 +254,7 @@ std::string path_of(virStorageVolPtr volume) {
 }
 
 void close_callback(virConnectPtr, int, void* opaque) {
-  (*static_cast<std::shared_ptr<std::atomic<bool>>*>(opaque))->store(true);
+  static_cast<std::atomic<bool>*>(opaque)->store(true);
 }
 
 TagCache& cache_from(void* opaque) {
@@ -386,12 +386,12 @@ LibvirtHypervisor::ConnectionPtr LibvirtHypervisor::open_connection() {
   if (virConnectSetKeepAlive(raw, kKeepAliveIntervalS, kKeepAliveCount) < 0) {
     virResetLastError();
   }
-  connection_closed_ = std::make_shared<std::atomic<bool>>(false);
-  auto* opaque = new std::shared_ptr<std::atomic<bool>>(connection_closed_);
-  if (virConnectRegisterCloseCallback(raw, close_callback, opaque, [](void* p) {
-        delete static_cast<std::shared_ptr<std::atomic<bool>>*>(p);
-      }) < 0) {
-    delete opaque;
+  // Drivers without a persistent connection accept the close callback but never keep it (nor
+  // call a free function), so the flag is owned here, by the connection's deleter, and libvirt
+  // only borrows it until the callback is unregistered.
+  auto closed = std::make_shared<std::atomic<bool>>(false);
+  connection_closed_ = closed;
+  if (virConnectRegisterCloseCallback(raw, close_callback, closed.get(), nullptr) < 0) {
     virResetLastError();
   }
   // Events missed while disconnected cannot be replayed: start the cache afresh.
@@ -402,7 +402,7 @@ LibvirtHypervisor::ConnectionPtr LibvirtHypervisor::open_connection() {
   const int lifecycle_watch = watch_domains(raw, VIR_DOMAIN_EVENT_ID_LIFECYCLE,
                                             VIR_DOMAIN_EVENT_CALLBACK(on_lifecycle), tag_cache_);
   tag_cache_usable_ = metadata_watch >= 0 && lifecycle_watch >= 0;
-  return ConnectionPtr(raw, [metadata_watch, lifecycle_watch](virConnectPtr conn) {
+  return ConnectionPtr(raw, [metadata_watch, lifecycle_watch, closed](virConnectPtr conn) {
     for (const int watch : {metadata_watch, lifecycle_watch}) {
       if (watch >= 0) {
         virConnectDomainEventDeregisterAny(conn, watch);
