@@ -27,3 +27,7 @@ if(GARM_EDGE_SANITIZE)
     -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
   target_link_options(garm_edge_options INTERFACE -fsanitize=address,undefined)
 endif()
+if(GARM_EDGE_FUZZ)
+  # Coverage instrumentation for the libraries the fuzz targets drive.
+  target_compile_options(garm_edge_options INTERFACE -fsanitize=fuzzer-no-link)
+endif()

@@ -20,10 +20,12 @@ namespace garm_edge::hypervisor {
 /// Runs blocking calls on a small pool of threads so the caller can give up after a deadline.
 /// libvirt's C API has no per-call timeout; a call that hangs (a stuck daemon, a wedged
 /// storage backend) keeps its worker, but the caller gets HypervisorError(timeout) in time and
-/// a call still queued when its deadline passes never starts.
+/// a call still queued when its deadline passes never starts. Jobs must own what they touch.
 class CallRunner {
  public:
   explicit CallRunner(std::size_t threads);
+  /// Waits briefly for the workers; any still stuck in a call are left to finish on their own
+  /// rather than hang the caller (startup failing on a dead URI, or shutdown).
   ~CallRunner();
   CallRunner(const CallRunner&) = delete;
   CallRunner& operator=(const CallRunner&) = delete;
@@ -49,13 +51,19 @@ class CallRunner {
   }
 
  private:
-  void submit(std::function<void()> job);
-  void work();
+  struct Queue {
+    std::mutex mutex;
+    std::condition_variable wake;
+    std::condition_variable exited;
+    std::deque<std::function<void()>> jobs;
+    std::size_t live_workers = 0;
+    bool stopping = false;
+  };
 
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<std::function<void()>> queue_;
-  bool stopping_ = false;
+  void submit(std::function<void()> job);
+  static void work(const std::shared_ptr<Queue>& queue);
+
+  std::shared_ptr<Queue> queue_ = std::make_shared<Queue>();
   std::vector<std::thread> workers_;
 };
 

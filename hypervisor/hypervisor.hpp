@@ -150,6 +150,8 @@ class Hypervisor {
   virtual std::optional<Volume> find_volume(std::string_view pool, std::string_view name) = 0;
   /// False when there was no such volume.
   virtual bool delete_volume(std::string_view pool, std::string_view name) = 0;
+  /// Names of every volume in a storage pool.
+  virtual std::vector<std::string> list_volumes(std::string_view pool) = 0;
   /// The directory a storage pool keeps its volumes in.
   virtual std::string pool_path(std::string_view pool) = 0;
 

@@ -1,23 +1,20 @@
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
 #include "hypervisor/call_runner.hpp"
 #include "hypervisor/guest_arch.hpp"
 #include "hypervisor/hypervisor.hpp"
-#include "hypervisor/tag_cache.hpp"
-
-struct _virConnect;
-struct _virDomain;
-using virDomainPtr = _virDomain*;
 
 namespace garm_edge::hypervisor {
+
+namespace libvirt {
+class Session;
+}
 
 struct LibvirtOptions {
   /// Any libvirt URI: test:///default, test:///abs/node.xml, qemu:///system, qemu:///embed?root=…
@@ -30,8 +27,8 @@ struct LibvirtOptions {
   std::size_t workers = 8;
 };
 
-/// Hypervisor over the libvirt C API. One shared connection (libvirt's client is thread-safe),
-/// reopened on the next call after the daemon goes away; every operation runs with a deadline.
+/// Hypervisor over the libvirt C API. Every operation runs on a worker with a deadline; the
+/// connection is shared and reopened on the next call after the daemon goes away.
 class LibvirtHypervisor final : public Hypervisor {
  public:
   /// Connects at once so a wrong URI fails at startup. Throws HypervisorError.
@@ -51,36 +48,22 @@ class LibvirtHypervisor final : public Hypervisor {
   Volume create_overlay(const VolumeSpec& spec) override;
   std::optional<Volume> find_volume(std::string_view pool, std::string_view name) override;
   bool delete_volume(std::string_view pool, std::string_view name) override;
+  std::vector<std::string> list_volumes(std::string_view pool) override;
   std::string pool_path(std::string_view pool) override;
   HostCapacity capacity() override;
 
   VirtType virt_type_for(GuestArch arch) const;
 
  private:
-  using ConnectionPtr = std::shared_ptr<_virConnect>;
-
   template <class Fn>
   auto call(const std::string& what, Fn fn);
   template <class Fn>
   auto call_within(std::chrono::milliseconds deadline, const std::string& what, Fn fn);
-  ConnectionPtr connection();
-  ConnectionPtr open_connection();
-  void forget_connection(const ConnectionPtr& broken);
-  /// Our tags of `domain`, or nothing when it carries none: from the cache when it can be trusted.
-  std::optional<Tags> tags_of(virDomainPtr domain, const std::string& raw_uuid,
-                              const std::string& name);
-  Domain describe_with_tags(virDomainPtr domain);
 
   LibvirtOptions options_;
   std::map<GuestArch, VirtType> virt_types_;
-  std::mutex connection_mutex_;
-  ConnectionPtr connection_;
-  std::shared_ptr<std::atomic<bool>> connection_closed_;
-  /// Shared with the event callbacks, which may run after this object is gone.
-  std::shared_ptr<TagCache> tag_cache_ = std::make_shared<TagCache>();
-  /// False when the driver cannot deliver the events that keep the cache honest.
-  std::atomic<bool> tag_cache_usable_{false};
-  CallRunner runner_;  // last: joined first, while the members its calls use still exist
+  std::shared_ptr<libvirt::Session> session_;
+  CallRunner runner_;
 };
 
 }  // namespace garm_edge::hypervisor

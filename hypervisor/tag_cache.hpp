@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -25,18 +26,30 @@ class TagCache {
     return it->second.tags;
   }
 
-  void store(const std::string& uuid, const std::string& name, std::optional<Tags> tags) {
+  /// Taken before reading a domain's metadata and handed to `store`: an invalidation that
+  /// lands between the read and the store must win over the (possibly stale) read.
+  std::uint64_t epoch() const {
     std::lock_guard lock(mutex_);
-    entries_[uuid] = Entry{name, std::move(tags)};
+    return epoch_;
+  }
+
+  void store(const std::string& uuid, const std::string& name, std::optional<Tags> tags,
+             std::uint64_t read_at_epoch) {
+    std::lock_guard lock(mutex_);
+    if (read_at_epoch == epoch_) {
+      entries_[uuid] = Entry{name, std::move(tags)};
+    }
   }
 
   void forget(const std::string& uuid) {
     std::lock_guard lock(mutex_);
+    ++epoch_;
     entries_.erase(uuid);
   }
 
   void clear() {
     std::lock_guard lock(mutex_);
+    ++epoch_;
     entries_.clear();
   }
 
@@ -47,6 +60,7 @@ class TagCache {
   };
 
   mutable std::mutex mutex_;
+  std::uint64_t epoch_ = 0;
   std::unordered_map<std::string, Entry> entries_;
 };
 

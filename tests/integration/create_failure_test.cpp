@@ -15,6 +15,24 @@ struct Step {
 
 }  // namespace
 
+TEST_CASE("a create whose call took effect but then failed removes everything it made",
+          "[create][cleanup]") {
+  const auto step = GENERATE(Step{"create_overlay", false, "create the overlay volume"},
+                             Step{"define", false, "define the domain"},
+                             Step{"start", false, "start the domain"});
+  INFO("step that took effect, then failed: " << step.fault);
+  Host host("create_failure.xml");
+  CrashSwitch never;
+  FaultyHypervisor hypervisor(host.hypervisor, never);
+  hypervisor.fail_after(step.fault);
+  auto service = host.service(hypervisor, host.store);
+  CHECK_THROWS_WITH(
+      service->create(kController, bootstrap_for("garm-fail03")),
+      Catch::Contains(std::string("failed to ") + step.reported) && Catch::Contains("took effect"));
+  CHECK(host.holds_nothing_of(kController, "garm-fail03"));
+  CHECK(host.tagged_domain_count() == 0);
+}
+
 TEST_CASE("a create that fails at any step removes everything it made", "[create][cleanup]") {
   const auto step =
       GENERATE(Step{"put:creating", true, "record the intent"},

@@ -126,15 +126,22 @@ auto FaultyHypervisor::intercept(const std::string& operation, Fn fn) {
   }
   if constexpr (std::is_void_v<decltype(fn())>) {
     fn();
-    if (after)
-      after(operation);
-    crash_.dead = crash_.dead || operation == crash_after_;
+    after_success(operation);
   } else {
     auto result = fn();
-    if (after)
-      after(operation);
-    crash_.dead = crash_.dead || operation == crash_after_;
+    after_success(operation);
     return result;
+  }
+}
+
+void FaultyHypervisor::after_success(const std::string& operation) {
+  if (after) {
+    after(operation);
+  }
+  crash_.dead = crash_.dead || operation == crash_after_;
+  if (operation == fail_after_) {
+    throw HypervisorError(HypervisorError::Kind::timeout,
+                          "injected failure after " + operation + " took effect");
   }
 }
 
@@ -174,6 +181,9 @@ std::optional<hypervisor::Volume> FaultyHypervisor::find_volume(std::string_view
 }
 bool FaultyHypervisor::delete_volume(std::string_view pool, std::string_view name) {
   return intercept("delete_volume", [&] { return inner_.delete_volume(pool, name); });
+}
+std::vector<std::string> FaultyHypervisor::list_volumes(std::string_view pool) {
+  return intercept("list_volumes", [&] { return inner_.list_volumes(pool); });
 }
 std::string FaultyHypervisor::pool_path(std::string_view pool) {
   return intercept("pool_path", [&] { return inner_.pool_path(pool); });

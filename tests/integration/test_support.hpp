@@ -74,14 +74,16 @@ struct CrashSwitch {
   std::atomic<bool> dead{false};
 };
 
-/// Wraps a real hypervisor and fails chosen operations: `fail_on` throws at the named
-/// operation; `crash_after` lets it succeed, then kills everything after it.
+/// Wraps a real hypervisor and fails chosen operations: `fail_on` throws instead of running the
+/// named operation; `fail_after` runs it, then throws (as when a call takes effect but its
+/// answer is lost or late); `crash_after` runs it, then kills everything after it.
 class FaultyHypervisor final : public hypervisor::Hypervisor {
  public:
   FaultyHypervisor(hypervisor::Hypervisor& inner, CrashSwitch& crash)
       : inner_(inner), crash_(crash) {}
 
   void fail_on(std::string operation) { fail_on_ = std::move(operation); }
+  void fail_after(std::string operation) { fail_after_ = std::move(operation); }
   void crash_after(std::string operation) { crash_after_ = std::move(operation); }
   /// Called with each operation's name before it runs (for counting, sleeping, ...).
   std::function<void(const std::string&)> before;
@@ -103,16 +105,19 @@ class FaultyHypervisor final : public hypervisor::Hypervisor {
   std::optional<hypervisor::Volume> find_volume(std::string_view pool,
                                                 std::string_view name) override;
   bool delete_volume(std::string_view pool, std::string_view name) override;
+  std::vector<std::string> list_volumes(std::string_view pool) override;
   std::string pool_path(std::string_view pool) override;
   hypervisor::HostCapacity capacity() override;
 
  private:
   template <class Fn>
   auto intercept(const std::string& operation, Fn fn);
+  void after_success(const std::string& operation);
 
   hypervisor::Hypervisor& inner_;
   CrashSwitch& crash_;
   std::string fail_on_;
+  std::string fail_after_;
   std::string crash_after_;
 };
 
