@@ -27,7 +27,18 @@ std::string random_uuid() {
 }
 
 std::string domain_name_for(std::string_view controller_id, std::string_view instance_name) {
-  return "garm-edge-" + std::string(controller_id.substr(0, 8)) + "-" + std::string(instance_name);
+  return std::string(kDomainNamePrefix) + std::string(controller_id) + "-" +
+         std::string(instance_name);
+}
+
+std::optional<std::string> domain_name_of_volume(std::string_view volume_name) {
+  constexpr std::string_view kSuffix = ".qcow2";
+  if (volume_name.size() <= kDomainNamePrefix.size() + kSuffix.size() ||
+      volume_name.substr(0, kDomainNamePrefix.size()) != kDomainNamePrefix ||
+      volume_name.substr(volume_name.size() - kSuffix.size()) != kSuffix) {
+    return std::nullopt;
+  }
+  return std::string(volume_name.substr(0, volume_name.size() - kSuffix.size()));
 }
 
 std::string volume_name_for(std::string_view domain_name) {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -8,12 +9,16 @@ namespace garm_edge::agent {
 /// A random (version 4) UUID from the kernel's CSPRNG.
 std::string random_uuid();
 
-/// The libvirt domain name of garm instance `name` owned by `controller_id`. The controller's
-/// first eight hex digits keep two controllers' instances of the same name apart on one host,
-/// and the name stays readable in `virsh list`.
+inline constexpr std::string_view kDomainNamePrefix = "garm-edge-";
+
+/// The libvirt domain name of garm instance `name` owned by `controller_id`:
+/// `garm-edge-<controller UUID>-<name>`. The whole controller ID keeps two controllers'
+/// instances of the same name apart on one host; the name stays readable in `virsh list`.
 std::string domain_name_for(std::string_view controller_id, std::string_view instance_name);
 
 /// The overlay volume of a domain.
 std::string volume_name_for(std::string_view domain_name);
+/// The domain an overlay volume was made for, when the name follows volume_name_for.
+std::optional<std::string> domain_name_of_volume(std::string_view volume_name);
 
 }  // namespace garm_edge::agent

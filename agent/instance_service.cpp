@@ -28,6 +28,7 @@ constexpr const char* kOsArch = "os-arch";
 constexpr const char* kImage = "image";
 constexpr const char* kFlavor = "flavor";
 constexpr const char* kCreatedAt = "created-at";
+constexpr const char* kStateId = "state-id";
 }  // namespace tag
 
 Code code_for(HypervisorError::Kind kind) {
@@ -261,22 +262,27 @@ std::optional<wire::ProviderInstance> InstanceService::reuse_existing(const Crea
   const auto& wanted = plan.record;
   const auto record = store_.get(wanted.domain_name);
   auto domain = hypervisor_.find_by_name(wanted.domain_name);
-  if (domain && (!owned_by(*domain, wanted.controller_id) ||
-                 domain->tags.get(tag::kName) != std::optional<std::string_view>(wanted.name))) {
+  const bool domain_is_ours =
+      domain && owned_by(*domain, wanted.controller_id) &&
+      domain->tags.get(tag::kName) == std::optional<std::string_view>(wanted.name);
+  if ((domain && !domain_is_ours) || (record && record->controller_id != wanted.controller_id)) {
     throw ServiceError(Code::conflict,
                        "a domain named " + wanted.domain_name +
                            " exists and is not this agent's instance; nothing was changed");
   }
   if (record && record->intent == Intent::created && domain &&
       domain->uuid == record->domain_uuid) {
-    if (domain->state != hypervisor::PowerState::running) {
+    if (domain->state == hypervisor::PowerState::shutoff) {
       hypervisor_.start(domain->uuid);
       domain = hypervisor_.find_by_uuid(domain->uuid);
     }
-    if (domain) {
+    if (domain && domain->state == hypervisor::PowerState::running) {
       log_.info("create " + wanted.name + ": exists as " + domain->uuid + "; nothing created");
       return describe(*domain);
     }
+    // Paused (e.g. out of disk space) or crashed: garm needs a running instance, so the broken
+    // one is replaced below.
+    log_.warning("create " + wanted.name + ": the existing instance is not running; replacing it");
   }
   // Leftovers of an interrupted create or delete: clear them, then create afresh.
   if (record) {
@@ -342,32 +348,40 @@ std::optional<hypervisor::Domain> InstanceService::find_owned_domain(std::string
   return std::nullopt;
 }
 
-std::optional<std::string> InstanceService::resolve(std::string_view controller_id,
-                                                    std::string_view instance) {
+std::optional<InstanceService::Target> InstanceService::resolve(std::string_view controller_id,
+                                                                std::string_view instance) {
   wire::validate_uuid(controller_id, "controller_id");
   if (wire::is_uuid(instance)) {
-    if (auto domain = hypervisor_.find_by_uuid(instance);
-        domain && owned_by(*domain, controller_id)) {
-      return domain->name;
+    const std::string uuid(instance);
+    if (auto domain = hypervisor_.find_by_uuid(uuid); domain && owned_by(*domain, controller_id)) {
+      return Target{domain->name, uuid};
     }
     // The domain may be gone while its record (an unfinished delete) remains.
     for (const auto& record : store_.list()) {
-      if (record.domain_uuid == instance && record.controller_id == controller_id) {
-        return record.domain_name;
+      if (record.domain_uuid == uuid && record.controller_id == controller_id) {
+        return Target{record.domain_name, uuid};
       }
     }
   }
   wire::validate_instance_name(instance, "instance");
-  return domain_name_for(controller_id, instance);
+  return Target{domain_name_for(controller_id, instance), std::nullopt};
+}
+
+std::optional<hypervisor::Domain> InstanceService::locate(std::string_view controller_id,
+                                                          const Target& target) {
+  auto domain = find_owned_domain(controller_id, target.domain_name);
+  if (domain && target.uuid && domain->uuid != *target.uuid) {
+    return std::nullopt;  // the name now belongs to a newer instance
+  }
+  return domain;
 }
 
 std::optional<wire::ProviderInstance> InstanceService::get(std::string_view controller_id,
                                                            std::string_view instance) {
   return guarded("get " + printable_excerpt(instance),
                  [&]() -> std::optional<wire::ProviderInstance> {
-                   const auto domain_name = resolve(controller_id, instance);
-                   const auto domain =
-                       domain_name ? find_owned_domain(controller_id, *domain_name) : std::nullopt;
+                   const auto target = resolve(controller_id, instance);
+                   const auto domain = target ? locate(controller_id, *target) : std::nullopt;
                    if (!domain) {
                      return std::nullopt;
                    }
@@ -397,72 +411,70 @@ std::vector<wire::ProviderInstance> InstanceService::list(std::string_view contr
 
 bool InstanceService::remove(std::string_view controller_id, std::string_view instance) {
   return guarded("delete " + printable_excerpt(instance), [&] {
-    const auto domain_name = resolve(controller_id, instance);
-    if (!domain_name) {
+    const auto target = resolve(controller_id, instance);
+    if (!target) {
       return false;
     }
-    auto lock = instance_locks_.lock(*domain_name);
-    return remove_locked(controller_id, *domain_name);
+    auto lock = instance_locks_.lock(target->domain_name);
+    return remove_locked(controller_id, *target);
   });
 }
 
-bool InstanceService::remove_locked(std::string_view controller_id,
-                                    const std::string& domain_name) {
-  auto record = store_.get(domain_name);
-  if (record && record->controller_id != controller_id) {
-    return false;
+bool InstanceService::remove_locked(std::string_view controller_id, const Target& target) {
+  auto record = store_.get(target.domain_name);
+  if (record && (record->controller_id != controller_id ||
+                 (target.uuid && record->domain_uuid != *target.uuid))) {
+    record.reset();  // another controller's, or an older instance of this name
   }
-  const auto domain = find_owned_domain(controller_id, domain_name);
+  const auto domain = locate(controller_id, target);
   if (!record && !domain) {
     return false;
   }
-  InstanceRecord target = record ? *record : record_for_orphan(*domain);
-  target.intent = Intent::deleting;
-  store_.put(target);
-  teardown(target);
-  if (domain && domain->uuid != target.domain_uuid) {
+  InstanceRecord doomed = record ? *record : record_for_orphan(*domain);
+  doomed.intent = Intent::deleting;
+  store_.put(doomed);
+  teardown(doomed);
+  if (domain && domain->uuid != doomed.domain_uuid) {
     teardown(record_for_orphan(*domain));
   }
-  log_.info("deleted " + target.name + " (" + target.domain_name + ")");
+  log_.info("deleted " + doomed.name + " (" + doomed.domain_name + ")");
   return true;
 }
 
 void InstanceService::start(std::string_view controller_id, std::string_view instance) {
   guarded("start " + printable_excerpt(instance), [&] {
-    const auto domain_name = resolve(controller_id, instance);
-    if (!domain_name) {
-      throw ServiceError(Code::not_found, "no instance " + printable_excerpt(instance));
-    }
-    auto lock = instance_locks_.lock(*domain_name);
-    const auto domain = find_owned_domain(controller_id, *domain_name);
-    const auto record = store_.get(*domain_name);
-    if (!domain) {
-      throw ServiceError(Code::not_found, "no instance " + printable_excerpt(instance));
-    }
+    const auto [lock, domain] = lock_existing(controller_id, instance);
+    const auto record = store_.get(domain.name);
     if (record && record->intent == Intent::deleting) {
       throw ServiceError(Code::conflict, "instance " + record->name + " is being deleted");
     }
-    hypervisor_.start(domain->uuid);
+    hypervisor_.start(domain.uuid);
   });
 }
 
 void InstanceService::stop(std::string_view controller_id, std::string_view instance, bool force) {
   guarded("stop " + printable_excerpt(instance), [&] {
-    const auto domain_name = resolve(controller_id, instance);
-    if (!domain_name) {
-      throw ServiceError(Code::not_found, "no instance " + printable_excerpt(instance));
-    }
-    auto lock = instance_locks_.lock(*domain_name);
-    const auto domain = find_owned_domain(controller_id, *domain_name);
-    if (!domain) {
-      throw ServiceError(Code::not_found, "no instance " + printable_excerpt(instance));
-    }
+    const auto [lock, domain] = lock_existing(controller_id, instance);
     if (force) {
-      hypervisor_.destroy(domain->uuid);
+      hypervisor_.destroy(domain.uuid);
     } else {
-      hypervisor_.shutdown(domain->uuid, config_.stop_grace);
+      hypervisor_.shutdown(domain.uuid, config_.stop_grace);
     }
   });
+}
+
+std::pair<KeyedMutex::Guard, hypervisor::Domain> InstanceService::lock_existing(
+    std::string_view controller_id, std::string_view instance) {
+  const auto target = resolve(controller_id, instance);
+  if (!target) {
+    throw ServiceError(Code::not_found, "no instance " + printable_excerpt(instance));
+  }
+  auto lock = instance_locks_.lock(target->domain_name);
+  auto domain = locate(controller_id, *target);
+  if (!domain) {
+    throw ServiceError(Code::not_found, "no instance " + printable_excerpt(instance));
+  }
+  return {std::move(lock), std::move(*domain)};
 }
 
 std::size_t InstanceService::remove_all(std::string_view controller_id) {
@@ -484,7 +496,7 @@ std::size_t InstanceService::remove_all(std::string_view controller_id) {
     for (const auto& name : domain_names) {
       try {
         auto lock = instance_locks_.lock(name);
-        if (remove_locked(controller_id, name)) {
+        if (remove_locked(controller_id, Target{name, std::nullopt})) {
           ++removed;
         }
       } catch (const std::exception& e) {
@@ -552,6 +564,11 @@ ReconcileReport InstanceService::reconcile() {
         }
       });
     }
+    for (const auto& volume : hypervisor_.list_volumes(config_.storage_pool)) {
+      if (const auto domain_name = domain_name_of_volume(volume)) {
+        run_locked(*domain_name, [&] { reconcile_volume(volume, *domain_name, report); });
+      }
+    }
   } catch (const std::exception& e) {
     ++report.failures;
     log_.error(std::string("reconcile pass stopped: ") + e.what());
@@ -583,10 +600,30 @@ void InstanceService::reconcile_record(const InstanceRecord& record, ReconcileRe
 }
 
 void InstanceService::reconcile_domain(const hypervisor::Domain& domain, ReconcileReport& report) {
+  if (domain.tags.get(tag::kStateId) != std::optional<std::string_view>(store_.state_id())) {
+    // Made by this agent with another state directory (wiped, replaced, not mounted): its
+    // record may still exist somewhere, so it is garm's to delete, not ours to guess about.
+    ++report.other_state;
+    log_.warning("reconcile: domain " + domain.name +
+                 " carries this agent's tag but another state directory's ID; left alone");
+    return;
+  }
   teardown(record_for_orphan(domain));
   ++report.orphan_domains;
   log_.warning("reconcile: removed domain " + domain.name +
                ", which carried this agent's tag but had no record");
+}
+
+void InstanceService::reconcile_volume(const std::string& volume_name,
+                                       const std::string& domain_name, ReconcileReport& report) {
+  if (store_.get(domain_name) || hypervisor_.find_by_name(domain_name)) {
+    return;
+  }
+  // A create's overlay whose record was already rolled back: e.g. a volume call that
+  // finished after its deadline had passed.
+  hypervisor_.delete_volume(config_.storage_pool, volume_name);
+  ++report.orphan_volumes;
+  log_.warning("reconcile: removed overlay volume " + volume_name + ", which no instance uses");
 }
 
 // ---- views --------------------------------------------------------------------------------
@@ -604,6 +641,7 @@ hypervisor::Tags InstanceService::tags_for(const InstanceRecord& r) const {
       {tag::kImage, r.image},
       {tag::kFlavor, r.flavor},
       {tag::kCreatedAt, r.created_at},
+      {tag::kStateId, store_.state_id()},
   };
 }
 

@@ -46,7 +46,9 @@ struct ReconcileReport {
   std::size_t rolled_back_creates = 0;
   std::size_t finished_deletes = 0;
   std::size_t vanished_domains = 0;  // record kept, domain gone behind our back
-  std::size_t orphan_domains = 0;    // our tag, no record
+  std::size_t orphan_domains = 0;    // our tag and state ID, no record
+  std::size_t orphan_volumes = 0;    // our naming, no record and no domain
+  std::size_t other_state = 0;       // our tag, but made with another state directory: kept
   std::size_t busy = 0;              // in use by a live operation: left for the next pass
   std::size_t failures = 0;
 };
@@ -98,16 +100,29 @@ class InstanceService {
   wire::ProviderInstance run_create(CreatePlan& plan);
   std::string base_image_path(const ImageConfig& image);
 
-  /// The domain name a reference resolves to for this controller, if any.
-  std::optional<std::string> resolve(std::string_view controller_id, std::string_view instance);
+  /// What a provider ID or instance name refers to. `uuid` is set when the reference was a
+  /// provider ID, so the instance can be re-checked once its lock is held.
+  struct Target {
+    std::string domain_name;
+    std::optional<std::string> uuid;
+  };
+  /// The instance a reference resolves to for this controller, if any.
+  std::optional<Target> resolve(std::string_view controller_id, std::string_view instance);
+  /// Under the instance's lock: the domain `target` still refers to, if it exists.
+  std::optional<hypervisor::Domain> locate(std::string_view controller_id, const Target& target);
+  /// Resolves and locks an instance that must exist (start, stop); throws not_found.
+  std::pair<KeyedMutex::Guard, hypervisor::Domain> lock_existing(std::string_view controller_id,
+                                                                 std::string_view instance);
   std::optional<hypervisor::Domain> find_owned_domain(std::string_view controller_id,
                                                       std::string_view domain_name);
   bool owned_by(const hypervisor::Domain& domain, std::string_view controller_id) const;
-  bool remove_locked(std::string_view controller_id, const std::string& domain_name);
+  bool remove_locked(std::string_view controller_id, const Target& target);
   /// Removes domain, overlay and record; each step is idempotent so it can run again.
   void teardown(const InstanceRecord& record);
   void reconcile_record(const InstanceRecord& record, ReconcileReport& report);
   void reconcile_domain(const hypervisor::Domain& domain, ReconcileReport& report);
+  void reconcile_volume(const std::string& volume_name, const std::string& domain_name,
+                        ReconcileReport& report);
   InstanceRecord record_for_orphan(const hypervisor::Domain& domain) const;
 
   wire::ProviderInstance describe(const hypervisor::Domain& domain) const;

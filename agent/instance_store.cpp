@@ -4,13 +4,16 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
+#include "agent/identifiers.hpp"
 #include "wire/error.hpp"
 #include "wire/json_fields.hpp"
+#include "wire/validate.hpp"
 
 namespace garm_edge::agent {
 namespace {
@@ -135,6 +138,42 @@ void remove_stale_temp_files(const fs::path& directory) {
   }
 }
 
+/// Holds an exclusive flock on `<state_dir>/lock` for as long as the descriptor is open.
+int lock_state_directory(const fs::path& state_dir) {
+  const auto path = state_dir / "lock";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    fail_errno("cannot open " + path.string());
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    ::close(fd);
+    if (error == EWOULDBLOCK) {
+      throw StoreError("state directory " + state_dir.string() +
+                       " is in use by another garm-edge-agent process");
+    }
+    errno = error;
+    fail_errno("cannot lock " + path.string());
+  }
+  return fd;
+}
+
+std::string load_or_create_state_id(const fs::path& state_dir) {
+  const auto path = state_dir / "state-id";
+  if (auto text = read_file(path)) {
+    while (!text->empty() && (text->back() == '\n' || text->back() == ' ')) {
+      text->pop_back();
+    }
+    if (!wire::is_uuid(*text)) {
+      throw StoreError(path.string() + " does not hold a UUID; refusing to guess");
+    }
+    return *text;
+  }
+  const auto id = random_uuid();
+  write_atomically(path, id + "\n");
+  return id;
+}
+
 bool is_safe_file_stem(std::string_view name) {
   if (name.empty() || name.size() > 200 || name.front() == '.' ||
       name.find("..") != std::string_view::npos) {
@@ -229,8 +268,19 @@ InstanceRecord parse_record(std::string_view text) {
 FileInstanceStore::FileInstanceStore(const fs::path& state_dir)
     : directory_(state_dir / "instances") {
   make_private_directory(state_dir);
-  make_private_directory(directory_);
-  remove_stale_temp_files(directory_);
+  lock_fd_ = lock_state_directory(state_dir);
+  try {
+    make_private_directory(directory_);
+    remove_stale_temp_files(directory_);
+    state_id_ = load_or_create_state_id(state_dir);
+  } catch (...) {
+    ::close(lock_fd_);
+    throw;
+  }
+}
+
+FileInstanceStore::~FileInstanceStore() {
+  ::close(lock_fd_);
 }
 
 fs::path FileInstanceStore::path_for(std::string_view domain_name) const {
@@ -280,8 +330,7 @@ std::vector<InstanceRecord> FileInstanceStore::list() {
     try {
       records.push_back(parse_record(*text));
     } catch (const StoreError&) {
-      std::error_code ignored;
-      fs::rename(path, fs::path(path).concat(".corrupt"), ignored);
+      // left in place: get() keeps refusing it, so nothing acts on that instance
     }
   }
   if (error) {

@@ -52,26 +52,39 @@ class InstanceStore {
   virtual std::optional<InstanceRecord> get(std::string_view domain_name) = 0;
   virtual void remove(std::string_view domain_name) = 0;
   virtual std::vector<InstanceRecord> list() = 0;
+  /// A random ID created with the state directory. Domains carry it, so an agent whose state
+  /// directory was wiped or not mounted does not mistake its earlier domains for leftovers.
+  virtual const std::string& state_id() const = 0;
 };
 
 /// One JSON file per instance under `<state_dir>/instances/`, written as temp file + fsync +
-/// rename + fsync of the directory. Files are 0600 and the directories 0700.
+/// rename + fsync of the directory. Files are 0600 and the directories 0700. One process at a
+/// time: the state directory is locked (flock) for the store's lifetime.
 class FileInstanceStore final : public InstanceStore {
  public:
-  /// Creates the directories if needed; throws StoreError when the state dir is unusable.
+  /// Creates the directories if needed; throws StoreError when the state dir is unusable or
+  /// another process holds it.
   explicit FileInstanceStore(const std::filesystem::path& state_dir);
+  ~FileInstanceStore() override;
+  FileInstanceStore(const FileInstanceStore&) = delete;
+  FileInstanceStore& operator=(const FileInstanceStore&) = delete;
 
   void put(const InstanceRecord& record) override;
+  /// Throws StoreError when the record exists but cannot be read: callers must not mistake
+  /// it for an absent one.
   std::optional<InstanceRecord> get(std::string_view domain_name) override;
   void remove(std::string_view domain_name) override;
-  /// Every readable record. An unreadable file is renamed to `*.corrupt` and skipped, so one
-  /// bad file cannot stop reconciliation of the rest.
+  /// Every readable record. Unreadable ones are skipped here and left in place; `get` keeps
+  /// failing for them, so nothing acts on their instance until an operator looks.
   std::vector<InstanceRecord> list() override;
+  const std::string& state_id() const override { return state_id_; }
 
  private:
   std::filesystem::path path_for(std::string_view domain_name) const;
 
+  int lock_fd_ = -1;
   std::filesystem::path directory_;
+  std::string state_id_;
 };
 
 std::string serialize_record(const InstanceRecord& record);

@@ -37,6 +37,9 @@ bool is_valid_sequence(std::string_view text, std::size_t start, std::size_t len
     return false;  // above U+10FFFF
   if (lead == 0xc2 && second < 0xa0)
     return false;  // C1 control characters
+  if (lead == 0xef && second == 0xbf && static_cast<unsigned char>(text[start + 2]) >= 0xbe) {
+    return false;  // U+FFFE and U+FFFF, which XML 1.0 forbids
+  }
   return true;
 }
 

@@ -5,7 +5,8 @@
 
 namespace garm_edge {
 
-/// Valid UTF-8 without C0/C1 control characters or DEL: safe to put in XML, logs and names.
+/// Valid UTF-8 without C0/C1 control characters, DEL, U+FFFE or U+FFFF: safe to put in XML,
+/// logs and names.
 bool is_plain_text(std::string_view value);
 
 /// A short rendering of untrusted text for an error message or a log line: control characters

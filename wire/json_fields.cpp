@@ -99,6 +99,30 @@ std::optional<std::string> ObjectReader::base64_bytes(std::string_view key) cons
   return bytes;
 }
 
+std::string to_go_json_text(const nlohmann::ordered_json& value) {
+  // These characters can only occur inside JSON strings, so escaping them in the text is safe.
+  const std::string text = value.dump();
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '<') {
+      out += "\\u003c";
+    } else if (c == '>') {
+      out += "\\u003e";
+    } else if (c == '&') {
+      out += "\\u0026";
+    } else if (c == '\xe2' && i + 2 < text.size() && text[i + 1] == '\x80' &&
+               (text[i + 2] == '\xa8' || text[i + 2] == '\xa9')) {
+      out += text[i + 2] == '\xa8' ? "\\u2028" : "\\u2029";
+      i += 2;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 nlohmann::json parse_json_text(std::string_view text, const std::string& what) {
   try {
     return nlohmann::json::parse(text);

@@ -51,6 +51,10 @@ class ObjectReader {
   std::string path_;
 };
 
+/// JSON text exactly as Go's encoding/json writes it: compact, with <, >, &, U+2028 and U+2029
+/// escaped as \u sequences (Go's HTML-safe default), so output matches garm byte for byte.
+std::string to_go_json_text(const nlohmann::ordered_json& value);
+
 /// Parses JSON text, turning a syntax error into a WireError about `what`.
 nlohmann::json parse_json_text(std::string_view text, const std::string& what);
 

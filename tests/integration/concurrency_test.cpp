@@ -103,3 +103,30 @@ TEST_CASE("concurrent deletes of one instance all succeed and leave nothing", "[
   CHECK(std::count(results.begin(), results.end(), "absent") == 9);
   CHECK(host.holds_nothing_of(kController, "garm-deleted"));
 }
+
+TEST_CASE("listing while instances are deleted returns whole answers and never fails",
+          "[concurrency]") {
+  Host host("concurrency.xml");
+  auto service = host.service();
+  for (int i = 0; i < 60; ++i) {
+    service->create(kController, bootstrap_for("garm-churn" + std::to_string(i)));
+  }
+  std::atomic<bool> deleting{true};
+  std::thread deleter([&] {
+    for (int i = 0; i < 60; ++i) {
+      service->remove(kController, "garm-churn" + std::to_string(i));
+    }
+    deleting = false;
+  });
+  std::size_t lists = 0;
+  std::size_t previous = 61;
+  while (deleting) {
+    const auto listed = service->list(kController, kPool);  // throws on any libvirt failure
+    CHECK(listed.size() <= previous);
+    previous = listed.size();
+    ++lists;
+  }
+  deleter.join();
+  CHECK(lists > 0);
+  CHECK(service->list(kController, kPool).empty());
+}

@@ -193,3 +193,16 @@ TEST_CASE("instance tokens and other secrets never reach the logs", "[lifecycle]
     CHECK_THAT(line, !Catch::Contains("secret-token"));
   }
 }
+
+TEST_CASE("a delete by an old provider ID never removes a newer instance of the same name",
+          "[lifecycle]") {
+  Host host("lifecycle.xml");
+  auto service = host.service();
+  const auto old_one = service->create(kController, bootstrap_for("garm-reborn"));
+  CHECK(service->remove(kController, "garm-reborn"));
+  const auto new_one = service->create(kController, bootstrap_for("garm-reborn"));
+  CHECK_FALSE(service->remove(kController, old_one.provider_id));
+  CHECK_THROWS_AS(service->stop(kController, old_one.provider_id, true), ServiceError);
+  CHECK(service->get(kController, new_one.provider_id)->status == wire::InstanceStatus::running);
+  CHECK_FALSE(service->get(kController, old_one.provider_id));
+}

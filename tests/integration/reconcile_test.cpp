@@ -1,3 +1,4 @@
+#include <fstream>
 #include <functional>
 #include <thread>
 
@@ -138,4 +139,58 @@ TEST_CASE("the reconcile loop runs passes on its own", "[reconcile]") {
     CHECK(loop.passes() >= 2);
   }
   CHECK(host.holds_nothing_of(kController, "garm-loop01"));
+}
+
+TEST_CASE("reconcile removes overlay volumes no instance uses and nothing else", "[reconcile]") {
+  Host host("reconcile.xml");
+  auto service = host.service();
+  const auto kept = service->create(kController, bootstrap_for("garm-vol01"));
+  const std::string stray =
+      agent::volume_name_for(agent::domain_name_for(kController, "garm-late"));
+  host.hypervisor.create_overlay({.pool = "edge-pool",
+                                  .name = stray,
+                                  .capacity_bytes = 1 << 30,
+                                  .backing_path = "/edge-pool/debian-12.qcow2",
+                                  .backing_format = "qcow2"});
+  const auto report = service->reconcile();
+  CHECK(report.orphan_volumes == 1);
+  CHECK_FALSE(host.hypervisor.find_volume("edge-pool", stray));
+  CHECK(host.hypervisor.find_volume("edge-pool", "debian-12.qcow2"));  // a base image: not ours
+  CHECK(host.hypervisor.find_volume(
+      "edge-pool", agent::volume_name_for(agent::domain_name_for(kController, "garm-vol01"))));
+  CHECK(service->get(kController, kept.provider_id));
+}
+
+TEST_CASE("a wiped state directory does not make reconcile destroy running instances",
+          "[reconcile]") {
+  Host host("reconcile.xml");
+  const auto created = host.service()->create(kController, bootstrap_for("garm-wiped"));
+
+  // The same agent restarted on an empty state directory (wiped, or not mounted).
+  TempDir fresh;
+  agent::FileInstanceStore empty_store(fresh.path());
+  auto restarted = host.service(host.hypervisor, empty_store);
+  const auto report = restarted->reconcile();
+  CHECK(report.other_state == 1);
+  CHECK(report.orphan_domains == 0);
+  CHECK(host.hypervisor.find_by_uuid(created.provider_id)->state ==
+        hypervisor::PowerState::running);
+  // garm can still see and delete it.
+  CHECK(restarted->get(kController, "garm-wiped"));
+  CHECK(restarted->remove(kController, created.provider_id));
+  CHECK_FALSE(host.hypervisor.find_by_uuid(created.provider_id));
+}
+
+TEST_CASE("an unreadable record keeps reconcile away from its instance", "[reconcile]") {
+  Host host("reconcile.xml");
+  auto service = host.service();
+  const auto created = service->create(kController, bootstrap_for("garm-torn01"));
+  const auto domain_name = agent::domain_name_for(kController, "garm-torn01");
+  std::ofstream(host.config.state_dir / "instances" / (domain_name + ".json")) << "{ torn";
+  const auto report = service->reconcile();
+  CHECK(report.failures >= 1);
+  CHECK(report.orphan_domains == 0);
+  CHECK(host.hypervisor.find_by_uuid(created.provider_id)->state ==
+        hypervisor::PowerState::running);
+  CHECK(host.hypervisor.find_volume("edge-pool", agent::volume_name_for(domain_name)));
 }

@@ -63,16 +63,41 @@ TEST_CASE("the state directory and records are private", "[store]") {
   CHECK(mode_of(state / "instances" / "garm-edge-9dcf590a-garm-a.json") == 0600);
 }
 
-TEST_CASE("a corrupt record is set aside and the rest still load", "[store]") {
+TEST_CASE("an unreadable record is skipped by list and refused by get, never taken as absent",
+          "[store]") {
   TempDir dir;
   FileInstanceStore store(dir.path());
   store.put(sample_record("garm-a"));
-  std::ofstream(dir.path() / "instances" / "garm-edge-9dcf590a-garm-b.json") << "{ torn";
+  const auto torn = dir.path() / "instances" / "garm-edge-9dcf590a-garm-b.json";
+  std::ofstream(torn) << "{ torn";
   const auto records = store.list();
   REQUIRE(records.size() == 1);
   CHECK(records[0].name == "garm-a");
-  CHECK(
-      std::filesystem::exists(dir.path() / "instances" / "garm-edge-9dcf590a-garm-b.json.corrupt"));
+  CHECK_THROWS_AS(store.get("garm-edge-9dcf590a-garm-b"), StoreError);
+  CHECK(std::filesystem::exists(torn));  // left for an operator to look at
+}
+
+TEST_CASE("a record from another format version is refused, not guessed at", "[store]") {
+  TempDir dir;
+  FileInstanceStore store(dir.path());
+  std::ofstream(dir.path() / "instances" / "garm-edge-x.json")
+      << R"({"version":2,"intent":"created"})";
+  CHECK_THROWS_WITH(store.get("garm-edge-x"),
+                    Catch::Contains("unsupported instance record version"));
+}
+
+TEST_CASE("one process at a time holds a state directory", "[store]") {
+  TempDir dir;
+  std::string first_id;
+  {
+    FileInstanceStore store(dir.path());
+    first_id = store.state_id();
+    CHECK_THROWS_WITH(FileInstanceStore(dir.path()), Catch::Contains("in use by another"));
+  }
+  FileInstanceStore reopened(dir.path());  // the lock went with the first store
+  CHECK(reopened.state_id() == first_id);  // and the state ID persists
+  TempDir other;
+  CHECK(FileInstanceStore(other.path()).state_id() != first_id);
 }
 
 TEST_CASE("temp files of an interrupted write are removed at startup, never read", "[store]") {

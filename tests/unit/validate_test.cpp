@@ -67,6 +67,9 @@ TEST_CASE("plain text: valid UTF-8 without control characters", "[validate]") {
   CHECK_FALSE(is_plain_text("\xc0\xaf"));      // overlong '/'
   CHECK_FALSE(is_plain_text("\xed\xa0\x80"));  // surrogate
   CHECK_FALSE(is_plain_text("\xe2\x82"));      // truncated
+  CHECK_FALSE(is_plain_text("\xef\xbf\xbe"));  // U+FFFE
+  CHECK_FALSE(is_plain_text("\xef\xbf\xbf"));  // U+FFFF
+  CHECK(is_plain_text("\xef\xbf\xbd"));        // U+FFFD is fine
   CHECK(garm_edge::printable_excerpt("a\nb", 64) == "a?b");
   CHECK(garm_edge::printable_excerpt(std::string(100, 'x'), 10) == "xxxxxxxxxx...");
 }

@@ -2,6 +2,7 @@
 
 #include "wire/bootstrap.hpp"
 #include "wire/error.hpp"
+#include "wire/json_fields.hpp"
 #include "wire/provider_instance.hpp"
 
 using namespace garm_edge::wire;
@@ -45,7 +46,15 @@ TEST_CASE("garm's BootstrapInstance sample round-trips byte for byte", "[wire]")
   CHECK_FALSE(bootstrap.tools->at(0).temp_download_token.has_value());
   CHECK(bootstrap.extra_specs->at("runner_install_template") == "IyEvYmluL2Jhc2gKCnNldCAtZXgK");
   CHECK(bootstrap.jit_config_enabled);
-  CHECK(to_json(bootstrap).dump() == kGarmBootstrap);
+  CHECK(to_go_json_text(to_json(bootstrap)) == kGarmBootstrap);
+}
+
+TEST_CASE("JSON text escapes <, > and & the way Go does", "[wire]") {
+  auto bootstrap = parse_bootstrap_instance(kGarmBootstrap);
+  bootstrap.labels = std::vector<std::string>{"a<b>&c", "line\u2028sep"};
+  const auto text = to_go_json_text(to_json(bootstrap));
+  CHECK_THAT(text, Catch::Contains(R"("labels":["a\u003cb\u003e\u0026c","line\u2028sep"])"));
+  CHECK(parse_bootstrap_instance(text) == bootstrap);
 }
 
 TEST_CASE("BootstrapInstance carries Go's null, omitempty and []byte rules", "[wire]") {
@@ -111,11 +120,11 @@ TEST_CASE("garm's ProviderInstance samples round-trip byte for byte", "[wire]") 
   const auto instance = parse_provider_instance(kGarmInstance);
   CHECK(instance.status == InstanceStatus::running);
   CHECK(instance.addresses == std::vector<Address>{{"10.0.0.12", AddressType::private_address}});
-  CHECK(to_json(instance).dump() == kGarmInstance);
+  CHECK(to_go_json_text(to_json(instance)) == kGarmInstance);
 
   const auto failed = parse_provider_instance(kGarmErrorInstance);
   CHECK(failed.provider_fault == "quota exceeded");
-  CHECK(to_json(failed).dump() == kGarmErrorInstance);
+  CHECK(to_go_json_text(to_json(failed)) == kGarmErrorInstance);
 }
 
 TEST_CASE("ProviderInstance omits empty fields and lists print [] when empty", "[wire]") {
