@@ -52,6 +52,10 @@ void append_metadata(pugi::xml_node domain, const Tags& tags) {
       reject("tag key \"" + printable_excerpt(key) + "\"", "must match [a-z][a-z0-9-]*");
     }
     require_xml_text(value, "tag \"" + key + "\"");
+    // libvirt's XML parser may drop whitespace-only text, so such a value would not read back.
+    if (!value.empty() && value.find_first_not_of(" \t") == std::string::npos) {
+      reject("tag \"" + key + "\"", "must not be only spaces");
+    }
     const std::string child = std::string(kMetadataPrefix) + ":" + key;
     instance.append_child(child.c_str()).text().set(value.c_str());
   }
@@ -141,11 +145,21 @@ void append_devices(pugi::xml_node domain, const DomainSpec& spec) {
   backend.text().set("/dev/urandom");
 }
 
-void validate_identity(const DomainSpec& spec) {
-  require_xml_text(spec.name, "domain name");
-  if (spec.name.empty() || spec.name.find('/') != std::string::npos) {
-    reject("domain name", "must be non-empty and contain no '/'");
+/// Domain and volume names become file names on the host (logs, sockets, overlays): plain
+/// tokens only.
+void require_object_name(std::string_view name, const std::string& what) {
+  const bool ok_length = !name.empty() && name.size() <= 200;
+  const bool ok_chars = name.find_first_not_of(
+                            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                            "0123456789._-") == std::string_view::npos;
+  if (!ok_length || !ok_chars || name.front() == '.' || name.find("..") != std::string_view::npos) {
+    reject(what + " \"" + printable_excerpt(name) + "\"",
+           "must be 1 to 200 of [A-Za-z0-9._-], not starting with '.' or holding \"..\"");
   }
+}
+
+void validate_identity(const DomainSpec& spec) {
+  require_object_name(spec.name, "domain name");
   require_xml_text(spec.uuid, "domain UUID");
   if (spec.vcpus == 0 || spec.memory_mib == 0) {
     reject("domain \"" + spec.name + "\"", "needs at least one vCPU and some memory");
@@ -212,11 +226,8 @@ std::string render_domain_xml(const DomainSpec& spec, VirtType virt_type) {
 }
 
 std::string render_overlay_volume_xml(const VolumeSpec& spec) {
-  require_xml_text(spec.name, "volume name");
+  require_object_name(spec.name, "volume name");
   require_xml_text(spec.backing_path, "backing store path");
-  if (spec.name.empty() || spec.name.find('/') != std::string::npos) {
-    reject("volume name", "must be non-empty and contain no '/'");
-  }
   if (spec.backing_path.empty() || spec.backing_path.front() != '/') {
     reject("backing store path", "must be an absolute path");
   }
