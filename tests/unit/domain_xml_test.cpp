@@ -99,6 +99,12 @@ TEST_CASE("values XML cannot carry are refused, not mangled", "[xml]") {
   SECTION("a name with a slash") {
     spec.name = "a/b";
   }
+  SECTION("a name with a space") {
+    spec.name = "a b";
+  }
+  SECTION("a tag value of only spaces, which libvirt may not give back") {
+    spec.tags.set("pool-id", "   ");
+  }
   CHECK_THROWS_MATCHES(render_domain_xml(spec, VirtType::test), HypervisorError,
                        Catch::Predicate<HypervisorError>([](const HypervisorError& e) {
                          return e.kind() == HypervisorError::Kind::invalid_argument;
