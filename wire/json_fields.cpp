@@ -128,6 +128,9 @@ nlohmann::json parse_json_text(std::string_view text, const std::string& what) {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     throw WireError(what, "invalid JSON at byte " + std::to_string(e.byte));
+  } catch (const nlohmann::json::exception&) {
+    // e.g. out_of_range for a number too large for a double (found by fuzzing: "6e661")
+    throw WireError(what, "invalid JSON: a value is out of range");
   }
 }
 

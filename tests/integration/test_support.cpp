@@ -1,5 +1,6 @@
 #include "integration/test_support.hpp"
 
+#include "agent/demo.hpp"
 #include "agent/identifiers.hpp"
 
 namespace garm_edge::testing {
@@ -36,13 +37,7 @@ std::vector<wire::ProviderInstance> listed(const std::vector<wire::ProviderInsta
 }
 
 wire::BootstrapInstance bootstrap_for(const std::string& name, const std::string& pool) {
-  wire::BootstrapInstance b;
-  b.name = name;
-  b.pool_id = pool;
-  b.image = "debian-12";
-  b.flavor = "small";
-  b.os_type = wire::OsType::linux;
-  b.arch = wire::OsArch::amd64;
+  auto b = agent::demo_bootstrap(name, pool);  // image debian-12, flavor small
   b.callback_url = "https://garm.example.com/api/v1/callbacks";
   b.metadata_url = "https://garm.example.com/api/v1/metadata";
   b.instance_token = "secret-token-must-never-appear";

@@ -114,6 +114,8 @@ TEST_CASE("BootstrapInstance errors name the field that is wrong", "[wire]") {
       "extra_specs");
   CHECK(field_of_error(R"([1,2])") == "(document)");
   CHECK(field_of_error(R"({"name":"n",)") == "bootstrap instance");
+  CHECK(field_of_error(R"({"name":"n","pool_id":"p","image":"i","flavor":"f","x":6e661})") ==
+        "bootstrap instance");
 }
 
 TEST_CASE("garm's ProviderInstance samples round-trip byte for byte", "[wire]") {
