@@ -57,7 +57,7 @@ virsh -q -c qemu:///system pool-start garm-edge-systest >/dev/null
 "$agent" demo --uri qemu:///system --storage-pool garm-edge-systest --network "" --base-image base.qcow2
 
 leftovers=$(virsh -q -c qemu:///system list --all --name | grep '^garm-edge-' || true)
-volumes=$(virsh -q -c qemu:///system vol-list garm-edge-systest | grep -c 'garm-edge-' || true)
+volumes=$(virsh -q -c qemu:///system vol-list garm-edge-systest | awk '{print $1}' | grep -c '^garm-edge-' || true)
 if [ -n "$leftovers" ] || [ "$volumes" != "0" ]; then
   echo "FAILED: the demo left domains or overlays behind: $leftovers ($volumes volumes)"
   exit 1
