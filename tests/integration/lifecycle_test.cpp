@@ -87,6 +87,27 @@ TEST_CASE("create is idempotent by instance name", "[lifecycle]") {
   }
 }
 
+TEST_CASE("re-creating an instance that is paused or crashed replaces it with a running one",
+          "[lifecycle]") {
+  const auto broken_state =
+      GENERATE(hypervisor::PowerState::paused, hypervisor::PowerState::crashed);
+  Host host("lifecycle.xml");
+  CrashSwitch never;
+  FaultyHypervisor hypervisor(host.hypervisor, never);
+  auto service = host.service(hypervisor, host.store);
+  const auto first = service->create(kController, bootstrap_for("garm-stuck01"));
+  hypervisor.rewrite_found = [&](hypervisor::Domain& domain) {
+    if (domain.uuid == first.provider_id) {
+      domain.state = broken_state;  // e.g. QEMU paused the guest when the disk filled up
+    }
+  };
+  const auto second = service->create(kController, bootstrap_for("garm-stuck01"));
+  CHECK(second.status == wire::InstanceStatus::running);
+  CHECK(second.provider_id != first.provider_id);
+  CHECK_FALSE(host.hypervisor.find_by_uuid(first.provider_id));
+  CHECK(host.tagged_domain_count() == 1);
+}
+
 TEST_CASE("two controllers may use the same instance name without meeting", "[lifecycle]") {
   Host host("lifecycle.xml");
   auto service = host.service();

@@ -129,6 +129,14 @@ auto FaultyHypervisor::intercept(const std::string& operation, Fn fn) {
   }
 }
 
+std::optional<hypervisor::Domain> FaultyHypervisor::rewritten(
+    std::optional<hypervisor::Domain> found) const {
+  if (found && rewrite_found) {
+    rewrite_found(*found);
+  }
+  return found;
+}
+
 void FaultyHypervisor::after_success(const std::string& operation) {
   if (after) {
     after(operation);
@@ -156,10 +164,10 @@ bool FaultyHypervisor::undefine(std::string_view uuid) {
   return intercept("undefine", [&] { return inner_.undefine(uuid); });
 }
 std::optional<hypervisor::Domain> FaultyHypervisor::find_by_uuid(std::string_view uuid) {
-  return intercept("find_by_uuid", [&] { return inner_.find_by_uuid(uuid); });
+  return intercept("find_by_uuid", [&] { return rewritten(inner_.find_by_uuid(uuid)); });
 }
 std::optional<hypervisor::Domain> FaultyHypervisor::find_by_name(std::string_view name) {
-  return intercept("find_by_name", [&] { return inner_.find_by_name(name); });
+  return intercept("find_by_name", [&] { return rewritten(inner_.find_by_name(name)); });
 }
 std::vector<hypervisor::Domain> FaultyHypervisor::list(const hypervisor::Tags& filter) {
   return intercept("list", [&] { return inner_.list(filter); });

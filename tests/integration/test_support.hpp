@@ -86,6 +86,8 @@ class FaultyHypervisor final : public hypervisor::Hypervisor {
   void fail_after(std::string operation) { fail_after_ = std::move(operation); }
   void crash_after(std::string operation) { crash_after_ = std::move(operation); }
   /// Called with each operation's name before it runs (for counting, sleeping, ...).
+  /// Applied to every domain find_by_uuid and find_by_name return (to fake a state).
+  std::function<void(hypervisor::Domain&)> rewrite_found;
   std::function<void(const std::string&)> before;
   std::function<void(const std::string&)> after;
 
@@ -113,6 +115,7 @@ class FaultyHypervisor final : public hypervisor::Hypervisor {
   template <class Fn>
   auto intercept(const std::string& operation, Fn fn);
   void after_success(const std::string& operation);
+  std::optional<hypervisor::Domain> rewritten(std::optional<hypervisor::Domain> found) const;
 
   hypervisor::Hypervisor& inner_;
   CrashSwitch& crash_;
