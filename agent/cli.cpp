@@ -3,6 +3,7 @@
 #include <iostream>
 #include <string>
 #include <string_view>
+#include <unistd.h>
 #include <vector>
 
 #include "agent/config.hpp"
@@ -10,6 +11,7 @@
 #include "agent/instance_service.hpp"
 #include "agent/reconcile_loop.hpp"
 #include "hypervisor/libvirt_hypervisor.hpp"
+#include "net/pki.hpp"
 
 #ifndef GARM_EDGE_VERSION
 #define GARM_EDGE_VERSION "0.0.0"
@@ -30,6 +32,12 @@ commands:
        [--base-image VOLUME|PATH]
                                drive the instance service through a whole lifecycle
                                (default URI: libvirt's built-in test:///default)
+  pki init [--dir DIR] [--dns NAME]... [--ip ADDR]... [--client NAME]
+                               write a CA, the agent's server certificate and a first
+                               client certificate for garm (default DIR /etc/garm-edge/pki;
+                               default names: this host, localhost, 127.0.0.1)
+  pki issue-client NAME [--dir DIR]
+                               another client certificate (its CN is the identity)
   --version                    print the version
   --help                       print this help
 )";
@@ -37,8 +45,8 @@ commands:
 /// `--name value` pairs after the command; unknown options are an error.
 class Options {
  public:
-  Options(int argc, char** argv, std::vector<std::string_view> known) {
-    for (int i = 2; i < argc; ++i) {
+  Options(int argc, char** argv, std::vector<std::string_view> known, int first = 2) {
+    for (int i = first; i < argc; ++i) {
       const std::string_view arg = argv[i];
       bool matched = false;
       for (const auto name : known) {
@@ -60,6 +68,16 @@ class Options {
       }
     }
     return std::nullopt;
+  }
+
+  std::vector<std::string> get_all(std::string_view name) const {
+    std::vector<std::string> all;
+    for (const auto& [key, value] : values_) {
+      if (key == name) {
+        all.push_back(value);
+      }
+    }
+    return all;
   }
 
   std::string require(std::string_view name) const {
@@ -96,6 +114,47 @@ int reconcile_once(const Options& options) {
   return report.failures == 0 ? 0 : 1;
 }
 
+constexpr const char* kDefaultPkiDir = "/etc/garm-edge/pki";
+
+std::string host_name() {
+  char name[256] = {};
+  return ::gethostname(name, sizeof name - 1) == 0 && name[0] != '\0' ? name : "localhost";
+}
+
+int pki(int argc, char** argv) {
+  const std::string_view action = argc > 2 ? argv[2] : "";
+  if (action == "init") {
+    const Options options(argc, argv, {"--dir", "--dns", "--ip", "--client"}, 3);
+    net::PkiInitOptions init;
+    init.directory = options.get("--dir").value_or(kDefaultPkiDir);
+    init.agent_dns_names = options.get_all("--dns");
+    if (init.agent_dns_names.empty()) {
+      init.agent_dns_names = {host_name(), "localhost"};
+    }
+    init.agent_ip_addresses = options.get_all("--ip");
+    if (init.agent_ip_addresses.empty()) {
+      init.agent_ip_addresses = {"127.0.0.1"};
+    }
+    init.client_name = options.get("--client").value_or(init.client_name);
+    net::pki_init(init);
+    std::cout << "wrote " << (init.directory / "ca.crt").string() << ", "
+              << (init.directory / "agent.crt").string() << " and "
+              << (init.directory / "clients" / (init.client_name + ".crt")).string()
+              << " (keys 0600 beside them)\n";
+    return 0;
+  }
+  if (action == "issue-client" && argc > 3) {
+    const Options options(argc, argv, {"--dir"}, 4);
+    const auto files =
+        net::pki_issue_client(options.get("--dir").value_or(kDefaultPkiDir), argv[3]);
+    std::cout << "wrote " << files.certificate.string() << " and " << files.key.string() << "\n";
+    return 0;
+  }
+  throw std::invalid_argument(
+      "usage: pki init [--dir DIR] [--dns NAME]... [--ip ADDR]... [--client NAME] | "
+      "pki issue-client NAME [--dir DIR]");
+}
+
 int demo(const Options& options) {
   DemoOptions demo;
   demo.uri = options.get("--uri").value_or(demo.uri);
@@ -124,6 +183,9 @@ int run_cli(int argc, char** argv) {
     }
     if (command == "reconcile") {
       return reconcile_once(Options(argc, argv, {"--config"}));
+    }
+    if (command == "pki") {
+      return pki(argc, argv);
     }
     if (command == "demo") {
       return demo(Options(argc, argv,

@@ -6,3 +6,14 @@ find_package(nlohmann_json 3.11 REQUIRED)
 find_package(pugixml 1.13 REQUIRED)
 find_package(tomlplusplus 3.3 REQUIRED)
 find_package(Threads REQUIRED)
+
+# mbedTLS ships no CMake or pkg-config files in Debian 12; its static archives link into PIE
+# executables, which keeps the agent independent of the host's mbedTLS (issue 5).
+find_path(MBEDTLS_INCLUDE_DIR mbedtls/ssl.h REQUIRED)
+foreach(part IN ITEMS mbedtls mbedx509 mbedcrypto)
+  find_library(MBEDTLS_${part}_LIBRARY NAMES lib${part}.a ${part} REQUIRED)
+endforeach()
+add_library(mbedtls_static INTERFACE)
+target_include_directories(mbedtls_static INTERFACE ${MBEDTLS_INCLUDE_DIR})
+target_link_libraries(mbedtls_static INTERFACE
+  ${MBEDTLS_mbedtls_LIBRARY} ${MBEDTLS_mbedx509_LIBRARY} ${MBEDTLS_mbedcrypto_LIBRARY})

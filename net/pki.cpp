@@ -1,0 +1,306 @@
+#include "net/pki.hpp"
+
+#include <arpa/inet.h>
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <mbedtls/ecp.h>
+#include <mbedtls/error.h>
+#include <mbedtls/oid.h>
+#include <mbedtls/pk.h>
+#include <mbedtls/x509_crt.h>
+
+#include "net/random.hpp"
+
+namespace garm_edge::net {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kCaValidityDays = 3650;
+constexpr int kLeafValidityDays = 825;
+
+[[noreturn]] void fail(const std::string& what, int mbedtls_code) {
+  char text[160] = {};
+  mbedtls_strerror(mbedtls_code, text, sizeof text);
+  throw PkiError(what + ": " + text);
+}
+
+void check(int rc, const std::string& what) {
+  if (rc != 0) {
+    fail(what, rc);
+  }
+}
+
+class Key {
+ public:
+  Key() { mbedtls_pk_init(&pk_); }
+  ~Key() { mbedtls_pk_free(&pk_); }
+  Key(const Key&) = delete;
+  Key& operator=(const Key&) = delete;
+  mbedtls_pk_context* get() { return &pk_; }
+
+  static std::unique_ptr<Key> generate() {
+    auto key = std::make_unique<Key>();
+    check(mbedtls_pk_setup(key->get(), mbedtls_pk_info_from_type(MBEDTLS_PK_ECKEY)), "key setup");
+    check(mbedtls_ecp_gen_key(MBEDTLS_ECP_DP_SECP256R1, mbedtls_pk_ec(*key->get()),
+                              mbedtls_ctr_drbg_random, &random_generator()),
+          "generate a P-256 key");
+    return key;
+  }
+
+  static std::unique_ptr<Key> load(const fs::path& path) {
+    auto key = std::make_unique<Key>();
+    check(mbedtls_pk_parse_keyfile(key->get(), path.c_str(), nullptr), "read " + path.string());
+    return key;
+  }
+
+  std::string pem() {
+    std::array<unsigned char, 4096> buffer{};
+    check(mbedtls_pk_write_key_pem(&pk_, buffer.data(), buffer.size()), "encode a private key");
+    return reinterpret_cast<const char*>(buffer.data());
+  }
+
+ private:
+  mbedtls_pk_context pk_;
+};
+
+/// DER tag-length-value; lengths up to 65535 bytes, plenty for these extensions.
+std::string der(unsigned char tag, const std::string& value) {
+  std::string out(1, static_cast<char>(tag));
+  const auto length = value.size();
+  if (length < 0x80) {
+    out += static_cast<char>(length);
+  } else if (length < 0x100) {
+    out += '\x81';
+    out += static_cast<char>(length);
+  } else {
+    out += '\x82';
+    out += static_cast<char>(length >> 8);
+    out += static_cast<char>(length & 0xff);
+  }
+  return out + value;
+}
+
+std::string subject_alt_names(const std::vector<std::string>& dns,
+                              const std::vector<std::string>& ips) {
+  std::string names;
+  for (const auto& name : dns) {
+    names += der(0x82, name);  // [2] dNSName
+  }
+  for (const auto& ip : ips) {
+    std::array<unsigned char, 16> bytes{};
+    if (inet_pton(AF_INET, ip.c_str(), bytes.data()) == 1) {
+      names +=
+          der(0x87, std::string(reinterpret_cast<const char*>(bytes.data()), 4));  // [7] iPAddress
+    } else if (inet_pton(AF_INET6, ip.c_str(), bytes.data()) == 1) {
+      names += der(0x87, std::string(reinterpret_cast<const char*>(bytes.data()), 16));
+    } else {
+      throw PkiError("\"" + ip + "\" is not an IP address");
+    }
+  }
+  return der(0x30, names);
+}
+
+std::string validity_time(std::chrono::system_clock::time_point when) {
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(when);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char text[16] = {};
+  std::strftime(text, sizeof text, "%Y%m%d%H%M%S", &utc);
+  return text;
+}
+
+struct CertificateRequest {
+  std::string subject;  // a DN such as "CN=garm"
+  bool is_ca = false;
+  std::string extended_key_usage;  // an OID, or empty for a CA
+  std::vector<std::string> dns_names;
+  std::vector<std::string> ip_addresses;
+  int validity_days = kLeafValidityDays;
+};
+
+std::string issue(const CertificateRequest& request, Key& subject_key, Key& issuer_key,
+                  const std::string& issuer_name) {
+  mbedtls_x509write_cert writer;
+  mbedtls_x509write_crt_init(&writer);
+  mbedtls_mpi serial;
+  mbedtls_mpi_init(&serial);
+  try {
+    std::array<unsigned char, 16> serial_bytes{};
+    check(mbedtls_ctr_drbg_random(&random_generator(), serial_bytes.data(), serial_bytes.size()),
+          "serial");
+    serial_bytes[0] &= 0x7f;  // a positive integer
+    check(mbedtls_mpi_read_binary(&serial, serial_bytes.data(), serial_bytes.size()), "serial");
+    const auto now = std::chrono::system_clock::now();
+    mbedtls_x509write_crt_set_version(&writer, MBEDTLS_X509_CRT_VERSION_3);
+    mbedtls_x509write_crt_set_md_alg(&writer, MBEDTLS_MD_SHA256);
+    mbedtls_x509write_crt_set_subject_key(&writer, subject_key.get());
+    mbedtls_x509write_crt_set_issuer_key(&writer, issuer_key.get());
+    check(mbedtls_x509write_crt_set_serial(&writer, &serial), "serial");
+    check(mbedtls_x509write_crt_set_subject_name(&writer, request.subject.c_str()), "subject name");
+    check(mbedtls_x509write_crt_set_issuer_name(&writer, issuer_name.c_str()), "issuer name");
+    check(mbedtls_x509write_crt_set_validity(
+              &writer, validity_time(now - std::chrono::hours(1)).c_str(),
+              validity_time(now + std::chrono::hours(24) * request.validity_days).c_str()),
+          "validity");
+    check(mbedtls_x509write_crt_set_basic_constraints(&writer, request.is_ca ? 1 : 0,
+                                                      request.is_ca ? 0 : -1),
+          "basic constraints");
+    check(mbedtls_x509write_crt_set_subject_key_identifier(&writer), "subject key identifier");
+    check(mbedtls_x509write_crt_set_authority_key_identifier(&writer), "authority key identifier");
+    const unsigned usage = request.is_ca
+                               ? (MBEDTLS_X509_KU_KEY_CERT_SIGN | MBEDTLS_X509_KU_CRL_SIGN)
+                               : MBEDTLS_X509_KU_DIGITAL_SIGNATURE;
+    check(mbedtls_x509write_crt_set_key_usage(&writer, static_cast<unsigned char>(usage)),
+          "key usage");
+    if (!request.extended_key_usage.empty()) {
+      const auto value = der(0x30, der(0x06, request.extended_key_usage));
+      check(mbedtls_x509write_crt_set_extension(
+                &writer, MBEDTLS_OID_EXTENDED_KEY_USAGE,
+                MBEDTLS_OID_SIZE(MBEDTLS_OID_EXTENDED_KEY_USAGE), 0,
+                reinterpret_cast<const unsigned char*>(value.data()), value.size()),
+            "extended key usage");
+    }
+    if (!request.dns_names.empty() || !request.ip_addresses.empty()) {
+      const auto value = subject_alt_names(request.dns_names, request.ip_addresses);
+      check(
+          mbedtls_x509write_crt_set_extension(
+              &writer, MBEDTLS_OID_SUBJECT_ALT_NAME, MBEDTLS_OID_SIZE(MBEDTLS_OID_SUBJECT_ALT_NAME),
+              0, reinterpret_cast<const unsigned char*>(value.data()), value.size()),
+          "subject alternative names");
+    }
+    std::array<unsigned char, 4096> pem{};
+    check(mbedtls_x509write_crt_pem(&writer, pem.data(), pem.size(), mbedtls_ctr_drbg_random,
+                                    &random_generator()),
+          "sign the certificate");
+    mbedtls_x509write_crt_free(&writer);
+    mbedtls_mpi_free(&serial);
+    return reinterpret_cast<const char*>(pem.data());
+  } catch (...) {
+    mbedtls_x509write_crt_free(&writer);
+    mbedtls_mpi_free(&serial);
+    throw;
+  }
+}
+
+void write_file(const fs::path& path, const std::string& contents, mode_t mode) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0) {
+    throw PkiError("cannot write " + path.string() + ": " + std::strerror(errno));
+  }
+  const bool ok =
+      ::fchmod(fd, mode) == 0 &&
+      ::write(fd, contents.data(), contents.size()) == static_cast<ssize_t>(contents.size()) &&
+      ::fsync(fd) == 0;
+  const int error = errno;
+  ::close(fd);
+  if (!ok) {
+    throw PkiError("cannot write " + path.string() + ": " + std::strerror(error));
+  }
+}
+
+void make_directory(const fs::path& path, mode_t mode) {
+  if (::mkdir(path.c_str(), mode) != 0 && errno != EEXIST) {
+    throw PkiError("cannot create " + path.string() + ": " + std::strerror(errno));
+  }
+}
+
+/// Names become a DN ("CN=<name>") and a file name: a plain token only, so no DN component
+/// or path can be smuggled in.
+void require_token(const std::string& name, const std::string& what) {
+  const bool ok =
+      !name.empty() && name.size() <= 64 && name.front() != '.' && name.front() != '-' &&
+      name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") ==
+          std::string::npos &&
+      name.find("..") == std::string::npos;
+  if (!ok) {
+    throw PkiError(what + " \"" + name.substr(0, 64) + "\" must be 1-64 of [A-Za-z0-9._-]");
+  }
+}
+
+std::string subject_of_certificate(const fs::path& path) {
+  mbedtls_x509_crt certificate;
+  mbedtls_x509_crt_init(&certificate);
+  const int rc = mbedtls_x509_crt_parse_file(&certificate, path.c_str());
+  if (rc != 0) {
+    mbedtls_x509_crt_free(&certificate);
+    fail("read " + path.string(), rc);
+  }
+  char name[512] = {};
+  mbedtls_x509_dn_gets(name, sizeof name, &certificate.subject);
+  mbedtls_x509_crt_free(&certificate);
+  return name;
+}
+
+IssuedFiles write_leaf(const fs::path& certificate_path, const fs::path& key_path,
+                       const CertificateRequest& request, Key& ca_key, const std::string& ca_name) {
+  auto key = Key::generate();
+  const auto certificate = issue(request, *key, ca_key, ca_name);
+  write_file(key_path, key->pem(), 0600);
+  write_file(certificate_path, certificate, 0644);
+  return {certificate_path, key_path};
+}
+
+}  // namespace
+
+void pki_init(const PkiInitOptions& options) {
+  const auto& dir = options.directory;
+  require_token(options.client_name, "client name");
+  for (const auto& name : options.agent_dns_names) {
+    if (name.empty() || name.find_first_not_of(
+                            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") !=
+                            std::string::npos) {
+      throw PkiError("\"" + name + "\" is not a DNS name");
+    }
+  }
+  make_directory(dir, 0755);
+  if (fs::exists(dir / "ca.key") || fs::exists(dir / "ca.crt")) {
+    throw PkiError(dir.string() + " already holds a CA; refusing to replace it");
+  }
+  make_directory(dir / "clients", 0755);
+
+  const std::string ca_name = "CN=garm-edge CA,O=garm-edge";
+  auto ca_key = Key::generate();
+  CertificateRequest ca{.subject = ca_name,
+                        .is_ca = true,
+                        .extended_key_usage = "",
+                        .dns_names = {},
+                        .ip_addresses = {},
+                        .validity_days = kCaValidityDays};
+  const auto ca_certificate = issue(ca, *ca_key, *ca_key, ca_name);
+  write_file(dir / "ca.key", ca_key->pem(), 0600);
+  write_file(dir / "ca.crt", ca_certificate, 0644);
+
+  CertificateRequest agent{.subject = "CN=garm-edge-agent,O=garm-edge",
+                           .is_ca = false,
+                           .extended_key_usage = MBEDTLS_OID_SERVER_AUTH,
+                           .dns_names = options.agent_dns_names,
+                           .ip_addresses = options.agent_ip_addresses,
+                           .validity_days = kLeafValidityDays};
+  write_leaf(dir / "agent.crt", dir / "agent.key", agent, *ca_key, ca_name);
+  pki_issue_client(dir, options.client_name);
+}
+
+IssuedFiles pki_issue_client(const fs::path& directory, const std::string& name) {
+  require_token(name, "client name");
+  auto ca_key = Key::load(directory / "ca.key");
+  const auto ca_name = subject_of_certificate(directory / "ca.crt");
+  make_directory(directory / "clients", 0755);
+  CertificateRequest client{.subject = "CN=" + name + ",O=garm-edge",
+                            .is_ca = false,
+                            .extended_key_usage = MBEDTLS_OID_CLIENT_AUTH,
+                            .dns_names = {},
+                            .ip_addresses = {},
+                            .validity_days = kLeafValidityDays};
+  return write_leaf(directory / "clients" / (name + ".crt"),
+                    directory / "clients" / (name + ".key"), client, *ca_key, ca_name);
+}
+
+}  // namespace garm_edge::net

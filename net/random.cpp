@@ -1,0 +1,28 @@
+#include "net/random.hpp"
+
+#include <mutex>
+#include <stdexcept>
+#include <string_view>
+
+#include <mbedtls/entropy.h>
+
+namespace garm_edge::net {
+
+mbedtls_ctr_drbg_context& random_generator() {
+  static mbedtls_entropy_context entropy;
+  static mbedtls_ctr_drbg_context drbg;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    mbedtls_entropy_init(&entropy);
+    mbedtls_ctr_drbg_init(&drbg);
+    constexpr std::string_view kPersonalization = "garm-edge";
+    if (mbedtls_ctr_drbg_seed(&drbg, mbedtls_entropy_func, &entropy,
+                              reinterpret_cast<const unsigned char*>(kPersonalization.data()),
+                              kPersonalization.size()) != 0) {
+      throw std::runtime_error("cannot seed the random generator from the platform entropy");
+    }
+  });
+  return drbg;
+}
+
+}  // namespace garm_edge::net

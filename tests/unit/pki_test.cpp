@@ -1,0 +1,105 @@
+#include "net/pki.hpp"
+
+#include <sys/stat.h>
+
+#include <catch2/catch.hpp>
+
+#include "common/temp_dir.hpp"
+#include "support/run_command.hpp"
+
+using namespace garm_edge;
+using garm_edge::testing::run_command;
+
+namespace {
+
+mode_t mode_of(const std::filesystem::path& path) {
+  struct stat info {};
+  REQUIRE(::stat(path.c_str(), &info) == 0);
+  return info.st_mode & 0777;
+}
+
+std::string openssl(const std::string& arguments) {
+  const auto result = run_command("openssl " + arguments);
+  INFO(result.output);
+  REQUIRE(result.exit_code == 0);
+  return result.output;
+}
+
+}  // namespace
+
+TEST_CASE("pki init writes a CA, a server and a client certificate that OpenSSL accepts", "[pki]") {
+  TempDir dir;
+  const auto pki = dir.path() / "pki";
+  net::pki_init({.directory = pki,
+                 .agent_dns_names = {"agent.example", "localhost"},
+                 .agent_ip_addresses = {"127.0.0.1", "::1"},
+                 .client_name = "garm"});
+  const auto ca = (pki / "ca.crt").string();
+  CHECK_THAT(openssl("verify -CAfile " + ca + " " + (pki / "agent.crt").string()),
+             Catch::Contains(": OK"));
+  CHECK_THAT(
+      openssl("verify -purpose sslserver -CAfile " + ca + " " + (pki / "agent.crt").string()),
+      Catch::Contains(": OK"));
+  CHECK_THAT(openssl("verify -purpose sslclient -CAfile " + ca + " " +
+                     (pki / "clients/garm.crt").string()),
+             Catch::Contains(": OK"));
+  const auto server =
+      openssl("x509 -noout -subject -ext subjectAltName,extendedKeyUsage,basicConstraints -in " +
+              (pki / "agent.crt").string());
+  CHECK_THAT(server, Catch::Contains("DNS:agent.example") && Catch::Contains("DNS:localhost") &&
+                         Catch::Contains("IP Address:127.0.0.1") &&
+                         Catch::Contains("IP Address:0:0:0:0:0:0:0:1") &&
+                         Catch::Contains("TLS Web Server Authentication") &&
+                         Catch::Contains("CA:FALSE"));
+  const auto client = openssl("x509 -noout -subject -ext extendedKeyUsage -in " +
+                              (pki / "clients/garm.crt").string());
+  CHECK_THAT(client, Catch::Contains("CN = garm") &&
+                         Catch::Contains("TLS Web Client Authentication") &&
+                         !Catch::Contains("Server Authentication"));
+  CHECK_THAT(openssl("x509 -noout -ext basicConstraints -in " + ca), Catch::Contains("CA:TRUE"));
+  for (const auto* key : {"ca.key", "agent.key", "clients/garm.key"}) {
+    INFO(key);
+    CHECK(mode_of(pki / key) == 0600);
+  }
+}
+
+TEST_CASE("pki init never replaces a CA, and names cannot inject DN parts or paths", "[pki]") {
+  TempDir dir;
+  const auto pki = dir.path() / "pki";
+  net::pki_init({.directory = pki,
+                 .agent_dns_names = {"localhost"},
+                 .agent_ip_addresses = {},
+                 .client_name = "garm"});
+  const auto before = openssl("x509 -noout -fingerprint -in " + (pki / "ca.crt").string());
+  CHECK_THROWS_WITH(net::pki_init({.directory = pki,
+                                   .agent_dns_names = {},
+                                   .agent_ip_addresses = {},
+                                   .client_name = "garm"}),
+                    Catch::Contains("already holds a CA"));
+  CHECK(openssl("x509 -noout -fingerprint -in " + (pki / "ca.crt").string()) == before);
+  for (const std::string& bad :
+       std::vector<std::string>{"evil,CN=admin", "../../etc/x", "", "a b", ".hidden"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(net::pki_issue_client(pki, bad), net::PkiError);
+  }
+  CHECK_THROWS_AS(net::pki_init({.directory = dir.path() / "other",
+                                 .agent_dns_names = {"bad name"},
+                                 .agent_ip_addresses = {},
+                                 .client_name = "garm"}),
+                  net::PkiError);
+}
+
+TEST_CASE("pki issue-client signs more clients with the existing CA", "[pki]") {
+  TempDir dir;
+  const auto pki = dir.path() / "pki";
+  net::pki_init({.directory = pki,
+                 .agent_dns_names = {"localhost"},
+                 .agent_ip_addresses = {},
+                 .client_name = "garm"});
+  const auto files = net::pki_issue_client(pki, "garm-staging");
+  CHECK_THAT(openssl("verify -purpose sslclient -CAfile " + (pki / "ca.crt").string() + " " +
+                     files.certificate.string()),
+             Catch::Contains(": OK"));
+  CHECK(mode_of(files.key) == 0600);
+  CHECK_THROWS_AS(net::pki_issue_client(dir.path() / "no-ca-here", "x"), net::PkiError);
+}
