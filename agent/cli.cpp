@@ -10,6 +10,7 @@
 #include "agent/demo.hpp"
 #include "agent/instance_service.hpp"
 #include "agent/reconcile_loop.hpp"
+#include "agent/serve.hpp"
 #include "hypervisor/libvirt_hypervisor.hpp"
 #include "net/pki.hpp"
 
@@ -25,6 +26,7 @@ constexpr std::string_view kUsage = R"(usage: garm-edge-agent COMMAND [OPTIONS]
 Runs garm runner instances as local libvirt VMs.
 
 commands:
+  serve --config FILE          run the agent: reconcile, then serve the mTLS control API
   check-config --config FILE   validate an agent config; exit 1 with the exact problem
   reconcile --config FILE      one reconcile pass: roll back interrupted creates, finish
                                interrupted deletes, remove leftovers; prints what it did
@@ -99,6 +101,12 @@ int check_config(const Options& options) {
             << " images, " << config.flavors.size() << " flavors, libvirt " << config.libvirt.uri
             << ")\n";
   return 0;
+}
+
+int serve_command(const Options& options) {
+  const auto config = load_agent_config(options.require("--config"));
+  StderrLogger logger;
+  return serve(config, logger);
 }
 
 int reconcile_once(const Options& options) {
@@ -180,6 +188,9 @@ int run_cli(int argc, char** argv) {
     }
     if (command == "check-config") {
       return check_config(Options(argc, argv, {"--config"}));
+    }
+    if (command == "serve") {
+      return serve_command(Options(argc, argv, {"--config"}));
     }
     if (command == "reconcile") {
       return reconcile_once(Options(argc, argv, {"--config"}));

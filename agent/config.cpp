@@ -1,5 +1,6 @@
 #include "agent/config.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -189,6 +190,61 @@ void read_libvirt_section(TableReader& root, AgentConfig& config) {
   in.reject_unknown_keys();
 }
 
+std::filesystem::path absolute_path(TableReader& in, std::string_view key, bool required) {
+  const auto text = required ? in.required_string(key) : in.string(key).value_or("");
+  if (!text.empty() && text.front() != '/') {
+    in.fail(in.node(key), std::string(key) + " must be an absolute path");
+  }
+  return text;
+}
+
+ApiClient read_api_client(const toml::table& table, const std::string& source, std::size_t index) {
+  TableReader in(table, source, "[[api.clients]] #" + std::to_string(index + 1));
+  ApiClient client;
+  client.identity = in.required_string("identity");
+  const auto* list = in.node("controllers");
+  if (list == nullptr || !list->is_array() || list->as_array()->empty()) {
+    in.fail(list, "controllers must be a non-empty list of controller UUIDs (or [\"*\"])");
+  }
+  for (const auto& item : *list->as_array()) {
+    const auto id = item.value<std::string>();
+    if (!id || (*id != "*" && !wire::is_uuid(*id))) {
+      in.fail(&item, "controllers: each entry must be a UUID or \"*\"");
+    }
+    client.controllers.push_back(*id);
+  }
+  in.reject_unknown_keys();
+  return client;
+}
+
+void read_api_section(TableReader& root, AgentConfig& config) {
+  const auto* table = root.table("api");
+  if (table == nullptr) {
+    return;
+  }
+  TableReader in(*table, root.source(), "[api]");
+  auto& api = config.api;
+  api.enabled = true;
+  api.address = in.string("address").value_or(api.address);
+  api.port = in.integer<std::uint16_t>("port", 1, 65535).value_or(api.port);
+  api.ca = absolute_path(in, "ca", true);
+  api.crl = absolute_path(in, "crl", false);
+  api.certificate = absolute_path(in, "certificate", true);
+  api.key = absolute_path(in, "key", true);
+  api.max_connections =
+      in.integer<std::size_t>("max_connections", 1, 65536).value_or(api.max_connections);
+  api.workers = in.integer<std::size_t>("workers", 1, 256).value_or(api.workers);
+  if (const auto* clients = in.array_of_tables("clients")) {
+    for (std::size_t i = 0; i < clients->size(); ++i) {
+      api.clients.push_back(read_api_client(*clients->get(i)->as_table(), root.source(), i));
+    }
+  }
+  if (api.clients.empty()) {
+    in.fail(nullptr, "at least one [[api.clients]] entry is required: nobody could use the API");
+  }
+  in.reject_unknown_keys();
+}
+
 ImageConfig read_image(const toml::table& table, const std::string& source, std::size_t index) {
   TableReader in(table, source, "[[images]] #" + std::to_string(index + 1));
   ImageConfig image;
@@ -261,6 +317,21 @@ std::vector<Item> read_list(TableReader& root, std::string_view key, Read read) 
 
 }  // namespace
 
+bool ApiConfig::allows(const std::vector<std::string>& identities,
+                       std::string_view controller_id) const {
+  for (const auto& client : clients) {
+    if (std::find(identities.begin(), identities.end(), client.identity) == identities.end()) {
+      continue;
+    }
+    for (const auto& allowed : client.controllers) {
+      if (allowed == "*" || allowed == controller_id) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
 const ImageConfig* AgentConfig::find_image(std::string_view name) const {
   for (const auto& image : images) {
     if (image.name == name) {
@@ -294,6 +365,7 @@ AgentConfig parse_agent_config(std::string_view toml_text, const std::string& so
   TableReader root(document, source_name, "top level");
   read_agent_section(root, config);
   read_libvirt_section(root, config);
+  read_api_section(root, config);
   config.images = read_list<ImageConfig>(root, "images", read_image);
   config.flavors = read_list<FlavorConfig>(root, "flavors", read_flavor);
   root.reject_unknown_keys();

@@ -41,6 +41,29 @@ struct FlavorConfig {
   std::uint64_t disk_gib = 20;
 };
 
+/// A client identity (a certificate's CN or URI SAN) and the garm controllers it may act for.
+struct ApiClient {
+  std::string identity;
+  std::vector<std::string> controllers;  // UUIDs; "*" for any
+};
+
+/// The mutual-TLS control API (`serve`).
+struct ApiConfig {
+  bool enabled = false;  // an [api] section is present
+  std::string address = "0.0.0.0";
+  std::uint16_t port = 8443;
+  std::filesystem::path ca;
+  std::filesystem::path crl;
+  std::filesystem::path certificate;
+  std::filesystem::path key;
+  std::size_t max_connections = 256;
+  std::size_t workers = 8;  // threads that run commands (they block on libvirt)
+  std::vector<ApiClient> clients;
+
+  /// May `identities` (CN and URI SANs of one certificate) act for `controller_id`?
+  bool allows(const std::vector<std::string>& identities, std::string_view controller_id) const;
+};
+
 struct AgentConfig {
   /// Written into every domain's tags; reconcile touches only domains that carry it. Must stay
   /// stable for the life of the host's instances.
@@ -56,6 +79,7 @@ struct AgentConfig {
 
   std::vector<ImageConfig> images;
   std::vector<FlavorConfig> flavors;
+  ApiConfig api;
 
   const ImageConfig* find_image(std::string_view name) const;
   const FlavorConfig* find_flavor(std::string_view name) const;

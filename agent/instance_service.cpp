@@ -626,6 +626,14 @@ void InstanceService::reconcile_volume(const std::string& volume_name,
   log_.warning("reconcile: removed overlay volume " + volume_name + ", which no instance uses");
 }
 
+std::map<std::string, std::size_t> InstanceService::count_by_state() {
+  std::map<std::string, std::size_t> counts;
+  for (const auto& domain : hypervisor_.list({{tag::kAgent, config_.agent_id}})) {
+    ++counts[std::string(hypervisor::to_string(domain.state))];
+  }
+  return counts;
+}
+
 // ---- views --------------------------------------------------------------------------------
 
 hypervisor::Tags InstanceService::tags_for(const InstanceRecord& r) const {

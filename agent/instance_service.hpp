@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -85,6 +86,9 @@ class InstanceService {
   /// Finishes or rolls back interrupted intents, drops records of vanished domains and removes
   /// tagged domains without a record. Never touches a domain without this agent's tag.
   ReconcileReport reconcile();
+
+  /// This agent's domains by power state (running, shutoff, ...), for metrics.
+  std::map<std::string, std::size_t> count_by_state();
 
   const AgentConfig& config() const { return config_; }
 

@@ -17,3 +17,10 @@ add_library(mbedtls_static INTERFACE)
 target_include_directories(mbedtls_static INTERFACE ${MBEDTLS_INCLUDE_DIR})
 target_link_libraries(mbedtls_static INTERFACE
   ${MBEDTLS_mbedtls_LIBRARY} ${MBEDTLS_mbedx509_LIBRARY} ${MBEDTLS_mbedcrypto_LIBRARY})
+
+# Standalone Asio: header-only, no CMake or pkg-config files in Debian 12.
+find_path(ASIO_INCLUDE_DIR asio.hpp REQUIRED)
+add_library(asio_standalone INTERFACE)
+target_include_directories(asio_standalone SYSTEM INTERFACE ${ASIO_INCLUDE_DIR})
+target_compile_definitions(asio_standalone INTERFACE ASIO_STANDALONE ASIO_NO_DEPRECATED)
+target_link_libraries(asio_standalone INTERFACE Threads::Threads)

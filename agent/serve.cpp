@@ -1,0 +1,89 @@
+#include "agent/serve.hpp"
+
+#include <csignal>
+#include <thread>
+
+#include <asio.hpp>
+
+#include "agent/control_api.hpp"
+#include "agent/instance_service.hpp"
+#include "agent/reconcile_loop.hpp"
+#include "hypervisor/libvirt_hypervisor.hpp"
+#include "net/tls_server.hpp"
+
+namespace garm_edge::agent {
+namespace {
+
+net::TlsFiles tls_files(const ApiConfig& api) {
+  return net::TlsFiles{
+      .ca = api.ca, .crl = api.crl, .certificate = api.certificate, .key = api.key};
+}
+
+}  // namespace
+
+int serve(const AgentConfig& config, Logger& log,
+          const std::function<void(unsigned short)>& on_listening) {
+  if (!config.api.enabled) {
+    log.error("serve needs an [api] section in the config");
+    return 1;
+  }
+  // Everything that can be wrong with the host fails here, before the port opens.
+  auto tls = net::TlsConfig::load(net::TlsConfig::Role::server, tls_files(config.api));
+  hypervisor::LibvirtHypervisor hypervisor(config.libvirt);
+  FileInstanceStore store(config.state_dir);
+  SystemClock clock;
+  InstanceService service(config, hypervisor, store, clock, log);
+  if (const auto summary = summarize(service.reconcile()); !summary.empty()) {
+    log.info("startup reconcile: " + summary);
+  }
+  ReconcileLoop reconcile_loop(service, config.reconcile_interval, log);
+
+  ControlApi api(config, service, hypervisor);
+  asio::io_context io;
+  asio::thread_pool workers(config.api.workers);
+  net::TlsServerOptions options;
+  options.address = config.api.address;
+  options.port = config.api.port;
+  options.max_connections = config.api.max_connections;
+  net::TlsServer server(
+      io, options, tls, [&](net::HttpRequest request, net::PeerIdentity peer, auto respond) {
+        asio::post(workers, [&api, request = std::move(request), peer = std::move(peer),
+                             respond = std::move(respond)] { respond(api.handle(request, peer)); });
+      });
+  server.start();
+  log.info("listening on " + config.api.address + ":" + std::to_string(server.port()) + " (agent " +
+           config.agent_id + ")");
+  if (on_listening) {
+    on_listening(server.port());
+  }
+
+  asio::signal_set signals(io, SIGINT, SIGTERM, SIGHUP);
+  std::function<void(const asio::error_code&, int)> on_signal = [&](const asio::error_code& error,
+                                                                    int signal) {
+    if (error) {
+      return;
+    }
+    if (signal == SIGHUP) {
+      try {
+        server.reload(net::TlsConfig::load(net::TlsConfig::Role::server, tls_files(config.api)));
+        log.info("reloaded certificates, key, CA and CRL; new connections use them");
+      } catch (const std::exception& e) {
+        log.error(std::string("reload failed, keeping the previous certificates: ") + e.what());
+      }
+      signals.async_wait(on_signal);
+      return;
+    }
+    log.info("stopping");
+    server.stop();
+    io.stop();
+  };
+  signals.async_wait(on_signal);
+
+  std::thread second([&io] { io.run(); });
+  io.run();
+  second.join();
+  workers.join();
+  return 0;
+}
+
+}  // namespace garm_edge::agent

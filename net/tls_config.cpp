@@ -1,0 +1,92 @@
+#include "net/tls_config.hpp"
+
+#include <mbedtls/ctr_drbg.h>
+#include <mbedtls/error.h>
+
+#include "net/random.hpp"
+
+namespace garm_edge::net {
+namespace {
+
+// mbedTLS keeps pointers to these lists: they must outlive every config.
+constexpr int kCipherSuites[] = {MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+                                 MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+                                 MBEDTLS_TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+                                 MBEDTLS_TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+                                 MBEDTLS_TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+                                 MBEDTLS_TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+                                 0};
+constexpr mbedtls_ecp_group_id kCurves[] = {MBEDTLS_ECP_DP_SECP256R1, MBEDTLS_ECP_DP_CURVE25519,
+                                            MBEDTLS_ECP_DP_SECP384R1, MBEDTLS_ECP_DP_NONE};
+
+void check(int rc, const std::string& what) {
+  if (rc != 0) {
+    throw TlsError(describe_tls_error(what, rc));
+  }
+}
+
+constexpr int kSessionCacheSeconds = 3600;
+
+}  // namespace
+
+std::string describe_tls_error(const std::string& what, int code) {
+  char text[200] = {};
+  mbedtls_strerror(code, text, sizeof text);
+  return what + ": " + text;
+}
+
+TlsConfig::TlsConfig() {
+  mbedtls_ssl_config_init(&config_);
+  mbedtls_x509_crt_init(&ca_);
+  mbedtls_x509_crl_init(&crl_);
+  mbedtls_x509_crt_init(&own_);
+  mbedtls_pk_init(&key_);
+  mbedtls_ssl_cache_init(&cache_);
+}
+
+TlsConfig::~TlsConfig() {
+  mbedtls_ssl_cache_free(&cache_);
+  mbedtls_pk_free(&key_);
+  mbedtls_x509_crt_free(&own_);
+  mbedtls_x509_crl_free(&crl_);
+  mbedtls_x509_crt_free(&ca_);
+  mbedtls_ssl_config_free(&config_);
+}
+
+std::shared_ptr<const TlsConfig> TlsConfig::load(Role role, const TlsFiles& files) {
+  std::shared_ptr<TlsConfig> tls(new TlsConfig());
+  check(mbedtls_x509_crt_parse_file(&tls->ca_, files.ca.c_str()), "CA " + files.ca.string());
+  const bool has_crl = !files.crl.empty();
+  if (has_crl) {
+    check(mbedtls_x509_crl_parse_file(&tls->crl_, files.crl.c_str()), "CRL " + files.crl.string());
+  }
+  check(mbedtls_x509_crt_parse_file(&tls->own_, files.certificate.c_str()),
+        "certificate " + files.certificate.string());
+  check(mbedtls_pk_parse_keyfile(&tls->key_, files.key.c_str(), nullptr),
+        "key " + files.key.string());
+
+  auto* conf = &tls->config_;
+  check(mbedtls_ssl_config_defaults(
+            conf, role == Role::server ? MBEDTLS_SSL_IS_SERVER : MBEDTLS_SSL_IS_CLIENT,
+            MBEDTLS_SSL_TRANSPORT_STREAM, MBEDTLS_SSL_PRESET_DEFAULT),
+        "TLS defaults");
+  mbedtls_ssl_conf_rng(conf, mbedtls_ctr_drbg_random, &random_generator());
+  // Debian's build also enables TLS 1.0 and 1.1.
+  mbedtls_ssl_conf_min_version(conf, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
+  mbedtls_ssl_conf_max_version(conf, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
+  mbedtls_ssl_conf_ciphersuites(conf, kCipherSuites);
+  mbedtls_ssl_conf_curves(conf, kCurves);
+  mbedtls_ssl_conf_authmode(conf, MBEDTLS_SSL_VERIFY_REQUIRED);
+  mbedtls_ssl_conf_ca_chain(conf, &tls->ca_, has_crl ? &tls->crl_ : nullptr);
+  check(mbedtls_ssl_conf_own_cert(conf, &tls->own_, &tls->key_),
+        "certificate and key do not match");
+  mbedtls_ssl_conf_renegotiation(conf, MBEDTLS_SSL_RENEGOTIATION_DISABLED);
+  if (role == Role::server) {
+    mbedtls_ssl_cache_set_timeout(&tls->cache_, kSessionCacheSeconds);
+    mbedtls_ssl_conf_session_cache(conf, &tls->cache_, mbedtls_ssl_cache_get,
+                                   mbedtls_ssl_cache_set);
+  }
+  return tls;
+}
+
+}  // namespace garm_edge::net

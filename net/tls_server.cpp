@@ -1,0 +1,302 @@
+#include "net/tls_server.hpp"
+
+#include <array>
+
+#include <mbedtls/net_sockets.h>
+#include <mbedtls/oid.h>
+
+namespace garm_edge::net {
+namespace {
+
+using tcp = asio::ip::tcp;
+
+PeerIdentity identity_of(const mbedtls_x509_crt* certificate) {
+  PeerIdentity identity;
+  if (certificate == nullptr) {
+    return identity;
+  }
+  for (const mbedtls_x509_name* name = &certificate->subject; name != nullptr; name = name->next) {
+    if (name->oid.p != nullptr && MBEDTLS_OID_CMP(MBEDTLS_OID_AT_CN, &name->oid) == 0) {
+      identity.common_name.assign(reinterpret_cast<const char*>(name->val.p), name->val.len);
+    }
+  }
+  for (const mbedtls_x509_sequence* san = &certificate->subject_alt_names; san != nullptr;
+       san = san->next) {
+    constexpr int kUniformResourceIdentifier = 6;
+    if (san->buf.p != nullptr &&
+        (san->buf.tag & MBEDTLS_ASN1_TAG_VALUE_MASK) == kUniformResourceIdentifier) {
+      identity.uri_names.emplace_back(reinterpret_cast<const char*>(san->buf.p), san->buf.len);
+    }
+  }
+  return identity;
+}
+
+}  // namespace
+
+/// One client: handshake, then requests one after another (keep-alive), each answered before
+/// the next is read. All of it runs on the socket's strand.
+class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(tcp::socket socket, std::shared_ptr<const TlsConfig> tls, TlsServerOptions options,
+             Handler handler, std::shared_ptr<std::atomic<std::size_t>> open)
+      : socket_(std::move(socket)),
+        timer_(socket_.get_executor()),
+        tls_(std::move(tls)),
+        options_(std::move(options)),
+        handler_(std::move(handler)),
+        parser_(options_.limits),
+        open_(std::move(open)) {
+    ++*open_;
+    mbedtls_ssl_init(&ssl_);
+  }
+
+  ~Connection() {
+    mbedtls_ssl_free(&ssl_);
+    --*open_;
+  }
+
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  void start() {
+    asio::error_code ignored;
+    socket_.set_option(tcp::no_delay(true), ignored);  // no Nagle wait in the handshake
+    socket_.non_blocking(true, ignored);
+    if (mbedtls_ssl_setup(&ssl_, tls_->ssl_config()) != 0) {
+      return close();
+    }
+    mbedtls_ssl_set_bio(&ssl_, this, &Connection::send, &Connection::receive, nullptr);
+    arm_deadline(options_.handshake_timeout);
+    handshake();
+  }
+
+ private:
+  static int send(void* context, const unsigned char* data, std::size_t size) {
+    auto* self = static_cast<Connection*>(context);
+    asio::error_code error;
+    const auto sent = self->socket_.write_some(asio::buffer(data, size), error);
+    if (error == asio::error::would_block || error == asio::error::try_again) {
+      return MBEDTLS_ERR_SSL_WANT_WRITE;
+    }
+    return error ? MBEDTLS_ERR_NET_SEND_FAILED : static_cast<int>(sent);
+  }
+
+  static int receive(void* context, unsigned char* data, std::size_t size) {
+    auto* self = static_cast<Connection*>(context);
+    asio::error_code error;
+    const auto got = self->socket_.read_some(asio::buffer(data, size), error);
+    if (error == asio::error::would_block || error == asio::error::try_again) {
+      return MBEDTLS_ERR_SSL_WANT_READ;
+    }
+    if (error == asio::error::eof) {
+      return 0;
+    }
+    return error ? MBEDTLS_ERR_NET_RECV_FAILED : static_cast<int>(got);
+  }
+
+  /// mbedTLS asked to be called again once the socket is ready: wait, then run `next`.
+  template <class Next>
+  void wait_for(int want, Next next) {
+    const auto direction =
+        want == MBEDTLS_ERR_SSL_WANT_WRITE ? tcp::socket::wait_write : tcp::socket::wait_read;
+    socket_.async_wait(direction, [self = shared_from_this(), next](const asio::error_code& error) {
+      if (error) {
+        return self->close();
+      }
+      next(*self);
+    });
+  }
+
+  static bool wants_io(int rc) {
+    return rc == MBEDTLS_ERR_SSL_WANT_READ || rc == MBEDTLS_ERR_SSL_WANT_WRITE;
+  }
+
+  void arm_deadline(std::chrono::milliseconds timeout) {
+    timer_.expires_after(timeout);
+    timer_.async_wait([weak = weak_from_this()](const asio::error_code& error) {
+      if (auto self = weak.lock(); self && !error) {
+        self->close();  // a slow or silent client loses its connection, not a worker
+      }
+    });
+  }
+
+  void handshake() {
+    const int rc = mbedtls_ssl_handshake(&ssl_);
+    if (wants_io(rc)) {
+      return wait_for(rc, [](Connection& self) { self.handshake(); });
+    }
+    if (rc != 0) {
+      return close();  // no, untrusted, expired or revoked certificate; old protocol; garbage
+    }
+    identity_ = identity_of(mbedtls_ssl_get_peer_cert(&ssl_));
+    arm_deadline(options_.idle_timeout);
+    read_request();
+  }
+
+  void read_request() {
+    while (true) {
+      if (!pending_.empty() && feed_pending()) {
+        return;  // a whole request (or a parse error) is being answered
+      }
+      std::array<unsigned char, 16 * 1024> buffer{};
+      const int rc = mbedtls_ssl_read(&ssl_, buffer.data(), buffer.size());
+      if (wants_io(rc)) {
+        return wait_for(rc, [](Connection& self) { self.read_request(); });
+      }
+      if (rc <= 0) {
+        return close();  // closed by the peer, or a TLS error
+      }
+      if (!request_started_) {
+        request_started_ = true;
+        arm_deadline(options_.request_timeout);
+      }
+      pending_.append(reinterpret_cast<const char*>(buffer.data()), static_cast<std::size_t>(rc));
+    }
+  }
+
+  /// Feeds buffered bytes to the parser; true when it started answering.
+  bool feed_pending() {
+    std::size_t consumed = 0;
+    const auto result = parser_.feed(pending_, consumed);
+    pending_.erase(0, consumed);
+    if (result == HttpRequestParser::Result::error) {
+      keep_alive_ = false;
+      HttpResponse response{
+          .status = parser_.error_status(),
+          .content_type = "application/json",
+          .body = R"({"code":"bad_request","message":")" + parser_.error_reason() + "\"}",
+          .headers = {}};
+      write_response(std::move(response));
+      return true;
+    }
+    if (result != HttpRequestParser::Result::complete) {
+      return false;
+    }
+    auto request = parser_.take();
+    keep_alive_ = request.keep_alive;
+    timer_.cancel();
+    auto respond = [self = shared_from_this()](HttpResponse response) {
+      asio::post(self->socket_.get_executor(), [self, response = std::move(response)]() mutable {
+        self->write_response(std::move(response));
+      });
+    };
+    handler_(std::move(request), identity_, std::move(respond));
+    return true;
+  }
+
+  void write_response(HttpResponse response) {
+    outgoing_ = serialize(response, keep_alive_);
+    written_ = 0;
+    arm_deadline(options_.request_timeout);
+    write();
+  }
+
+  void write() {
+    while (written_ < outgoing_.size()) {
+      const int rc = mbedtls_ssl_write(
+          &ssl_, reinterpret_cast<const unsigned char*>(outgoing_.data()) + written_,
+          outgoing_.size() - written_);
+      if (wants_io(rc)) {
+        return wait_for(rc, [](Connection& self) { self.write(); });
+      }
+      if (rc <= 0) {
+        return close();
+      }
+      written_ += static_cast<std::size_t>(rc);
+    }
+    if (!keep_alive_) {
+      mbedtls_ssl_close_notify(&ssl_);
+      return close();
+    }
+    request_started_ = false;
+    arm_deadline(options_.idle_timeout);
+    read_request();
+  }
+
+  void close() {
+    asio::error_code ignored;
+    timer_.cancel();
+    socket_.shutdown(tcp::socket::shutdown_both, ignored);
+    socket_.close(ignored);
+  }
+
+  tcp::socket socket_;
+  asio::steady_timer timer_;
+  std::shared_ptr<const TlsConfig> tls_;  // keeps the config this session uses alive
+  TlsServerOptions options_;              // copies: a connection may outlive the server's stop()
+  Handler handler_;
+  HttpRequestParser parser_;
+  std::shared_ptr<std::atomic<std::size_t>> open_;
+  mbedtls_ssl_context ssl_;
+  PeerIdentity identity_;
+  std::string pending_;
+  std::string outgoing_;
+  std::size_t written_ = 0;
+  bool keep_alive_ = true;
+  bool request_started_ = false;
+};
+
+TlsServer::TlsServer(asio::io_context& io, TlsServerOptions options,
+                     std::shared_ptr<const TlsConfig> tls, Handler handler)
+    : io_(io),
+      options_(std::move(options)),
+      handler_(std::move(handler)),
+      acceptor_(io),
+      tls_(std::move(tls)) {}
+
+TlsServer::~TlsServer() {
+  stop();
+}
+
+void TlsServer::start() {
+  const tcp::endpoint endpoint(asio::ip::make_address(options_.address), options_.port);
+  acceptor_.open(endpoint.protocol());
+  acceptor_.set_option(tcp::acceptor::reuse_address(true));
+  acceptor_.bind(endpoint);
+  acceptor_.listen();
+  accept();
+}
+
+std::uint16_t TlsServer::port() const {
+  return acceptor_.local_endpoint().port();
+}
+
+void TlsServer::reload(std::shared_ptr<const TlsConfig> tls) {
+  std::lock_guard lock(mutex_);
+  tls_ = std::move(tls);
+}
+
+std::shared_ptr<const TlsConfig> TlsServer::current_tls() const {
+  std::lock_guard lock(mutex_);
+  return tls_;
+}
+
+void TlsServer::stop() {
+  asio::error_code ignored;
+  acceptor_.close(ignored);
+}
+
+std::size_t TlsServer::open_connections() const {
+  return open_->load();
+}
+
+void TlsServer::accept() {
+  acceptor_.async_accept(asio::make_strand(io_), [this](const asio::error_code& error,
+                                                        tcp::socket socket) {
+    if (error == asio::error::operation_aborted || !acceptor_.is_open()) {
+      return;
+    }
+    if (!error) {
+      if (open_->load() >= options_.max_connections) {
+        asio::error_code ignored;
+        socket.close(ignored);  // over the limit: refuse rather than queue
+      } else {
+        std::make_shared<Connection>(std::move(socket), current_tls(), options_, handler_, open_)
+            ->start();
+      }
+    }
+    accept();
+  });
+}
+
+}  // namespace garm_edge::net

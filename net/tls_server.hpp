@@ -1,0 +1,74 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <asio.hpp>
+
+#include "net/http_request.hpp"
+#include "net/http_response.hpp"
+#include "net/tls_config.hpp"
+
+namespace garm_edge::net {
+
+/// Who is on the other end, from the verified client certificate.
+struct PeerIdentity {
+  std::string common_name;
+  std::vector<std::string> uri_names;  // URI subject alternative names
+};
+
+struct TlsServerOptions {
+  std::string address = "127.0.0.1";
+  std::uint16_t port = 0;  // 0: any free port (see TlsServer::port)
+  std::size_t max_connections = 256;
+  std::chrono::milliseconds handshake_timeout{std::chrono::seconds(10)};
+  /// From the first byte of a request to its last: a slow client cannot hold a connection.
+  std::chrono::milliseconds request_timeout{std::chrono::seconds(30)};
+  /// Between requests on a keep-alive connection.
+  std::chrono::milliseconds idle_timeout{std::chrono::seconds(60)};
+  HttpLimits limits;
+};
+
+/// HTTP/1.1 over mutual TLS (mbedTLS) on Asio. Every connection lives on its own strand;
+/// handshakes and reads have deadlines; the handler answers through `respond`, from any thread.
+class TlsServer {
+ public:
+  using Respond = std::function<void(HttpResponse)>;
+  using Handler = std::function<void(HttpRequest, PeerIdentity, Respond)>;
+
+  TlsServer(asio::io_context& io, TlsServerOptions options, std::shared_ptr<const TlsConfig> tls,
+            Handler handler);
+  ~TlsServer();
+  TlsServer(const TlsServer&) = delete;
+  TlsServer& operator=(const TlsServer&) = delete;
+
+  /// Binds and starts accepting; throws on a bad address or a port in use.
+  void start();
+  std::uint16_t port() const;
+  /// New connections use `tls`; live ones finish on the config they started with.
+  void reload(std::shared_ptr<const TlsConfig> tls);
+  /// Stops accepting; connections in progress finish.
+  void stop();
+  std::size_t open_connections() const;
+
+  class Connection;
+
+ private:
+  void accept();
+  std::shared_ptr<const TlsConfig> current_tls() const;
+
+  asio::io_context& io_;
+  TlsServerOptions options_;
+  Handler handler_;
+  asio::ip::tcp::acceptor acceptor_;
+  mutable std::mutex mutex_;
+  std::shared_ptr<const TlsConfig> tls_;
+  std::shared_ptr<std::atomic<std::size_t>> open_ = std::make_shared<std::atomic<std::size_t>>(0);
+};
+
+}  // namespace garm_edge::net
