@@ -1,0 +1,218 @@
+#include <fstream>
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+#include "agent/control_api.hpp"
+#include "integration/test_support.hpp"
+#include "net/pki.hpp"
+#include "net/tls_server.hpp"
+#include "support/run_command.hpp"
+
+using namespace garm_edge;
+using namespace garm_edge::testing;
+
+namespace {
+
+/// An agent's control API on a loopback port, with certificates from pki_init, served in this
+/// process; clients are real curl and openssl processes.
+class ApiServer {
+ public:
+  ApiServer()
+      : host_("api.xml", [this](agent::AgentConfig& config) {
+          config.api.enabled = true;
+          config.api.clients = {{.identity = "garm", .controllers = {kController}}};
+        }) {
+    pki_ = host_.state.path() / "pki";
+    net::pki_init({.directory = pki_,
+                   .agent_dns_names = {"localhost"},
+                   .agent_ip_addresses = {"127.0.0.1"},
+                   .client_name = "garm"});
+    net::pki_issue_client(pki_, "stranger");
+    service_ = host_.service();
+    api_ = std::make_unique<agent::ControlApi>(host_.config, *service_, host_.hypervisor);
+    net::TlsServerOptions options;
+    options.handshake_timeout = std::chrono::seconds(2);
+    options.request_timeout = std::chrono::seconds(2);
+    server_ = std::make_unique<net::TlsServer>(
+        io_, options,
+        net::TlsConfig::load(net::TlsConfig::Role::server, {.ca = pki_ / "ca.crt",
+                                                            .crl = "",
+                                                            .certificate = pki_ / "agent.crt",
+                                                            .key = pki_ / "agent.key"}),
+        [this](net::HttpRequest request, net::PeerIdentity peer, net::TlsServer::Respond respond) {
+          asio::post(workers_,
+                     [this, request = std::move(request), peer = std::move(peer),
+                      respond = std::move(respond)] { respond(api_->handle(request, peer)); });
+        });
+    server_->start();
+    for (auto& thread : threads_) {
+      thread = std::thread([this] { io_.run(); });
+    }
+  }
+
+  ~ApiServer() {
+    server_->stop();
+    io_.stop();
+    for (auto& thread : threads_) {
+      thread.join();
+    }
+    workers_.join();
+  }
+
+  std::string url(const std::string& path) const {
+    return "https://localhost:" + std::to_string(server_->port()) + path;
+  }
+
+  /// curl with garm's client certificate (or another one from the PKI directory).
+  CommandResult curl(const std::string& arguments,
+                     const std::string& client = "clients/garm") const {
+    return run_command("curl -sS --max-time 10 --cacert " + (pki_ / "ca.crt").string() +
+                       " --cert " + (pki_ / (client + ".crt")).string() + " --key " +
+                       (pki_ / (client + ".key")).string() + " " + arguments);
+  }
+
+  const std::filesystem::path& pki() const { return pki_; }
+  std::uint16_t port() const { return server_->port(); }
+
+ private:
+  Host host_;
+  std::filesystem::path pki_;
+  std::unique_ptr<agent::InstanceService> service_;
+  std::unique_ptr<agent::ControlApi> api_;
+  asio::io_context io_;
+  asio::thread_pool workers_{4};
+  std::unique_ptr<net::TlsServer> server_;
+  std::array<std::thread, 2> threads_;
+};
+
+const std::string kBootstrap =
+    R"({"name":"garm-api01","pool_id":"0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0","image":"debian-12","flavor":"small",)"
+    R"("os_type":"linux","arch":"amd64","instance-token":"secret-token-xyz"})";
+
+std::string controller_url(const ApiServer& server, const std::string& rest) {
+  return server.url("/v1/controllers/" + kController + rest);
+}
+
+}  // namespace
+
+TEST_CASE("the command set over mutual TLS, driven by curl", "[api][mtls]") {
+  ApiServer server;
+  const auto created = server.curl("-X POST --data-binary '" + kBootstrap + "' " +
+                                   controller_url(server, "/instances"));
+  INFO(created.output);
+  REQUIRE(created.exit_code == 0);
+  const auto instance = wire::parse_provider_instance(created.output);
+  CHECK(instance.status == wire::InstanceStatus::running);
+  CHECK(instance.name == "garm-api01");
+
+  const auto listed = server.curl(controller_url(server, "/pools/" + kPool + "/instances"));
+  CHECK(wire::parse_provider_instance_list(listed.output).size() == 1);
+  CHECK_THAT(server.curl(controller_url(server, "/instances/" + instance.provider_id)).output,
+             Catch::Contains("\"name\":\"garm-api01\""));
+  CHECK_THAT(
+      server.curl("-X POST " + controller_url(server, "/instances/garm-api01/stop?force=true"))
+          .output,
+      Catch::Contains("\"ok\":true"));
+  CHECK_THAT(server.curl(controller_url(server, "/instances/garm-api01")).output,
+             Catch::Contains("\"status\":\"stopped\""));
+  CHECK_THAT(
+      server.curl("-X DELETE " + controller_url(server, "/instances/" + instance.provider_id))
+          .output,
+      Catch::Contains("\"deleted\":true"));
+  CHECK_THAT(server.curl("-X DELETE " + controller_url(server, "/instances/garm-api01")).output,
+             Catch::Contains("\"deleted\":false"));
+  CHECK(server.curl(controller_url(server, "/pools/" + kPool + "/instances")).output == "[]");
+  const auto missing =
+      server.curl("-w ' %{http_code}' " + controller_url(server, "/instances/garm-api01"));
+  CHECK_THAT(missing.output, Catch::Contains("\"code\":\"not_found\"") && Catch::EndsWith(" 404"));
+}
+
+TEST_CASE("errors are JSON with a stable code and never echo the instance token", "[api][mtls]") {
+  ApiServer server;
+  const std::string hostile =
+      R"({"name":"x'; rm -rf /","pool_id":"p","image":"i","flavor":"f","instance-token":"secret-token-xyz"})";
+  TempDir dir;
+  std::ofstream(dir.path() / "hostile.json") << hostile;
+  const auto refused = server.curl("-w ' %{http_code}' -X POST --data-binary @" +
+                                   (dir.path() / "hostile.json").string() + " " +
+                                   controller_url(server, "/instances"));
+  CHECK_THAT(refused.output, Catch::Contains("\"code\":\"invalid_argument\"") &&
+                                 Catch::EndsWith(" 400") && !Catch::Contains("secret-token"));
+  const auto garbage = server.curl("-w ' %{http_code}' -X POST --data-binary '{not json' " +
+                                   controller_url(server, "/instances"));
+  CHECK_THAT(garbage.output, Catch::Contains("invalid JSON") && Catch::EndsWith(" 400"));
+}
+
+TEST_CASE("a client may act only for the controllers its identity maps to", "[api][mtls]") {
+  ApiServer server;
+  const auto other =
+      server.curl("-w ' %{http_code}' " + server.url("/v1/controllers/" + kOtherController +
+                                                     "/pools/" + kPool + "/instances"));
+  CHECK_THAT(other.output, Catch::Contains("\"code\":\"forbidden\"") && Catch::EndsWith(" 403"));
+  const auto stranger = server.curl("-w ' %{http_code}' -X POST --data-binary '" + kBootstrap +
+                                        "' " + controller_url(server, "/instances"),
+                                    "clients/stranger");
+  CHECK_THAT(stranger.output, Catch::EndsWith(" 403"));
+  CHECK(server.curl(controller_url(server, "/pools/" + kPool + "/instances")).output ==
+        "[]");  // nothing made
+}
+
+TEST_CASE("connections without an acceptable client certificate or protocol are refused",
+          "[api][mtls]") {
+  ApiServer server;
+  const auto ca = server.pki() / "ca.crt";
+  const auto healthz = server.url("/healthz");
+  CHECK(run_command("curl -sS --max-time 5 --cacert " + ca.string() + " " + healthz).exit_code !=
+        0);
+  // The agent's own certificate is for servers only (EKU serverAuth).
+  CHECK(server.curl(healthz, "agent").exit_code != 0);
+  // A certificate from another CA.
+  TempDir elsewhere;
+  net::pki_init({.directory = elsewhere.path() / "pki",
+                 .agent_dns_names = {"localhost"},
+                 .agent_ip_addresses = {},
+                 .client_name = "garm"});
+  const auto foreign = elsewhere.path() / "pki" / "clients";
+  CHECK(run_command("curl -sS --max-time 5 --cacert " + ca.string() + " --cert " +
+                    (foreign / "garm.crt").string() + " --key " + (foreign / "garm.key").string() +
+                    " " + healthz)
+            .exit_code != 0);
+  CHECK(server.curl("--tls-max 1.1 " + healthz).exit_code != 0);
+  CHECK(run_command("curl -sS --max-time 5 http://localhost:" + std::to_string(server.port()) +
+                    "/healthz")
+            .exit_code != 0);
+  const auto tls13 = run_command("echo | openssl s_client -tls1_3 -connect 127.0.0.1:" +
+                                 std::to_string(server.port()) + " -CAfile " + ca.string());
+  CHECK_THAT(tls13.output, Catch::Contains("Cipher is (NONE)"));  // no TLS 1.3: no session
+  CHECK(server.curl(healthz).output == R"({"status":"ok"})");     // and the right one still works
+}
+
+TEST_CASE("a slow client does not hold up others", "[api][mtls]") {
+  ApiServer server;
+  // Three connections that never finish a handshake, and one that sends half a request line.
+  std::vector<std::thread> stallers;
+  for (int i = 0; i < 3; ++i) {
+    stallers.emplace_back([&server] {
+      run_command(
+          "(printf '\\026\\003\\001'; sleep 3) | timeout 4 openssl s_client -quiet -connect "
+          "127.0.0.1:" +
+          std::to_string(server.port()) + " >/dev/null 2>&1; true");
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto started = std::chrono::steady_clock::now();
+  CHECK(server.curl(server.url("/healthz")).output == R"({"status":"ok"})");
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(2));
+  for (auto& thread : stallers) {
+    thread.join();
+  }
+}
+
+TEST_CASE("keep-alive: one connection carries many requests", "[api][mtls]") {
+  ApiServer server;
+  const auto url = server.url("/healthz");
+  const auto result = server.curl("-w '%{num_connects}\\n' " + url + " " + url + " " + url);
+  CHECK_THAT(result.output,
+             Catch::Contains(R"({"status":"ok"}1)") && Catch::Contains(R"({"status":"ok"}0)"));
+}
