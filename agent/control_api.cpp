@@ -9,6 +9,7 @@
 #include "wire/error.hpp"
 #include "wire/json_fields.hpp"
 #include "wire/provider_instance.hpp"
+#include "wire/schemas.hpp"
 #include "wire/validate.hpp"
 
 namespace garm_edge::agent {
@@ -141,15 +142,6 @@ ordered_json flavors_json(const AgentConfig& config) {
 
 }  // namespace
 
-std::string extra_specs_json_schema() {
-  return R"({"$schema":"http://json-schema.org/draft-07/schema#","title":"garm-edge pool extra specs","type":"object",)"
-         R"("properties":{"runner_install_template":{"type":"string","description":"base64 of the install script"},)"
-         R"("pre_install_scripts":{"type":"object","additionalProperties":{"type":"string"}},)"
-         R"("extra_context":{"type":"object","additionalProperties":{"type":"string"}},)"
-         R"("enable_boot_debug":{"type":"boolean"},"disable_updates":{"type":"boolean"},)"
-         R"("extra_packages":{"type":"array","items":{"type":"string"}}},"additionalProperties":false})";
-}
-
 void ApiMetrics::record(const std::string& route, const std::string& method, int status,
                         std::chrono::steady_clock::duration elapsed) {
   std::lock_guard lock(mutex_);
@@ -261,7 +253,7 @@ net::HttpResponse ControlApi::route(const net::HttpRequest& request, const net::
     route_name = "schemas";
     return HttpResponse{.status = 200,
                         .content_type = "application/schema+json",
-                        .body = extra_specs_json_schema(),
+                        .body = wire::extra_specs_json_schema(),
                         .headers = {}};
   }
   if (p.size() >= 3 && p[1] == "controllers") {

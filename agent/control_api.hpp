@@ -54,7 +54,4 @@ class ControlApi {
   ApiMetrics metrics_;
 };
 
-/// JSON Schemas the provider publishes to garm (GetConfigJSONSchema, GetExtraSpecsJSONSchema).
-std::string extra_specs_json_schema();
-
 }  // namespace garm_edge::agent

@@ -1,0 +1,58 @@
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "net/tls_config.hpp"
+
+namespace garm_edge::net {
+
+/// A request that could not be completed: no connection, TLS refused, timed out, or an
+/// answer that is not HTTP. The message says which step failed and where.
+class HttpsError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct HttpsTarget {
+  std::string host;  // a DNS name in the agent's certificate (checked), or an address
+  std::uint16_t port = 8443;
+};
+
+/// Parses "https://host[:port]" (no path). Throws HttpsError.
+HttpsTarget parse_https_url(const std::string& url);
+
+struct HttpsResponse {
+  int status = 0;
+  std::string body;
+};
+
+struct HttpsClientOptions {
+  std::chrono::milliseconds connect_timeout{std::chrono::seconds(5)};
+  /// The whole exchange after connecting: handshake, request and response.
+  std::chrono::milliseconds request_timeout{std::chrono::seconds(60)};
+  /// Where the TLS session is kept between processes (0600); empty: no resumption.
+  std::filesystem::path session_file;
+};
+
+/// One short exchange over mutual TLS: connect, handshake (resuming a saved session when it
+/// can), send one request, read one response, close. Blocking, with deadlines on every step.
+class HttpsClient {
+ public:
+  HttpsClient(HttpsTarget target, std::shared_ptr<const TlsConfig> tls, HttpsClientOptions options);
+
+  HttpsResponse request(const std::string& method, const std::string& path,
+                        const std::string& body = "");
+
+ private:
+  HttpsTarget target_;
+  std::shared_ptr<const TlsConfig> tls_;
+  HttpsClientOptions options_;
+};
+
+}  // namespace garm_edge::net

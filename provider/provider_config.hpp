@@ -1,0 +1,39 @@
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace garm_edge::provider {
+
+struct AgentEndpoint {
+  std::string name;  // prefixes the provider IDs of its instances: "<name>:<uuid>"
+  std::string url;   // https://host[:port]
+  std::filesystem::path ca;
+  std::filesystem::path certificate;
+  std::filesystem::path key;
+};
+
+/// garm-provider-edge's TOML config (GARM_PROVIDER_CONFIG_FILE).
+struct ProviderConfig {
+  std::vector<AgentEndpoint> agents;
+  std::chrono::milliseconds connect_timeout{std::chrono::seconds(5)};
+  /// Every call but create; below garm's exec_timeout_seconds when that is set.
+  std::chrono::milliseconds request_timeout{std::chrono::seconds(60)};
+  /// CreateInstance; below the pool's runner_bootstrap_timeout (20 min by default).
+  std::chrono::milliseconds create_timeout{std::chrono::seconds(300)};
+  /// Where TLS sessions are kept between invocations (garm gives no HOME); empty: none.
+  std::filesystem::path session_dir;
+
+  const AgentEndpoint* find_agent(const std::string& name) const;
+};
+
+/// Throws std::runtime_error naming the file, line and key that are wrong.
+ProviderConfig load_provider_config(const std::filesystem::path& path);
+ProviderConfig parse_provider_config(const std::string& text, const std::string& source);
+
+/// The JSON Schema of this config (GetConfigJSONSchema).
+std::string provider_config_json_schema();
+
+}  // namespace garm_edge::provider
