@@ -3,7 +3,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "agent/control_api.hpp"
+#include "integration/api_server.hpp"
 #include "integration/test_support.hpp"
 #include "net/pki.hpp"
 #include "net/tls_server.hpp"
@@ -13,78 +13,6 @@ using namespace garm_edge;
 using namespace garm_edge::testing;
 
 namespace {
-
-/// An agent's control API on a loopback port, with certificates from pki_init, served in this
-/// process; clients are real curl and openssl processes.
-class ApiServer {
- public:
-  ApiServer()
-      : host_("api.xml", [this](agent::AgentConfig& config) {
-          config.api.enabled = true;
-          config.api.clients = {{.identity = "garm", .controllers = {kController}}};
-        }) {
-    pki_ = host_.state.path() / "pki";
-    net::pki_init({.directory = pki_,
-                   .agent_dns_names = {"localhost"},
-                   .agent_ip_addresses = {"127.0.0.1"},
-                   .client_name = "garm"});
-    net::pki_issue_client(pki_, "stranger");
-    service_ = host_.service();
-    api_ = std::make_unique<agent::ControlApi>(host_.config, *service_, host_.hypervisor);
-    net::TlsServerOptions options;
-    options.handshake_timeout = std::chrono::seconds(2);
-    options.request_timeout = std::chrono::seconds(2);
-    server_ = std::make_unique<net::TlsServer>(
-        io_, options,
-        net::TlsConfig::load(net::TlsConfig::Role::server, {.ca = pki_ / "ca.crt",
-                                                            .crl = "",
-                                                            .certificate = pki_ / "agent.crt",
-                                                            .key = pki_ / "agent.key"}),
-        [this](net::HttpRequest request, net::PeerIdentity peer, net::TlsServer::Respond respond) {
-          asio::post(workers_,
-                     [this, request = std::move(request), peer = std::move(peer),
-                      respond = std::move(respond)] { respond(api_->handle(request, peer)); });
-        });
-    server_->start();
-    for (auto& thread : threads_) {
-      thread = std::thread([this] { io_.run(); });
-    }
-  }
-
-  ~ApiServer() {
-    server_->stop();
-    io_.stop();
-    for (auto& thread : threads_) {
-      thread.join();
-    }
-    workers_.join();
-  }
-
-  std::string url(const std::string& path) const {
-    return "https://localhost:" + std::to_string(server_->port()) + path;
-  }
-
-  /// curl with garm's client certificate (or another one from the PKI directory).
-  CommandResult curl(const std::string& arguments,
-                     const std::string& client = "clients/garm") const {
-    return run_command("curl -sS --max-time 10 --cacert " + (pki_ / "ca.crt").string() +
-                       " --cert " + (pki_ / (client + ".crt")).string() + " --key " +
-                       (pki_ / (client + ".key")).string() + " " + arguments);
-  }
-
-  const std::filesystem::path& pki() const { return pki_; }
-  std::uint16_t port() const { return server_->port(); }
-
- private:
-  Host host_;
-  std::filesystem::path pki_;
-  std::unique_ptr<agent::InstanceService> service_;
-  std::unique_ptr<agent::ControlApi> api_;
-  asio::io_context io_;
-  asio::thread_pool workers_{4};
-  std::unique_ptr<net::TlsServer> server_;
-  std::array<std::thread, 2> threads_;
-};
 
 const std::string kBootstrap =
     R"({"name":"garm-api01","pool_id":"0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0","image":"debian-12","flavor":"small",)"

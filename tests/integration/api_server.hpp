@@ -1,0 +1,60 @@
+#pragma once
+
+#include <array>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <asio.hpp>
+
+#include "agent/control_api.hpp"
+#include "integration/test_support.hpp"
+#include "net/tls_server.hpp"
+#include "support/run_command.hpp"
+
+namespace garm_edge::testing {
+
+/// An agent's control API on a loopback port, with certificates from pki_init, served in this
+/// process on the libvirt test driver; clients are real processes (curl, openssl, the provider).
+class ApiServer {
+ public:
+  ApiServer();
+  ~ApiServer();
+  ApiServer(const ApiServer&) = delete;
+  ApiServer& operator=(const ApiServer&) = delete;
+
+  std::string url(const std::string& path) const;
+  /// curl with garm's client certificate (or another one from the PKI directory).
+  CommandResult curl(const std::string& arguments,
+                     const std::string& client = "clients/garm") const;
+
+  const std::filesystem::path& pki() const { return pki_; }
+  std::uint16_t port() const { return server_->port(); }
+  Host& host() { return host_; }
+
+ private:
+  Host host_;
+  std::filesystem::path pki_;
+  std::unique_ptr<agent::InstanceService> service_;
+  std::unique_ptr<agent::ControlApi> api_;
+  asio::io_context io_;
+  asio::thread_pool workers_{4};
+  std::unique_ptr<net::TlsServer> server_;
+  std::array<std::thread, 2> threads_;
+};
+
+struct ProcessResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+/// Runs `program` as garm does: no arguments, exactly `environment` (no PATH, no HOME), `input`
+/// on a stdin pipe, stdout and stderr captured separately.
+ProcessResult run_like_garm(const std::string& program,
+                            const std::map<std::string, std::string>& environment,
+                            const std::string& input = "");
+
+}  // namespace garm_edge::testing
