@@ -226,7 +226,7 @@ void read_api_section(TableReader& root, AgentConfig& config) {
   auto& api = config.api;
   api.enabled = true;
   api.address = in.string("address").value_or(api.address);
-  api.port = in.integer<std::uint16_t>("port", 1, 65535).value_or(api.port);
+  api.port = in.integer<std::uint16_t>("port", 0, 65535).value_or(api.port);  // 0: any free port
   api.ca = absolute_path(in, "ca", true);
   api.crl = absolute_path(in, "crl", false);
   api.certificate = absolute_path(in, "certificate", true);

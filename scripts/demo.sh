@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Installs what the build needs, builds garm-edge and runs the instance-service demo
-# (by default on libvirt's built-in test:///default driver). Extra arguments go to the demo,
-# e.g. --uri qemu:///system --storage-pool default --network default.
+# Installs what the build needs, builds garm-edge and runs the whole garm flow on libvirt's
+# built-in test:///default driver: `pki init`, the agent serving its mTLS API, and
+# garm-provider-edge run exactly as garm runs it through a full lifecycle.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 cmake --preset release >/dev/null
 cmake --build --preset release
-exec build/release/agent/garm-edge-agent demo "$@"
+exec scripts/garm-flow-demo.sh build/release "$@"
