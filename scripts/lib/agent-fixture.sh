@@ -1,0 +1,58 @@
+# Sourced by the demo and the benchmark: certificates from `pki init`, an agent serving its mTLS
+# API on a free loopback port over libvirt URI $uri, and a provider config for it. Expects $agent,
+# $work and $uri; sets $controller, $pool, $port, $agent_pid and writes $work/provider.toml.
+
+controller=9dcf590a-1192-4a9c-b3e4-e0902974c2c0
+pool=0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0
+
+announce "garm-edge-agent pki init: a CA, the agent's server certificate, garm's client certificate"
+"$agent" pki init --dir "$work/pki" --dns localhost --ip 127.0.0.1
+
+cat > "$work/agent.toml" <<TOML
+[agent]
+id = "demo-host"
+state_dir = "$work/state"
+[libvirt]
+uri = "$uri"
+storage_pool = "default-pool"
+network = "default"
+[api]
+address = "127.0.0.1"
+port = 0
+ca = "$work/pki/ca.crt"
+certificate = "$work/pki/agent.crt"
+key = "$work/pki/agent.key"
+[[api.clients]]
+identity = "garm"
+controllers = ["$controller"]
+[[images]]
+name = "debian-12"
+base_path = "/var/lib/garm-edge/images/debian-12.qcow2"
+os_name = "debian"
+os_version = "12"
+[[flavors]]
+name = "small"
+vcpus = 2
+memory_mib = 2048
+disk_gib = 20
+TOML
+announce "garm-edge-agent check-config, then serve (mTLS control API on a free loopback port)"
+"$agent" check-config --config "$work/agent.toml"
+"$agent" serve --config "$work/agent.toml" 2> "$work/agent.log" &
+agent_pid=$!
+for _ in $(seq 100); do grep -q 'listening on' "$work/agent.log" 2>/dev/null && break; sleep 0.05; done
+port=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$work/agent.log")
+[ -n "$port" ] || { cat "$work/agent.log"; exit 1; }
+echo "agent listening on 127.0.0.1:$port"
+
+mkdir -p "$work/sessions"
+cat > "$work/provider.toml" <<TOML
+session_dir = "$work/sessions"
+[[agents]]
+name = "demo-host"
+url = "https://localhost:$port"
+ca = "$work/pki/ca.crt"
+certificate = "$work/pki/clients/garm.crt"
+key = "$work/pki/clients/garm.key"
+TOML
+
