@@ -13,6 +13,7 @@
 #include "agent/serve.hpp"
 #include "hypervisor/libvirt_hypervisor.hpp"
 #include "net/pki.hpp"
+#include "net/tls_config.hpp"
 
 #ifndef GARM_EDGE_VERSION
 #define GARM_EDGE_VERSION "0.0.0"
@@ -97,6 +98,13 @@ class Options {
 int check_config(const Options& options) {
   const auto path = options.require("--config");
   const auto config = load_agent_config(path);
+  if (config.api.enabled) {
+    // The files must exist, parse, and the key must match the certificate: fail here, not at 3am.
+    net::TlsConfig::load(net::TlsConfig::Role::server, {.ca = config.api.ca,
+                                                        .crl = config.api.crl,
+                                                        .certificate = config.api.certificate,
+                                                        .key = config.api.key});
+  }
   std::cout << path << ": ok (agent " << config.agent_id << ", " << config.images.size()
             << " images, " << config.flavors.size() << " flavors, libvirt " << config.libvirt.uri
             << ")\n";

@@ -64,6 +64,9 @@ std::shared_ptr<const TlsConfig> TlsConfig::load(Role role, const TlsFiles& file
         "certificate " + files.certificate.string());
   check(mbedtls_pk_parse_keyfile(&tls->key_, files.key.c_str(), nullptr),
         "key " + files.key.string());
+  check(mbedtls_pk_check_pair(&tls->own_.pk, &tls->key_), "key " + files.key.string() +
+                                                              " does not belong to certificate " +
+                                                              files.certificate.string());
 
   auto* conf = &tls->config_;
   check(mbedtls_ssl_config_defaults(

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "common/temp_dir.hpp"
+#include "net/tls_config.hpp"
 #include "support/run_command.hpp"
 
 using namespace garm_edge;
@@ -102,4 +103,30 @@ TEST_CASE("pki issue-client signs more clients with the existing CA", "[pki]") {
              Catch::Contains(": OK"));
   CHECK(mode_of(files.key) == 0600);
   CHECK_THROWS_AS(net::pki_issue_client(dir.path() / "no-ca-here", "x"), net::PkiError);
+}
+
+TEST_CASE("a TLS config refuses a key that does not belong to its certificate", "[pki]") {
+  TempDir dir;
+  const auto pki = dir.path() / "pki";
+  net::pki_init({.directory = pki,
+                 .agent_dns_names = {"localhost"},
+                 .agent_ip_addresses = {},
+                 .client_name = "garm"});
+  CHECK_NOTHROW(
+      net::TlsConfig::load(net::TlsConfig::Role::server, {.ca = pki / "ca.crt",
+                                                          .crl = "",
+                                                          .certificate = pki / "agent.crt",
+                                                          .key = pki / "agent.key"}));
+  CHECK_THROWS_WITH(
+      net::TlsConfig::load(net::TlsConfig::Role::server, {.ca = pki / "ca.crt",
+                                                          .crl = "",
+                                                          .certificate = pki / "agent.crt",
+                                                          .key = pki / "ca.key"}),
+      Catch::Contains("does not belong to certificate"));
+  CHECK_THROWS_AS(
+      net::TlsConfig::load(net::TlsConfig::Role::server, {.ca = pki / "missing.crt",
+                                                          .crl = "",
+                                                          .certificate = pki / "agent.crt",
+                                                          .key = pki / "agent.key"}),
+      net::TlsError);
 }
