@@ -38,7 +38,8 @@ commands:
   pki init [--dir DIR] [--dns NAME]... [--ip ADDR]... [--client NAME]
                                write a CA, the agent's server certificate and a first
                                client certificate for garm (default DIR /etc/garm-edge/pki;
-                               default names: this host, localhost, 127.0.0.1)
+                                                                                             default: DNS this host and localhost, IP 127.0.0.1;
+                               garm-provider-edge checks DNS names only)
   pki issue-client NAME [--dir DIR]
                                another client certificate (its CN is the identity)
   --version                    print the version

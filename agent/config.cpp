@@ -317,6 +317,12 @@ std::vector<Item> read_list(TableReader& root, std::string_view key, Read read) 
 
 }  // namespace
 
+bool ApiConfig::knows(const std::vector<std::string>& identities) const {
+  return std::any_of(clients.begin(), clients.end(), [&identities](const ApiClient& client) {
+    return std::find(identities.begin(), identities.end(), client.identity) != identities.end();
+  });
+}
+
 bool ApiConfig::allows(const std::vector<std::string>& identities,
                        std::string_view controller_id) const {
   for (const auto& client : clients) {

@@ -60,6 +60,8 @@ struct ApiConfig {
   std::size_t workers = 8;  // threads that run commands (they block on libvirt)
   std::vector<ApiClient> clients;
 
+  /// Is any of `identities` (CN and URI SANs of one certificate) in [[api.clients]]?
+  bool knows(const std::vector<std::string>& identities) const;
   /// May `identities` (CN and URI SANs of one certificate) act for `controller_id`?
   bool allows(const std::vector<std::string>& identities, std::string_view controller_id) const;
 };

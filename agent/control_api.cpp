@@ -208,7 +208,10 @@ net::HttpResponse ControlApi::handle(const net::HttpRequest& request,
     metrics_.record_error("internal");
     response = error_response(500, "internal", e.what());
   }
-  metrics_.record(route_name, request.method, response.status,
+  // Only known methods become labels: a client must not be able to grow the metrics at will.
+  const bool known_method =
+      request.method == "GET" || request.method == "POST" || request.method == "DELETE";
+  metrics_.record(route_name, known_method ? request.method : "other", response.status,
                   std::chrono::steady_clock::now() - started);
   return response;
 }
@@ -231,6 +234,14 @@ net::HttpResponse ControlApi::route(const net::HttpRequest& request, const net::
   }
   if (p.empty() || p[0] != "v1") {
     return error_response(404, "not_found", "no such endpoint");
+  }
+  std::vector<std::string> identities = peer.uri_names;
+  identities.push_back(peer.common_name);
+  if (!config_.api.knows(identities)) {
+    route_name = "forbidden";
+    return error_response(
+        403, "forbidden",
+        "client \"" + printable_excerpt(peer.common_name) + "\" is not in [[api.clients]]");
   }
   if (p.size() == 2 && method == "GET" && p[1] == "images") {
     route_name = "images";
@@ -259,8 +270,6 @@ net::HttpResponse ControlApi::route(const net::HttpRequest& request, const net::
   if (p.size() >= 3 && p[1] == "controllers") {
     const auto& controller = p[2];
     wire::validate_uuid(controller, "controller ID in the path");
-    std::vector<std::string> identities = peer.uri_names;
-    identities.push_back(peer.common_name);
     if (!config_.api.allows(identities, controller)) {
       route_name = "forbidden";
       return error_response(403, "forbidden",

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/identifiers.hpp"
+#include "common/unique_fd.hpp"
 #include "wire/error.hpp"
 #include "wire/json_fields.hpp"
 #include "wire/validate.hpp"
@@ -26,24 +27,6 @@ constexpr int kRecordVersion = 1;
   throw StoreError(what + ": " + std::strerror(errno));
 }
 
-/// Closes a descriptor on every path out of a function.
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  ~FileDescriptor() {
-    if (fd_ >= 0) {
-      ::close(fd_);
-    }
-  }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_;
-};
-
 void make_private_directory(const fs::path& path) {
   if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
     fail_errno("cannot create state directory " + path.string());
@@ -55,7 +38,7 @@ void make_private_directory(const fs::path& path) {
 }
 
 void fsync_directory(const fs::path& directory) {
-  FileDescriptor dir(::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  UniqueFd dir(::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir.get() < 0 || ::fsync(dir.get()) != 0) {
     fail_errno("cannot sync directory " + directory.string());
   }
@@ -79,7 +62,7 @@ void write_atomically(const fs::path& target, std::string_view contents) {
   const fs::path temp = target.parent_path() /
                         ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()) +
                          "." + std::to_string(counter.fetch_add(1)));
-  FileDescriptor file(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  UniqueFd file(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (file.get() < 0) {
     fail_errno("cannot create " + temp.string());
   }
@@ -102,7 +85,7 @@ void write_atomically(const fs::path& target, std::string_view contents) {
 }
 
 std::optional<std::string> read_file(const fs::path& path) {
-  FileDescriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (file.get() < 0) {
     if (errno == ENOENT) {
       return std::nullopt;

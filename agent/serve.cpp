@@ -57,6 +57,18 @@ int serve(const AgentConfig& config, Logger& log,
     on_listening(server.port());
   }
 
+  // Commands already running finish in libvirt either way; their answers should reach garm,
+  // or garm retries work that was done.
+  constexpr auto kDrainDeadline = std::chrono::seconds(30);
+  asio::steady_timer drain_timer(io);
+  std::function<void(std::chrono::steady_clock::time_point)> drain = [&](auto deadline) {
+    if (server.open_connections() == 0 || std::chrono::steady_clock::now() >= deadline) {
+      io.stop();
+      return;
+    }
+    drain_timer.expires_after(std::chrono::milliseconds(50));
+    drain_timer.async_wait([&, deadline](const asio::error_code&) { drain(deadline); });
+  };
   asio::signal_set signals(io, SIGINT, SIGTERM, SIGHUP);
   std::function<void(const asio::error_code&, int)> on_signal = [&](const asio::error_code& error,
                                                                     int signal) {
@@ -73,9 +85,9 @@ int serve(const AgentConfig& config, Logger& log,
       signals.async_wait(on_signal);
       return;
     }
-    log.info("stopping");
+    log.info("stopping: no new connections; answering the ones in progress");
     server.stop();
-    io.stop();
+    drain(std::chrono::steady_clock::now() + kDrainDeadline);
   };
   signals.async_wait(on_signal);
 

@@ -15,26 +15,12 @@
 
 #include <mbedtls/net_sockets.h>
 
+#include "common/unique_fd.hpp"
+
 namespace garm_edge::net {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-class Socket {
- public:
-  explicit Socket(int fd) : fd_(fd) {}
-  ~Socket() {
-    if (fd_ >= 0) {
-      ::close(fd_);
-    }
-  }
-  Socket(const Socket&) = delete;
-  Socket& operator=(const Socket&) = delete;
-  int fd() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 int remaining_ms(Clock::time_point deadline) {
   const auto left =
@@ -155,8 +141,15 @@ void load_session(Ssl& ssl, const std::filesystem::path& file) {
   if (file.empty()) {
     return;
   }
-  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) {
+    return;
+  }
+  // Only a session this user wrote, private to it: a planted file must not steer the handshake.
+  struct stat info {};
+  if (::fstat(fd, &info) != 0 || info.st_uid != ::geteuid() || (info.st_mode & 077) != 0 ||
+      !S_ISREG(info.st_mode)) {
+    ::close(fd);
     return;
   }
   std::array<unsigned char, 4096> buffer{};
@@ -179,7 +172,7 @@ void save_session(Ssl& ssl, const std::filesystem::path& file) {
   if (mbedtls_ssl_get_session(ssl.get(), &session) == 0 &&
       mbedtls_ssl_session_save(&session, buffer.data(), buffer.size(), &length) == 0) {
     const auto temp = file.string() + ".tmp." + std::to_string(::getpid());
-    const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd >= 0) {
       const bool written = ::write(fd, buffer.data(), length) == static_cast<ssize_t>(length);
       ::close(fd);
@@ -202,6 +195,16 @@ HttpsResponse parse_response(const std::string& text) {
     throw HttpsError("the agent's answer has no status code");
   }
   response.body = text.substr(head_end + 4);
+  // The agent always sends Content-Length: a shorter body is a cut-off answer, not a short one.
+  const auto head = text.substr(0, head_end);
+  if (const auto at = head.find("\r\nContent-Length: "); at != std::string::npos) {
+    std::size_t length = 0;
+    const char* first = head.data() + at + 18;
+    std::from_chars(first, head.data() + head.size(), length);
+    if (response.body.size() != length) {
+      throw HttpsError("the agent's answer was cut off");
+    }
+  }
   return response;
 }
 
@@ -242,14 +245,16 @@ HttpsClient::HttpsClient(HttpsTarget target, std::shared_ptr<const TlsConfig> tl
 HttpsResponse HttpsClient::request(const std::string& method, const std::string& path,
                                    const std::string& body) {
   const auto where = target_.host + ":" + std::to_string(target_.port);
-  const Socket socket(connect_before(target_, Clock::now() + options_.connect_timeout));
-  Transport transport{socket.fd(), Clock::now() + options_.request_timeout};
+  const UniqueFd socket(connect_before(target_, Clock::now() + options_.connect_timeout));
+  Transport transport{socket.get(), Clock::now() + options_.request_timeout};
   Ssl ssl;
   if (const int rc = mbedtls_ssl_setup(ssl.get(), tls_->ssl_config()); rc != 0) {
     throw HttpsError(describe_tls_error("TLS setup", rc));
   }
   // Also the name the agent's certificate must carry: without it mbedTLS checks no name.
-  mbedtls_ssl_set_hostname(ssl.get(), target_.host.c_str());
+  if (const int rc = mbedtls_ssl_set_hostname(ssl.get(), target_.host.c_str()); rc != 0) {
+    throw HttpsError(describe_tls_error("TLS host name " + target_.host, rc));
+  }
   mbedtls_ssl_set_bio(ssl.get(), &transport, send_with_deadline, receive_with_deadline, nullptr);
   load_session(ssl, options_.session_file);
   if (const int rc = mbedtls_ssl_handshake(ssl.get()); rc != 0) {

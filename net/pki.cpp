@@ -241,6 +241,9 @@ std::string subject_of_certificate(const fs::path& path) {
 
 IssuedFiles write_leaf(const fs::path& certificate_path, const fs::path& key_path,
                        const CertificateRequest& request, Key& ca_key, const std::string& ca_name) {
+  if (fs::exists(key_path) || fs::exists(certificate_path)) {
+    throw PkiError(certificate_path.string() + " already exists; refusing to replace it");
+  }
   auto key = Key::generate();
   const auto certificate = issue(request, *key, ca_key, ca_name);
   write_file(key_path, key->pem(), 0600);

@@ -38,21 +38,36 @@ PeerIdentity identity_of(const mbedtls_x509_crt* certificate) {
 class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(tcp::socket socket, std::shared_ptr<const TlsConfig> tls, TlsServerOptions options,
-             Handler handler, std::shared_ptr<std::atomic<std::size_t>> open)
+             Handler handler, std::shared_ptr<std::atomic<std::size_t>> open,
+             std::shared_ptr<std::atomic<std::uint64_t>> generation,
+             std::shared_ptr<std::atomic<std::size_t>> handshaking)
       : socket_(std::move(socket)),
         timer_(socket_.get_executor()),
         tls_(std::move(tls)),
         options_(std::move(options)),
         handler_(std::move(handler)),
         parser_(options_.limits),
-        open_(std::move(open)) {
+        open_(std::move(open)),
+        generation_(std::move(generation)),
+        started_generation_(generation_->load()),
+        handshaking_(std::move(handshaking)) {
     ++*open_;
+    ++*handshaking_;
+    counted_handshake_ = true;
     mbedtls_ssl_init(&ssl_);
   }
 
   ~Connection() {
     mbedtls_ssl_free(&ssl_);
+    end_handshake_count();
     --*open_;
+  }
+
+  void end_handshake_count() {
+    if (counted_handshake_) {
+      counted_handshake_ = false;
+      --*handshaking_;
+    }
   }
 
   Connection(const Connection&) = delete;
@@ -112,12 +127,20 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void arm_deadline(std::chrono::milliseconds timeout) {
+    // A cancelled wait whose handler was already queued must not close the connection: only
+    // the latest deadline counts.
+    const auto epoch = ++deadline_epoch_;
     timer_.expires_after(timeout);
-    timer_.async_wait([weak = weak_from_this()](const asio::error_code& error) {
-      if (auto self = weak.lock(); self && !error) {
+    timer_.async_wait([weak = weak_from_this(), epoch](const asio::error_code& error) {
+      if (auto self = weak.lock(); self && !error && self->deadline_epoch_ == epoch) {
         self->close();  // a slow or silent client loses its connection, not a worker
       }
     });
+  }
+
+  void disarm_deadline() {
+    ++deadline_epoch_;
+    timer_.cancel();
   }
 
   void handshake() {
@@ -128,6 +151,7 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
     if (rc != 0) {
       return close();  // no, untrusted, expired or revoked certificate; old protocol; garbage
     }
+    end_handshake_count();
     identity_ = identity_of(mbedtls_ssl_get_peer_cert(&ssl_));
     arm_deadline(options_.idle_timeout);
     read_request();
@@ -174,7 +198,18 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
     }
     auto request = parser_.take();
     keep_alive_ = request.keep_alive;
-    timer_.cancel();
+    disarm_deadline();
+    if (generation_->load() != started_generation_) {
+      // Certificates, CA or CRL were reloaded since this client was verified: it must prove
+      // itself again (its certificate may have been revoked), so no command runs here.
+      keep_alive_ = false;
+      write_response(HttpResponse{
+          .status = 503,
+          .content_type = "application/json",
+          .body = R"({"code":"unavailable","message":"certificates were reloaded; reconnect"})",
+          .headers = {}});
+      return true;
+    }
     auto respond = [self = shared_from_this()](HttpResponse response) {
       asio::post(self->socket_.get_executor(), [self, response = std::move(response)]() mutable {
         self->write_response(std::move(response));
@@ -215,7 +250,7 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
 
   void close() {
     asio::error_code ignored;
-    timer_.cancel();
+    disarm_deadline();
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
   }
@@ -234,6 +269,11 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
   std::size_t written_ = 0;
   bool keep_alive_ = true;
   bool request_started_ = false;
+  std::uint64_t deadline_epoch_ = 0;
+  std::shared_ptr<std::atomic<std::uint64_t>> generation_;
+  std::uint64_t started_generation_ = 0;
+  std::shared_ptr<std::atomic<std::size_t>> handshaking_;
+  bool counted_handshake_ = false;
 };
 
 TlsServer::TlsServer(asio::io_context& io, TlsServerOptions options,
@@ -242,6 +282,7 @@ TlsServer::TlsServer(asio::io_context& io, TlsServerOptions options,
       options_(std::move(options)),
       handler_(std::move(handler)),
       acceptor_(io),
+      accept_retry_(io),
       tls_(std::move(tls)) {}
 
 TlsServer::~TlsServer() {
@@ -264,6 +305,7 @@ std::uint16_t TlsServer::port() const {
 void TlsServer::reload(std::shared_ptr<const TlsConfig> tls) {
   std::lock_guard lock(mutex_);
   tls_ = std::move(tls);
+  ++*generation_;
 }
 
 std::shared_ptr<const TlsConfig> TlsServer::current_tls() const {
@@ -274,6 +316,7 @@ std::shared_ptr<const TlsConfig> TlsServer::current_tls() const {
 void TlsServer::stop() {
   asio::error_code ignored;
   acceptor_.close(ignored);
+  accept_retry_.cancel();
 }
 
 std::size_t TlsServer::open_connections() const {
@@ -281,22 +324,32 @@ std::size_t TlsServer::open_connections() const {
 }
 
 void TlsServer::accept() {
-  acceptor_.async_accept(asio::make_strand(io_), [this](const asio::error_code& error,
-                                                        tcp::socket socket) {
-    if (error == asio::error::operation_aborted || !acceptor_.is_open()) {
-      return;
-    }
-    if (!error) {
-      if (open_->load() >= options_.max_connections) {
-        asio::error_code ignored;
-        socket.close(ignored);  // over the limit: refuse rather than queue
-      } else {
-        std::make_shared<Connection>(std::move(socket), current_tls(), options_, handler_, open_)
-            ->start();
-      }
-    }
-    accept();
-  });
+  acceptor_.async_accept(
+      asio::make_strand(io_), [this](const asio::error_code& error, tcp::socket socket) {
+        if (error == asio::error::operation_aborted || !acceptor_.is_open()) {
+          return;
+        }
+        if (error) {
+          // e.g. out of file descriptors: retry shortly instead of spinning on the same error
+          accept_retry_.expires_after(std::chrono::milliseconds(100));
+          accept_retry_.async_wait([this](const asio::error_code& cancelled) {
+            if (!cancelled) {
+              accept();
+            }
+          });
+          return;
+        }
+        if (open_->load() >= options_.max_connections ||
+            handshaking_->load() >= options_.max_handshakes) {
+          asio::error_code ignored;
+          socket.close(ignored);  // over a limit: refuse rather than queue
+        } else {
+          std::make_shared<Connection>(std::move(socket), current_tls(), options_, handler_, open_,
+                                       generation_, handshaking_)
+              ->start();
+        }
+        accept();
+      });
 }
 
 }  // namespace garm_edge::net

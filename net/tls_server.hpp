@@ -26,6 +26,9 @@ struct TlsServerOptions {
   std::string address = "127.0.0.1";
   std::uint16_t port = 0;  // 0: any free port (see TlsServer::port)
   std::size_t max_connections = 256;
+  /// Connections still in their handshake (no certificate shown yet): kept well below
+  /// max_connections so clients without a certificate cannot take every slot.
+  std::size_t max_handshakes = 64;
   std::chrono::milliseconds handshake_timeout{std::chrono::seconds(10)};
   /// From the first byte of a request to its last: a slow client cannot hold a connection.
   std::chrono::milliseconds request_timeout{std::chrono::seconds(30)};
@@ -50,7 +53,8 @@ class TlsServer {
   /// Binds and starts accepting; throws on a bad address or a port in use.
   void start();
   std::uint16_t port() const;
-  /// New connections use `tls`; live ones finish on the config they started with.
+  /// New connections use `tls`. Live ones answer their next request with 503 and close, so
+  /// every client is verified again against the new CA and CRL.
   void reload(std::shared_ptr<const TlsConfig> tls);
   /// Stops accepting; connections in progress finish.
   void stop();
@@ -66,9 +70,14 @@ class TlsServer {
   TlsServerOptions options_;
   Handler handler_;
   asio::ip::tcp::acceptor acceptor_;
+  asio::steady_timer accept_retry_;
   mutable std::mutex mutex_;
   std::shared_ptr<const TlsConfig> tls_;
   std::shared_ptr<std::atomic<std::size_t>> open_ = std::make_shared<std::atomic<std::size_t>>(0);
+  std::shared_ptr<std::atomic<std::size_t>> handshaking_ =
+      std::make_shared<std::atomic<std::size_t>>(0);
+  std::shared_ptr<std::atomic<std::uint64_t>> generation_ =
+      std::make_shared<std::atomic<std::uint64_t>>(0);
 };
 
 }  // namespace garm_edge::net

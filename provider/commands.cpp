@@ -4,6 +4,7 @@
 #include <optional>
 #include <set>
 #include <stdexcept>
+#include <sys/stat.h>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -72,6 +73,8 @@ class Agent {
     options.connect_timeout = config_.connect_timeout;
     options.request_timeout = long_running ? config_.create_timeout : config_.request_timeout;
     if (!config_.session_dir.empty()) {
+      // Private to garm's user; a directory that cannot be made just means full handshakes.
+      ::mkdir(config_.session_dir.c_str(), 0700);
       options.session_file = config_.session_dir / (endpoint_.name + ".tls-session");
     }
     try {
@@ -183,8 +186,7 @@ class Provider {
         throw CommandFailure(1, agent->describe(response));
       }
       for (auto instance : wire::parse_provider_instance_list(response.body)) {
-        instance.provider_id = agent->name() + ":" + instance.provider_id;
-        all.push_back(wire::to_json(instance));
+        all.push_back(wire::to_json(checked_for_garm(*agent, std::move(instance))));
       }
     }
     return {0, wire::to_go_json_text(all), ""};
@@ -221,8 +223,9 @@ class Provider {
           return {{agent.get(), instance_id.substr(colon + 1)}};
         }
       }
-      throw CommandFailure(kExitNotFound,
-                           "provider ID " + instance_id + " names no configured agent");
+      // Not "not found": garm would drop its record while the VM lives on an agent this config
+      // no longer names.
+      throw CommandFailure(1, "provider ID " + instance_id + " names no configured agent");
     }
     std::vector<std::pair<Agent*, std::string>> all;
     for (const auto& agent : agents_) {
@@ -231,14 +234,21 @@ class Provider {
     return all;
   }
 
-  std::string print_instance(const Agent& agent, const std::string& body) const {
-    auto instance = wire::parse_provider_instance(body);
+  /// garm rejects an instance without name, provider ID or one of its four statuses; one bad
+  /// element fails a whole list, so refuse here with a clear message instead.
+  static wire::ProviderInstance checked_for_garm(const Agent& agent,
+                                                 wire::ProviderInstance instance) {
     if (!instance.status || !wire::is_reportable_by_provider(*instance.status) ||
-        instance.name.empty()) {
+        instance.name.empty() || instance.provider_id.empty()) {
       throw CommandFailure(1, "agent " + agent.name() + " answered an instance garm would reject");
     }
     instance.provider_id = agent.name() + ":" + instance.provider_id;
-    return wire::to_go_json_text(wire::to_json(instance));
+    return instance;
+  }
+
+  static std::string print_instance(const Agent& agent, const std::string& body) {
+    return wire::to_go_json_text(
+        wire::to_json(checked_for_garm(agent, wire::parse_provider_instance(body))));
   }
 
   const std::map<std::string, std::string>& env_;

@@ -26,6 +26,7 @@ ApiServer::ApiServer()
   net::TlsServerOptions options;
   options.handshake_timeout = std::chrono::seconds(2);
   options.request_timeout = std::chrono::seconds(2);
+  options.idle_timeout = std::chrono::seconds(2);
   server_ = std::make_unique<net::TlsServer>(
       io_, options,
       net::TlsConfig::load(net::TlsConfig::Role::server, {.ca = pki_ / "ca.crt",
@@ -50,6 +51,14 @@ ApiServer::~ApiServer() {
     thread.join();
   }
   workers_.join();
+}
+
+void ApiServer::reload_from(const std::filesystem::path& pki) {
+  server_->reload(
+      net::TlsConfig::load(net::TlsConfig::Role::server, {.ca = pki / "ca.crt",
+                                                          .crl = "",
+                                                          .certificate = pki / "agent.crt",
+                                                          .key = pki / "agent.key"}));
 }
 
 std::string ApiServer::url(const std::string& path) const {

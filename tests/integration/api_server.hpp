@@ -31,6 +31,8 @@ class ApiServer {
                      const std::string& client = "clients/garm") const;
 
   const std::filesystem::path& pki() const { return pki_; }
+  /// As SIGHUP does: the server's certificates and CA from another PKI directory.
+  void reload_from(const std::filesystem::path& pki);
   std::uint16_t port() const { return server_->port(); }
   Host& host() { return host_; }
 

@@ -184,17 +184,18 @@ TEST_CASE("failures exit non-zero with a message on stderr and nothing on stdout
   // An agent that cannot be reached is an error, never an empty list.
   TempDir dir;
   const auto unreachable = dir.path() / "provider.toml";
-  std::ofstream(unreachable)
-      << "[[agents]]\nname = \"gone\"\nurl = \"https://localhost:1\"\nca = "
-         "\"/nonexistent/ca.crt\"\n"
-      << "certificate = \"/nonexistent/c.crt\"\nkey = \"/nonexistent/c.key\"\n";
+  const auto& pki = server.pki();  // real certificates: the failure must be the connection
+  std::ofstream(unreachable) << "[[agents]]\nname = \"gone\"\nurl = \"https://localhost:1\"\n"
+                             << "ca = \"" << (pki / "ca.crt").string() << "\"\n"
+                             << "certificate = \"" << (pki / "clients/garm.crt").string() << "\"\n"
+                             << "key = \"" << (pki / "clients/garm.key").string() << "\"\n";
   const auto list = run_like_garm(kProvider, {{"GARM_COMMAND", "ListInstances"},
                                               {"GARM_POOL_ID", kPool},
                                               {"GARM_CONTROLLER_ID", kController},
                                               {"GARM_PROVIDER_CONFIG_FILE", unreachable.string()}});
   CHECK(list.exit_code != 0);
   CHECK(list.out.empty());
-  CHECK_FALSE(list.err.empty());
+  CHECK_THAT(list.err, Catch::Contains("cannot connect to localhost:1"));
 }
 
 TEST_CASE("the TLS session is kept 0600 in the configured directory and reused", "[provider]") {
@@ -205,5 +206,17 @@ TEST_CASE("the TLS session is kept 0600 in the configured directory and reused",
   REQUIRE(std::filesystem::exists(session));
   CHECK((std::filesystem::status(session).permissions() & std::filesystem::perms::all) ==
         (std::filesystem::perms::owner_read | std::filesystem::perms::owner_write));
-  CHECK(garm.run("GetInstance", {{"GARM_INSTANCE_ID", "garm-none"}}).exit_code == 30);  // resumes
+  CHECK(garm.run("GetInstance", {{"GARM_INSTANCE_ID", "garm-none"}}).exit_code ==
+        30);  // with the saved session
+}
+
+TEST_CASE("a provider ID naming an agent the config does not know is an error, not 'gone'",
+          "[provider]") {
+  ApiServer server;
+  const Garm garm(server);
+  const auto deleted =
+      garm.run("DeleteInstance",
+               {{"GARM_INSTANCE_ID", "retired-host:0b6f5b8e-3a52-4c8e-9c1f-2a3b4c5d6e7f"}});
+  CHECK(deleted.exit_code == 1);  // 30 would make garm forget a VM that may still run
+  CHECK_THAT(deleted.err, Catch::Contains("names no configured agent"));
 }
