@@ -53,10 +53,10 @@ ApiServer::~ApiServer() {
   workers_.join();
 }
 
-void ApiServer::reload_from(const std::filesystem::path& pki) {
+void ApiServer::reload_from(const std::filesystem::path& pki, const std::filesystem::path& crl) {
   server_->reload(
       net::TlsConfig::load(net::TlsConfig::Role::server, {.ca = pki / "ca.crt",
-                                                          .crl = "",
+                                                          .crl = crl,
                                                           .certificate = pki / "agent.crt",
                                                           .key = pki / "agent.key"}));
 }

@@ -31,8 +31,8 @@ class ApiServer {
                      const std::string& client = "clients/garm") const;
 
   const std::filesystem::path& pki() const { return pki_; }
-  /// As SIGHUP does: the server's certificates and CA from another PKI directory.
-  void reload_from(const std::filesystem::path& pki);
+  /// As SIGHUP does: the server's certificates and CA from a PKI directory, and a CRL.
+  void reload_from(const std::filesystem::path& pki, const std::filesystem::path& crl = "");
   std::uint16_t port() const { return server_->port(); }
   Host& host() { return host_; }
 
