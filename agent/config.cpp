@@ -391,4 +391,34 @@ AgentConfig load_agent_config(const std::filesystem::path& path) {
   return parse_agent_config(text.str(), path.string());
 }
 
+std::string agent_config_json_schema() {
+  return R"json({"$schema":"http://json-schema.org/draft-07/schema#","title":"garm-edge-agent config (TOML)",)json"
+         R"json("type":"object","required":["images","flavors"],"additionalProperties":false,"properties":{)json"
+         R"json("agent":{"type":"object","additionalProperties":false,"properties":{"id":{"type":"string"},)json"
+         R"json("state_dir":{"type":"string"},"max_concurrent_creates":{"type":"integer","minimum":1,"maximum":1024},)json"
+         R"json("reconcile_interval_seconds":{"type":"integer","minimum":5,"maximum":86400},)json"
+         R"json("stop_grace_seconds":{"type":"integer","minimum":0,"maximum":3600}}},)json"
+         R"json("libvirt":{"type":"object","additionalProperties":false,"properties":{"uri":{"type":"string"},)json"
+         R"json("virt_type":{"enum":["auto","kvm","qemu","test"]},)json"
+         R"json("call_timeout_seconds":{"type":"integer","minimum":1,"maximum":3600},)json"
+         R"json("workers":{"type":"integer","minimum":1,"maximum":64},"storage_pool":{"type":"string"},)json"
+         R"json("network":{"type":"string"}}},)json"
+         R"json("api":{"type":"object","additionalProperties":false,"required":["ca","certificate","key","clients"],)json"
+         R"json("properties":{"address":{"type":"string"},"port":{"type":"integer","minimum":0,"maximum":65535},)json"
+         R"json("ca":{"type":"string"},"crl":{"type":"string"},"certificate":{"type":"string"},"key":{"type":"string"},)json"
+         R"json("max_connections":{"type":"integer","minimum":1},"workers":{"type":"integer","minimum":1,"maximum":256},)json"
+         R"json("clients":{"type":"array","minItems":1,"items":{"type":"object","additionalProperties":false,)json"
+         R"json("required":["identity","controllers"],"properties":{"identity":{"type":"string"},)json"
+         R"json("controllers":{"type":"array","minItems":1,"items":{"type":"string"}}}}}}},)json"
+         R"json("images":{"type":"array","minItems":1,"items":{"type":"object","additionalProperties":false,)json"
+         R"json("required":["name"],"properties":{"name":{"type":"string"},"base_volume":{"type":"string"},)json"
+         R"json("base_path":{"type":"string"},"base_format":{"enum":["qcow2","raw"]},)json"
+         R"json("os_type":{"enum":["linux","windows"]},"os_name":{"type":"string"},"os_version":{"type":"string"},)json"
+         R"json("arch":{"enum":["amd64","arm64","arm"]}}}},)json"
+         R"json("flavors":{"type":"array","minItems":1,"items":{"type":"object","additionalProperties":false,)json"
+         R"json("required":["name"],"properties":{"name":{"type":"string"},)json"
+         R"json("vcpus":{"type":"integer","minimum":1,"maximum":512},)json"
+         R"json("memory_mib":{"type":"integer","minimum":64},"disk_gib":{"type":"integer","minimum":1}}}}}})json";
+}
+
 }  // namespace garm_edge::agent

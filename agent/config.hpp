@@ -92,4 +92,7 @@ struct AgentConfig {
 AgentConfig parse_agent_config(std::string_view toml_text, const std::string& source_name);
 AgentConfig load_agent_config(const std::filesystem::path& path);
 
+/// The JSON Schema of agent.toml (served at /v1/schemas/config).
+std::string agent_config_json_schema();
+
 }  // namespace garm_edge::agent

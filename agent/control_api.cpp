@@ -267,6 +267,13 @@ net::HttpResponse ControlApi::route(const net::HttpRequest& request, const net::
                         .body = wire::extra_specs_json_schema(),
                         .headers = {}};
   }
+  if (p.size() == 3 && method == "GET" && p[1] == "schemas" && p[2] == "config") {
+    route_name = "schemas";
+    return HttpResponse{.status = 200,
+                        .content_type = "application/schema+json",
+                        .body = agent_config_json_schema(),
+                        .headers = {}};
+  }
   if (p.size() >= 3 && p[1] == "controllers") {
     const auto& controller = p[2];
     wire::validate_uuid(controller, "controller ID in the path");
@@ -325,6 +332,19 @@ net::HttpResponse ControlApi::controller_route(const net::HttpRequest& request,
       service_.stop(controller, p[4], query_flag(request, "force"));
     }
     return json_response(200, {{"ok", true}});
+  }
+  if (p.size() == 5 && p[3] == "pools" && p[4] == "validate" && method == "POST") {
+    route_name = "validate_pool";
+    const auto pool = wire::parse_json_text(request.body, "pool");
+    const wire::ObjectReader in(pool, "");
+    const auto* extra_specs = in.find("extra_specs");
+    service_.validate_pool(in.required_string("image"), in.required_string("flavor"),
+                           in.enum_value<wire::OsType>("os_type"),
+                           in.enum_value<wire::OsArch>("arch"),
+                           extra_specs != nullptr && !extra_specs->is_null()
+                               ? std::optional<nlohmann::json>(*extra_specs)
+                               : std::nullopt);
+    return json_response(200, {{"valid", true}});
   }
   if (p.size() == 6 && p[3] == "pools" && p[5] == "instances" && method == "GET") {
     route_name = "list";

@@ -7,6 +7,7 @@
 #include "common/text.hpp"
 #include "hypervisor/domain_xml.hpp"
 #include "wire/error.hpp"
+#include "wire/schemas.hpp"
 #include "wire/validate.hpp"
 
 namespace garm_edge::agent {
@@ -183,30 +184,7 @@ InstanceService::CreatePlan InstanceService::plan_create(std::string_view contro
                                                          const wire::BootstrapInstance& b) {
   wire::validate_uuid(controller_id, "controller_id");
   wire::validate_bootstrap(b);
-  const auto* image = config_.find_image(b.image);
-  if (image == nullptr) {
-    throw ServiceError(
-        Code::invalid_argument,
-        "unknown image \"" + b.image + "\"; this agent offers: " + names_of(config_.images));
-  }
-  const auto* flavor = config_.find_flavor(b.flavor);
-  if (flavor == nullptr) {
-    throw ServiceError(
-        Code::invalid_argument,
-        "unknown flavor \"" + b.flavor + "\"; this agent offers: " + names_of(config_.flavors));
-  }
-  if (b.arch && *b.arch != image->arch) {
-    throw ServiceError(Code::invalid_argument, "image \"" + image->name + "\" is " +
-                                                   std::string(wire::to_string(image->arch)) +
-                                                   " but the pool asks for " +
-                                                   std::string(wire::to_string(*b.arch)));
-  }
-  if (b.os_type && *b.os_type != wire::OsType::unknown && *b.os_type != image->os_type) {
-    throw ServiceError(Code::invalid_argument, "image \"" + image->name + "\" is " +
-                                                   std::string(wire::to_string(image->os_type)) +
-                                                   " but the pool asks for " +
-                                                   std::string(wire::to_string(*b.os_type)));
-  }
+  const auto [image, flavor] = fit_pool(b.image, b.flavor, b.os_type, b.arch);
 
   CreatePlan plan;
   auto& r = plan.record;
@@ -243,6 +221,52 @@ InstanceService::CreatePlan InstanceService::plan_create(std::string_view contro
   }
   plan.domain.tags = tags_for(r);
   return plan;
+}
+
+std::pair<const ImageConfig*, const FlavorConfig*> InstanceService::fit_pool(
+    const std::string& image_name, const std::string& flavor_name,
+    std::optional<wire::OsType> os_type, std::optional<wire::OsArch> arch) const {
+  const auto* image = config_.find_image(image_name);
+  if (image == nullptr) {
+    throw ServiceError(
+        Code::invalid_argument,
+        "unknown image \"" + image_name + "\"; this agent offers: " + names_of(config_.images));
+  }
+  const auto* flavor = config_.find_flavor(flavor_name);
+  if (flavor == nullptr) {
+    throw ServiceError(
+        Code::invalid_argument,
+        "unknown flavor \"" + flavor_name + "\"; this agent offers: " + names_of(config_.flavors));
+  }
+  if (arch && *arch != image->arch) {
+    throw ServiceError(Code::invalid_argument, "image \"" + image->name + "\" is " +
+                                                   std::string(wire::to_string(image->arch)) +
+                                                   " but the pool asks for " +
+                                                   std::string(wire::to_string(*arch)));
+  }
+  if (os_type && *os_type != wire::OsType::unknown && *os_type != image->os_type) {
+    throw ServiceError(Code::invalid_argument, "image \"" + image->name + "\" is " +
+                                                   std::string(wire::to_string(image->os_type)) +
+                                                   " but the pool asks for " +
+                                                   std::string(wire::to_string(*os_type)));
+  }
+  return {image, flavor};
+}
+
+void InstanceService::validate_pool(const std::string& image_name, const std::string& flavor_name,
+                                    std::optional<wire::OsType> os_type,
+                                    std::optional<wire::OsArch> arch,
+                                    const std::optional<nlohmann::json>& extra_specs) {
+  guarded("validate pool", [&] {
+    wire::validate_resource_name(image_name, "image");
+    wire::validate_resource_name(flavor_name, "flavor");
+    wire::validate_extra_specs(extra_specs);
+    if (extra_specs) {
+      wire::validate_extra_spec_keys(*extra_specs);
+    }
+    const auto [image, flavor] = fit_pool(image_name, flavor_name, os_type, arch);
+    base_image_path(*image);  // the base image must be there, not only named in the config
+  });
 }
 
 std::string InstanceService::base_image_path(const ImageConfig& image) {

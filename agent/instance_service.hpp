@@ -70,6 +70,12 @@ class InstanceService {
   DryRunResult dry_run_create(std::string_view controller_id,
                               const wire::BootstrapInstance& bootstrap);
 
+  /// Would a pool with this image, flavor and extra specs work here? Throws invalid_argument
+  /// naming what would not.
+  void validate_pool(const std::string& image, const std::string& flavor,
+                     std::optional<wire::OsType> os_type, std::optional<wire::OsArch> arch,
+                     const std::optional<nlohmann::json>& extra_specs);
+
   /// `instance` is a provider ID or a garm instance name.
   std::optional<wire::ProviderInstance> get(std::string_view controller_id,
                                             std::string_view instance);
@@ -103,6 +109,9 @@ class InstanceService {
   std::optional<wire::ProviderInstance> reuse_existing(const CreatePlan& plan);
   wire::ProviderInstance run_create(CreatePlan& plan);
   std::string base_image_path(const ImageConfig& image);
+  std::pair<const ImageConfig*, const FlavorConfig*> fit_pool(
+      const std::string& image, const std::string& flavor, std::optional<wire::OsType> os_type,
+      std::optional<wire::OsArch> arch) const;
 
   /// What a provider ID or instance name refers to. `uuid` is set when the reference was a
   /// provider ID, so the instance can be re-checked once its lock is held.

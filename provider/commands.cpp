@@ -271,14 +271,10 @@ Outcome validate_pool_info(const std::map<std::string, std::string>& env) {
     return {0, "", ""};
   }
   wire::validate_extra_specs(specs);
-  static const std::set<std::string> kKnown = {"runner_install_template", "pre_install_scripts",
-                                               "extra_context",           "enable_boot_debug",
-                                               "disable_updates",         "extra_packages"};
-  for (const auto& [key, value] : specs.items()) {
-    if (kKnown.count(key) == 0) {
-      throw CommandFailure(
-          1, "extra_specs: unknown key \"" + key + "\" (see GetExtraSpecsJSONSchema)");
-    }
+  try {
+    wire::validate_extra_spec_keys(specs);
+  } catch (const wire::WireError& e) {
+    throw CommandFailure(1, e.what());
   }
   return {0, "", ""};
 }

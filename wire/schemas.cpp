@@ -1,5 +1,9 @@
 #include "wire/schemas.hpp"
 
+#include <set>
+
+#include "wire/error.hpp"
+
 namespace garm_edge::wire {
 
 std::string extra_specs_json_schema() {
@@ -9,6 +13,20 @@ std::string extra_specs_json_schema() {
          R"("extra_context":{"type":"object","additionalProperties":{"type":"string"}},)"
          R"("enable_boot_debug":{"type":"boolean"},"disable_updates":{"type":"boolean"},)"
          R"("extra_packages":{"type":"array","items":{"type":"string"}}},"additionalProperties":false})";
+}
+
+void validate_extra_spec_keys(const nlohmann::json& extra_specs) {
+  static const std::set<std::string> kKnown = {"runner_install_template", "pre_install_scripts",
+                                               "extra_context",           "enable_boot_debug",
+                                               "disable_updates",         "extra_packages"};
+  if (!extra_specs.is_object()) {
+    return;
+  }
+  for (const auto& [key, value] : extra_specs.items()) {
+    if (kKnown.count(key) == 0) {
+      throw WireError("extra_specs." + key, "unknown key (see the extra-specs JSON schema)");
+    }
+  }
 }
 
 }  // namespace garm_edge::wire

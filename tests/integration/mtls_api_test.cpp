@@ -2,6 +2,7 @@
 #include <thread>
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include "integration/api_server.hpp"
 #include "integration/test_support.hpp"
@@ -181,4 +182,31 @@ TEST_CASE("a reload switches CA and certificates without a restart", "[api][mtls
                   (next / "clients/garm.crt").string() + " --key " +
                   (next / "clients/garm.key").string() + " " + server.url("/healthz"));
   CHECK(renewed.output == R"({"status":"ok"})");
+}
+
+TEST_CASE("pool validation and the published schemas", "[api][mtls]") {
+  ApiServer server;
+  const auto validate = [&server](const std::string& body) {
+    TempDir dir;
+    std::ofstream(dir.path() / "pool.json") << body;
+    return server.curl("-w ' %{http_code}' -X POST --data-binary @" +
+                       (dir.path() / "pool.json").string() + " " +
+                       controller_url(server, "/pools/validate"));
+  };
+  CHECK_THAT(
+      validate(
+          R"({"image":"debian-12","flavor":"small","arch":"amd64","extra_specs":{"enable_boot_debug":true}})")
+          .output,
+      Catch::Contains("\"valid\":true") && Catch::EndsWith(" 200"));
+  CHECK_THAT(validate(R"({"image":"debian-12","flavor":"huge"})").output,
+             Catch::Contains("unknown flavor \\\"huge\\\"") && Catch::EndsWith(" 400"));
+  CHECK_THAT(validate(R"({"image":"debian-12","flavor":"small","arch":"arm64"})").output,
+             Catch::Contains("is amd64 but the pool asks for arm64") && Catch::EndsWith(" 400"));
+  CHECK_THAT(validate(R"({"image":"debian-12","flavor":"small","extra_specs":{"typo":1}})").output,
+             Catch::Contains("extra_specs.typo") && Catch::EndsWith(" 400"));
+  for (const auto* schema : {"/v1/schemas/config", "/v1/schemas/extra-specs"}) {
+    INFO(schema);
+    const auto text = server.curl(server.url(schema));
+    CHECK(nlohmann::json::parse(text.output)["type"] == "object");
+  }
 }
