@@ -35,6 +35,18 @@ std::string describe_tls_error(const std::string& what, int code) {
   return what + ": " + text;
 }
 
+bool TlsConfig::accepts(const mbedtls_x509_crt* peer) const {
+  if (peer == nullptr) {
+    return false;
+  }
+  uint32_t flags = 0;
+  // mbedtls_x509_crt_verify does not modify the chain or CRL it is given.
+  auto* ca = const_cast<mbedtls_x509_crt*>(&ca_);
+  auto* crl = crl_.version != 0 ? const_cast<mbedtls_x509_crl*>(&crl_) : nullptr;
+  return mbedtls_x509_crt_verify(const_cast<mbedtls_x509_crt*>(peer), ca, crl, nullptr, &flags,
+                                 nullptr, nullptr) == 0;
+}
+
 TlsConfig::TlsConfig() {
   mbedtls_ssl_config_init(&config_);
   mbedtls_x509_crt_init(&ca_);

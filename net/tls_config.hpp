@@ -42,6 +42,8 @@ class TlsConfig {
   TlsConfig& operator=(const TlsConfig&) = delete;
 
   const mbedtls_ssl_config* ssl_config() const { return &config_; }
+  /// Would `peer` pass this config's CA and CRL? For connections verified under an older config.
+  bool accepts(const mbedtls_x509_crt* peer) const;
 
  private:
   TlsConfig();

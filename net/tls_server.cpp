@@ -40,7 +40,8 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
   Connection(tcp::socket socket, std::shared_ptr<const TlsConfig> tls, TlsServerOptions options,
              Handler handler, std::shared_ptr<std::atomic<std::size_t>> open,
              std::shared_ptr<std::atomic<std::uint64_t>> generation,
-             std::shared_ptr<std::atomic<std::size_t>> handshaking)
+             std::shared_ptr<std::atomic<std::size_t>> handshaking,
+             std::function<std::shared_ptr<const TlsConfig>()> current_tls)
       : socket_(std::move(socket)),
         timer_(socket_.get_executor()),
         tls_(std::move(tls)),
@@ -50,7 +51,8 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
         open_(std::move(open)),
         generation_(std::move(generation)),
         started_generation_(generation_->load()),
-        handshaking_(std::move(handshaking)) {
+        handshaking_(std::move(handshaking)),
+        current_tls_(std::move(current_tls)) {
     ++*open_;
     ++*handshaking_;
     counted_handshake_ = true;
@@ -199,14 +201,12 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
     auto request = parser_.take();
     keep_alive_ = request.keep_alive;
     disarm_deadline();
-    if (generation_->load() != started_generation_) {
-      // Certificates, CA or CRL were reloaded since this client was verified: it must prove
-      // itself again (its certificate may have been revoked), so no command runs here.
+    if (!still_trusted()) {
       keep_alive_ = false;
       write_response(HttpResponse{
-          .status = 503,
+          .status = 403,
           .content_type = "application/json",
-          .body = R"({"code":"unavailable","message":"certificates were reloaded; reconnect"})",
+          .body = R"({"code":"forbidden","message":"the client certificate is no longer trusted"})",
           .headers = {}});
       return true;
     }
@@ -216,6 +216,20 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
       });
     };
     handler_(std::move(request), identity_, std::move(respond));
+    return true;
+  }
+
+  /// After a reload (new CA or CRL), a live connection keeps working only while its client's
+  /// certificate passes the new config: no dropped connections, and no revoked client served.
+  bool still_trusted() {
+    const auto generation = generation_->load();
+    if (generation == started_generation_) {
+      return true;
+    }
+    if (!current_tls_()->accepts(mbedtls_ssl_get_peer_cert(&ssl_))) {
+      return false;
+    }
+    started_generation_ = generation;
     return true;
   }
 
@@ -273,6 +287,7 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
   std::shared_ptr<std::atomic<std::uint64_t>> generation_;
   std::uint64_t started_generation_ = 0;
   std::shared_ptr<std::atomic<std::size_t>> handshaking_;
+  std::function<std::shared_ptr<const TlsConfig>()> current_tls_;
   bool counted_handshake_ = false;
 };
 
@@ -283,7 +298,9 @@ TlsServer::TlsServer(asio::io_context& io, TlsServerOptions options,
       handler_(std::move(handler)),
       acceptor_(io),
       accept_retry_(io),
-      tls_(std::move(tls)) {}
+      tls_(std::make_shared<CurrentTls>()) {
+  tls_->tls = std::move(tls);
+}
 
 TlsServer::~TlsServer() {
   stop();
@@ -303,14 +320,15 @@ std::uint16_t TlsServer::port() const {
 }
 
 void TlsServer::reload(std::shared_ptr<const TlsConfig> tls) {
-  std::lock_guard lock(mutex_);
-  tls_ = std::move(tls);
+  {
+    std::lock_guard lock(tls_->mutex);
+    tls_->tls = std::move(tls);
+  }
   ++*generation_;
 }
 
 std::shared_ptr<const TlsConfig> TlsServer::current_tls() const {
-  std::lock_guard lock(mutex_);
-  return tls_;
+  return tls_->get();
 }
 
 void TlsServer::stop() {
@@ -345,7 +363,8 @@ void TlsServer::accept() {
           socket.close(ignored);  // over a limit: refuse rather than queue
         } else {
           std::make_shared<Connection>(std::move(socket), current_tls(), options_, handler_, open_,
-                                       generation_, handshaking_)
+                                       generation_, handshaking_,
+                                       [current = tls_] { return current->get(); })
               ->start();
         }
         accept();

@@ -53,8 +53,8 @@ class TlsServer {
   /// Binds and starts accepting; throws on a bad address or a port in use.
   void start();
   std::uint16_t port() const;
-  /// New connections use `tls`. Live ones answer their next request with 503 and close, so
-  /// every client is verified again against the new CA and CRL.
+  /// New connections use `tls`. Live ones stay open; before their next request the client's
+  /// certificate is checked against the new CA and CRL, and one that fails gets 403 and is closed.
   void reload(std::shared_ptr<const TlsConfig> tls);
   /// Stops accepting; connections in progress finish.
   void stop();
@@ -71,8 +71,16 @@ class TlsServer {
   Handler handler_;
   asio::ip::tcp::acceptor acceptor_;
   asio::steady_timer accept_retry_;
-  mutable std::mutex mutex_;
-  std::shared_ptr<const TlsConfig> tls_;
+  /// The current config, shared with connections (which may outlive the server).
+  struct CurrentTls {
+    std::mutex mutex;
+    std::shared_ptr<const TlsConfig> tls;
+    std::shared_ptr<const TlsConfig> get() {
+      std::lock_guard lock(mutex);
+      return tls;
+    }
+  };
+  std::shared_ptr<CurrentTls> tls_ = std::make_shared<CurrentTls>();
   std::shared_ptr<std::atomic<std::size_t>> open_ = std::make_shared<std::atomic<std::size_t>>(0);
   std::shared_ptr<std::atomic<std::size_t>> handshaking_ =
       std::make_shared<std::atomic<std::size_t>>(0);

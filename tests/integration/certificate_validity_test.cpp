@@ -1,4 +1,5 @@
 #include <fstream>
+#include <thread>
 
 #include <catch2/catch.hpp>
 
@@ -65,4 +66,36 @@ TEST_CASE("a revoked client is refused after a CRL reload, even resuming a saved
   CHECK(server.curl(server.url("/healthz")).exit_code != 0);
   CHECK(server.curl(server.url("/healthz"), "clients/stranger").output ==
         R"({"status":"ok"})");  // not revoked
+}
+
+TEST_CASE("a reload keeps live connections of trusted clients and stops revoked ones",
+          "[api][mtls][certificates]") {
+  const bool revoke_this_client = GENERATE(false, true);
+  INFO((revoke_this_client ? "the connected client is revoked" : "another client is revoked"));
+  ApiServer server;
+  TempDir dir;
+  const auto& pki = server.pki();
+  // One keep-alive connection: a request, a pause during which the server reloads, another.
+  const std::string request = "GET /healthz HTTP/1.1\\r\\nHost: localhost\\r\\n\\r\\n";
+  CommandResult session;
+  std::thread client([&] {
+    session = run_command("(printf '" + request + "'; sleep 1.2; printf '" + request +
+                          "'; sleep 1) | timeout 10 openssl s_client -quiet -connect 127.0.0.1:" +
+                          std::to_string(server.port()) + " -cert " +
+                          (pki / "clients/garm.crt").string() + " -key " +
+                          (pki / "clients/garm.key").string());
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  OpenSslCa ca(pki, dir.path() / "ca");
+  ca.revoke(pki / (revoke_this_client ? "clients/garm.crt" : "clients/stranger.crt"));
+  server.reload_from(pki, ca.crl());
+  client.join();
+  const auto first = session.output.find("HTTP/1.1 200");
+  REQUIRE(first != std::string::npos);
+  const auto second = session.output.substr(first + 1);
+  if (revoke_this_client) {
+    CHECK_THAT(second, Catch::Contains("HTTP/1.1 403") && Catch::Contains("no longer trusted"));
+  } else {
+    CHECK_THAT(second, Catch::Contains("HTTP/1.1 200"));  // the same connection, still served
+  }
 }
