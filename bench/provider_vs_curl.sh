@@ -9,15 +9,6 @@ set -euo pipefail
 build=$(cd "$1" && pwd)
 runs=${2:-41}
 uri=test:///default
-agent=$build/agent/garm-edge-agent
-provider=$build/provider/garm-provider-edge
-work=$(mktemp -d /tmp/garm-edge-bench.XXXXXX)
-agent_pid=
-cleanup() {
-  [ -n "$agent_pid" ] && kill "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
 announce() { :; }
 # shellcheck source=../scripts/lib/agent-fixture.sh
 . "$(dirname "$0")/../scripts/lib/agent-fixture.sh" > /dev/null

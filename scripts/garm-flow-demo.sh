@@ -6,15 +6,6 @@
 set -euo pipefail
 build=$(cd "$1" && pwd)
 uri=${2:-test:///default}
-agent=$build/agent/garm-edge-agent
-provider=$build/provider/garm-provider-edge
-work=$(mktemp -d /tmp/garm-edge-flow.XXXXXX)
-agent_pid=
-cleanup() {
-  [ -n "$agent_pid" ] && kill "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
 
 step() { printf '\n== %s\n' "$*"; }
 announce() { step "$@"; }

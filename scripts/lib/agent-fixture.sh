@@ -1,6 +1,17 @@
 # Sourced by the demo and the benchmark: certificates from `pki init`, an agent serving its mTLS
-# API on a free loopback port over libvirt URI $uri, and a provider config for it. Expects $agent,
-# $work and $uri; sets $controller, $pool, $port, $agent_pid and writes $work/provider.toml.
+# API on a free loopback port over libvirt URI $uri, and a provider config for it. Expects $build
+# (a build directory), $uri and an `announce` function; sets $agent, $provider, $work (removed
+# on exit, with the agent stopped), $controller, $pool and $port, and writes $work/provider.toml.
+
+agent=$build/agent/garm-edge-agent
+provider=$build/provider/garm-provider-edge
+work=$(mktemp -d /tmp/garm-edge.XXXXXX)
+agent_pid=
+cleanup() {
+  [ -n "$agent_pid" ] && kill "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
 
 controller=9dcf590a-1192-4a9c-b3e4-e0902974c2c0
 pool=0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0
