@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config clang-format clang libclang-rt-14-dev
-  openssl curl
+  openssl curl cloud-init shellcheck
   libvirt-dev libasio-dev nlohmann-json3-dev libmbedtls-dev catch2
   libtomlplusplus-dev libpugixml-dev
 )

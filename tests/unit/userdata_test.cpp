@@ -1,0 +1,778 @@
+#include "userdata/userdata.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <catch2/catch.hpp>
+
+#include "common/temp_dir.hpp"
+#include "support/run_command.hpp"
+#include "wire/base64.hpp"
+
+using namespace garm_edge;
+using namespace garm_edge::userdata;
+using garm_edge::testing::run_command;
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+namespace {
+
+// cloud-init's own interpreter, so the YAML is read by the PyYAML cloud-init uses.
+const std::string kPython = "/usr/bin/python3";
+const std::string kGarmCallbackUrl = "https://garm.example.com/api/v1/callbacks";
+const std::string kGarmMetadataUrl = "https://garm.example.com/api/v1/metadata";
+const GuestEndpoints kRelayEndpoints = {"http://192.168.122.1:8775/guest/cb",
+                                        "http://192.168.122.1:8775/guest/md"};
+
+/// Values that would break out of YAML, sh or PowerShell if anything reached them unquoted.
+const std::string kHostile =
+    "it's \"q\" `touch MARKER` $(touch MARKER) ; rm -rf / && x | y\n- [ {a: b}, *c ] # d\t"
+    "\xE2\x80\xA8 \xE2\x80\xA9 \xE2\x80\x98 \xE2\x80\x99 \xE2\x80\x9B \xEF\xBB\xBF \\n \\";
+/// The same without what a proxy URL or an ssh key may not hold (quotes, backslashes, controls).
+const std::string kHostileLine =
+    "it's `touch MARKER` $(touch MARKER) ; rm -rf / && x | y - [ {a: b}, *c ] # d "
+    "\xE2\x80\xA8 \xE2\x80\x98 \xE2\x80\x99";
+
+void write_file(const std::filesystem::path& path, const std::string& content) {
+  std::ofstream out(path, std::ios::binary);
+  out << content;
+  REQUIRE(out.good());
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream content;
+  content << in.rdbuf();
+  return content.str();
+}
+
+std::string b64(const std::string& text) {
+  return wire::base64_encode(text);
+}
+
+std::string decoded(const json& base64_text) {
+  const auto text = wire::base64_decode(base64_text.get<std::string>());
+  REQUIRE(text.has_value());
+  return *text;
+}
+
+std::string quoted(const std::filesystem::path& path) {
+  return shell_quote(path.string());
+}
+
+/// The document as cloud-init's PyYAML reads it, converted to JSON.
+json read_with_pyyaml(const std::filesystem::path& file) {
+  const std::string program =
+      "import json, sys, yaml\n"
+      "with open(sys.argv[1], encoding='utf-8') as f:\n"
+      "    print(json.dumps(yaml.safe_load(f)))\n";
+  const auto result = run_command(kPython + " -c " + shell_quote(program) + " " + quoted(file));
+  INFO(result.output);
+  REQUIRE(result.exit_code == 0);
+  return json::parse(result.output);
+}
+
+json yaml_round_trip(const std::string& yaml_text) {
+  TempDir dir;
+  write_file(dir.path() / "doc.yaml", yaml_text);
+  return read_with_pyyaml(dir.path() / "doc.yaml");
+}
+
+void require_valid_cloud_config(const std::filesystem::path& file) {
+  const auto result = run_command("cloud-init schema --config-file " + quoted(file));
+  INFO(read_file(file));
+  INFO(result.output);
+  REQUIRE(result.exit_code == 0);
+}
+
+void require_shellcheck_clean(const std::filesystem::path& file) {
+  const auto syntax = run_command("bash -n " + quoted(file));
+  INFO(syntax.output);
+  REQUIRE(syntax.exit_code == 0);
+  const auto lint = run_command("shellcheck --shell=bash " + quoted(file));  // style and up
+  INFO(lint.output);
+  REQUIRE(lint.exit_code == 0);
+}
+
+std::string certificate_pem(const std::string& payload) {
+  return "-----BEGIN CERTIFICATE-----\n" + b64(payload) + "\n-----END CERTIFICATE-----\n";
+}
+
+/// garm's linux_wrapper.tmpl as garm renders it (URLs, token and proxy already substituted).
+const std::string kGarmWrapper = R"bash(#!/bin/bash
+set -ex
+set -o pipefail
+CALLBACK_URL="https://garm.example.com/api/v1/callbacks"
+METADATA_URL="https://garm.example.com/api/v1/metadata/"
+BEARER_TOKEN="eyJhbGciOiJIUzI1NiIs"
+function call() {
+  curl --retry 5 --fail -s -X POST -d "$1" -H "Authorization: Bearer ${BEARER_TOKEN}" "${CALLBACK_URL}/status"
+}
+HTTP_CODE=$(curl -s -w "%{http_code}" -o /tmp/real-install.sh -H "Authorization: Bearer ${BEARER_TOKEN}" "${METADATA_URL}install-script/")
+[ "$HTTP_CODE" = 200 ] || call '{"status":"failed","message":"failed to fetch install script"}'
+bash /tmp/real-install.sh
+)bash";
+
+wire::RunnerApplicationDownload runner_download(const std::string& os, const std::string& arch,
+                                                const std::string& filename,
+                                                const std::string& base_url = "https://example/",
+                                                const std::string& sha256 = "") {
+  wire::RunnerApplicationDownload tool;
+  tool.os = os;
+  tool.architecture = arch;
+  tool.filename = filename;
+  tool.download_url = base_url + filename;
+  if (!sha256.empty()) {
+    tool.sha256_checksum = sha256;
+  }
+  return tool;
+}
+
+wire::BootstrapInstance garm_bootstrap() {
+  wire::BootstrapInstance bootstrap;
+  bootstrap.name = "garm-2xkq8mfj3d0a";
+  const std::string releases = "https://github.com/actions/runner/releases/download/v2.330.0/";
+  bootstrap.tools = std::vector<wire::RunnerApplicationDownload>{
+      runner_download("osx", "x64", "actions-runner-osx-x64-2.330.0.tar.gz", releases),
+      runner_download("linux", "x64", "actions-runner-linux-x64-2.330.0.tar.gz", releases,
+                      std::string(64, 'a')),
+      runner_download("win", "x64", "actions-runner-win-x64-2.330.0.zip", releases,
+                      std::string(64, 'B'))};
+  bootstrap.repo_url = "https://github.com/myorg/myrepo";
+  bootstrap.callback_url = kGarmCallbackUrl;
+  bootstrap.metadata_url = kGarmMetadataUrl + "/";
+  bootstrap.instance_token = "eyJhbGciOiJIUzI1NiIs";
+  bootstrap.ssh_keys =
+      std::vector<std::string>{"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI ops@example"};
+  bootstrap.arch = wire::OsArch::amd64;
+  bootstrap.os_type = wire::OsType::linux;
+  bootstrap.labels = std::vector<std::string>{"self-hosted", "linux", "edge"};
+  bootstrap.pool_id = "9dcf590a-1192-4a9c-b3e4-e0902974c2c0";
+  return bootstrap;
+}
+
+/// A bootstrap with everything GetCloudInitConfig turns into cloud-config.
+wire::BootstrapInstance full_bootstrap() {
+  auto bootstrap = garm_bootstrap();
+  bootstrap.extra_specs = json{{"runner_install_template", b64(kGarmWrapper)},
+                               {"pre_install_scripts",
+                                {{"20-docker", b64("#!/bin/sh\napt-get install -y docker.io\n")},
+                                 {"10-hostname", b64("#!/bin/sh\necho edge > /etc/motd\n")}}},
+                               {"extra_packages", {"git"}}};
+  bootstrap.user_data_options.extra_packages = std::vector<std::string>{"jq", "curl"};
+  bootstrap.ca_cert_bundle =
+      certificate_pem("first certificate") + "# comment\n" + certificate_pem("second certificate");
+  bootstrap.proxy_config = {.http_proxy = "http://proxy.example:3128",
+                            .https_proxy = "http://proxy.example:3129",
+                            .no_proxy = "localhost,192.168.122.1"};
+  return bootstrap;
+}
+
+/// Runs the values block of a generated bash script (everything before the body) and returns
+/// what each named variable holds, NUL-separated output split back.
+std::vector<std::string> shell_values(const std::string& script,
+                                      const std::vector<std::string>& names,
+                                      const std::filesystem::path& dir) {
+  const auto end = script.find("# --- end of bootstrap values ---");
+  REQUIRE(end != std::string::npos);
+  write_file(dir / "values.sh", script.substr(0, end));
+  std::string print = "source " + quoted(dir / "values.sh") + " && printf '%s\\0'";
+  for (const auto& name : names) {
+    print += " \"$" + name + "\"";
+  }
+  const auto result = run_command("cd " + quoted(dir) + " && bash -c " + shell_quote(print));
+  REQUIRE(result.exit_code == 0);
+  std::vector<std::string> values;
+  std::string::size_type start = 0;
+  for (auto nul = result.output.find('\0'); nul != std::string::npos;
+       start = nul + 1, nul = result.output.find('\0', start)) {
+    values.push_back(result.output.substr(start, nul - start));
+  }
+  return values;
+}
+
+/// Reads a PowerShell single-quoted string starting at `text[at]` as PowerShell's tokenizer
+/// does: ' and U+2018..U+201B all open and close it, and each doubled is one literal character.
+/// `end` receives the position after the closing quote.
+std::string read_powershell_single_quoted(const std::string& text, std::size_t at,
+                                          std::size_t& end) {
+  const auto quote_length = [&](std::size_t i) -> std::size_t {
+    if (i >= text.size()) {
+      return 0;
+    }
+    if (text[i] == '\'') {
+      return 1;
+    }
+    const bool unicode = text.compare(i, 2, "\xE2\x80") == 0 && i + 2 < text.size() &&
+                         static_cast<unsigned char>(text[i + 2]) >= 0x98 &&
+                         static_cast<unsigned char>(text[i + 2]) <= 0x9B;
+    return unicode ? 3 : 0;
+  };
+  REQUIRE(quote_length(at) != 0);
+  std::string value;
+  for (std::size_t i = at + quote_length(at); i < text.size();) {
+    if (const auto length = quote_length(i)) {
+      if (const auto next = quote_length(i + length)) {
+        value += text.substr(i, length);  // a doubled quote stands for one
+        i += length + next;
+        continue;
+      }
+      end = i + length;
+      return value;
+    }
+    value += text[i++];
+  }
+  FAIL("unterminated PowerShell string");
+  return value;
+}
+
+/// The whole of `text` as one PowerShell single-quoted string.
+std::string read_powershell_single_quoted(const std::string& text) {
+  std::size_t end = 0;
+  auto value = read_powershell_single_quoted(text, 0, end);
+  CHECK(end == text.size());
+  return value;
+}
+
+std::string nul_joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) {
+    out += item;
+    out += '\0';
+  }
+  return out;
+}
+
+/// The value a generated PowerShell assignment `$Name = <expression>` holds.
+std::string powershell_value(const std::string& script, const std::string& name) {
+  const auto start = script.find("\n$" + name + " = ");
+  REQUIRE(start != std::string::npos);
+  const auto expression_start = start + name.size() + 5;
+  const std::string base64_prefix =
+      "([System.Text.Encoding]::UTF8.GetString([System.Convert]::FromBase64String('";
+  if (script.compare(expression_start, base64_prefix.size(), base64_prefix) == 0) {
+    const auto encoded_start = expression_start + base64_prefix.size();
+    const auto value = wire::base64_decode(
+        script.substr(encoded_start, script.find('\'', encoded_start) - encoded_start));
+    REQUIRE(value.has_value());
+    return *value;
+  }
+  std::size_t end = 0;
+  auto value = read_powershell_single_quoted(script, expression_start, end);
+  CHECK(script[end] == '\n');  // the literal is the whole expression
+  return value;
+}
+
+bool is_ascii(const std::string& text) {
+  return std::all_of(text.begin(), text.end(),
+                     [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+}
+
+}  // namespace
+
+TEST_CASE("to_yaml: PyYAML reads back exactly the document, whatever the strings hold",
+          "[userdata]") {
+  std::string controls;
+  for (int c = 1; c < 0x20; ++c) {
+    controls += static_cast<char>(c);
+  }
+  controls += "\x7F\xC2\x80\xC2\x85\xC2\x9F";  // DEL, C1 controls (NEL among them)
+  ordered_json document = {
+      {"plain", "value"},
+      {"controls", controls},
+      {"line separators", "a\xE2\x80\xA8z\xE2\x80\xA9"},
+      {"specials", "\xEF\xBB\xBF \xEF\xBF\xBE \xEF\xBF\xBF"},
+      {"hostile", kHostile},
+      {"non-BMP", "\xF0\x9F\x90\xA7 \xE2\x82\xAC \xC3\xA9"},
+      {"implicit types",
+       {"no",  "on",   "yes",  "off",   "y",          "n",        "null", "~",        "0755",
+        "1e3", "0x1f", ".inf", "1_000", "2024-01-02", "12:30:00", "",     " spaced ", "---",
+        "...", "# c",  "&a",   "*a",    "!t",         "%x",       "@x",   "`x",       "|",
+        ">",   "'",    "\"",   "{}",    "[]",         ": ",       "- x"}},
+      {"numbers", {0, -7, 4294967296, 0.5, -2.25, 1e20, 1e-7}},
+      {"booleans and null", {true, false, nullptr}},
+      {"empty", {{"array", ordered_json::array()}, {"object", ordered_json::object()}}},
+      {"nesting", {{{"a", {1, {2, 3}}}, {"b", ordered_json::array({ordered_json::array()})}}}},
+      {"yes", "a key YAML 1.1 reads as a boolean"},
+      {"key: with - [ {", "a key that needs quotes"},
+      {"", "an empty key"}};
+  const auto yaml_text = to_yaml(document);
+  INFO(yaml_text);
+  CHECK(yaml_round_trip(yaml_text) == json::parse(document.dump()));
+  CHECK_THAT(yaml_text, Catch::Contains("\"a\\u2028z\\u2029\""));
+  CHECK_THAT(yaml_text, Catch::Contains("\\x85"));
+  CHECK(yaml_text.find('\t') == std::string::npos);
+  CHECK(to_yaml(ordered_json::object()) == "{}\n");
+  CHECK(to_yaml({{"list", {"a"}}}) == "list:\n  - \"a\"\n");
+}
+
+TEST_CASE("to_yaml refuses strings that are not UTF-8 instead of writing broken YAML",
+          "[userdata]") {
+  for (const std::string bad :
+       {"\xFF", "\xC0\xAF", "\xED\xA0\x80", "\xE2\x80", "a\x80", "\xF4\x90\x80\x80"}) {
+    CHECK_THROWS_AS(to_yaml({{"key", bad}}), UserDataError);
+    CHECK_THROWS_AS(to_yaml({{bad, "value"}}), UserDataError);
+  }
+}
+
+TEST_CASE("meta-data holds instance-id and local-hostname", "[userdata]") {
+  const auto meta_data = render_meta_data("iid-9dcf590a", "garm-2xkq8mfj3d0a");
+  CHECK(yaml_round_trip(meta_data) ==
+        json{{"instance-id", "iid-9dcf590a"}, {"local-hostname", "garm-2xkq8mfj3d0a"}});
+  CHECK(yaml_round_trip(render_meta_data("a: b", "- [x]")) ==
+        json{{"instance-id", "a: b"}, {"local-hostname", "- [x]"}});
+}
+
+TEST_CASE("Linux seed: cloud-config as GetCloudInitConfig builds it, valid for cloud-init 22.4",
+          "[userdata]") {
+  const auto bootstrap = full_bootstrap();
+  const auto seed = render_seed(bootstrap, {"iid-1", bootstrap.name, kRelayEndpoints});
+  TempDir dir;
+  const auto file = dir.path() / "user-data";
+  write_file(file, seed.user_data);
+  require_valid_cloud_config(file);
+  CHECK(seed.vendor_data.empty());
+  CHECK(yaml_round_trip(seed.meta_data) ==
+        json{{"instance-id", "iid-1"}, {"local-hostname", bootstrap.name}});
+
+  const auto& text = seed.user_data;
+  REQUIRE(text.starts_with("#cloud-config\n"));
+  std::vector<std::size_t> key_positions;
+  for (const auto* key :
+       {"\nusers:", "\npackage_upgrade:", "\npackages:", "\nssh_authorized_keys:", "\nsystem_info:",
+        "\nruncmd:", "\nwrite_files:", "\nca_certs:", "\nbootcmd:"}) {
+    INFO(key);
+    REQUIRE(text.find(key) != std::string::npos);
+    key_positions.push_back(text.find(key));
+  }
+  CHECK(std::is_sorted(key_positions.begin(), key_positions.end()));  // garm's key order
+
+  const auto config = read_with_pyyaml(file);
+  CHECK(config["users"] == json{"default"});
+  CHECK(config["package_upgrade"] == true);
+  CHECK(config["packages"] == json{"curl", "tar", "jq", "git"});
+  CHECK(config["ssh_authorized_keys"] == json(*bootstrap.ssh_keys));
+  const auto& user = config["system_info"]["default_user"];
+  CHECK(user["name"] == "runner");
+  CHECK(user["home"] == "/home/runner");
+  CHECK(user["shell"] == "/bin/bash");
+  CHECK(user["sudo"] == "ALL=(ALL) NOPASSWD:ALL");
+  CHECK(user["groups"].size() == 10);
+
+  CHECK(config["runcmd"] == json{{"/garm-pre-install/10-hostname"},
+                                 {"/garm-pre-install/20-docker"},
+                                 {"rm", "-rf", "/garm-pre-install"},
+                                 {"su", "-l", "-c", "/install_runner.sh", "runner"},
+                                 {"rm", "-f", "/install_runner.sh"}});
+  const auto& files = config["write_files"];
+  REQUIRE(files.size() == 3);
+  CHECK(files[0]["path"] == "/garm-pre-install/10-hostname");
+  CHECK(decoded(files[0]["content"]) == "#!/bin/sh\necho edge > /etc/motd\n");
+  CHECK(files[1]["path"] == "/garm-pre-install/20-docker");
+  CHECK(files[2]["path"] == "/install_runner.sh");
+  for (const auto& entry : files) {
+    CHECK(entry["encoding"] == "b64");
+    CHECK(entry["owner"] == "root:root");
+    CHECK(entry["permissions"] == "0755");
+  }
+  // garm's wrapper, with garm's URLs pointed at the relay and nothing else changed.
+  std::string expected_wrapper = kGarmWrapper;
+  expected_wrapper.replace(expected_wrapper.find(kGarmCallbackUrl), kGarmCallbackUrl.size(),
+                           kRelayEndpoints.callback_url);
+  expected_wrapper.replace(expected_wrapper.find(kGarmMetadataUrl), kGarmMetadataUrl.size(),
+                           kRelayEndpoints.metadata_url);
+  CHECK(decoded(files[2]["content"]) == expected_wrapper);
+
+  CHECK(config["ca_certs"] ==
+        json{{"remove_defaults", false},
+             {"trusted",
+              {certificate_pem("first certificate") + certificate_pem("second certificate")}}});
+  REQUIRE(config["bootcmd"].size() == 1);
+  const auto& proxy_command = config["bootcmd"][0];
+  CHECK(proxy_command[5] == "http://proxy.example:3128");
+  CHECK(proxy_command[6] == "http://proxy.example:3129");
+}
+
+TEST_CASE("disabled updates: no upgrade, no default packages, extra packages still installed",
+          "[userdata]") {
+  auto bootstrap = garm_bootstrap();
+  bootstrap.user_data_options.disable_updates_on_boot = true;
+  auto config = yaml_round_trip(render_linux_cloud_config(bootstrap, "#!/bin/bash\n"));
+  CHECK(config["package_upgrade"] == false);
+  CHECK_FALSE(config.contains("packages"));
+  CHECK_FALSE(config.contains("bootcmd"));
+  CHECK_FALSE(config.contains("ca_certs"));
+
+  bootstrap.user_data_options.disable_updates_on_boot = false;
+  bootstrap.extra_specs = json{{"disable_updates", true}, {"extra_packages", {"git", "git"}}};
+  config = yaml_round_trip(render_linux_cloud_config(bootstrap, "#!/bin/bash\n"));
+  CHECK(config["package_upgrade"] == false);
+  CHECK(config["packages"] == json{"git"});
+}
+
+TEST_CASE("the proxy bootcmd writes apt's proxy file with the values exactly", "[userdata]") {
+  auto bootstrap = garm_bootstrap();
+  bootstrap.proxy_config = {.http_proxy = "http://user:p'w$(touch MARKER)`x`;@proxy:3128/ a",
+                            .https_proxy = "",
+                            .no_proxy = ""};
+  const auto config = yaml_round_trip(render_linux_cloud_config(bootstrap, "#!/bin/bash\n"));
+  REQUIRE(config["bootcmd"].size() == 1);
+  auto command = config["bootcmd"][0].get<std::vector<std::string>>();
+  REQUIRE(command.size() == 7);
+  CHECK(command[4] == "/etc/apt/apt.conf.d/95garm-edge-proxy");
+
+  TempDir dir;
+  command[4] = (dir.path() / "apt.conf.d" / "95garm-edge-proxy").string();
+  std::filesystem::create_directory(dir.path() / "apt.conf.d");
+  std::string command_line = "cd " + quoted(dir.path()) + " &&";
+  for (const auto& argument : command) {
+    command_line += " " + shell_quote(argument);
+  }
+  const auto result = run_command(command_line);
+  INFO(result.output);
+  REQUIRE(result.exit_code == 0);
+  CHECK(read_file(command[4]) ==
+        "Acquire::http::Proxy \"http://user:p'w$(touch MARKER)`x`;@proxy:3128/ a\";\n");
+  CHECK_FALSE(std::filesystem::exists(dir.path() / "MARKER"));
+
+  bootstrap.proxy_config.http_proxy = "http://proxy\";evil";
+  CHECK_THROWS_AS(render_linux_cloud_config(bootstrap, ""), UserDataError);
+  bootstrap.proxy_config.http_proxy = "http://proxy\nAcquire::x \"y\"";
+  CHECK_THROWS_AS(render_linux_cloud_config(bootstrap, ""), UserDataError);
+}
+
+TEST_CASE("the built-in Linux installer passes shellcheck in every variant", "[userdata]") {
+  auto bootstrap = garm_bootstrap();
+  TempDir dir;
+  const auto file = dir.path() / "install.sh";
+  for (const bool jit : {false, true}) {
+    bootstrap.jit_config_enabled = jit;
+    bootstrap.user_data_options.enable_boot_debug = jit;
+    bootstrap.github_runner_group = jit ? "" : "edge-group";
+    const auto script = builtin_linux_install_script(bootstrap, kRelayEndpoints);
+    INFO("jit " << jit);
+    CHECK(script.starts_with("#!/bin/bash\n"));
+    CHECK_THAT(script, Catch::Contains("sha256sum --check"));
+    CHECK_THAT(script, Catch::Contains("CALLBACK_URL='http://192.168.122.1:8775/guest/cb'"));
+    CHECK(script.find(kGarmCallbackUrl) == std::string::npos);
+    write_file(file, script);
+    require_shellcheck_clean(file);
+  }
+}
+
+TEST_CASE("hostile bootstrap values: valid cloud-config, literal values, inert scripts",
+          "[userdata]") {
+  auto bootstrap = garm_bootstrap();
+  bootstrap.name = kHostile;
+  bootstrap.repo_url = kHostile;
+  bootstrap.github_runner_group = kHostile;
+  bootstrap.instance_token = kHostile;
+  bootstrap.labels = std::vector<std::string>{kHostile, "second"};
+  bootstrap.ssh_keys = std::vector<std::string>{"ssh-ed25519 AAAA " + kHostileLine};
+  bootstrap.user_data_options.extra_packages = std::vector<std::string>{kHostile};
+  bootstrap.proxy_config = {
+      .http_proxy = "http://proxy/" + kHostileLine, .https_proxy = "", .no_proxy = kHostileLine};
+  auto& tool = (*bootstrap.tools)[1];
+  tool.download_url = "https://dl.example/" + kHostile;
+  tool.temp_download_token = kHostile;
+  const std::string hostile_name = "x'$(touch MARKER)`y` ; - [ {a: b} ] # \xE2\x80\xA8\xE2\x80\x99";
+  bootstrap.extra_specs = json{{"pre_install_scripts", {{hostile_name, b64(kHostile)}}}};
+  const GuestEndpoints endpoints = {"https://relay.example/cb/" + kHostile,
+                                    "https://relay.example/md/" + kHostile};
+
+  TempDir dir;
+  const auto seed = render_seed(bootstrap, {kHostile, kHostile, endpoints});
+  write_file(dir.path() / "user-data", seed.user_data);
+  require_valid_cloud_config(dir.path() / "user-data");
+  CHECK(yaml_round_trip(seed.meta_data) ==
+        json{{"instance-id", kHostile}, {"local-hostname", kHostile}});
+
+  const auto config = read_with_pyyaml(dir.path() / "user-data");
+  CHECK(config["packages"] == json{"curl", "tar", kHostile});
+  CHECK(config["ssh_authorized_keys"] == json(*bootstrap.ssh_keys));
+  CHECK(config["bootcmd"][0][5] == bootstrap.proxy_config.http_proxy);
+  CHECK(config["write_files"][0]["path"] == "/garm-pre-install/" + hostile_name);
+  CHECK(decoded(config["write_files"][0]["content"]) == kHostile);
+  CHECK(config["runcmd"][0] == json{"/garm-pre-install/" + hostile_name});
+  const auto script = decoded(config["write_files"][1]["content"]);
+  CHECK(script == builtin_linux_install_script(bootstrap, endpoints));
+
+  write_file(dir.path() / "install.sh", script);
+  require_shellcheck_clean(dir.path() / "install.sh");
+  const auto values = shell_values(
+      script,
+      {"RUNNER_NAME", "REPO_URL", "RUNNER_GROUP", "BEARER_TOKEN", "RUNNER_LABELS", "DOWNLOAD_URL",
+       "TEMP_DOWNLOAD_TOKEN", "HTTP_PROXY_URL", "NO_PROXY_LIST", "CALLBACK_URL"},
+      dir.path());
+  CHECK(values == std::vector<std::string>{kHostile, kHostile, kHostile, kHostile,
+                                           kHostile + ",second", tool.download_url.value(),
+                                           kHostile, bootstrap.proxy_config.http_proxy,
+                                           kHostileLine, endpoints.callback_url});
+  CHECK_FALSE(std::filesystem::exists(dir.path() / "MARKER"));
+
+  bootstrap.os_type = wire::OsType::windows;
+  const auto windows = builtin_windows_install_script(bootstrap, endpoints);
+  CHECK(is_ascii(windows));  // Windows PowerShell reads BOM-less scripts in the ANSI code page
+  CHECK(powershell_value(windows, "RunnerName") == kHostile);
+  CHECK(powershell_value(windows, "RunnerLabels") == kHostile + ",second");
+  CHECK(powershell_value(windows, "RunnerGroup") == kHostile);
+  CHECK(powershell_value(windows, "BearerToken") == kHostile);
+  CHECK(powershell_value(windows, "CallbackUrl") == endpoints.callback_url);
+  CHECK(powershell_value(windows, "DownloadUrl") ==
+        "https://github.com/actions/runner/releases/"
+        "download/v2.330.0/"
+        "actions-runner-win-x64-2.330.0.zip");
+}
+
+TEST_CASE("the built-in Linux installer reports, verifies the archive and registers the runner",
+          "[userdata]") {
+  TempDir dir;
+  const auto& root = dir.path();
+  for (const auto* sub : {"stubs", "runner/bin", "home", "log"}) {
+    std::filesystem::create_directories(root / sub);
+  }
+  // A runner archive whose config.sh and svc.sh record how they were called.
+  write_file(root / "runner/config.sh",
+             "#!/bin/bash\nprintf '%s\\0' \"$@\" > \"$LOG_DIR/config-args\"\n"
+             "printf '{\\n  \"agentId\": 42,\\n  \"agentName\": \"x\"\\n}' > .runner\n");
+  write_file(root / "runner/svc.sh", "#!/bin/bash\necho \"$*\" >> \"$LOG_DIR/svc\"\n");
+  write_file(root / "runner/bin/installdependencies.sh", "#!/bin/bash\n");
+  // curl records what the script sends and answers as garm would.
+  write_file(root / "stubs/curl", R"bash(#!/bin/bash
+url='' output='' data=''
+while [ $# -gt 0 ]; do
+  case $1 in
+    --url) url=$2; shift 2 ;;
+    --output) output=$2; shift 2 ;;
+    --data-binary) data=$2; shift 2 ;;
+    --header) cat "${2#@}" >> "$LOG_DIR/headers"; shift 2 ;;
+    -X|-H|--retry|--retry-delay) shift 2 ;;
+    *) shift ;;
+  esac
+done
+case $url in
+  */status) printf '%s\n' "$data" >> "$LOG_DIR/status" ;;
+  */system-info/) printf '%s\n' "$data" >> "$LOG_DIR/system-info" ;;
+  */runner-registration-token/) printf 'REGISTRATION-TOKEN' ;;
+  https://dl.example/*) cp "$FAKE_ARCHIVE" "$output" ;;
+  *) exit 22 ;;
+esac
+)bash");
+  write_file(root / "stubs/sudo", "#!/bin/sh\nexec \"$@\"\n");
+  REQUIRE(run_command("chmod +x " + quoted(root / "stubs/curl") + " " +
+                      quoted(root / "stubs/sudo") + " " + quoted(root / "runner") + "/*.sh " +
+                      quoted(root / "runner/bin") + "/*.sh && tar -czf " +
+                      quoted(root / "runner.tar.gz") + " -C " + quoted(root / "runner") + " .")
+              .exit_code == 0);
+  const auto checksum =
+      run_command("sha256sum " + quoted(root / "runner.tar.gz")).output.substr(0, 64);
+
+  auto bootstrap = garm_bootstrap();
+  auto& tool = (*bootstrap.tools)[1];
+  tool.download_url = "https://dl.example/runner.tar.gz?x='$(touch MARKER)\"";
+  bootstrap.name = "runner \"one\" $(touch MARKER)";
+  bootstrap.github_runner_group = "group 'g'";
+  bootstrap.proxy_config.http_proxy = "http://proxy:3128";
+  const auto run_installer = [&](const std::string& sha256) {
+    tool.sha256_checksum = sha256;
+    write_file(root / "install.sh", builtin_linux_install_script(bootstrap, kRelayEndpoints));
+    return run_command(
+        "cd " + quoted(root) + " && rm -f log/* && env HOME=" + quoted(root / "home") +
+        " PATH=" + quoted(root / "stubs") + ":\"$PATH\" LOG_DIR=" + quoted(root / "log") +
+        " FAKE_ARCHIVE=" + quoted(root / "runner.tar.gz") + " bash install.sh");
+  };
+  const auto statuses = [&] {
+    std::vector<json> out;
+    std::istringstream lines(read_file(root / "log/status"));
+    for (std::string line; std::getline(lines, line);) {
+      out.push_back(json::parse(line));  // each body must be one valid JSON document
+    }
+    return out;
+  };
+
+  SECTION("a matching archive ends with idle and the runner's agent ID") {
+    const auto result = run_installer(checksum);
+    INFO(result.output);
+    REQUIRE(result.exit_code == 0);
+    const auto reported = statuses();
+    REQUIRE(reported.size() >= 3);
+    CHECK(reported.front()["status"] == "installing");
+    CHECK(reported.front()["message"] == "downloading tools from " + *tool.download_url);
+    CHECK(reported.back() ==
+          json{{"status", "idle"}, {"message", "runner successfully installed"}, {"agent_id", 42}});
+    CHECK(json::parse(read_file(root / "log/system-info"))["agent_id"] == 42);
+    const auto config_args = read_file(root / "log/config-args");
+    CHECK(config_args == nul_joined({"--unattended", "--url", "https://github.com/myorg/myrepo",
+                                     "--token", "REGISTRATION-TOKEN", "--name", bootstrap.name,
+                                     "--labels", "self-hosted,linux,edge", "--no-default-labels",
+                                     "--ephemeral", "--runnergroup", "group 'g'"}));
+    CHECK(read_file(root / "log/svc") == "install runner\nstart\n");
+    CHECK_THAT(read_file(root / "log/headers"),
+               Catch::Contains("Authorization: Bearer " + bootstrap.instance_token));
+    CHECK_THAT(read_file(root / "home/actions-runner/.env"),
+               Catch::Contains("http_proxy=http://proxy:3128\n"));
+    CHECK_FALSE(std::filesystem::exists(root / "MARKER"));
+  }
+  SECTION("a checksum mismatch reports failed, names both sums and registers nothing") {
+    const auto result = run_installer(std::string(64, '0'));
+    INFO(result.output);
+    CHECK(result.exit_code == 1);
+    const auto reported = statuses();
+    REQUIRE_FALSE(reported.empty());
+    CHECK(reported.back()["status"] == "failed");
+    CHECK(reported.back()["message"] == "sha256 checksum mismatch for " + *tool.download_url +
+                                            ": expected " + std::string(64, '0') + ", got " +
+                                            checksum);
+    CHECK_FALSE(std::filesystem::exists(root / "log/config-args"));
+  }
+}
+
+TEST_CASE("shell_quote and powershell_quote keep every value one literal", "[userdata]") {
+  CHECK(shell_quote("") == "''");
+  CHECK(shell_quote("it's") == "'it'\\''s'");
+  CHECK_THROWS_AS(shell_quote(std::string("a\0b", 3)), UserDataError);
+
+  CHECK(powershell_quote("it's") == "'it''s'");
+  CHECK(powershell_quote("\xE2\x80\x98x\xE2\x80\x99y\xE2\x80\x9Az\xE2\x80\x9B") ==
+        "'\xE2\x80\x98\xE2\x80\x98x\xE2\x80\x99\xE2\x80\x99y\xE2\x80\x9A\xE2\x80\x9Az"
+        "\xE2\x80\x9B\xE2\x80\x9B'");
+  CHECK(powershell_quote("\xE2\x80\x9C$x\"") == "'\xE2\x80\x9C$x\"'");  // not quotes for '...'
+  CHECK_THROWS_AS(powershell_quote(std::string("a\0b", 3)), UserDataError);
+  for (const auto& value :
+       {kHostile, kHostileLine, std::string("''''"), std::string("\xE2\x80\x99")}) {
+    CHECK(read_powershell_single_quoted(powershell_quote(value)) == value);
+  }
+}
+
+TEST_CASE("rewrite_garm_urls points garm's URLs at the guest endpoints", "[userdata]") {
+  const auto bootstrap = garm_bootstrap();  // metadata URL with a trailing slash
+  const std::string text = "A=" + kGarmCallbackUrl + "\nB=" + kGarmCallbackUrl +
+                           "/status\nC=" + kGarmMetadataUrl + "/\nD=" + kGarmMetadataUrl +
+                           "/install-script/ E=" + kGarmMetadataUrl +
+                           "-other F=https://garm.example.com/api/v1/other\n";
+  CHECK(rewrite_garm_urls(text, bootstrap, kRelayEndpoints) ==
+        "A=http://192.168.122.1:8775/guest/cb\nB=http://192.168.122.1:8775/guest/cb/status\n"
+        "C=http://192.168.122.1:8775/guest/md/\nD=http://192.168.122.1:8775/guest/md/"
+        "install-script/ E=" +
+            kGarmMetadataUrl + "-other F=https://garm.example.com/api/v1/other\n");
+  // Trailing slashes on the endpoints do not double up.
+  CHECK(rewrite_garm_urls(kGarmCallbackUrl + "/status", bootstrap,
+                          {"http://relay/cb/", "http://relay/md/"}) == "http://relay/cb/status");
+  // The bootstrap's own URLs change nothing.
+  CHECK(rewrite_garm_urls(text, bootstrap, {kGarmCallbackUrl, kGarmMetadataUrl + "/"}) == text);
+  // One scan: swapping the URLs cannot rewrite a replacement again.
+  CHECK(rewrite_garm_urls(kGarmCallbackUrl + " " + kGarmMetadataUrl, bootstrap,
+                          {kGarmMetadataUrl, kGarmCallbackUrl}) ==
+        kGarmMetadataUrl + " " + kGarmCallbackUrl);
+
+  auto nested = bootstrap;  // one URL a prefix of the other, and a port that continues
+  nested.callback_url = "https://garm:80";
+  nested.metadata_url = "https://garm:80/md";
+  CHECK(rewrite_garm_urls("https://garm:80/md/x https://garm:80/status https://garm:8000/md",
+                          nested, {"http://cb", "http://md"}) ==
+        "http://md/x http://cb/status https://garm:8000/md");
+}
+
+TEST_CASE("select_tool follows util.GetTools, in garm's and GitHub's spellings", "[userdata]") {
+  auto bootstrap = garm_bootstrap();
+  CHECK(select_tool(bootstrap).filename == "actions-runner-linux-x64-2.330.0.tar.gz");
+  bootstrap.os_type = wire::OsType::windows;
+  CHECK(select_tool(bootstrap).filename == "actions-runner-win-x64-2.330.0.zip");
+
+  bootstrap.tools = std::vector<wire::RunnerApplicationDownload>{
+      runner_download("linux", "arm64", "github-arm64"),
+      runner_download("windows", "amd64", "garm-windows-amd64"),
+      runner_download("linux", "arm", "arm"), runner_download("linux", "arm64", "second-arm64")};
+  CHECK(select_tool(bootstrap).filename == "garm-windows-amd64");
+  bootstrap.os_type = wire::OsType::linux;
+  bootstrap.arch = wire::OsArch::arm64;
+  CHECK(select_tool(bootstrap).filename == "github-arm64");  // the first match wins
+  bootstrap.arch = wire::OsArch::arm;
+  CHECK(select_tool(bootstrap).filename == "arm");
+  bootstrap.arch = wire::OsArch::amd64;
+  CHECK_THROWS_AS(select_tool(bootstrap), UserDataError);
+  bootstrap.arch = wire::OsArch::i386;
+  CHECK_THROWS_AS(select_tool(bootstrap), UserDataError);
+  bootstrap.arch = wire::OsArch::arm64;
+  bootstrap.tools.reset();
+  CHECK_THROWS_AS(select_tool(bootstrap), UserDataError);
+  CHECK_THROWS_AS(builtin_linux_install_script(bootstrap, kRelayEndpoints), UserDataError);
+}
+
+TEST_CASE("install_script: garm's template when present, else the built-in installer",
+          "[userdata]") {
+  auto bootstrap = garm_bootstrap();
+  CHECK(install_script(bootstrap, kRelayEndpoints).starts_with("#!/bin/bash\n# Installs"));
+  bootstrap.os_type = wire::OsType::windows;
+  CHECK(install_script(bootstrap, kRelayEndpoints).starts_with("#ps1_sysnative\n# Installs"));
+  bootstrap.extra_specs = json{{"runner_install_template", b64("curl " + kGarmMetadataUrl + "/x")}};
+  CHECK(install_script(bootstrap, kRelayEndpoints) == "curl http://192.168.122.1:8775/guest/md/x");
+  bootstrap.extra_specs = json{{"runner_install_template", "not base64!"}};
+  CHECK_THROWS_AS(install_script(bootstrap, kRelayEndpoints), UserDataError);
+  bootstrap.extra_specs = json{{"runner_install_template", 7}};
+  CHECK_THROWS_AS(install_script(bootstrap, kRelayEndpoints), UserDataError);
+}
+
+TEST_CASE("bootstraps that cannot become safe user-data are refused", "[userdata]") {
+  const auto refused = [](const wire::BootstrapInstance& bootstrap) {
+    CHECK_THROWS_AS(render_seed(bootstrap, {"iid", "host", kRelayEndpoints}), UserDataError);
+  };
+  auto bootstrap = garm_bootstrap();
+  bootstrap.ca_cert_bundle = "just text";
+  refused(bootstrap);
+  bootstrap.ca_cert_bundle = "-----BEGIN CERTIFICATE-----\nAAAA\n";  // never closed
+  refused(bootstrap);
+  bootstrap.ca_cert_bundle = "-----BEGIN CERTIFICATE-----\n!!\n-----END CERTIFICATE-----\n";
+  refused(bootstrap);
+
+  for (const std::string name : {"", "a/b", "..", "../x", "a\nb", ".", "a\\b"}) {
+    INFO(name);
+    bootstrap = garm_bootstrap();
+    bootstrap.extra_specs = json{{"pre_install_scripts", {{name, b64("#!/bin/sh\n")}}}};
+    refused(bootstrap);
+  }
+  bootstrap = garm_bootstrap();
+  bootstrap.extra_specs = json{{"pre_install_scripts", {{"ok", "%%%"}}}};
+  refused(bootstrap);
+  bootstrap = garm_bootstrap();
+  bootstrap.ssh_keys = std::vector<std::string>{"ssh-ed25519 AAAA\nssh-rsa EVIL"};
+  refused(bootstrap);
+
+  bootstrap = garm_bootstrap();  // the built-in installer's inputs
+  (*bootstrap.tools)[1].sha256_checksum = "abc";
+  refused(bootstrap);
+  bootstrap = garm_bootstrap();
+  (*bootstrap.tools)[1].download_url = "--config=/etc/passwd";
+  refused(bootstrap);
+  bootstrap = garm_bootstrap();
+  CHECK_THROWS_AS(render_seed(bootstrap, {"iid", "host", {"file:///etc", "http://md"}}),
+                  UserDataError);
+  bootstrap.os_type.reset();
+  refused(bootstrap);
+}
+
+TEST_CASE("Windows user-data runs the install script after the CA bundle and ssh keys",
+          "[userdata]") {
+  auto bootstrap = garm_bootstrap();
+  bootstrap.os_type = wire::OsType::windows;
+  bootstrap.ca_cert_bundle = certificate_pem("windows certificate");
+  const std::string script =
+      "#ps1_sysnative\nparam([string]$Token)\nWrite-Host 'caf\xC3\xA9 \xE2\x80\x99'\n";
+  const auto user_data = render_windows_user_data(bootstrap, script);
+  CHECK(user_data.starts_with("#ps1_sysnative\n"));
+  CHECK(is_ascii(user_data));
+  CHECK(powershell_value(user_data, "GarmEdgeInstallScript") == script);
+  CHECK_THAT(user_data, Catch::Contains("$GarmEdgeCaCertificates = @(" +
+                                        powershell_quote(b64("windows certificate")) + ")"));
+  CHECK_THAT(user_data, Catch::Contains("$GarmEdgeSshKeys = @(" +
+                                        powershell_quote(bootstrap.ssh_keys->front()) + ")"));
+
+  const auto seed = render_seed(bootstrap, {"iid", "host", kRelayEndpoints});
+  const auto installer = powershell_value(seed.user_data, "GarmEdgeInstallScript");
+  CHECK(installer == builtin_windows_install_script(bootstrap, kRelayEndpoints));
+  CHECK_THAT(installer, Catch::Contains("Get-FileHash -Algorithm SHA256"));
+  CHECK(powershell_value(installer, "Sha256Checksum") == std::string(64, 'b'));
+  CHECK(powershell_value(installer, "MetadataUrl") == kRelayEndpoints.metadata_url);
+}

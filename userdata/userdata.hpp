@@ -1,0 +1,91 @@
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "wire/bootstrap.hpp"
+
+/// What a guest boots with, rendered from garm's BootstrapInstance. Pure functions: no I/O, no
+/// clock, no randomness. Every bootstrap value that lands in YAML, a shell script or PowerShell
+/// is encoded or quoted here, so no label, URL or name can add a line or a command.
+namespace garm_edge::userdata {
+
+/// A bootstrap that cannot become user-data (bad base64, a CA bundle that is not PEM, no tool
+/// for the guest's OS and architecture, ...). The message names the field.
+class UserDataError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// The callback and metadata base URLs the guest is told to use. In relay mode they point at the
+/// agent's guest-facing service; in direct mode they are garm's own from the bootstrap.
+struct GuestEndpoints {
+  std::string callback_url;
+  std::string metadata_url;
+};
+
+/// The three NoCloud documents, served as meta-data, user-data and vendor-data.
+struct Seed {
+  std::string meta_data;
+  std::string user_data;
+  std::string vendor_data;  // may be empty; it is still served (a 404 costs cloud-init 10 s)
+};
+
+struct SeedRequest {
+  std::string instance_id;  // cloud-init's instance-id: unique per created instance
+  std::string hostname;     // local-hostname (garm's instance name)
+  GuestEndpoints endpoints;
+};
+
+/// meta-data, user-data (cloud-config for Linux, cloudbase-init PowerShell for Windows) and
+/// vendor-data for one instance.
+Seed render_seed(const wire::BootstrapInstance& bootstrap, const SeedRequest& request);
+
+/// NoCloud meta-data: instance-id and local-hostname, as YAML.
+std::string render_meta_data(std::string_view instance_id, std::string_view hostname);
+
+/// The script the guest runs to become a runner: garm's `runner_install_template` (base64,
+/// garm's wrapper) with garm's URLs replaced by `endpoints`, or the built-in installer when
+/// the bootstrap has none.
+std::string install_script(const wire::BootstrapInstance& bootstrap,
+                           const GuestEndpoints& endpoints);
+
+/// `#cloud-config` user-data as garm-provider-common's GetCloudInitConfig builds it, running
+/// `install_script` as the runner user.
+std::string render_linux_cloud_config(const wire::BootstrapInstance& bootstrap,
+                                      std::string_view install_script);
+
+/// `#ps1_sysnative` user-data for cloudbase-init that performs the same steps.
+std::string render_windows_user_data(const wire::BootstrapInstance& bootstrap,
+                                     std::string_view install_script);
+
+/// The built-in installers, used when garm sent no `runner_install_template`: pick the tool for
+/// the guest's OS and arch, download it, verify `sha256_checksum`, register with JIT
+/// credentials or a registration token from the metadata endpoints, install the service, and
+/// report each step, then `idle` (or `failed` with the reason), through the callback endpoint.
+std::string builtin_linux_install_script(const wire::BootstrapInstance& bootstrap,
+                                         const GuestEndpoints& endpoints);
+std::string builtin_windows_install_script(const wire::BootstrapInstance& bootstrap,
+                                           const GuestEndpoints& endpoints);
+
+/// garm-provider-common's util.GetTools: the first tool whose os and architecture match the
+/// guest's (garm or GitHub spelling: linux/linux, windows/win, amd64/x64, arm64/arm64, arm/arm).
+/// Throws UserDataError when there is none.
+const wire::RunnerApplicationDownload& select_tool(const wire::BootstrapInstance& bootstrap);
+
+/// Replaces garm's callback and metadata URLs (the bootstrap's, with or without a trailing
+/// slash) by the guest endpoints in a script garm rendered. Used on the wrapper here and on the
+/// install script the relay passes back.
+std::string rewrite_garm_urls(std::string_view text, const wire::BootstrapInstance& bootstrap,
+                              const GuestEndpoints& endpoints);
+
+/// Quoting for the places values cross into.
+std::string shell_quote(std::string_view value);       // POSIX sh single quotes
+std::string powershell_quote(std::string_view value);  // PowerShell single-quoted string
+/// Block-style YAML where every string is a double-quoted scalar with YAML escapes.
+std::string to_yaml(const nlohmann::ordered_json& document);
+
+}  // namespace garm_edge::userdata
