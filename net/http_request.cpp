@@ -3,44 +3,19 @@
 #include <algorithm>
 #include <charconv>
 
+#include "net/http_syntax.hpp"
+
 namespace garm_edge::net {
 namespace {
 
+using http_syntax::is_field_char;
+using http_syntax::is_target_char;
+using http_syntax::is_token_char;
+using http_syntax::lower;
+using http_syntax::trim;
+
 constexpr std::string_view kEndOfHead = "\r\n\r\n";
 constexpr std::size_t kMaxMethod = 16;
-
-bool is_tchar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
-}
-
-bool is_field_char(char c) {
-  const auto byte = static_cast<unsigned char>(c);
-  return c == ' ' || c == '\t' || (byte >= 0x21 && byte != 0x7f);
-}
-
-bool is_target_char(char c) {
-  const auto byte = static_cast<unsigned char>(c);
-  return byte > 0x20 && byte < 0x7f;
-}
-
-std::string lower(std::string_view text) {
-  std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(), [](char c) {
-    return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-  });
-  return out;
-}
-
-std::string_view trim(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) {
-    text.remove_prefix(1);
-  }
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) {
-    text.remove_suffix(1);
-  }
-  return text;
-}
 
 bool contains_token(std::string_view list, std::string_view token) {
   std::size_t start = 0;
@@ -183,7 +158,8 @@ HttpRequestParser::Result HttpRequestParser::parse_head() {
     }
     const auto colon = line.find(':');
     if (colon == std::string_view::npos || colon == 0 ||
-        !std::all_of(line.begin(), line.begin() + static_cast<std::ptrdiff_t>(colon), is_tchar)) {
+        !std::all_of(line.begin(), line.begin() + static_cast<std::ptrdiff_t>(colon),
+                     is_token_char)) {
       return fail(400, "malformed header field name");
     }
     const auto value = line.substr(colon + 1);

@@ -12,6 +12,8 @@ std::string_view reason_phrase(int status) {
       return "No Content";
     case 400:
       return "Bad Request";
+    case 401:
+      return "Unauthorized";
     case 403:
       return "Forbidden";
     case 404:
@@ -28,10 +30,14 @@ std::string_view reason_phrase(int status) {
       return "Unprocessable Content";
     case 431:
       return "Request Header Fields Too Large";
+    case 429:
+      return "Too Many Requests";
     case 500:
       return "Internal Server Error";
     case 501:
       return "Not Implemented";
+    case 502:
+      return "Bad Gateway";
     case 503:
       return "Service Unavailable";
     case 504:

@@ -1,143 +1,20 @@
 #include "net/https_client.hpp"
 
 #include <array>
-#include <cerrno>
 #include <charconv>
-#include <cstring>
 #include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <mbedtls/net_sockets.h>
-
 #include "common/unique_fd.hpp"
+#include "net/socket_io.hpp"
 
 namespace garm_edge::net {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-int remaining_ms(Clock::time_point deadline) {
-  const auto left =
-      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  return left > 0 ? static_cast<int>(left) : 0;
-}
-
-/// Non-blocking connect to the first address that answers before the deadline.
-int connect_before(const HttpsTarget& target, Clock::time_point deadline) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  const auto port = std::to_string(target.port);
-  if (const int rc = ::getaddrinfo(target.host.c_str(), port.c_str(), &hints, &found); rc != 0) {
-    throw HttpsError("cannot resolve " + target.host + ": " + ::gai_strerror(rc));
-  }
-  std::string last_error = "no address";
-  for (addrinfo* address = found; address != nullptr; address = address->ai_next) {
-    const int fd =
-        ::socket(address->ai_family, address->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-      continue;
-    }
-    int rc = ::connect(fd, address->ai_addr, address->ai_addrlen);
-    if (rc != 0 && errno == EINPROGRESS) {
-      pollfd waiting{.fd = fd, .events = POLLOUT, .revents = 0};
-      rc = ::poll(&waiting, 1, remaining_ms(deadline));
-      int error = rc == 0 ? ETIMEDOUT : 0;
-      socklen_t length = sizeof error;
-      if (rc > 0) {
-        ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length);
-      }
-      rc = error == 0 ? 0 : -1;
-      errno = error;
-    }
-    if (rc == 0) {
-      ::freeaddrinfo(found);
-      const int one = 1;
-      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one,
-                   sizeof one);  // no Nagle wait in the handshake
-      return fd;
-    }
-    last_error = std::strerror(errno);
-    ::close(fd);
-  }
-  ::freeaddrinfo(found);
-  throw HttpsError("cannot connect to " + target.host + ":" + std::to_string(target.port) + ": " +
-                   last_error);
-}
-
-struct Transport {
-  int fd;
-  Clock::time_point deadline;
-};
-
-int wait_ready(const Transport& transport, short events) {
-  pollfd waiting{.fd = transport.fd, .events = events, .revents = 0};
-  const int rc = ::poll(&waiting, 1, remaining_ms(transport.deadline));
-  return rc > 0 ? 0 : MBEDTLS_ERR_SSL_TIMEOUT;
-}
-
-int send_with_deadline(void* context, const unsigned char* data, std::size_t size) {
-  auto* transport = static_cast<Transport*>(context);
-  while (true) {
-    const ssize_t sent = ::send(transport->fd, data, size, MSG_NOSIGNAL);
-    if (sent >= 0) {
-      return static_cast<int>(sent);
-    }
-    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-      return MBEDTLS_ERR_NET_SEND_FAILED;
-    }
-    if (const int rc = wait_ready(*transport, POLLOUT); rc != 0) {
-      return rc;
-    }
-  }
-}
-
-int receive_with_deadline(void* context, unsigned char* data, std::size_t size) {
-  auto* transport = static_cast<Transport*>(context);
-  while (true) {
-    const ssize_t got = ::recv(transport->fd, data, size, 0);
-    if (got >= 0) {
-      return static_cast<int>(got);
-    }
-    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-      return MBEDTLS_ERR_NET_RECV_FAILED;
-    }
-    if (const int rc = wait_ready(*transport, POLLIN); rc != 0) {
-      return rc;
-    }
-  }
-}
-
-class Ssl {
- public:
-  Ssl() {
-    mbedtls_ssl_init(&ssl_);
-    mbedtls_ssl_session_init(&session_);
-  }
-  ~Ssl() {
-    mbedtls_ssl_session_free(&session_);
-    mbedtls_ssl_free(&ssl_);
-  }
-  Ssl(const Ssl&) = delete;
-  Ssl& operator=(const Ssl&) = delete;
-  mbedtls_ssl_context* get() { return &ssl_; }
-  mbedtls_ssl_session* session() { return &session_; }
-
- private:
-  mbedtls_ssl_context ssl_;
-  mbedtls_ssl_session session_;
-};
-
 /// A saved session lets the next process skip the public-key work of a full handshake. The
 /// file holds the session's master secret: it is written 0600 and only read back.
-void load_session(Ssl& ssl, const std::filesystem::path& file) {
+void load_session(TlsSession& ssl, const std::filesystem::path& file) {
   if (file.empty()) {
     return;
   }
@@ -155,13 +32,13 @@ void load_session(Ssl& ssl, const std::filesystem::path& file) {
   std::array<unsigned char, 4096> buffer{};
   const ssize_t got = ::read(fd, buffer.data(), buffer.size());
   ::close(fd);
-  if (got > 0 &&
-      mbedtls_ssl_session_load(ssl.session(), buffer.data(), static_cast<std::size_t>(got)) == 0) {
-    mbedtls_ssl_set_session(ssl.get(), ssl.session());
+  if (got > 0 && mbedtls_ssl_session_load(ssl.resumable_session(), buffer.data(),
+                                          static_cast<std::size_t>(got)) == 0) {
+    mbedtls_ssl_set_session(ssl.context(), ssl.resumable_session());
   }
 }
 
-void save_session(Ssl& ssl, const std::filesystem::path& file) {
+void save_session(TlsSession& ssl, const std::filesystem::path& file) {
   if (file.empty()) {
     return;
   }
@@ -169,7 +46,7 @@ void save_session(Ssl& ssl, const std::filesystem::path& file) {
   mbedtls_ssl_session_init(&session);
   std::array<unsigned char, 4096> buffer{};
   std::size_t length = 0;
-  if (mbedtls_ssl_get_session(ssl.get(), &session) == 0 &&
+  if (mbedtls_ssl_get_session(ssl.context(), &session) == 0 &&
       mbedtls_ssl_session_save(&session, buffer.data(), buffer.size(), &length) == 0) {
     const auto temp = file.string() + ".tmp." + std::to_string(::getpid());
     const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -208,6 +85,37 @@ HttpsResponse parse_response(const std::string& text) {
   return response;
 }
 
+/// One exchange; errors of the shared socket steps arrive as TransportError.
+HttpsResponse exchange(const HttpsTarget& target, const TlsConfig& tls,
+                       const HttpsClientOptions& options, const std::string& method,
+                       const std::string& path, const std::string& body) {
+  const auto where = describe_endpoint(target.host, target.port);
+  const UniqueFd socket =
+      connect_before(target.host, target.port, SteadyClock::now() + options.connect_timeout);
+  Transport transport{socket.get(), SteadyClock::now() + options.request_timeout};
+  // The host name is also the name the agent's certificate must carry.
+  TlsSession ssl(tls.ssl_config(), target.host, transport);
+  load_session(ssl, options.session_file);
+  ssl.handshake(where);
+  save_session(ssl, options.session_file);
+
+  const std::string request =
+      method + " " + path + " HTTP/1.1\r\nHost: " + target.host +
+      "\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
+  ssl.write_all(request, where);
+  std::string answer;
+  std::array<char, 16 * 1024> buffer{};
+  constexpr std::size_t kMaxAnswer = 64 * 1024 * 1024;
+  while (const std::size_t got = ssl.read_some(buffer.data(), buffer.size(), where)) {
+    answer.append(buffer.data(), got);
+    if (answer.size() > kMaxAnswer) {
+      throw HttpsError("the answer from " + where + " is too large");
+    }
+  }
+  return parse_response(answer);
+}
+
 }  // namespace
 
 HttpsTarget parse_https_url(const std::string& url) {
@@ -244,61 +152,11 @@ HttpsClient::HttpsClient(HttpsTarget target, std::shared_ptr<const TlsConfig> tl
 
 HttpsResponse HttpsClient::request(const std::string& method, const std::string& path,
                                    const std::string& body) {
-  const auto where = target_.host + ":" + std::to_string(target_.port);
-  const UniqueFd socket(connect_before(target_, Clock::now() + options_.connect_timeout));
-  Transport transport{socket.get(), Clock::now() + options_.request_timeout};
-  Ssl ssl;
-  if (const int rc = mbedtls_ssl_setup(ssl.get(), tls_->ssl_config()); rc != 0) {
-    throw HttpsError(describe_tls_error("TLS setup", rc));
+  try {
+    return exchange(target_, *tls_, options_, method, path, body);
+  } catch (const TransportError& e) {
+    throw HttpsError(e.what());
   }
-  // Also the name the agent's certificate must carry: without it mbedTLS checks no name.
-  if (const int rc = mbedtls_ssl_set_hostname(ssl.get(), target_.host.c_str()); rc != 0) {
-    throw HttpsError(describe_tls_error("TLS host name " + target_.host, rc));
-  }
-  mbedtls_ssl_set_bio(ssl.get(), &transport, send_with_deadline, receive_with_deadline, nullptr);
-  load_session(ssl, options_.session_file);
-  if (const int rc = mbedtls_ssl_handshake(ssl.get()); rc != 0) {
-    const uint32_t flags = mbedtls_ssl_get_verify_result(ssl.get());
-    std::string detail = describe_tls_error("TLS handshake with " + where, rc);
-    if (flags != 0 && flags != static_cast<uint32_t>(-1)) {
-      std::array<char, 512> text{};
-      mbedtls_x509_crt_verify_info(text.data(), text.size(), "", flags);
-      detail += " (" + std::string(text.data()) + ")";
-    }
-    throw HttpsError(detail);
-  }
-  save_session(ssl, options_.session_file);
-
-  const std::string request =
-      method + " " + path + " HTTP/1.1\r\nHost: " + target_.host +
-      "\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: " +
-      std::to_string(body.size()) + "\r\n\r\n" + body;
-  for (std::size_t sent = 0; sent < request.size();) {
-    const int rc =
-        mbedtls_ssl_write(ssl.get(), reinterpret_cast<const unsigned char*>(request.data()) + sent,
-                          request.size() - sent);
-    if (rc <= 0) {
-      throw HttpsError(describe_tls_error("sending to " + where, rc));
-    }
-    sent += static_cast<std::size_t>(rc);
-  }
-  std::string answer;
-  std::array<unsigned char, 16 * 1024> buffer{};
-  constexpr std::size_t kMaxAnswer = 64 * 1024 * 1024;
-  while (true) {
-    const int rc = mbedtls_ssl_read(ssl.get(), buffer.data(), buffer.size());
-    if (rc == 0 || rc == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY) {
-      break;
-    }
-    if (rc < 0) {
-      throw HttpsError(describe_tls_error("reading from " + where, rc));
-    }
-    answer.append(reinterpret_cast<const char*>(buffer.data()), static_cast<std::size_t>(rc));
-    if (answer.size() > kMaxAnswer) {
-      throw HttpsError("the answer from " + where + " is too large");
-    }
-  }
-  return parse_response(answer);
 }
 
 }  // namespace garm_edge::net

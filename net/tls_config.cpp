@@ -65,6 +65,22 @@ TlsConfig::~TlsConfig() {
   mbedtls_ssl_config_free(&config_);
 }
 
+void TlsConfig::apply_common_settings(Role role) {
+  auto* conf = &config_;
+  check(mbedtls_ssl_config_defaults(
+            conf, role == Role::server ? MBEDTLS_SSL_IS_SERVER : MBEDTLS_SSL_IS_CLIENT,
+            MBEDTLS_SSL_TRANSPORT_STREAM, MBEDTLS_SSL_PRESET_DEFAULT),
+        "TLS defaults");
+  mbedtls_ssl_conf_rng(conf, mbedtls_ctr_drbg_random, &random_generator());
+  // Debian's build also enables TLS 1.0 and 1.1.
+  mbedtls_ssl_conf_min_version(conf, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
+  mbedtls_ssl_conf_max_version(conf, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
+  mbedtls_ssl_conf_ciphersuites(conf, kCipherSuites);
+  mbedtls_ssl_conf_curves(conf, kCurves);
+  mbedtls_ssl_conf_authmode(conf, MBEDTLS_SSL_VERIFY_REQUIRED);
+  mbedtls_ssl_conf_renegotiation(conf, MBEDTLS_SSL_RENEGOTIATION_DISABLED);
+}
+
 std::shared_ptr<const TlsConfig> TlsConfig::load(Role role, const TlsFiles& files) {
   std::shared_ptr<TlsConfig> tls(new TlsConfig());
   check(mbedtls_x509_crt_parse_file(&tls->ca_, files.ca.c_str()), "CA " + files.ca.string());
@@ -80,27 +96,48 @@ std::shared_ptr<const TlsConfig> TlsConfig::load(Role role, const TlsFiles& file
                                                               " does not belong to certificate " +
                                                               files.certificate.string());
 
+  tls->apply_common_settings(role);
   auto* conf = &tls->config_;
-  check(mbedtls_ssl_config_defaults(
-            conf, role == Role::server ? MBEDTLS_SSL_IS_SERVER : MBEDTLS_SSL_IS_CLIENT,
-            MBEDTLS_SSL_TRANSPORT_STREAM, MBEDTLS_SSL_PRESET_DEFAULT),
-        "TLS defaults");
-  mbedtls_ssl_conf_rng(conf, mbedtls_ctr_drbg_random, &random_generator());
-  // Debian's build also enables TLS 1.0 and 1.1.
-  mbedtls_ssl_conf_min_version(conf, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
-  mbedtls_ssl_conf_max_version(conf, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
-  mbedtls_ssl_conf_ciphersuites(conf, kCipherSuites);
-  mbedtls_ssl_conf_curves(conf, kCurves);
-  mbedtls_ssl_conf_authmode(conf, MBEDTLS_SSL_VERIFY_REQUIRED);
   mbedtls_ssl_conf_ca_chain(conf, &tls->ca_, has_crl ? &tls->crl_ : nullptr);
   check(mbedtls_ssl_conf_own_cert(conf, &tls->own_, &tls->key_),
         "certificate and key do not match");
-  mbedtls_ssl_conf_renegotiation(conf, MBEDTLS_SSL_RENEGOTIATION_DISABLED);
   if (role == Role::server) {
     mbedtls_ssl_cache_set_timeout(&tls->cache_, kSessionCacheSeconds);
     mbedtls_ssl_conf_session_cache(conf, &tls->cache_, mbedtls_ssl_cache_get,
                                    mbedtls_ssl_cache_set);
   }
+  return tls;
+}
+
+std::shared_ptr<const TlsConfig> TlsConfig::client_trusting(
+    std::string_view extra_ca_pem, const std::filesystem::path& system_bundle) {
+  std::shared_ptr<TlsConfig> tls(new TlsConfig());
+  if (!extra_ca_pem.empty()) {
+    // mbedTLS takes PEM only with its terminating NUL counted in the length.
+    const std::string pem(extra_ca_pem);
+    const int rc = mbedtls_x509_crt_parse(
+        &tls->ca_, reinterpret_cast<const unsigned char*>(pem.c_str()), pem.size() + 1);
+    // A positive result counts certificates that did not parse: the operator's bundle must be
+    // valid as a whole, or a typo would silently drop the CA garm's certificate needs.
+    if (rc > 0) {
+      throw TlsError("extra CA bundle: " + std::to_string(rc) + " certificate(s) do not parse");
+    }
+    check(rc, "extra CA bundle");
+  }
+  std::error_code ignored;
+  if (!system_bundle.empty() && std::filesystem::exists(system_bundle, ignored)) {
+    // A positive result counts certificates mbedTLS could not parse: a system bundle may hold
+    // a few it does not support, and the rest still count.
+    if (const int rc = mbedtls_x509_crt_parse_file(&tls->ca_, system_bundle.c_str()); rc < 0) {
+      check(rc, "CA bundle " + system_bundle.string());
+    }
+  }
+  if (tls->ca_.version == 0) {
+    throw TlsError("no CA to trust: the extra CA bundle is empty and " + system_bundle.string() +
+                   " holds none");
+  }
+  tls->apply_common_settings(Role::client);
+  mbedtls_ssl_conf_ca_chain(&tls->config_, &tls->ca_, nullptr);
   return tls;
 }
 

@@ -5,6 +5,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include <mbedtls/ssl.h>
 #include <mbedtls/ssl_cache.h>
@@ -37,6 +38,13 @@ class TlsConfig {
   enum class Role { server, client };
 
   static std::shared_ptr<const TlsConfig> load(Role role, const TlsFiles& files);
+  /// A client that shows no certificate and trusts the CAs in `extra_ca_pem` (may be empty)
+  /// plus, when that file exists, the system bundle: for garm's URLs, whose certificate may
+  /// come from a public CA or from the operator's own. Throws TlsError when `extra_ca_pem` is
+  /// not empty and not entirely valid PEM certificates, or when no CA is left to trust.
+  static std::shared_ptr<const TlsConfig> client_trusting(
+      std::string_view extra_ca_pem,
+      const std::filesystem::path& system_bundle = "/etc/ssl/certs/ca-certificates.crt");
   ~TlsConfig();
   TlsConfig(const TlsConfig&) = delete;
   TlsConfig& operator=(const TlsConfig&) = delete;
@@ -47,6 +55,8 @@ class TlsConfig {
 
  private:
   TlsConfig();
+  /// The settings every config shares: protocol version, suites, curves, renegotiation.
+  void apply_common_settings(Role role);
 
   mutable mbedtls_ssl_config config_;
   mbedtls_x509_crt ca_;

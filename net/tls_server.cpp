@@ -5,6 +5,9 @@
 #include <mbedtls/net_sockets.h>
 #include <mbedtls/oid.h>
 
+#include "net/accept_loop.hpp"
+#include "net/http_server.hpp"
+
 namespace garm_edge::net {
 namespace {
 
@@ -182,23 +185,16 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
 
   /// Feeds buffered bytes to the parser; true when it started answering.
   bool feed_pending() {
-    std::size_t consumed = 0;
-    const auto result = parser_.feed(pending_, consumed);
-    pending_.erase(0, consumed);
-    if (result == HttpRequestParser::Result::error) {
+    auto parsed = parse_buffered(parser_, pending_);
+    if (parsed.refusal) {
       keep_alive_ = false;
-      HttpResponse response{
-          .status = parser_.error_status(),
-          .content_type = "application/json",
-          .body = R"({"code":"bad_request","message":")" + parser_.error_reason() + "\"}",
-          .headers = {}};
-      write_response(std::move(response));
+      write_response(std::move(*parsed.refusal));
       return true;
     }
-    if (result != HttpRequestParser::Result::complete) {
+    if (!parsed.request) {
       return false;
     }
-    auto request = parser_.take();
+    auto request = std::move(*parsed.request);
     keep_alive_ = request.keep_alive;
     disarm_deadline();
     if (!still_trusted()) {
@@ -307,11 +303,7 @@ TlsServer::~TlsServer() {
 }
 
 void TlsServer::start() {
-  const tcp::endpoint endpoint(asio::ip::make_address(options_.address), options_.port);
-  acceptor_.open(endpoint.protocol());
-  acceptor_.set_option(tcp::acceptor::reuse_address(true));
-  acceptor_.bind(endpoint);
-  acceptor_.listen();
+  listen_on(acceptor_, options_.address, options_.port);
   accept();
 }
 
@@ -342,33 +334,17 @@ std::size_t TlsServer::open_connections() const {
 }
 
 void TlsServer::accept() {
-  acceptor_.async_accept(
-      asio::make_strand(io_), [this](const asio::error_code& error, tcp::socket socket) {
-        if (error == asio::error::operation_aborted || !acceptor_.is_open()) {
-          return;
-        }
-        if (error) {
-          // e.g. out of file descriptors: retry shortly instead of spinning on the same error
-          accept_retry_.expires_after(std::chrono::milliseconds(100));
-          accept_retry_.async_wait([this](const asio::error_code& cancelled) {
-            if (!cancelled) {
-              accept();
-            }
-          });
-          return;
-        }
-        if (open_->load() >= options_.max_connections ||
-            handshaking_->load() >= options_.max_handshakes) {
-          asio::error_code ignored;
-          socket.close(ignored);  // over a limit: refuse rather than queue
-        } else {
-          std::make_shared<Connection>(std::move(socket), current_tls(), options_, handler_, open_,
-                                       generation_, handshaking_,
-                                       [current = tls_] { return current->get(); })
-              ->start();
-        }
-        accept();
-      });
+  accept_connections(acceptor_, io_, accept_retry_, [this](tcp::socket& socket) {
+    if (open_->load() >= options_.max_connections ||
+        handshaking_->load() >= options_.max_handshakes) {
+      return false;
+    }
+    std::make_shared<Connection>(std::move(socket), current_tls(), options_, handler_, open_,
+                                 generation_, handshaking_,
+                                 [current = tls_] { return current->get(); })
+        ->start();
+    return true;
+  });
 }
 
 }  // namespace garm_edge::net

@@ -1,0 +1,292 @@
+#include "net/http_client.hpp"
+
+#include <algorithm>
+#include <arpa/inet.h>
+#include <array>
+#include <netinet/in.h>
+
+#include "common/unique_fd.hpp"
+#include "net/http_syntax.hpp"
+#include "net/socket_io.hpp"
+
+namespace garm_edge::net {
+namespace {
+
+using http_syntax::equals_ignoring_case;
+using http_syntax::is_alpha;
+using http_syntax::is_digit;
+using http_syntax::is_hex_digit;
+using http_syntax::is_target_char;
+using http_syntax::is_token;
+using http_syntax::lower;
+using http_syntax::parse_decimal;
+
+[[noreturn]] void refuse_url(const std::string& why) {
+  // The URL itself is never quoted: it may carry credentials where they do not belong.
+  throw HttpClientError("upstream URL: " + why);
+}
+
+// ---- URL -------------------------------------------------------------------------------------
+
+bool is_path_char(char c) {
+  return is_alpha(c) || is_digit(c) ||
+         std::string_view("-._~!$&'()*+,;=:@/%").find(c) != std::string_view::npos;
+}
+
+void check_path(std::string_view path) {
+  for (std::size_t i = 0; i < path.size(); ++i) {
+    if (!is_path_char(path[i])) {
+      refuse_url("the path may hold only RFC 3986 path characters");
+    }
+    if (path[i] == '%' &&
+        (i + 2 >= path.size() || !is_hex_digit(path[i + 1]) || !is_hex_digit(path[i + 2]))) {
+      refuse_url("a % in the path must start a %XX escape");
+    }
+  }
+}
+
+std::uint16_t parse_port(std::string_view text) {
+  const auto port = parse_decimal(text, 5);
+  if (!port || *port == 0 || *port > 65535) {
+    refuse_url("the port must be a number from 1 to 65535");
+  }
+  return static_cast<std::uint16_t>(*port);
+}
+
+bool is_host_name(std::string_view host) {
+  return !host.empty() && host.size() <= 253 && std::all_of(host.begin(), host.end(), [](char c) {
+    return is_alpha(c) || is_digit(c) || c == '-' || c == '.' || c == '_';
+  });
+}
+
+/// Fills host and port from "host[:port]" or "[v6][:port]".
+void parse_authority(std::string_view authority, UpstreamUrl& url) {
+  std::string_view port_part;
+  bool has_port = false;
+  if (authority.starts_with('[')) {
+    const auto close = authority.find(']');
+    if (close == std::string_view::npos) {
+      refuse_url("an IPv6 address must be closed with ]");
+    }
+    url.host = authority.substr(1, close - 1);
+    in6_addr address{};
+    if (::inet_pton(AF_INET6, url.host.c_str(), &address) != 1) {
+      refuse_url("the address in brackets is not an IPv6 address");
+    }
+    const auto after = authority.substr(close + 1);
+    if (!after.empty() && !after.starts_with(':')) {
+      refuse_url("only a port may follow an IPv6 address");
+    }
+    has_port = !after.empty();
+    port_part = has_port ? after.substr(1) : after;
+  } else {
+    const auto colon = authority.find(':');
+    url.host = authority.substr(0, colon);
+    has_port = colon != std::string_view::npos;
+    port_part = has_port ? authority.substr(colon + 1) : std::string_view();
+    if (!is_host_name(url.host)) {
+      refuse_url("the host must be a DNS name, an IPv4 address or a bracketed IPv6 address");
+    }
+  }
+  if (has_port) {
+    url.port = parse_port(port_part);
+  }
+}
+
+// ---- request ---------------------------------------------------------------------------------
+
+/// Headers whose values decide the framing of the exchange: only the client may set them.
+bool is_clients_own_header(std::string_view name) {
+  for (const std::string_view own : {"host", "content-length", "transfer-encoding", "connection"}) {
+    if (equals_ignoring_case(name, own)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void check_request_header(std::string_view name, std::string_view value) {
+  if (!is_token(name)) {
+    throw HttpClientError("request: a header name is not an HTTP token");
+  }
+  if (is_clients_own_header(name)) {
+    throw HttpClientError("request: header " + std::string(name) + " is set by the client itself");
+  }
+  if (value.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos) {
+    throw HttpClientError("request: the value of header " + std::string(name) +
+                          " holds CR, LF or NUL");
+  }
+}
+
+void check_request_line(const ClientRequest& request) {
+  if (!is_token(request.method)) {
+    throw HttpClientError("request: the method is not an HTTP token");
+  }
+  const bool printable = std::all_of(request.target.begin(), request.target.end(), is_target_char);
+  if (!request.target.starts_with('/') || !printable) {
+    throw HttpClientError("request: the target must be a path (and query) in printable ASCII");
+  }
+}
+
+std::string host_header(const UpstreamUrl& url) {
+  const bool ipv6 = url.host.find(':') != std::string::npos;
+  std::string host = ipv6 ? "[" + url.host + "]" : url.host;
+  const std::uint16_t default_port = url.tls ? 443 : 80;
+  return url.port == default_port ? host : host + ":" + std::to_string(url.port);
+}
+
+bool always_sends_length(std::string_view method) {
+  return method == "POST" || method == "PUT" || method == "PATCH";
+}
+
+// ---- exchange --------------------------------------------------------------------------------
+
+/// The byte stream of one exchange: TCP, with TLS over it for https.
+class Connection {
+ public:
+  Connection(const UpstreamUrl& url, const TlsConfig* trust, const HttpClientOptions& options,
+             const std::string& where)
+      : where_(where),
+        socket_(connect_before(url.host, url.port, SteadyClock::now() + options.connect_timeout)),
+        transport_{socket_.get(), SteadyClock::now() + options.request_timeout} {
+    if (url.tls) {
+      tls_.emplace(trust->ssl_config(), url.host, transport_);
+      tls_->handshake(where_);
+    }
+  }
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  void write_all(std::string_view data) {
+    if (tls_) {
+      tls_->write_all(data, where_);
+    } else {
+      send_all_plain(transport_, data, where_);
+    }
+  }
+
+  std::size_t read_some(char* data, std::size_t size) {
+    return tls_ ? tls_->read_some(data, size, where_)
+                : receive_plain(transport_, data, size, where_);
+  }
+
+  /// Whether the end of the stream is the server's own: over TLS only a close_notify proves
+  /// that; a bare TCP close could come from anyone on the path.
+  bool end_is_authentic() const { return !tls_ || tls_->closed_cleanly(); }
+
+ private:
+  std::string where_;
+  UniqueFd socket_;
+  Transport transport_;  // the TLS session points at it: Connection never moves
+  std::optional<TlsSession> tls_;
+};
+
+ClientResponse read_response(Connection& connection, const HttpClientOptions& options,
+                             bool response_to_head, const std::string& where) {
+  HttpResponseParser parser(options.max_response_bytes, response_to_head);
+  std::array<char, 16 * 1024> buffer{};
+  try {
+    while (true) {
+      const std::size_t got = connection.read_some(buffer.data(), buffer.size());
+      if (got == 0) {
+        if (parser.close_delimited() && !connection.end_is_authentic()) {
+          throw HttpClientError(
+              "the connection closed without TLS close_notify, so the body "
+              "may be cut off");
+        }
+        parser.finish();
+        return parser.take();
+      }
+      if (parser.feed({buffer.data(), got}) == HttpResponseParser::Result::complete) {
+        return parser.take();
+      }
+    }
+  } catch (const HttpClientError& e) {
+    throw HttpClientError("the response from " + where + ": " + e.what());
+  }
+}
+
+ClientResponse exchange(const UpstreamUrl& url, const std::string& wire, bool response_to_head,
+                        const HttpClientOptions& options, const TlsConfig* trust,
+                        const std::string& where) {
+  Connection connection(url, trust, options, where);
+  connection.write_all(wire);
+  return read_response(connection, options, response_to_head, where);
+}
+
+}  // namespace
+
+// ---- public: URL and request -----------------------------------------------------------------
+
+UpstreamUrl parse_upstream_url(std::string_view text) {
+  if (std::any_of(text.begin(), text.end(), [](char c) { return c <= 0x20 || c >= 0x7f; })) {
+    refuse_url("spaces, control characters and non-ASCII characters are not allowed");
+  }
+  const auto separator = text.find("://");
+  const auto scheme = lower(text.substr(0, separator));
+  if (separator == std::string_view::npos || (scheme != "http" && scheme != "https")) {
+    refuse_url("the scheme must be http:// or https://");
+  }
+  const auto rest = text.substr(separator + 3);
+  if (rest.find_first_of("?#") != std::string_view::npos) {
+    refuse_url("a query or fragment is not allowed");
+  }
+  const auto path_start = std::min(rest.find('/'), rest.size());
+  const auto authority = rest.substr(0, path_start);
+  if (authority.find('@') != std::string_view::npos) {
+    refuse_url("user info is not allowed");
+  }
+  UpstreamUrl url;
+  url.tls = scheme == "https";
+  url.port = url.tls ? 443 : 80;
+  parse_authority(authority, url);
+  auto path = rest.substr(path_start);
+  check_path(path);
+  while (path.ends_with('/')) {
+    path.remove_suffix(1);
+  }
+  url.path = path;
+  return url;
+}
+
+std::optional<std::string_view> ClientResponse::header(std::string_view lower_case_name) const {
+  for (const auto& [name, value] : headers) {
+    if (name == lower_case_name) {
+      return value;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string serialize_client_request(const UpstreamUrl& url, const ClientRequest& request) {
+  check_request_line(request);
+  std::string wire = request.method + " " + request.target + " HTTP/1.1\r\n";
+  wire += "Host: " + host_header(url) + "\r\n";
+  for (const auto& [name, value] : request.headers) {
+    check_request_header(name, value);
+    wire += name + ": " + value + "\r\n";
+  }
+  if (!request.body.empty() || always_sends_length(request.method)) {
+    wire += "Content-Length: " + std::to_string(request.body.size()) + "\r\n";
+  }
+  wire += "Connection: close\r\n\r\n";
+  wire += request.body;
+  return wire;
+}
+
+ClientResponse send_request(const UpstreamUrl& url, const ClientRequest& request,
+                            const HttpClientOptions& options,
+                            std::shared_ptr<const TlsConfig> trust) {
+  const auto where = describe_endpoint(url.host, url.port);
+  const std::string wire = serialize_client_request(url, request);
+  if (url.tls && trust == nullptr) {
+    throw HttpClientError("https to " + where + " needs a TLS configuration to trust");
+  }
+  try {
+    return exchange(url, wire, request.method == "HEAD", options, trust.get(), where);
+  } catch (const TransportError& e) {
+    throw HttpClientError(e.what());
+  }
+}
+
+}  // namespace garm_edge::net

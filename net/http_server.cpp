@@ -1,0 +1,187 @@
+#include "net/http_server.hpp"
+
+#include <array>
+
+#include "net/accept_loop.hpp"
+
+namespace garm_edge::net {
+namespace {
+
+using tcp = asio::ip::tcp;
+
+}  // namespace
+
+ParsedRequest parse_buffered(HttpRequestParser& parser, std::string& pending) {
+  std::size_t consumed = 0;
+  const auto result = parser.feed(pending, consumed);
+  pending.erase(0, consumed);
+  if (result == HttpRequestParser::Result::error) {
+    return {.refusal = HttpResponse{.status = parser.error_status(),
+                                    .content_type = "application/json",
+                                    .body = R"({"code":"bad_request","message":")" +
+                                            parser.error_reason() + "\"}",
+                                    .headers = {}},
+            .request = std::nullopt};
+  }
+  if (result == HttpRequestParser::Result::complete) {
+    return {.refusal = std::nullopt, .request = parser.take()};
+  }
+  return {};
+}
+
+/// One client: requests one after another (keep-alive), each answered before the next is read.
+class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(tcp::socket socket, const HttpServerOptions& options, Handler handler,
+             std::shared_ptr<std::atomic<std::size_t>> open)
+      : socket_(std::move(socket)),
+        timer_(socket_.get_executor()),
+        options_(options),
+        handler_(std::move(handler)),
+        parser_(options_.limits),
+        open_(std::move(open)) {
+    ++*open_;
+  }
+  ~Connection() { --*open_; }
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  void start() {
+    asio::error_code error;
+    peer_ = socket_.remote_endpoint(error).address().to_string();
+    if (error) {
+      return close();
+    }
+    arm_deadline(options_.idle_timeout);
+    read_request();
+  }
+
+ private:
+  void arm_deadline(std::chrono::milliseconds timeout) {
+    // Only the latest deadline counts: a cancelled wait may already be queued.
+    const auto epoch = ++deadline_epoch_;
+    timer_.expires_after(timeout);
+    timer_.async_wait([weak = weak_from_this(), epoch](const asio::error_code& error) {
+      if (auto self = weak.lock(); self && !error && self->deadline_epoch_ == epoch) {
+        self->close();
+      }
+    });
+  }
+
+  void read_request() {
+    if (!pending_.empty() && feed_pending()) {
+      return;
+    }
+    socket_.async_read_some(
+        asio::buffer(buffer_),
+        [self = shared_from_this()](const asio::error_code& error, std::size_t got) {
+          if (error) {
+            return self->close();
+          }
+          if (!self->request_started_) {
+            self->request_started_ = true;
+            self->arm_deadline(self->options_.request_timeout);
+          }
+          self->pending_.append(self->buffer_.data(), got);
+          self->read_request();
+        });
+  }
+
+  /// Feeds buffered bytes to the parser; true when it started answering.
+  bool feed_pending() {
+    auto parsed = parse_buffered(parser_, pending_);
+    if (parsed.refusal) {
+      keep_alive_ = false;
+      write_response(std::move(*parsed.refusal));
+      return true;
+    }
+    if (!parsed.request) {
+      return false;
+    }
+    auto request = std::move(*parsed.request);
+    keep_alive_ = request.keep_alive;
+    ++deadline_epoch_;  // the handler may take its time (a relay); the write has its own deadline
+    timer_.cancel();
+    auto respond = [self = shared_from_this()](HttpResponse response) {
+      asio::post(self->socket_.get_executor(), [self, response = std::move(response)]() mutable {
+        self->write_response(std::move(response));
+      });
+    };
+    handler_(std::move(request), peer_, std::move(respond));
+    return true;
+  }
+
+  void write_response(HttpResponse response) {
+    outgoing_ = serialize(response, keep_alive_);
+    arm_deadline(options_.write_timeout);
+    asio::async_write(socket_, asio::buffer(outgoing_),
+                      [self = shared_from_this()](const asio::error_code& error, std::size_t) {
+                        if (error || !self->keep_alive_) {
+                          return self->close();
+                        }
+                        self->request_started_ = false;
+                        self->arm_deadline(self->options_.idle_timeout);
+                        self->read_request();
+                      });
+  }
+
+  void close() {
+    asio::error_code ignored;
+    ++deadline_epoch_;
+    timer_.cancel();
+    socket_.shutdown(tcp::socket::shutdown_both, ignored);
+    socket_.close(ignored);
+  }
+
+  tcp::socket socket_;
+  asio::steady_timer timer_;
+  HttpServerOptions options_;  // a copy: a connection may outlive the server's stop()
+  Handler handler_;
+  HttpRequestParser parser_;
+  std::shared_ptr<std::atomic<std::size_t>> open_;
+  std::string peer_;
+  std::array<char, 16 * 1024> buffer_{};
+  std::string pending_;
+  std::string outgoing_;
+  bool keep_alive_ = true;
+  bool request_started_ = false;
+  std::uint64_t deadline_epoch_ = 0;
+};
+
+HttpServer::HttpServer(asio::io_context& io, HttpServerOptions options, Handler handler)
+    : io_(io),
+      options_(std::move(options)),
+      handler_(std::move(handler)),
+      acceptor_(io),
+      accept_retry_(io) {}
+
+HttpServer::~HttpServer() {
+  stop();
+}
+
+void HttpServer::start() {
+  listen_on(acceptor_, options_.address, options_.port);
+  accept();
+}
+
+std::uint16_t HttpServer::port() const {
+  return acceptor_.local_endpoint().port();
+}
+
+void HttpServer::stop() {
+  asio::error_code ignored;
+  acceptor_.close(ignored);
+  accept_retry_.cancel();
+}
+
+void HttpServer::accept() {
+  accept_connections(acceptor_, io_, accept_retry_, [this](tcp::socket& socket) {
+    if (open_->load() >= options_.max_connections) {
+      return false;
+    }
+    std::make_shared<Connection>(std::move(socket), options_, handler_, open_)->start();
+    return true;
+  });
+}
+
+}  // namespace garm_edge::net

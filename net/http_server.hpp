@@ -1,0 +1,73 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <asio.hpp>
+
+#include "net/http_request.hpp"
+#include "net/http_response.hpp"
+
+namespace garm_edge::net {
+
+struct HttpServerOptions {
+  std::string address = "127.0.0.1";
+  std::uint16_t port = 0;  // 0: any free port (see HttpServer::port)
+  std::size_t max_connections = 256;
+  /// From the first byte of a request to its last: a slow client cannot hold a connection.
+  std::chrono::milliseconds request_timeout{std::chrono::seconds(10)};
+  /// Between requests on a keep-alive connection, and before the first one.
+  std::chrono::milliseconds idle_timeout{std::chrono::seconds(30)};
+  /// Writing one response.
+  std::chrono::milliseconds write_timeout{std::chrono::seconds(30)};
+  HttpLimits limits;
+};
+
+/// Plain HTTP/1.1 on Asio, for clients that cannot present a certificate (guests at first
+/// boot). Each connection lives on its own strand; reads and writes have deadlines; the handler
+/// gets the peer's address from the socket (never from headers) and answers through `respond`,
+/// from any thread.
+class HttpServer {
+ public:
+  using Respond = std::function<void(HttpResponse)>;
+  using Handler = std::function<void(HttpRequest, std::string peer_address, Respond)>;
+
+  HttpServer(asio::io_context& io, HttpServerOptions options, Handler handler);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  /// Binds and starts accepting; throws on a bad address or a port in use.
+  void start();
+  std::uint16_t port() const;
+  /// Stops accepting; connections in progress finish.
+  void stop();
+  std::size_t open_connections() const { return open_->load(); }
+
+  class Connection;
+
+ private:
+  void accept();
+
+  asio::io_context& io_;
+  HttpServerOptions options_;
+  Handler handler_;
+  asio::ip::tcp::acceptor acceptor_;
+  asio::steady_timer accept_retry_;
+  std::shared_ptr<std::atomic<std::size_t>> open_ = std::make_shared<std::atomic<std::size_t>>(0);
+};
+
+/// What buffered bytes make: nothing yet, a refusal to send before closing (400, 413, 431, 501,
+/// 505), or a whole request. Consumed bytes leave `pending`.
+struct ParsedRequest {
+  std::optional<HttpResponse> refusal;
+  std::optional<HttpRequest> request;
+};
+ParsedRequest parse_buffered(HttpRequestParser& parser, std::string& pending);
+
+}  // namespace garm_edge::net

@@ -1,0 +1,232 @@
+#include "net/socket_io.hpp"
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <mbedtls/net_sockets.h>
+
+#include "net/tls_config.hpp"
+
+namespace garm_edge::net {
+namespace {
+
+int remaining_ms(SteadyClock::time_point deadline) {
+  const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now()).count();
+  return left > 0 ? static_cast<int>(left) : 0;
+}
+
+/// poll() on one socket until the deadline; a signal does not cut the wait short.
+int poll_until(int fd, short events, SteadyClock::time_point deadline) {
+  while (true) {
+    pollfd waiting{.fd = fd, .events = events, .revents = 0};
+    const int rc = ::poll(&waiting, 1, remaining_ms(deadline));
+    if (rc >= 0 || errno != EINTR) {
+      return rc;
+    }
+  }
+}
+
+/// 0 once the socket is ready for `events`, MBEDTLS_ERR_SSL_TIMEOUT at the deadline.
+int wait_ready(const Transport& transport, short events) {
+  return poll_until(transport.fd, events, transport.deadline) > 0 ? 0 : MBEDTLS_ERR_SSL_TIMEOUT;
+}
+
+bool would_block(int error) {
+  return error == EAGAIN || error == EWOULDBLOCK || error == EINTR;
+}
+
+/// 0 when connected before the deadline, else the errno that says why not.
+int finish_connect(int fd, SteadyClock::time_point deadline) {
+  const int rc = poll_until(fd, POLLOUT, deadline);
+  if (rc == 0) {
+    return ETIMEDOUT;
+  }
+  if (rc < 0) {
+    return errno;
+  }
+  int error = 0;
+  socklen_t length = sizeof error;
+  ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length);
+  return error;
+}
+
+/// 0 when `address` accepted the connection, else the errno.
+int connect_to(int fd, const addrinfo& address, SteadyClock::time_point deadline) {
+  if (::connect(fd, address.ai_addr, address.ai_addrlen) == 0) {
+    return 0;
+  }
+  return errno == EINPROGRESS ? finish_connect(fd, deadline) : errno;
+}
+
+}  // namespace
+
+std::string describe_endpoint(const std::string& host, std::uint16_t port) {
+  const bool ipv6 = host.find(':') != std::string::npos;
+  return (ipv6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+UniqueFd connect_before(const std::string& host, std::uint16_t port,
+                        SteadyClock::time_point deadline) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const auto service = std::to_string(port);
+  if (const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0) {
+    throw TransportError("cannot resolve " + host + ": " + ::gai_strerror(rc));
+  }
+  std::string last_error = "no address";
+  for (addrinfo* address = found; address != nullptr; address = address->ai_next) {
+    UniqueFd fd(
+        ::socket(address->ai_family, address->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (fd.get() < 0) {
+      continue;
+    }
+    if (const int error = connect_to(fd.get(), *address, deadline); error != 0) {
+      last_error = std::strerror(error);
+      continue;
+    }
+    ::freeaddrinfo(found);
+    const int one = 1;
+    // No Nagle wait between the small writes of a handshake or a request head.
+    ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+  }
+  ::freeaddrinfo(found);
+  throw TransportError("cannot connect to " + describe_endpoint(host, port) + ": " + last_error);
+}
+
+int send_with_deadline(void* context, const unsigned char* data, std::size_t size) {
+  auto* transport = static_cast<Transport*>(context);
+  while (true) {
+    const ssize_t sent = ::send(transport->fd, data, size, MSG_NOSIGNAL);
+    if (sent >= 0) {
+      return static_cast<int>(sent);
+    }
+    if (!would_block(errno)) {
+      return MBEDTLS_ERR_NET_SEND_FAILED;
+    }
+    if (const int rc = wait_ready(*transport, POLLOUT); rc != 0) {
+      return rc;
+    }
+  }
+}
+
+int receive_with_deadline(void* context, unsigned char* data, std::size_t size) {
+  auto* transport = static_cast<Transport*>(context);
+  while (true) {
+    const ssize_t got = ::recv(transport->fd, data, size, 0);
+    if (got >= 0) {
+      return static_cast<int>(got);
+    }
+    if (!would_block(errno)) {
+      return MBEDTLS_ERR_NET_RECV_FAILED;
+    }
+    if (const int rc = wait_ready(*transport, POLLIN); rc != 0) {
+      return rc;
+    }
+  }
+}
+
+void send_all_plain(Transport& transport, std::string_view data, const std::string& where) {
+  while (!data.empty()) {
+    const int rc = send_with_deadline(
+        &transport, reinterpret_cast<const unsigned char*>(data.data()), data.size());
+    if (rc == MBEDTLS_ERR_SSL_TIMEOUT) {
+      throw TransportError("sending to " + where + ": timed out");
+    }
+    if (rc < 0) {
+      throw TransportError("sending to " + where + ": " + std::strerror(errno));
+    }
+    data.remove_prefix(static_cast<std::size_t>(rc));
+  }
+}
+
+std::size_t receive_plain(Transport& transport, char* data, std::size_t size,
+                          const std::string& where) {
+  const int rc = receive_with_deadline(&transport, reinterpret_cast<unsigned char*>(data), size);
+  if (rc == MBEDTLS_ERR_SSL_TIMEOUT) {
+    throw TransportError("reading from " + where + ": timed out");
+  }
+  if (rc < 0) {
+    throw TransportError("reading from " + where + ": " + std::strerror(errno));
+  }
+  return static_cast<std::size_t>(rc);
+}
+
+TlsSession::TlsSession(const mbedtls_ssl_config* config, const std::string& host,
+                       Transport& transport) {
+  mbedtls_ssl_init(&ssl_);
+  mbedtls_ssl_session_init(&session_);
+  try {
+    if (const int rc = mbedtls_ssl_setup(&ssl_, config); rc != 0) {
+      throw TransportError(describe_tls_error("TLS setup", rc));
+    }
+    if (const int rc = mbedtls_ssl_set_hostname(&ssl_, host.c_str()); rc != 0) {
+      throw TransportError(describe_tls_error("TLS host name " + host, rc));
+    }
+  } catch (...) {
+    mbedtls_ssl_session_free(&session_);
+    mbedtls_ssl_free(&ssl_);
+    throw;
+  }
+  mbedtls_ssl_set_bio(&ssl_, &transport, send_with_deadline, receive_with_deadline, nullptr);
+}
+
+TlsSession::~TlsSession() {
+  mbedtls_ssl_session_free(&session_);
+  mbedtls_ssl_free(&ssl_);
+}
+
+void TlsSession::handshake(const std::string& where) {
+  const int rc = mbedtls_ssl_handshake(&ssl_);
+  if (rc == 0) {
+    return;
+  }
+  std::string detail = describe_tls_error("TLS handshake with " + where, rc);
+  // -1 means no certificate was verified at all (the handshake failed before that).
+  if (const uint32_t flags = mbedtls_ssl_get_verify_result(&ssl_);
+      flags != 0 && flags != static_cast<uint32_t>(-1)) {
+    std::array<char, 512> text{};
+    mbedtls_x509_crt_verify_info(text.data(), text.size(), "", flags);
+    std::string reasons(text.data());
+    while (!reasons.empty() && reasons.back() == '\n') {
+      reasons.pop_back();
+    }
+    detail += " (" + reasons + ")";
+  }
+  throw TransportError(detail);
+}
+
+void TlsSession::write_all(std::string_view data, const std::string& where) {
+  while (!data.empty()) {
+    const int rc =
+        mbedtls_ssl_write(&ssl_, reinterpret_cast<const unsigned char*>(data.data()), data.size());
+    if (rc <= 0) {
+      throw TransportError(describe_tls_error("sending to " + where, rc));
+    }
+    data.remove_prefix(static_cast<std::size_t>(rc));
+  }
+}
+
+std::size_t TlsSession::read_some(char* data, std::size_t size, const std::string& where) {
+  const int rc = mbedtls_ssl_read(&ssl_, reinterpret_cast<unsigned char*>(data), size);
+  if (rc == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY) {
+    closed_cleanly_ = true;
+    return 0;
+  }
+  if (rc < 0) {
+    throw TransportError(describe_tls_error("reading from " + where, rc));
+  }
+  return static_cast<std::size_t>(rc);
+}
+
+}  // namespace garm_edge::net

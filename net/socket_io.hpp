@@ -1,0 +1,81 @@
+#pragma once
+
+// Internal to net/: the blocking-socket pieces both HTTP clients share (HttpsClient for the
+// agent's mutual-TLS API, send_request for garm's upstream URLs). Every step has a deadline.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include <mbedtls/ssl.h>
+
+#include "common/unique_fd.hpp"
+
+namespace garm_edge::net {
+
+using SteadyClock = std::chrono::steady_clock;
+
+/// A failed step of one exchange; each client turns it into its own public error type.
+class TransportError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// "host:port", with brackets around an IPv6 address: the "where" of every error message.
+std::string describe_endpoint(const std::string& host, std::uint16_t port);
+
+/// Resolves `host` and connects (non-blocking) to the first address that answers before the
+/// deadline. The socket stays non-blocking, with TCP_NODELAY.
+UniqueFd connect_before(const std::string& host, std::uint16_t port,
+                        SteadyClock::time_point deadline);
+
+/// A connected non-blocking socket and the deadline every later read and write must meet.
+struct Transport {
+  int fd;
+  SteadyClock::time_point deadline;
+};
+
+/// mbedTLS BIO callbacks over a Transport (context): wait with poll until the deadline and
+/// answer MBEDTLS_ERR_SSL_TIMEOUT after it.
+int send_with_deadline(void* context, const unsigned char* data, std::size_t size);
+int receive_with_deadline(void* context, unsigned char* data, std::size_t size);
+
+/// The same, for plain connections, with errors as TransportError ("sending to <where>: ...").
+void send_all_plain(Transport& transport, std::string_view data, const std::string& where);
+/// Bytes read into `data`, 0 when the peer closed the connection.
+std::size_t receive_plain(Transport& transport, char* data, std::size_t size,
+                          const std::string& where);
+
+/// One client-side TLS connection over a Transport: set up from a config, checking the peer's
+/// certificate against `host` (without a host name mbedTLS checks no name at all).
+class TlsSession {
+ public:
+  TlsSession(const mbedtls_ssl_config* config, const std::string& host, Transport& transport);
+  ~TlsSession();
+  TlsSession(const TlsSession&) = delete;
+  TlsSession& operator=(const TlsSession&) = delete;
+
+  /// Throws TransportError naming `where` and, after a failed verification, why the
+  /// certificate was refused.
+  void handshake(const std::string& where);
+  void write_all(std::string_view data, const std::string& where);
+  /// Bytes read, 0 when the peer closed the connection (see closed_cleanly).
+  std::size_t read_some(char* data, std::size_t size, const std::string& where);
+  /// The peer ended with close_notify rather than a bare TCP close (which anyone on the path
+  /// can forge): only then does the end of the stream prove nothing was cut off.
+  bool closed_cleanly() const { return closed_cleanly_; }
+
+  mbedtls_ssl_context* context() { return &ssl_; }
+  /// Storage for a session loaded from disk; it must live as long as the context.
+  mbedtls_ssl_session* resumable_session() { return &session_; }
+
+ private:
+  mbedtls_ssl_context ssl_;
+  mbedtls_ssl_session session_;
+  bool closed_cleanly_ = false;
+};
+
+}  // namespace garm_edge::net

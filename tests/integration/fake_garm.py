@@ -1,0 +1,336 @@
+#!/usr/bin/env python3
+"""A fake garm controller for tests: garm's instance-facing callback and metadata endpoints
+(docs: /work/shared/reference/garm-contract.md §3.1-3.4), over HTTPS or plain HTTP.
+
+    fake_garm.py --cert C --key K --port-file F --log L [--plain] [--instances FILE]
+
+Binds 127.0.0.1 on a free port and writes the port to F (atomically) once listening. Every
+request is appended to L as one JSON line (method, path, query, headers, body as base64, time)
+before it is answered. FILE maps instance tokens to their data:
+
+    {"<token>": {"install_script": "...", "registration_token": "...",
+                 "jit": {"runner": "<base64>", "credentials": "<base64>",
+                         "credentials_rsaparams": "<base64>"},
+                 "service_name": "...", "closed": false}}
+
+Like garm, a token stops working (401) once its instance reported status idle or failed.
+"""
+
+import argparse
+import base64
+import json
+import os
+import ssl
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+CALLBACKS = "/api/v1/callbacks"
+METADATA = "/api/v1/metadata"
+# The install script is padded past one 8 KiB read and always ends with this line, so a test
+# can tell a complete script from a cut-off one.
+SCRIPT_MIN_BYTES = 8 * 1024 + 1
+SCRIPT_END = "# end of install script\n"
+SCRIPT_PADDING = "# padding: garm's real install scripts are larger than one 8 KiB buffer\n"
+# Irregular chunk sizes, so chunk boundaries fall anywhere in the client's reads.
+CHUNK_SIZES = (4000, 1, 2500, 17)
+UNIT_TEMPLATE = """[Unit]
+Description=GitHub Actions Runner ({service})
+After=network.target
+
+[Service]
+ExecStart=/home/{user}/actions-runner/runsvc.sh
+User={user}
+WorkingDirectory=/home/{user}/actions-runner
+KillMode=process
+KillSignal=SIGTERM
+TimeoutStopSec=5min
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def error_body(error, details=""):
+    return json.dumps({"error": error, "details": details}, separators=(",", ":")).encode()
+
+
+AUTH_FAILED = error_body("Authentication failed")
+
+
+class Instances:
+    """Per-token state shared by the handler threads."""
+
+    def __init__(self, data):
+        self._lock = threading.Lock()
+        self._data = data
+
+    def find(self, token):
+        """The instance's data, or None when the token is unknown or no longer valid."""
+        with self._lock:
+            instance = self._data.get(token)
+            return None if instance is None or instance.get("closed") else dict(instance)
+
+    def close(self, token):
+        with self._lock:
+            self._data[token]["closed"] = True
+
+    def take_registration_token(self, token):
+        """The token text the first time, None afterwards (garm answers 401 then)."""
+        with self._lock:
+            instance = self._data[token]
+            if instance.get("registration_token_fetched"):
+                return None
+            instance["registration_token_fetched"] = True
+            return instance.get("registration_token")
+
+
+class RequestLog:
+    def __init__(self, path):
+        self._lock = threading.Lock()
+        self._path = path
+
+    def append(self, entry):
+        line = json.dumps(entry, separators=(",", ":")) + "\n"
+        with self._lock, open(self._path, "a", encoding="utf-8") as log:
+            log.write(line)
+
+
+def install_script_bytes(script):
+    text = script if script.endswith("\n") else script + "\n"
+    while len((text + SCRIPT_END).encode()) < SCRIPT_MIN_BYTES:
+        text += SCRIPT_PADDING
+    return (text + SCRIPT_END).encode()
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # needed for chunked responses
+    server_version = "fake-garm"
+    timeout = 10  # a client that stalls does not hold a thread for ever
+
+    def log_message(self, format, *args):  # the request log is the only record
+        pass
+
+    # ---- plumbing ----------------------------------------------------------------------------
+
+    def read_body(self):
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            body = b""
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip(), 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return body
+                body += self.rfile.read(size)
+                self.rfile.readline()
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length > 0 else b""
+
+    def respond(self, status, body=b"", content_type="application/json", extra_headers=()):
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        for name, value in extra_headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def respond_chunked(self, status, body, content_type):
+        """Without Content-Length, as Go's net/http answers a large body."""
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        at, turn = 0, 0
+        while at < len(body):
+            piece = body[at : at + CHUNK_SIZES[turn % len(CHUNK_SIZES)]]
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            at, turn = at + len(piece), turn + 1
+        self.wfile.write(b"0\r\n\r\n")
+
+    def bearer_token(self):
+        # As garm does: split on single spaces, exactly two parts, the scheme word unchecked.
+        parts = (self.headers.get("Authorization") or "").split(" ")
+        return parts[1] if len(parts) == 2 else None
+
+    # ---- dispatch ----------------------------------------------------------------------------
+
+    def handle_any(self):
+        body = self.read_body()
+        url = urlsplit(self.path)
+        self.server.request_log.append(
+            {
+                "method": self.command,
+                "path": url.path,
+                "query": url.query,
+                "headers": dict(self.headers.items()),
+                "body": base64.b64encode(body).decode(),
+                "time": time.time(),
+            }
+        )
+        # garm registers every route with and without a trailing slash.
+        path = url.path[:-1] if len(url.path) > 1 and url.path.endswith("/") else url.path
+        route = ROUTES.get(path)
+        if route is None:
+            self.respond(404, error_body("Not Found", "no such route"))
+            return
+        method, handler = route
+        if self.command not in (method, "OPTIONS"):
+            self.respond(405, content_type="text/plain")
+            return
+        token = self.bearer_token()
+        instance = self.server.instances.find(token) if token else None
+        if instance is None:
+            self.respond(401, AUTH_FAILED)
+            return
+        if self.command == "OPTIONS":
+            self.respond(200)
+            return
+        handler(self, token, instance, body, parse_qs(url.query))
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = handle_any
+
+    # ---- endpoints ---------------------------------------------------------------------------
+
+    def parse_json_object(self, body):
+        try:
+            message = json.loads(body)
+        except (ValueError, UnicodeDecodeError):
+            message = None
+        if not isinstance(message, dict):
+            self.respond(400, error_body("Bad Request", "failed to decode request body"))
+            return None
+        return message
+
+    def status(self, token, instance, body, query):
+        message = self.parse_json_object(body)
+        if message is None:
+            return
+        if message.get("status") in ("idle", "failed"):
+            self.server.instances.close(token)
+        self.respond(200)
+
+    def system_info(self, token, instance, body, query):
+        if self.parse_json_object(body) is not None:
+            self.respond(200)
+
+    def install_script(self, token, instance, body, query):
+        script = instance.get("install_script")
+        if script is None:
+            self.respond(409, error_body("Conflict", "no install template for this pool"))
+            return
+        self.respond_chunked(200, install_script_bytes(script), "text/plain")
+
+    def registration_token(self, token, instance, body, query):
+        text = None if instance.get("jit") else self.server.instances.take_registration_token(token)
+        if text is None:
+            self.respond(401, error_body("Not Authorized"))
+            return
+        # garm sends the raw token under a JSON content type.
+        self.respond(200, text.encode(), "application/json")
+
+    def service_name(self, token, instance, body, query):
+        name = instance.get("service_name", "actions.runner.example-org")
+        self.respond(200, name.encode(), "text/plain")
+
+    def unit_file(self, token, instance, body, query):
+        user = query.get("runAsUser", ["runner"])[0]
+        service = instance.get("service_name", "actions.runner.example-org")
+        unit = UNIT_TEMPLATE.format(service=service, user=user)
+        self.respond(200, unit.encode(), "text/plain")
+
+
+def credentials_endpoint(file_name):
+    """GET MD/credentials/<file_name>: one decoded JIT file, as an attachment."""
+
+    def serve(handler, token, instance, body, query):
+        files = instance.get("jit") or {}
+        if file_name not in files:
+            handler.respond(404, error_body("Not Found", "no such credentials file"))
+            return
+        handler.respond(
+            200,
+            base64.b64decode(files[file_name]),
+            "application/octet-stream",
+            [("Content-Disposition", "attachment; filename=." + file_name)],
+        )
+
+    return serve
+
+
+ROUTES = {
+    CALLBACKS + "/status": ("POST", Handler.status),
+    CALLBACKS + "/system-info": ("POST", Handler.system_info),
+    METADATA + "/install-script": ("GET", Handler.install_script),
+    METADATA + "/runner-registration-token": ("GET", Handler.registration_token),
+    METADATA + "/system/service-name": ("GET", Handler.service_name),
+    METADATA + "/systemd/unit-file": ("GET", Handler.unit_file),
+}
+for _name in ("runner", "credentials", "credentials_rsaparams"):
+    ROUTES[METADATA + "/credentials/" + _name] = ("GET", credentials_endpoint(_name))
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, tls_context, instances, request_log):
+        self.tls_context = tls_context
+        self.instances = instances
+        self.request_log = request_log
+        super().__init__(("127.0.0.1", 0), Handler)
+
+    def finish_request(self, request, client_address):
+        # The handshake runs on the connection's own thread: a client that never completes
+        # one must not stall the accept loop.
+        if self.tls_context is None:
+            super().finish_request(request, client_address)
+            return
+        request.settimeout(Handler.timeout)
+        try:
+            connection = self.tls_context.wrap_socket(request, server_side=True)
+        except (ssl.SSLError, OSError):
+            return
+        try:
+            super().finish_request(connection, client_address)
+        finally:
+            connection.close()
+
+
+def write_port_file(path, port):
+    temp = path + ".tmp"
+    with open(temp, "w", encoding="ascii") as out:
+        out.write("%d\n" % port)
+    os.replace(temp, path)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cert")
+    parser.add_argument("--key")
+    parser.add_argument("--port-file", required=True)
+    parser.add_argument("--log", required=True)
+    parser.add_argument("--plain", action="store_true", help="HTTP instead of HTTPS")
+    parser.add_argument("--instances", help="JSON file: token -> instance data")
+    args = parser.parse_args()
+
+    tls_context = None
+    if not args.plain:
+        if not args.cert or not args.key:
+            parser.error("--cert and --key are required without --plain")
+        tls_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls_context.load_cert_chain(args.cert, args.key)
+    instances = {}
+    if args.instances:
+        with open(args.instances, encoding="utf-8") as data:
+            instances = json.load(data)
+    server = Server(tls_context, Instances(instances), RequestLog(args.log))
+    write_port_file(args.port_file, server.server_address[1])
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
