@@ -5,6 +5,7 @@
 #include <pugixml.hpp>
 
 #include "common/text.hpp"
+#include "hypervisor/network_xml.hpp"
 
 namespace garm_edge::hypervisor {
 namespace {
@@ -19,20 +20,6 @@ void require_xml_text(std::string_view value, const std::string& what) {
   if (!is_plain_text(value)) {
     reject(what, "must be UTF-8 text without control characters");
   }
-}
-
-bool is_mac(std::string_view mac) {
-  if (mac.size() != 17) {
-    return false;
-  }
-  for (std::size_t i = 0; i < mac.size(); ++i) {
-    const char c = mac[i];
-    const bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-    if (i % 3 == 2 ? c != ':' : !hex) {
-      return false;
-    }
-  }
-  return true;
 }
 
 void append_text(pugi::xml_node parent, const char* name, std::string_view value) {
@@ -116,10 +103,25 @@ void append_disk(pugi::xml_node devices, const DomainSpec& spec) {
   target.append_attribute("bus").set_value("virtio");
 }
 
+void append_filter(pugi::xml_node interface, const NetworkInterface& nic) {
+  if (nic.filter.empty()) {
+    return;
+  }
+  require_xml_text(nic.filter, "nwfilter name");
+  if (!is_ipv4_address(nic.filter_ip)) {
+    reject("nwfilter IP \"" + printable_excerpt(nic.filter_ip) + "\"", "is not an IPv4 address");
+  }
+  auto filterref = interface.append_child("filterref");
+  filterref.append_attribute("filter").set_value(nic.filter.c_str());
+  auto parameter = filterref.append_child("parameter");
+  parameter.append_attribute("name").set_value("IP");
+  parameter.append_attribute("value").set_value(nic.filter_ip.c_str());
+}
+
 void append_interfaces(pugi::xml_node devices, const DomainSpec& spec) {
   for (const auto& nic : spec.interfaces) {
     require_xml_text(nic.network, "network name");
-    if (!nic.mac.empty() && !is_mac(nic.mac)) {
+    if (!nic.mac.empty() && !is_mac_address(nic.mac)) {
       reject("MAC address \"" + printable_excerpt(nic.mac) + "\"", "is not xx:xx:xx:xx:xx:xx");
     }
     auto interface = devices.append_child("interface");
@@ -129,6 +131,7 @@ void append_interfaces(pugi::xml_node devices, const DomainSpec& spec) {
       interface.append_child("mac").append_attribute("address").set_value(nic.mac.c_str());
     }
     interface.append_child("model").append_attribute("type").set_value("virtio");
+    append_filter(interface, nic);
   }
 }
 

@@ -66,6 +66,10 @@ class Tags {
 struct NetworkInterface {
   std::string network;  // a libvirt network name
   std::string mac;      // empty: libvirt chooses
+  /// An nwfilter bound to the interface with `filter_ip` as its IP parameter, so the guest can
+  /// send only from that address. Empty: no filter.
+  std::string filter;
+  std::string filter_ip;
 };
 
 /// Everything needed to define one guest. The hypervisor fills in per-architecture defaults.
@@ -114,6 +118,31 @@ struct Volume {
   std::string path;
 };
 
+/// A static DHCP lease on a libvirt network: the guest with `mac` always gets `ip`.
+struct DhcpHost {
+  std::string mac;
+  std::string ip;
+
+  bool operator==(const DhcpHost&) const = default;
+};
+
+struct DhcpRange {
+  std::string start;
+  std::string end;
+};
+
+/// The IPv4 side of a libvirt network, as guests see it.
+struct NetworkInfo {
+  std::string name;
+  std::string forward_mode;  // nat, route, open, ...; empty: isolated
+  std::string bridge;
+  std::string gateway;  // the host's address on the network
+  unsigned prefix = 0;
+  std::vector<DhcpRange> ranges;  // addresses dnsmasq hands out dynamically
+  std::vector<DhcpHost> hosts;    // static reservations
+  bool active = false;
+};
+
 struct HostCapacity {
   unsigned cpus = 0;
   std::uint64_t memory_mib = 0;
@@ -156,6 +185,19 @@ class Hypervisor {
   virtual std::string pool_path(std::string_view pool) = 0;
 
   virtual HostCapacity capacity() = 0;
+
+  virtual NetworkInfo network(std::string_view name) = 0;
+  /// Reserves `host.ip` for `host.mac` in the network's DHCP server, live and persistent.
+  /// Throws already_exists when either is reserved already.
+  virtual void add_dhcp_host(std::string_view network, const DhcpHost& host) = 0;
+  /// False when there was no such reservation.
+  virtual bool remove_dhcp_host(std::string_view network, const DhcpHost& host) = 0;
+
+  /// Is an nwfilter of this name defined? Throws unsupported where the driver has no nwfilters.
+  virtual bool has_filter(std::string_view name) = 0;
+  /// Defines (or redefines) `name` as a filter that drops IPv4 packets whose source is not the
+  /// interface's IP parameter.
+  virtual void define_source_ip_filter(std::string_view name) = 0;
 };
 
 }  // namespace garm_edge::hypervisor

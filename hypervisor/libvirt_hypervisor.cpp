@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "hypervisor/domain_xml.hpp"
+#include "hypervisor/libvirt_call.hpp"
 #include "hypervisor/libvirt_event_loop.hpp"
 #include "hypervisor/libvirt_session.hpp"
 #include "hypervisor/libvirt_support.hpp"
@@ -44,29 +45,6 @@ std::optional<Domain> describe_found(Session& session, const DomainHandle& domai
 constexpr std::array kArchitectures{GuestArch::x86_64, GuestArch::aarch64, GuestArch::armv7l};
 
 }  // namespace
-
-template <class Fn>
-auto LibvirtHypervisor::call(const std::string& what, Fn fn) {
-  return call_within(options_.call_timeout, what, std::move(fn));
-}
-
-template <class Fn>
-auto LibvirtHypervisor::call_within(std::chrono::milliseconds deadline, const std::string& what,
-                                    Fn fn) {
-  // The job may outlive this frame and even this object (the caller gives up at the
-  // deadline), so it owns everything it touches.
-  return runner_.run(deadline, what, [session = session_, fn = std::move(fn)]() mutable {
-    auto conn = session->connection();
-    try {
-      return fn(*session, conn.get());
-    } catch (const HypervisorError& e) {
-      if (e.kind() == Kind::unavailable) {
-        session->forget(conn);
-      }
-      throw;
-    }
-  });
-}
 
 LibvirtHypervisor::LibvirtHypervisor(LibvirtOptions options)
     : options_(std::move(options)),

@@ -51,6 +51,11 @@ class LibvirtHypervisor final : public Hypervisor {
   std::vector<std::string> list_volumes(std::string_view pool) override;
   std::string pool_path(std::string_view pool) override;
   HostCapacity capacity() override;
+  NetworkInfo network(std::string_view name) override;
+  void add_dhcp_host(std::string_view network, const DhcpHost& host) override;
+  bool remove_dhcp_host(std::string_view network, const DhcpHost& host) override;
+  bool has_filter(std::string_view name) override;
+  void define_source_ip_filter(std::string_view name) override;
 
   VirtType virt_type_for(GuestArch arch) const;
 

@@ -149,6 +149,9 @@ void FaultyHypervisor::after_success(const std::string& operation) {
 }
 
 hypervisor::Domain FaultyHypervisor::define(const hypervisor::DomainSpec& spec) {
+  if (defining) {
+    defining(spec);
+  }
   return intercept("define", [&] { return inner_.define(spec); });
 }
 void FaultyHypervisor::start(std::string_view uuid) {
@@ -193,6 +196,22 @@ std::string FaultyHypervisor::pool_path(std::string_view pool) {
 }
 hypervisor::HostCapacity FaultyHypervisor::capacity() {
   return intercept("capacity", [&] { return inner_.capacity(); });
+}
+hypervisor::NetworkInfo FaultyHypervisor::network(std::string_view name) {
+  return intercept("network", [&] { return inner_.network(name); });
+}
+void FaultyHypervisor::add_dhcp_host(std::string_view network, const hypervisor::DhcpHost& host) {
+  intercept("add_dhcp_host", [&] { inner_.add_dhcp_host(network, host); });
+}
+bool FaultyHypervisor::remove_dhcp_host(std::string_view network,
+                                        const hypervisor::DhcpHost& host) {
+  return intercept("remove_dhcp_host", [&] { return inner_.remove_dhcp_host(network, host); });
+}
+bool FaultyHypervisor::has_filter(std::string_view name) {
+  return intercept("has_filter", [&] { return inner_.has_filter(name); });
+}
+void FaultyHypervisor::define_source_ip_filter(std::string_view name) {
+  intercept("define_source_ip_filter", [&] { inner_.define_source_ip_filter(name); });
 }
 
 // ---- FaultyStore ----------------------------------------------------------------------------

@@ -89,6 +89,8 @@ class FaultyHypervisor final : public hypervisor::Hypervisor {
   /// Applied to every domain find_by_uuid and find_by_name return (to fake a state).
   std::function<void(hypervisor::Domain&)> rewrite_found;
   std::function<void(const std::string&)> before;
+  /// Sees each domain spec handed to define.
+  std::function<void(const hypervisor::DomainSpec&)> defining;
   std::function<void(const std::string&)> after;
 
   std::string domain_xml(const hypervisor::DomainSpec& spec) const override {
@@ -110,6 +112,11 @@ class FaultyHypervisor final : public hypervisor::Hypervisor {
   std::vector<std::string> list_volumes(std::string_view pool) override;
   std::string pool_path(std::string_view pool) override;
   hypervisor::HostCapacity capacity() override;
+  hypervisor::NetworkInfo network(std::string_view name) override;
+  void add_dhcp_host(std::string_view network, const hypervisor::DhcpHost& host) override;
+  bool remove_dhcp_host(std::string_view network, const hypervisor::DhcpHost& host) override;
+  bool has_filter(std::string_view name) override;
+  void define_source_ip_filter(std::string_view name) override;
 
  private:
   template <class Fn>

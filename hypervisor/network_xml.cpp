@@ -1,0 +1,118 @@
+#include "hypervisor/network_xml.hpp"
+
+#include <arpa/inet.h>
+#include <sstream>
+
+#include <pugixml.hpp>
+
+#include "common/text.hpp"
+
+namespace garm_edge::hypervisor {
+namespace {
+
+std::string to_text(const pugi::xml_document& document) {
+  std::ostringstream out;
+  document.save(out, "", pugi::format_raw | pugi::format_no_declaration);
+  return out.str();
+}
+
+unsigned prefix_of(const pugi::xml_node& ip) {
+  if (const auto prefix = ip.attribute("prefix"); prefix) {
+    return prefix.as_uint();
+  }
+  in_addr mask{};
+  if (::inet_pton(AF_INET, ip.attribute("netmask").as_string(), &mask) != 1) {
+    return 0;
+  }
+  return static_cast<unsigned>(__builtin_popcount(ntohl(mask.s_addr)));
+}
+
+bool is_ipv4_element(const pugi::xml_node& ip) {
+  const std::string_view family = ip.attribute("family").as_string("ipv4");
+  return family == "ipv4" && is_ipv4_address(ip.attribute("address").as_string());
+}
+
+}  // namespace
+
+bool is_mac_address(std::string_view mac) {
+  if (mac.size() != 17) {
+    return false;
+  }
+  for (std::size_t i = 0; i < mac.size(); ++i) {
+    const char c = mac[i];
+    const bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+    if (i % 3 == 2 ? c != ':' : !hex) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool is_ipv4_address(std::string_view address) {
+  in_addr parsed{};
+  return address.size() <= 15 && ::inet_pton(AF_INET, std::string(address).c_str(), &parsed) == 1;
+}
+
+NetworkInfo parse_network_xml(std::string_view network_xml) {
+  pugi::xml_document document;
+  if (!document.load_buffer(network_xml.data(), network_xml.size())) {
+    throw HypervisorError(HypervisorError::Kind::failed, "unreadable network XML");
+  }
+  const auto network = document.child("network");
+  NetworkInfo info;
+  info.name = network.child("name").text().get();
+  info.forward_mode =
+      network.child("forward").attribute("mode").as_string(network.child("forward") ? "nat" : "");
+  info.bridge = network.child("bridge").attribute("name").as_string();
+  for (const auto ip : network.children("ip")) {
+    if (!is_ipv4_element(ip)) {
+      continue;
+    }
+    info.gateway = ip.attribute("address").as_string();
+    info.prefix = prefix_of(ip);
+    for (const auto range : ip.child("dhcp").children("range")) {
+      info.ranges.push_back({.start = range.attribute("start").as_string(),
+                             .end = range.attribute("end").as_string()});
+    }
+    for (const auto host : ip.child("dhcp").children("host")) {
+      info.hosts.push_back(
+          {.mac = host.attribute("mac").as_string(), .ip = host.attribute("ip").as_string()});
+    }
+    break;
+  }
+  return info;
+}
+
+std::string render_dhcp_host_xml(const DhcpHost& host) {
+  if (!is_mac_address(host.mac) || !is_ipv4_address(host.ip)) {
+    throw HypervisorError(HypervisorError::Kind::invalid_argument,
+                          "DHCP reservation needs a MAC and an IPv4 address, not \"" +
+                              printable_excerpt(host.mac) + "\" and \"" +
+                              printable_excerpt(host.ip) + "\"");
+  }
+  pugi::xml_document document;
+  auto element = document.append_child("host");
+  element.append_attribute("mac").set_value(host.mac.c_str());
+  element.append_attribute("ip").set_value(host.ip.c_str());
+  return to_text(document);
+}
+
+std::string render_source_ip_filter_xml(std::string_view name) {
+  pugi::xml_document document;
+  auto filter = document.append_child("filter");
+  filter.append_attribute("name").set_value(std::string(name).c_str());
+  filter.append_attribute("chain").set_value("ipv4-ip");
+  filter.append_attribute("priority").set_value("-710");
+  auto allow = filter.append_child("rule");
+  allow.append_attribute("action").set_value("return");
+  allow.append_attribute("direction").set_value("out");
+  allow.append_attribute("priority").set_value("100");
+  allow.append_child("ip").append_attribute("srcipaddr").set_value("$IP");
+  auto drop = filter.append_child("rule");
+  drop.append_attribute("action").set_value("drop");
+  drop.append_attribute("direction").set_value("out");
+  drop.append_attribute("priority").set_value("1000");
+  return to_text(document);
+}
+
+}  // namespace garm_edge::hypervisor
