@@ -245,6 +245,51 @@ void read_api_section(TableReader& root, AgentConfig& config) {
   in.reject_unknown_keys();
 }
 
+AntiSpoofing anti_spoofing_or_fail(TableReader& in) {
+  const auto text = in.string("anti_spoofing").value_or("auto");
+  if (text == "auto") {
+    return AntiSpoofing::automatic;
+  }
+  if (text == "clean-traffic") {
+    return AntiSpoofing::clean_traffic;
+  }
+  if (text == "source-ip") {
+    return AntiSpoofing::source_ip;
+  }
+  if (text == "off") {
+    return AntiSpoofing::off;
+  }
+  in.fail(in.node("anti_spoofing"),
+          "anti_spoofing must be one of auto, clean-traffic, source-ip, off");
+}
+
+void read_guests_section(TableReader& root, AgentConfig& config) {
+  const auto* table = root.table("guests");
+  if (table == nullptr) {
+    return;
+  }
+  TableReader in(*table, root.source(), "[guests]");
+  auto& guests = config.guests;
+  guests.enabled = true;
+  guests.address = in.string("address").value_or("");
+  guests.port = in.integer<std::uint16_t>("port", 0, 65535).value_or(guests.port);
+  const auto mode = in.string("mode").value_or("relay");
+  if (mode != "relay" && mode != "direct") {
+    in.fail(in.node("mode"), "mode must be relay or direct");
+  }
+  guests.relay = mode == "relay";
+  guests.addresses = in.string("addresses").value_or("");
+  guests.anti_spoofing = anti_spoofing_or_fail(in);
+  guests.relay_timeout = std::chrono::seconds(
+      in.integer<long>("relay_timeout_seconds", 1, 600).value_or(guests.relay_timeout.count()));
+  guests.max_connections =
+      in.integer<std::size_t>("max_connections", 1, 65536).value_or(guests.max_connections);
+  if (config.network.empty()) {
+    in.fail(nullptr, "guests need a network: set [libvirt] network");
+  }
+  in.reject_unknown_keys();
+}
+
 ImageConfig read_image(const toml::table& table, const std::string& source, std::size_t index) {
   TableReader in(table, source, "[[images]] #" + std::to_string(index + 1));
   ImageConfig image;
@@ -372,6 +417,7 @@ AgentConfig parse_agent_config(std::string_view toml_text, const std::string& so
   read_agent_section(root, config);
   read_libvirt_section(root, config);
   read_api_section(root, config);
+  read_guests_section(root, config);
   config.images = read_list<ImageConfig>(root, "images", read_image);
   config.flavors = read_list<FlavorConfig>(root, "flavors", read_flavor);
   root.reject_unknown_keys();
@@ -410,6 +456,11 @@ std::string agent_config_json_schema() {
          R"json("clients":{"type":"array","minItems":1,"items":{"type":"object","additionalProperties":false,)json"
          R"json("required":["identity","controllers"],"properties":{"identity":{"type":"string"},)json"
          R"json("controllers":{"type":"array","minItems":1,"items":{"type":"string"}}}}}}},)json"
+         R"json("guests":{"type":"object","additionalProperties":false,"properties":{"address":{"type":"string"},)json"
+         R"json("port":{"type":"integer","minimum":0,"maximum":65535},"mode":{"enum":["relay","direct"]},)json"
+         R"json("addresses":{"type":"string"},"anti_spoofing":{"enum":["auto","clean-traffic","source-ip","off"]},)json"
+         R"json("relay_timeout_seconds":{"type":"integer","minimum":1,"maximum":600},)json"
+         R"json("max_connections":{"type":"integer","minimum":1}}},)json"
          R"json("images":{"type":"array","minItems":1,"items":{"type":"object","additionalProperties":false,)json"
          R"json("required":["name"],"properties":{"name":{"type":"string"},"base_volume":{"type":"string"},)json"
          R"json("base_path":{"type":"string"},"base_format":{"enum":["qcow2","raw"]},)json"

@@ -66,6 +66,32 @@ struct ApiConfig {
   bool allows(const std::vector<std::string>& identities, std::string_view controller_id) const;
 };
 
+/// How a guest proves which instance it is, on top of its unguessable token.
+enum class AntiSpoofing {
+  automatic,      // clean-traffic where the host has it, else source_ip; fails where neither works
+  clean_traffic,  // libvirt's stock filter (MAC, IP and ARP spoofing)
+  source_ip,      // the agent's own filter: IPv4 only from the reserved address
+  off,            // no filter: any guest on the network can claim another's address
+};
+
+/// The plain-HTTP service guests reach at first boot: their NoCloud seed and garm's
+/// callback and metadata endpoints.
+struct GuestConfig {
+  bool enabled = false;  // a [guests] section is present
+  /// Where the service listens, and the host part of the URLs guests are given. Empty: the
+  /// network's gateway address (the host's own address on the guests' bridge).
+  std::string address;
+  std::uint16_t port = 8775;
+  /// relay: guests call the agent, which forwards to garm; direct: guests call garm.
+  bool relay = true;
+  /// Addresses the agent reserves for guests, "first-last". Empty: the network's subnet
+  /// outside its DHCP ranges.
+  std::string addresses;
+  AntiSpoofing anti_spoofing = AntiSpoofing::automatic;
+  std::chrono::seconds relay_timeout{30};
+  std::size_t max_connections = 512;
+};
+
 struct AgentConfig {
   /// Written into every domain's tags; reconcile touches only domains that carry it. Must stay
   /// stable for the life of the host's instances.
@@ -82,6 +108,7 @@ struct AgentConfig {
   std::vector<ImageConfig> images;
   std::vector<FlavorConfig> flavors;
   ApiConfig api;
+  GuestConfig guests;
 
   const ImageConfig* find_image(std::string_view name) const;
   const FlavorConfig* find_flavor(std::string_view name) const;

@@ -29,6 +29,23 @@ HttpResponse error_response(int status, std::string_view code, const std::string
   return json_response(status, ordered_json{{"code", code}, {"message", message}});
 }
 
+ordered_json guest_json(const GuestRecord& guest) {
+  auto messages = ordered_json::array();
+  for (const auto& m : guest.messages) {
+    messages.push_back({{"time", m.time}, {"status", m.status}, {"message", m.message}});
+  }
+  return {{"network", guest.network},
+          {"mac", guest.mac},
+          {"address", guest.ip},
+          {"seed_served_at", guest.seed_served_at},
+          {"access_closed", guest.closed},
+          {"runner_status", guest.runner_status},
+          {"agent_id", guest.agent_id ? ordered_json(*guest.agent_id) : ordered_json()},
+          {"os_name", guest.os_name},
+          {"os_version", guest.os_version},
+          {"messages", messages}};
+}
+
 int status_for(ServiceError::Code code) {
   switch (code) {
     case ServiceError::Code::invalid_argument:
@@ -101,20 +118,25 @@ std::optional<std::vector<std::string>> split_path(std::string_view path) {
   return parts;
 }
 
-bool query_flag(const net::HttpRequest& request, std::string_view name) {
-  const std::string wanted = std::string(name) + "=true";
+/// The percent-decoded value of `name` in the query string; empty when absent or malformed.
+std::string query_value(const net::HttpRequest& request, std::string_view name) {
   std::string_view query = request.query;
   while (!query.empty()) {
     const auto amp = query.find('&');
-    if (query.substr(0, amp) == wanted) {
-      return true;
+    const auto pair = query.substr(0, amp);
+    if (pair.size() > name.size() && pair.starts_with(name) && pair[name.size()] == '=') {
+      return decode_segment(pair.substr(name.size() + 1)).value_or("");
     }
     if (amp == std::string_view::npos) {
       break;
     }
     query.remove_prefix(amp + 1);
   }
-  return false;
+  return "";
+}
+
+bool query_flag(const net::HttpRequest& request, std::string_view name) {
+  return query_value(request, name) == "true";
 }
 
 ordered_json images_json(const AgentConfig& config) {
@@ -319,6 +341,27 @@ net::HttpResponse ControlApi::controller_route(const net::HttpRequest& request,
       return error_response(404, "not_found", "no instance " + printable_excerpt(p[4]));
     }
     return json_response(200, wire::to_json(*instance));
+  }
+  if (instances && p.size() == 6 && method == "GET" && p[5] == "guest") {
+    route_name = "guest";
+    const auto guest = service_.guest_status(controller, p[4]);
+    if (!guest) {
+      return error_response(404, "not_found",
+                            "no instance " + printable_excerpt(p[4]) + " with guest access");
+    }
+    return json_response(200, guest_json(*guest));
+  }
+  if (p.size() == 4 && p[3] == "events" && method == "GET") {
+    route_name = "events";
+    auto events = ordered_json::array();
+    for (const auto& event :
+         service_.events().recent(controller, query_value(request, "instance"))) {
+      events.push_back({{"time", event.time},
+                        {"event", event.event},
+                        {"instance", event.instance},
+                        {"detail", event.detail}});
+    }
+    return json_response(200, events);
   }
   if (instances && p.size() == 5 && method == "DELETE") {
     route_name = "delete";

@@ -142,7 +142,32 @@ InstanceService::InstanceService(const AgentConfig& config, hypervisor::Hypervis
       store_(store),
       clock_(clock),
       log_(logger),
-      create_gate_(config.max_concurrent_creates) {}
+      create_gate_(config.max_concurrent_creates),
+      events_(clock, logger) {}
+
+void InstanceService::serve_guests(GuestAccess& access, GuestIndex& index) {
+  guests_ = &access;
+  guest_index_ = &index;
+  for (const auto& record : store_.list()) {
+    index.put(record);
+  }
+}
+
+std::optional<InstanceRecord> InstanceService::update_guest(
+    std::string_view domain_name, const std::function<bool(GuestRecord&)>& change) {
+  auto lock = instance_locks_.lock(std::string(domain_name));
+  auto record = store_.get(domain_name);
+  if (!record || !record->guest || record->intent == Intent::deleting) {
+    return std::nullopt;
+  }
+  if (change(*record->guest)) {
+    store_.put(*record);
+    if (guest_index_ != nullptr) {
+      guest_index_->put(*record);
+    }
+  }
+  return record;
+}
 
 // ---- create -------------------------------------------------------------------------------
 
@@ -154,6 +179,8 @@ wire::ProviderInstance InstanceService::create(std::string_view controller_id,
     if (auto existing = reuse_existing(plan)) {
       return *existing;
     }
+    events_.record("creating", plan.record.name, plan.record.controller_id,
+                   "image " + plan.record.image + ", flavor " + plan.record.flavor);
     auto slot = create_gate_.acquire();
     return run_create(plan);
   });
@@ -170,6 +197,9 @@ DryRunResult InstanceService::dry_run_create(std::string_view controller_id,
     result.domain_name = plan.record.domain_name;
     result.domain_xml = hypervisor_.domain_xml(plan.domain);
     result.volume_xml = render_overlay_volume_xml(plan.volume);
+    if (plan.guest) {
+      result.user_data = plan.guest->record.user_data;
+    }
     hypervisor::Domain would_be{.name = plan.record.domain_name,
                                 .uuid = plan.record.domain_uuid,
                                 .state = hypervisor::PowerState::running,
@@ -216,8 +246,12 @@ InstanceService::CreatePlan InstanceService::plan_create(std::string_view contro
   plan.domain.arch = guest_arch_for(image->arch);
   plan.domain.vcpus = flavor->vcpus;
   plan.domain.memory_mib = flavor->memory_mib;
-  if (!config_.network.empty()) {
-    plan.domain.interfaces.push_back({.network = config_.network, .mac = ""});
+  if (guests_ != nullptr) {
+    plan.guest = guests_->plan(r, b);
+    plan.domain.smbios_serial = plan.guest->smbios_serial;
+  } else if (!config_.network.empty()) {
+    plan.domain.interfaces.push_back(
+        {.network = config_.network, .mac = "", .filter = "", .filter_ip = ""});
   }
   plan.domain.tags = tags_for(r);
   return plan;
@@ -318,11 +352,29 @@ std::optional<wire::ProviderInstance> InstanceService::reuse_existing(const Crea
   return std::nullopt;
 }
 
+void InstanceService::record_create_intent(CreatePlan& plan) {
+  if (!plan.guest) {
+    store_.put(plan.record);
+    return;
+  }
+  std::lock_guard lock(address_mutex_);
+  guests_->assign_address(*plan.guest, guest_index_->addresses());
+  plan.record.guest = plan.guest->record;
+  plan.domain.interfaces = {plan.guest->interface};
+  store_.put(plan.record);
+  guest_index_->put(plan.record);
+}
+
 wire::ProviderInstance InstanceService::run_create(CreatePlan& plan) {
   auto& record = plan.record;
   std::string step = "record the intent";
   try {
-    store_.put(record);
+    record_create_intent(plan);
+    if (record.guest) {
+      step = "reserve the guest's address " + record.guest->ip;
+      guests_->reserve(*record.guest);
+    }
+    events_.record("requesting", record.name, record.controller_id, "domain " + record.domain_name);
     step = "create the overlay volume";
     const auto volume = hypervisor_.create_overlay(plan.volume);
     plan.domain.disk_path = volume.path;
@@ -338,8 +390,9 @@ wire::ProviderInstance InstanceService::run_create(CreatePlan& plan) {
     step = "record the result";
     record.intent = Intent::created;
     store_.put(record);
-    log_.info("created " + record.name + " as " + record.domain_name + " (" + record.domain_uuid +
-              ")");
+    events_.record("created", record.name, record.controller_id,
+                   "domain " + record.domain_name + " (" + record.domain_uuid + ")" +
+                       (record.guest ? ", address " + record.guest->ip : ""));
     return describe(*domain);
   } catch (const std::exception& error) {
     std::string reason = "failed to " + step + ": " + error.what();
@@ -431,6 +484,27 @@ std::vector<wire::ProviderInstance> InstanceService::list(std::string_view contr
   });
 }
 
+std::optional<GuestRecord> InstanceService::guest_status(std::string_view controller_id,
+                                                         std::string_view instance) {
+  return guarded("guest status of " + printable_excerpt(instance),
+                 [&]() -> std::optional<GuestRecord> {
+                   const auto target = resolve(controller_id, instance);
+                   const auto record = target ? store_.get(target->domain_name) : std::nullopt;
+                   if (!record || record->controller_id != controller_id || !record->guest ||
+                       (target->uuid && record->domain_uuid != *target->uuid)) {
+                     return std::nullopt;
+                   }
+                   auto guest = *record->guest;
+                   guest.seed_token_hash.clear();
+                   guest.bearer_token_hash.clear();
+                   guest.meta_data.clear();
+                   guest.user_data.clear();  // carries garm's instance token
+                   guest.vendor_data.clear();
+                   guest.ca_cert_bundle.clear();
+                   return guest;
+                 });
+}
+
 // ---- delete, start, stop ------------------------------------------------------------------
 
 bool InstanceService::remove(std::string_view controller_id, std::string_view instance) {
@@ -456,12 +530,13 @@ bool InstanceService::remove_locked(std::string_view controller_id, const Target
   }
   InstanceRecord doomed = record ? *record : record_for_orphan(*domain);
   doomed.intent = Intent::deleting;
+  events_.record("destroying", doomed.name, doomed.controller_id, "domain " + doomed.domain_name);
   store_.put(doomed);
   teardown(doomed);
   if (domain && domain->uuid != doomed.domain_uuid) {
     teardown(record_for_orphan(*domain));
   }
-  log_.info("deleted " + doomed.name + " (" + doomed.domain_name + ")");
+  events_.record("destroyed", doomed.name, doomed.controller_id, "domain " + doomed.domain_name);
   return true;
 }
 
@@ -539,7 +614,13 @@ std::size_t InstanceService::remove_all(std::string_view controller_id) {
 // ---- teardown and reconcile ---------------------------------------------------------------
 
 void InstanceService::teardown(const InstanceRecord& record) {
+  if (guest_index_ != nullptr) {
+    guest_index_->remove(record.domain_name);  // its seed and relay access end first
+  }
   hypervisor_.destroy(record.domain_uuid);
+  if (record.guest && guests_ != nullptr) {
+    guests_->release(*record.guest);  // only once the guest can no longer use the address
+  }
   hypervisor_.undefine(record.domain_uuid);
   hypervisor_.delete_volume(record.volume_pool, record.volume_name);
   store_.remove(record.domain_name);
@@ -592,6 +673,16 @@ ReconcileReport InstanceService::reconcile() {
       if (const auto domain_name = domain_name_of_volume(volume)) {
         run_locked(*domain_name, [&] { reconcile_volume(volume, *domain_name, report); });
       }
+    }
+    if (guests_ != nullptr) {
+      std::lock_guard lock(address_mutex_);  // no create is between choosing and recording
+      auto held = guest_index_->addresses();
+      for (const auto& record : store_.list()) {  // also those whose teardown is unfinished
+        if (record.guest && !record.guest->ip.empty()) {
+          held.insert(record.guest->ip);
+        }
+      }
+      report.orphan_reservations += guests_->release_unheld(held);
     }
   } catch (const std::exception& e) {
     ++report.failures;
@@ -686,9 +777,24 @@ wire::ProviderInstance InstanceService::describe(const hypervisor::Domain& domai
   instance.os_version = tag_or_empty(domain.tags, tag::kOsVersion);
   instance.os_arch = wire::parse_enum<wire::OsArch>(tag_or_empty(domain.tags, tag::kOsArch));
   instance.status = status_for(domain.state);
-  for (const auto& address : domain.addresses) {
+  const auto guest =
+      guest_index_ != nullptr ? guest_index_->get(domain.name) : std::optional<GuestIndex::Entry>();
+  if (guest && !guest->ip.empty()) {
+    // The reserved address: known without reading leases, and what the guest must use.
     instance.addresses.push_back(
-        {.address = address.ip, .type = wire::AddressType::private_address});
+        {.address = guest->ip, .type = wire::AddressType::private_address});
+  } else {
+    for (const auto& address : domain.addresses) {
+      instance.addresses.push_back(
+          {.address = address.ip, .type = wire::AddressType::private_address});
+    }
+  }
+  if (guest) {
+    instance.os_name = guest->os_name.empty() ? instance.os_name : guest->os_name;
+    instance.os_version = guest->os_version.empty() ? instance.os_version : guest->os_version;
+    if (guest->runner_status == "failed") {
+      instance.provider_fault = "runner install failed: " + guest->last_message;
+    }
   }
   return instance;
 }

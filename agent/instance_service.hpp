@@ -2,7 +2,9 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -12,6 +14,9 @@
 #include "agent/clock.hpp"
 #include "agent/config.hpp"
 #include "agent/create_gate.hpp"
+#include "agent/event_log.hpp"
+#include "agent/guest_access.hpp"
+#include "agent/guest_index.hpp"
 #include "agent/instance_store.hpp"
 #include "agent/keyed_mutex.hpp"
 #include "agent/log.hpp"
@@ -40,17 +45,19 @@ struct DryRunResult {
   std::string domain_name;
   std::string domain_xml;
   std::string volume_xml;
+  std::string user_data;            // what the guest would boot with; empty without [guests]
   wire::ProviderInstance instance;  // what create would return
 };
 
 struct ReconcileReport {
   std::size_t rolled_back_creates = 0;
   std::size_t finished_deletes = 0;
-  std::size_t vanished_domains = 0;  // record kept, domain gone behind our back
-  std::size_t orphan_domains = 0;    // our tag and state ID, no record
-  std::size_t orphan_volumes = 0;    // our naming, no record and no domain
-  std::size_t other_state = 0;       // our tag, but made with another state directory: kept
-  std::size_t busy = 0;              // in use by a live operation: left for the next pass
+  std::size_t vanished_domains = 0;     // record kept, domain gone behind our back
+  std::size_t orphan_domains = 0;       // our tag and state ID, no record
+  std::size_t orphan_volumes = 0;       // our naming, no record and no domain
+  std::size_t orphan_reservations = 0;  // in our address range, held by no instance
+  std::size_t other_state = 0;          // our tag, but made with another state directory: kept
+  std::size_t busy = 0;                 // in use by a live operation: left for the next pass
   std::size_t failures = 0;
 };
 
@@ -61,6 +68,19 @@ class InstanceService {
  public:
   InstanceService(const AgentConfig& config, hypervisor::Hypervisor& hypervisor,
                   InstanceStore& store, const Clock& clock, Logger& logger);
+
+  /// From now on every created instance gets guest access (address, filter, seed) through
+  /// `access`, and `index` learns of it. Fills `index` from the records.
+  void serve_guests(GuestAccess& access, GuestIndex& index);
+  /// Under the instance's lock: reads its record, lets `change` edit the guest part, and writes
+  /// it back when `change` returns true. Nothing when there is no such record with a guest.
+  std::optional<InstanceRecord> update_guest(std::string_view domain_name,
+                                             const std::function<bool(GuestRecord&)>& change);
+  EventLog& events() { return events_; }
+  /// What the instance's guest reported and how it reaches the agent, without its seed or
+  /// token hashes. Nothing when there is no such instance or it has no guest access.
+  std::optional<GuestRecord> guest_status(std::string_view controller_id,
+                                          std::string_view instance);
 
   /// Idempotent by instance name. Returns a running instance or throws; whatever a failed
   /// create made is removed before the error is thrown.
@@ -103,11 +123,15 @@ class InstanceService {
     InstanceRecord record;
     hypervisor::VolumeSpec volume;
     hypervisor::DomainSpec domain;
+    std::optional<GuestPlan> guest;
   };
 
   CreatePlan plan_create(std::string_view controller_id, const wire::BootstrapInstance& bootstrap);
   std::optional<wire::ProviderInstance> reuse_existing(const CreatePlan& plan);
   wire::ProviderInstance run_create(CreatePlan& plan);
+  /// Gives the guest its address and records the intent, atomically with respect to other
+  /// creates, so no two guests are given one address.
+  void record_create_intent(CreatePlan& plan);
   std::string base_image_path(const ImageConfig& image);
   std::pair<const ImageConfig*, const FlavorConfig*> fit_pool(
       const std::string& image, const std::string& flavor, std::optional<wire::OsType> os_type,
@@ -148,6 +172,10 @@ class InstanceService {
   Logger& log_;
   KeyedMutex instance_locks_;
   CreateGate create_gate_;
+  EventLog events_;
+  GuestAccess* guests_ = nullptr;
+  GuestIndex* guest_index_ = nullptr;
+  std::mutex address_mutex_;
 };
 
 }  // namespace garm_edge::agent

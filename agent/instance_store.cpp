@@ -195,6 +195,73 @@ std::string_view to_string(Intent intent) {
   return "creating";
 }
 
+namespace {
+
+nlohmann::ordered_json guest_to_json(const GuestRecord& g) {
+  auto messages = nlohmann::ordered_json::array();
+  for (const auto& m : g.messages) {
+    messages.push_back({{"time", m.time}, {"status", m.status}, {"message", m.message}});
+  }
+  return {
+      {"network", g.network},
+      {"mac", g.mac},
+      {"ip", g.ip},
+      {"seed_token_hash", g.seed_token_hash},
+      {"bearer_token_hash", g.bearer_token_hash},
+      {"callback_url", g.callback_url},
+      {"metadata_url", g.metadata_url},
+      {"ca_cert_bundle", g.ca_cert_bundle},
+      {"meta_data", g.meta_data},
+      {"user_data", g.user_data},
+      {"vendor_data", g.vendor_data},
+      {"closed", g.closed},
+      {"seed_served_at", g.seed_served_at},
+      {"runner_status", g.runner_status},
+      {"agent_id", g.agent_id ? nlohmann::ordered_json(*g.agent_id) : nlohmann::ordered_json()},
+      {"os_name", g.os_name},
+      {"os_version", g.os_version},
+      {"messages", messages},
+  };
+}
+
+GuestRecord guest_from_json(const nlohmann::json& document) {
+  const wire::ObjectReader in(document, "guest");
+  GuestRecord g;
+  g.network = in.string_or_empty("network");
+  g.mac = in.string_or_empty("mac");
+  g.ip = in.string_or_empty("ip");
+  g.seed_token_hash = in.required_string("seed_token_hash");
+  g.bearer_token_hash = in.string_or_empty("bearer_token_hash");
+  g.callback_url = in.string_or_empty("callback_url");
+  g.metadata_url = in.string_or_empty("metadata_url");
+  g.ca_cert_bundle = in.string_or_empty("ca_cert_bundle");
+  g.meta_data = in.string_or_empty("meta_data");
+  g.user_data = in.string_or_empty("user_data");
+  g.vendor_data = in.string_or_empty("vendor_data");
+  g.closed = in.boolean("closed");
+  g.seed_served_at = in.string_or_empty("seed_served_at");
+  g.runner_status = in.string_or_empty("runner_status");
+  if (const auto* agent_id = in.find("agent_id"); agent_id && agent_id->is_number_integer()) {
+    g.agent_id = agent_id->get<std::int64_t>();
+  }
+  g.os_name = in.string_or_empty("os_name");
+  g.os_version = in.string_or_empty("os_version");
+  if (const auto* messages = in.find("messages"); messages && messages->is_array()) {
+    for (const auto& item : *messages) {
+      if (!item.is_object()) {
+        throw wire::WireError("guest.messages", "must hold objects");
+      }
+      const wire::ObjectReader message(item, "guest.messages[]");
+      g.messages.push_back({.time = message.string_or_empty("time"),
+                            .status = message.string_or_empty("status"),
+                            .message = message.string_or_empty("message")});
+    }
+  }
+  return g;
+}
+
+}  // namespace
+
 std::string serialize_record(const InstanceRecord& r) {
   nlohmann::ordered_json out = {
       {"version", kRecordVersion},
@@ -214,6 +281,9 @@ std::string serialize_record(const InstanceRecord& r) {
       {"volume_name", r.volume_name},
       {"created_at", r.created_at},
   };
+  if (r.guest) {
+    out["guest"] = guest_to_json(*r.guest);
+  }
   return out.dump(2) + "\n";
 }
 
@@ -242,6 +312,9 @@ InstanceRecord parse_record(std::string_view text) {
     r.volume_pool = in.required_string("volume_pool");
     r.volume_name = in.required_string("volume_name");
     r.created_at = in.string_or_empty("created_at");
+    if (const auto* guest = in.find("guest"); guest && guest->is_object()) {
+      r.guest = guest_from_json(*guest);
+    }
     return r;
   } catch (const wire::WireError& e) {
     throw StoreError(std::string("invalid instance record: ") + e.what());

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <stdexcept>
@@ -16,6 +17,41 @@ namespace garm_edge::agent {
 enum class Intent { creating, created, deleting };
 
 std::string_view to_string(Intent intent);
+
+/// One status report a guest sent through the relay.
+struct GuestMessage {
+  std::string time;  // RFC 3339
+  std::string status;
+  std::string message;
+
+  bool operator==(const GuestMessage&) const = default;
+};
+
+/// A guest's access to the agent's guest service and what it reported there. Holds secrets
+/// (user-data carries garm's instance token): it lives only in the 0600 record file.
+struct GuestRecord {
+  std::string network;
+  std::string mac;
+  std::string ip;                 // the address reserved for it; empty: none (token only)
+  std::string seed_token_hash;    // hex SHA-256 of the token in its seed URL
+  std::string bearer_token_hash;  // hex SHA-256 of garm's instance token
+  std::string callback_url;       // garm's own, where the relay forwards to
+  std::string metadata_url;
+  std::string ca_cert_bundle;  // PEM garm's certificate is checked with (besides the system CAs)
+  std::string meta_data;
+  std::string user_data;
+  std::string vendor_data;
+  /// After the guest reported idle or failed: its seed and relay access are closed.
+  bool closed = false;
+  std::string seed_served_at;
+  std::string runner_status;
+  std::optional<std::int64_t> agent_id;
+  std::string os_name;
+  std::string os_version;
+  std::vector<GuestMessage> messages;  // the latest ones, oldest first
+
+  bool operator==(const GuestRecord&) const = default;
+};
 
 /// One instance as the agent remembers it; the file is keyed by the libvirt domain name.
 struct InstanceRecord {
@@ -34,6 +70,7 @@ struct InstanceRecord {
   std::string volume_name;
   std::string created_at;
   Intent intent = Intent::creating;
+  std::optional<GuestRecord> guest;
 
   bool operator==(const InstanceRecord&) const = default;
 };

@@ -47,6 +47,7 @@ std::string summarize(const ReconcileReport& report) {
   add(report.vanished_domains, "records of vanished domains removed");
   add(report.orphan_domains, "untracked tagged domains removed");
   add(report.orphan_volumes, "unused overlay volumes removed");
+  add(report.orphan_reservations, "unheld address reservations released");
   add(report.other_state, "domains from another state directory left alone");
   add(report.busy, "instances busy, left for the next pass");
   add(report.failures, "failures");

@@ -6,9 +6,14 @@
 #include <asio.hpp>
 
 #include "agent/control_api.hpp"
+#include "agent/garm_relay.hpp"
+#include "agent/guest_access.hpp"
+#include "agent/guest_index.hpp"
+#include "agent/guest_service.hpp"
 #include "agent/instance_service.hpp"
 #include "agent/reconcile_loop.hpp"
 #include "hypervisor/libvirt_hypervisor.hpp"
+#include "net/http_server.hpp"
 #include "net/tls_server.hpp"
 
 namespace garm_edge::agent {
@@ -33,13 +38,43 @@ int serve(const AgentConfig& config, Logger& log,
   FileInstanceStore store(config.state_dir);
   SystemClock clock;
   InstanceService service(config, hypervisor, store, clock, log);
+
+  asio::io_context io;
+  // Guests' requests may wait on garm for seconds: they get their own threads, so a slow garm
+  // never holds up the control API.
+  asio::thread_pool guest_workers(config.guests.enabled ? 8 : 1);
+  GuestIndex guest_index;
+  GuestAccess guest_access(config, hypervisor, log);
+  HttpGarmRelay relay(net::HttpClientOptions{.connect_timeout = std::chrono::seconds(5),
+                                             .request_timeout = config.guests.relay_timeout,
+                                             .max_response_bytes = 64 * 1024 * 1024});
+  GuestService guests(config, service, store, guest_index, guest_access, relay, clock, log);
+  std::unique_ptr<net::HttpServer> guest_server;
+  if (config.guests.enabled) {
+    guest_access.start();
+    net::HttpServerOptions guest_options;
+    guest_options.address = guest_access.address();
+    guest_options.port = config.guests.port;
+    guest_options.max_connections = config.guests.max_connections;
+    guest_options.limits.max_body_bytes = 256 * 1024;  // status reports, not uploads
+    guest_server = std::make_unique<net::HttpServer>(
+        io, guest_options, [&](net::HttpRequest request, std::string peer, auto respond) {
+          asio::post(guest_workers,
+                     [&guests, request = std::move(request), peer = std::move(peer),
+                      respond = std::move(respond)] { respond(guests.handle(request, peer)); });
+        });
+    guest_server->start();
+    guest_access.set_port(guest_server->port());
+    service.serve_guests(guest_access, guest_index);
+    log.info("guest service listening on " + guest_access.base_url() +
+             (config.guests.relay ? " (relay to garm)" : " (guests call garm directly)"));
+  }
   if (const auto summary = summarize(service.reconcile()); !summary.empty()) {
     log.info("startup reconcile: " + summary);
   }
   ReconcileLoop reconcile_loop(service, config.reconcile_interval, log);
 
   ControlApi api(config, service, hypervisor);
-  asio::io_context io;
   asio::thread_pool workers(config.api.workers);
   net::TlsServerOptions options;
   options.address = config.api.address;
@@ -87,6 +122,9 @@ int serve(const AgentConfig& config, Logger& log,
     }
     log.info("stopping: no new connections; answering the ones in progress");
     server.stop();
+    if (guest_server) {
+      guest_server->stop();
+    }
     drain(std::chrono::steady_clock::now() + kDrainDeadline);
   };
   signals.async_wait(on_signal);
@@ -95,6 +133,7 @@ int serve(const AgentConfig& config, Logger& log,
   io.run();
   second.join();
   workers.join();
+  guest_workers.join();
   return 0;
 }
 

@@ -105,3 +105,26 @@ TEST_CASE("the documented example config is valid", "[config]") {
   CHECK(config.find_image("debian-12") != nullptr);
   CHECK(config.find_flavor("small") != nullptr);
 }
+
+TEST_CASE("a [guests] section turns the guest service on", "[config]") {
+  const auto config = parse_agent_config(with(R"(
+[guests]
+address = "192.168.122.1"
+port = 8775
+mode = "direct"
+addresses = "192.168.122.10-192.168.122.99"
+anti_spoofing = "source-ip"
+relay_timeout_seconds = 15
+)"),
+                                         "agent.toml");
+  CHECK(config.guests.enabled);
+  CHECK(config.guests.address == "192.168.122.1");
+  CHECK_FALSE(config.guests.relay);
+  CHECK(config.guests.anti_spoofing == AntiSpoofing::source_ip);
+  CHECK(config.guests.relay_timeout == std::chrono::seconds(15));
+  CHECK_FALSE(parse_agent_config(kValid, "agent.toml").guests.enabled);
+  CHECK_THAT(error_for(with("[guests]\nmode = \"proxy\"\n")), Catch::Contains("relay or direct"));
+  CHECK_THAT(error_for(with("[guests]\nanti_spoofing = \"maybe\"\n")),
+             Catch::Contains("anti_spoofing"));
+  CHECK_THAT(error_for(with("[guests]\nsecret = 1\n")), Catch::Contains("unknown key"));
+}

@@ -53,6 +53,27 @@ TEST_CASE("records round-trip through the state directory", "[store]") {
   CHECK_NOTHROW(store.remove(record.domain_name));  // removing twice is fine
 }
 
+TEST_CASE("a record's guest part round-trips, reports included", "[store]") {
+  TempDir dir;
+  FileInstanceStore store(dir.path());
+  auto record = sample_record("garm-g");
+  GuestRecord guest;
+  guest.network = "default";
+  guest.mac = "52:54:00:01:02:03";
+  guest.ip = "192.168.122.5";
+  guest.seed_token_hash = std::string(64, 'a');
+  guest.bearer_token_hash = std::string(64, 'b');
+  guest.callback_url = "https://garm.example.com/api/v1/callbacks";
+  guest.user_data = "#cloud-config\nusers: [default]\n";
+  guest.runner_status = "installing";
+  guest.agent_id = 42;
+  guest.messages.push_back(
+      {.time = "2026-11-22T00:00:00Z", .status = "installing", .message = "\u00e9"});
+  record.guest = guest;
+  store.put(record);
+  CHECK(store.get(record.domain_name) == record);
+}
+
 TEST_CASE("the state directory and records are private", "[store]") {
   TempDir dir;
   const auto state = dir.path() / "state";

@@ -1,0 +1,56 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include "hypervisor/hypervisor.hpp"
+
+namespace garm_edge::agent {
+
+/// IPv4 addresses in host order, first to last inclusive.
+struct AddressRange {
+  std::uint32_t first = 0;
+  std::uint32_t last = 0;
+
+  bool contains(std::uint32_t address) const { return address >= first && address <= last; }
+};
+
+std::optional<std::uint32_t> parse_ipv4(std::string_view text);
+std::string format_ipv4(std::uint32_t address);
+
+/// The addresses the agent may reserve for guests: `configured` ("first-last", inside the
+/// network's subnet), or else the subnet minus its network, broadcast and gateway addresses
+/// and minus the DHCP ranges dnsmasq hands out on its own. Throws std::invalid_argument saying
+/// what to change.
+AddressRange reservable_addresses(const hypervisor::NetworkInfo& network,
+                                  std::string_view configured);
+
+/// A MAC in QEMU's 52:54:00 block with three random bytes.
+std::string random_mac();
+
+/// Chooses guests' addresses. An address given back is not handed out again for a while, so a
+/// deleted guest's address is not another's before every cache (ARP, leases) forgets it.
+class AddressAllocator {
+ public:
+  explicit AddressAllocator(std::chrono::seconds quarantine = std::chrono::seconds(120))
+      : quarantine_(quarantine) {}
+
+  /// The lowest address of `range` that is neither reserved in `network`, nor in `taken`, nor
+  /// in quarantine. Nothing when the range is full.
+  std::optional<std::string> pick(const AddressRange& range, const hypervisor::NetworkInfo& network,
+                                  const std::set<std::string>& taken);
+  void release(const std::string& address);
+
+ private:
+  std::chrono::seconds quarantine_;
+  std::mutex mutex_;
+  std::map<std::string, std::chrono::steady_clock::time_point> released_;
+};
+
+}  // namespace garm_edge::agent

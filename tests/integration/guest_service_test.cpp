@@ -1,0 +1,322 @@
+// The guest-facing service end to end on loopback: a real HTTP server, cloud-init's own seed
+// reader and curl as guests (each bound to its reserved 127.0.0.x address), and a fake garm
+// over HTTPS behind the relay.
+
+#include "agent/guest_service.hpp"
+
+#include <fstream>
+#include <thread>
+
+#include <asio.hpp>
+#include <catch2/catch.hpp>
+
+#include "agent/garm_relay.hpp"
+#include "agent/guest_access.hpp"
+#include "agent/guest_index.hpp"
+#include "agent/identifiers.hpp"
+#include "integration/fake_garm.hpp"
+#include "integration/test_support.hpp"
+#include "net/http_server.hpp"
+#include "support/run_command.hpp"
+#include "wire/base64.hpp"
+
+using namespace garm_edge;
+using namespace garm_edge::testing;
+
+namespace {
+
+const std::string kTokenA = "eyJhbGciOiJIUzI1NiJ9.guest-a.signature";
+const std::string kTokenB = "eyJhbGciOiJIUzI1NiJ9.guest-b.signature";
+
+std::string wrapper_for(const wire::BootstrapInstance& b) {
+  return "#!/bin/bash\nset -ex\nCALLBACK_URL=\"" + b.callback_url + "\"\nMETADATA_URL=\"" +
+         b.metadata_url + "\"\nBEARER_TOKEN=\"" + b.instance_token +
+         "\"\ncurl -s -H \"Authorization: Bearer $BEARER_TOKEN\" "
+         "\"$METADATA_URL/install-script/\"\n";
+}
+
+/// One agent with its guest service on 127.0.0.1 and guests on 127.0.0.2 and up.
+struct GuestHost {
+  explicit GuestHost(FakeGarm& fake_garm) : garm(fake_garm) {
+    access.start();
+    net::HttpServerOptions options;
+    options.address = "127.0.0.1";
+    server = std::make_unique<net::HttpServer>(
+        io, options, [this](net::HttpRequest request, std::string peer, auto respond) {
+          asio::post(workers,
+                     [this, request = std::move(request), peer = std::move(peer),
+                      respond = std::move(respond)] { respond(guests->handle(request, peer)); });
+        });
+    server->start();
+    access.set_port(server->port());
+    service = host.service(hypervisor, host.store);
+    service->serve_guests(access, index);
+    guests = std::make_unique<agent::GuestService>(host.config, *service, host.store, index, access,
+                                                   relay, host.clock, host.log);
+    hypervisor.defining = [this](const hypervisor::DomainSpec& spec) {
+      serials[spec.name] = spec.smbios_serial;
+    };
+    io_thread = std::thread([this] { io.run(); });
+  }
+  ~GuestHost() {
+    server->stop();
+    work.reset();
+    io.stop();
+    io_thread.join();
+    workers.join();
+  }
+
+  wire::BootstrapInstance bootstrap(const std::string& name, const std::string& token) const {
+    auto b = bootstrap_for(name);
+    b.callback_url = garm.base_url() + "/api/v1/callbacks";
+    b.metadata_url = garm.base_url() + "/api/v1/metadata";
+    b.instance_token = token;
+    b.ca_cert_bundle = garm.pki().ca_pem();
+    b.extra_specs =
+        nlohmann::json{{"runner_install_template", wire::base64_encode(wrapper_for(b))}};
+    return b;
+  }
+
+  /// The seed URL from the guest's SMBIOS serial.
+  std::string seed_url(const std::string& name) {
+    const auto serial = serials.at(agent::domain_name_for(kController, name));
+    const std::string prefix = "ds=nocloud-net;s=";
+    REQUIRE(serial.rfind(prefix, 0) == 0);
+    return serial.substr(prefix.size());
+  }
+
+  std::string base_url() const { return access.base_url(); }
+
+  FakeGarm& garm;
+  Host host{"guests.xml", [](agent::AgentConfig& config) {
+              config.guests.enabled = true;
+              config.guests.address = "127.0.0.1";
+              config.guests.port = 0;
+              config.guests.addresses = "127.0.0.2-127.0.0.40";
+              // The test driver has no nwfilters; on loopback nothing could spoof anyway.
+              config.guests.anti_spoofing = agent::AntiSpoofing::off;
+            }};
+  CrashSwitch crash;
+  FaultyHypervisor hypervisor{host.hypervisor, crash};
+  agent::GuestIndex index;
+  agent::GuestAccess access{host.config, hypervisor, host.log};
+  agent::HttpGarmRelay relay{net::HttpClientOptions{}};
+  std::unique_ptr<agent::InstanceService> service;
+  std::unique_ptr<agent::GuestService> guests;
+  std::map<std::string, std::string> serials;
+  asio::io_context io;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work{
+      asio::make_work_guard(io)};
+  asio::thread_pool workers{4};
+  std::unique_ptr<net::HttpServer> server;
+  std::thread io_thread;
+};
+
+struct SeedRead {
+  bool ok = false;
+  nlohmann::json documents;
+  std::string output;
+};
+
+/// cloud-init 22.4's NoCloud reader (read_seeded), from `source`.
+SeedRead read_seed(const std::string& seed_url, const std::string& source) {
+  const auto result =
+      run_command(std::string("/usr/bin/python3 ") + GARM_EDGE_TEST_DATA_DIR +
+                  "/../integration/read_seed_like_cloud_init.py '" + seed_url + "' " + source);
+  SeedRead read{.ok = result.exit_code == 0, .documents = {}, .output = result.output};
+  if (read.ok) {
+    read.documents = nlohmann::json::parse(result.output);
+  }
+  return read;
+}
+
+struct CurlAnswer {
+  int status = 0;
+  std::string body;
+  std::string headers;
+};
+
+/// curl as a guest at `source`. `extra` is more curl arguments, already quoted.
+CurlAnswer curl_from(const std::string& source, const std::string& url, const std::string& extra) {
+  TempDir dir("curl");
+  const auto body = (dir.path() / "body").string();
+  const auto head = (dir.path() / "head").string();
+  const auto result = run_command("curl -s -m 20 --interface " + source + " -o " + body + " -D " +
+                                  head + " -w '%{http_code}' " + extra + " '" + url + "'");
+  CurlAnswer answer;
+  answer.status = std::atoi(result.output.c_str());
+  std::ifstream body_file(body, std::ios::binary);
+  answer.body.assign(std::istreambuf_iterator<char>(body_file), {});
+  std::ifstream head_file(head, std::ios::binary);
+  answer.headers.assign(std::istreambuf_iterator<char>(head_file), {});
+  return answer;
+}
+
+std::string bearer(const std::string& token) {
+  return "-H 'Authorization: Bearer " + token + "'";
+}
+
+FakeGarmOptions two_instances() {
+  FakeGarmOptions options;
+  options.instances = {
+      {kTokenA,
+       {{"install_script",
+         "#!/bin/bash\ncurl \"https://localhost/api/v1/callbacks/status\"\n# install A\n"},
+        {"registration_token", "REG-A"}}},
+      {kTokenB,
+       {{"install_script", "#!/bin/bash\n# install B\n"}, {"registration_token", "REG-B"}}},
+  };
+  return options;
+}
+
+}  // namespace
+
+TEST_CASE("a guest reads its own seed with cloud-init's reader, and only its own",
+          "[guests][integration]") {
+  FakeGarm garm(two_instances());
+  GuestHost agent(garm);
+  const auto a = agent.service->create(kController, agent.bootstrap("garm-guest-a", kTokenA));
+  const auto b = agent.service->create(kController, agent.bootstrap("garm-guest-b", kTokenB));
+  REQUIRE(a.addresses.size() == 1);
+  CHECK(a.addresses.at(0).address == "127.0.0.2");
+  CHECK(b.addresses.at(0).address == "127.0.0.3");
+  const auto seed_a = agent.seed_url("garm-guest-a");
+  CHECK(seed_a.rfind(agent.base_url() + "/", 0) == 0);
+  CHECK(seed_a.back() == '/');
+
+  // The reservation is in the network, for the MAC in the domain.
+  const auto network = agent.host.hypervisor.network("edge-net");
+  REQUIRE(network.hosts.size() == 2);
+  CHECK(network.hosts.at(0).ip == "127.0.0.2");
+
+  const auto read = read_seed(seed_a, "127.0.0.2");
+  REQUIRE(read.ok);
+  CHECK(read.documents["meta_data"]["instance-id"] == a.provider_id);
+  CHECK(read.documents["meta_data"]["local-hostname"] == "garm-guest-a");
+  const std::string user_data = read.documents["user_data"];
+  CHECK(user_data.rfind("#cloud-config\n", 0) == 0);
+  CHECK(read.documents["vendor_data"].is_string());
+  // In relay mode the wrapper inside names the agent, not garm.
+  auto relayed = agent.bootstrap("garm-guest-a", kTokenA);
+  relayed.callback_url = agent.base_url() + "/api/v1/callbacks";
+  relayed.metadata_url = agent.base_url() + "/api/v1/metadata";
+  CHECK(user_data.find(wire::base64_encode(wrapper_for(relayed))) != std::string::npos);
+
+  SECTION("another guest's address, or a forged X-Forwarded-For, gets nothing") {
+    CHECK_FALSE(read_seed(seed_a, "127.0.0.3").ok);
+    const auto forged = curl_from("127.0.0.3", seed_a + "user-data",
+                                  "-H 'X-Forwarded-For: 127.0.0.2' -H 'Forwarded: for=127.0.0.2'");
+    CHECK(forged.status == 404);
+    CHECK(forged.body == "404 page not found\n");
+  }
+  SECTION("a wrong or truncated token gets the same 404") {
+    auto wrong = seed_a;
+    wrong[wrong.size() - 2] = wrong[wrong.size() - 2] == 'A' ? 'B' : 'A';
+    CHECK(curl_from("127.0.0.2", wrong + "meta-data", "").status == 404);
+    CHECK(curl_from("127.0.0.2", agent.base_url() + "/meta-data", "").status == 404);
+  }
+  SECTION("after delete, the seed and the reservation are gone") {
+    CHECK(agent.service->remove(kController, "garm-guest-a"));
+    CHECK_FALSE(read_seed(seed_a, "127.0.0.2").ok);
+    const auto after = agent.host.hypervisor.network("edge-net");
+    REQUIRE(after.hosts.size() == 1);
+    CHECK(after.hosts.at(0).ip == "127.0.0.3");
+  }
+  SECTION("tokens never reach the log") {
+    for (const auto& line : agent.host.log.lines()) {
+      CHECK(line.find(kTokenA) == std::string::npos);
+      CHECK(line.find(seed_a.substr(seed_a.size() - 20)) == std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("the relay passes a guest's garm calls through and closes access after idle",
+          "[guests][integration]") {
+  FakeGarm garm(two_instances());
+  GuestHost agent(garm);
+  agent.service->create(kController, agent.bootstrap("garm-guest-a", kTokenA));
+  agent.service->create(kController, agent.bootstrap("garm-guest-b", kTokenB));
+  const auto callbacks = agent.base_url() + "/api/v1/callbacks";
+  const auto metadata = agent.base_url() + "/api/v1/metadata";
+  const auto json = std::string("-H 'Content-Type: application/json' ");
+
+  const auto installing =
+      curl_from("127.0.0.2", callbacks + "/status",
+                bearer(kTokenA) + " " + json +
+                    "--data '{\"status\":\"installing\",\"message\":\"downloading\"}'");
+  CHECK(installing.status == 200);
+
+  const auto script = curl_from("127.0.0.2", metadata + "/install-script/", bearer(kTokenA));
+  REQUIRE(script.status == 200);
+  CHECK(script.body.size() > 8 * 1024);  // the fake garm sends it chunked
+  CHECK(script.body.find("# install A") != std::string::npos);
+
+  const auto token =
+      curl_from("127.0.0.2", metadata + "/runner-registration-token", bearer(kTokenA));
+  CHECK(token.status == 200);
+  CHECK(token.body == "REG-A");
+
+  SECTION("a guest cannot act as another: B's address with A's token, or no token") {
+    CHECK(
+        curl_from("127.0.0.3", metadata + "/runner-registration-token/", bearer(kTokenA)).status ==
+        404);
+    CHECK(curl_from("127.0.0.2", metadata + "/runner-registration-token/", "").status == 404);
+    CHECK(
+        curl_from("127.0.0.2", metadata + "/runner-registration-token/", bearer(kTokenB)).status ==
+        404);
+  }
+  SECTION("reports are recorded; after idle the relay and the seed close") {
+    CHECK(
+        curl_from(
+            "127.0.0.2", callbacks + "/system-info/",
+            bearer(kTokenA) + " " + json +
+                "--data '{\"os_name\":\"Debian GNU/Linux\",\"os_version\":\"12\",\"agent_id\":7}'")
+            .status == 200);
+    CHECK(curl_from("127.0.0.2", callbacks + "/status",
+                    bearer(kTokenA) + " " + json +
+                        "--data '{\"status\":\"idle\",\"message\":\"runner successfully "
+                        "installed\",\"agent_id\":7}'")
+              .status == 200);
+    const auto got = agent.service->get(kController, "garm-guest-a");
+    REQUIRE(got);
+    CHECK(got->os_name == "Debian GNU/Linux");
+    CHECK(got->addresses.at(0).address == "127.0.0.2");
+    const auto guest = agent.service->guest_status(kController, "garm-guest-a");
+    REQUIRE(guest);
+    CHECK(guest->runner_status == "idle");
+    CHECK(guest->agent_id == std::optional<std::int64_t>(7));
+    CHECK(guest->closed);
+    CHECK(guest->user_data.empty());
+
+    CHECK(
+        curl_from("127.0.0.2", metadata + "/runner-registration-token/", bearer(kTokenA)).status ==
+        404);
+    CHECK_FALSE(read_seed(agent.seed_url("garm-guest-a"), "127.0.0.2").ok);
+    // B is untouched.
+    CHECK(
+        curl_from("127.0.0.3", metadata + "/runner-registration-token/", bearer(kTokenB)).status ==
+        200);
+  }
+
+  // What the fake garm saw: every call with the guest's own bearer token, both slash forms.
+  std::vector<std::string> paths;
+  for (const auto& request : garm.requests()) {
+    const auto authorization = request["headers"].value("Authorization", "");
+    CHECK((authorization == "Bearer " + kTokenA || authorization == "Bearer " + kTokenB));
+    paths.push_back(request["path"]);
+  }
+  CHECK(std::find(paths.begin(), paths.end(), "/api/v1/metadata/install-script/") != paths.end());
+  CHECK(std::find(paths.begin(), paths.end(), "/api/v1/callbacks/status") != paths.end());
+}
+
+TEST_CASE("a guest that keeps guessing is rate limited", "[guests][integration]") {
+  FakeGarm garm;
+  GuestHost agent(garm);
+  const std::string guess = agent.base_url() + "/" + std::string(43, 'A') + "/meta-data";
+  int last = 0;
+  for (int i = 0; i < 22; ++i) {
+    last = curl_from("127.0.0.9", guess, "").status;
+  }
+  CHECK(last == 429);
+  CHECK(curl_from("127.0.0.10", guess, "").status == 404);  // others are not affected
+}
