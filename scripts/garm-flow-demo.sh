@@ -27,8 +27,10 @@ garm() {
   last_status=$status
   return 0
 }
+# garm's wrapper, as garm puts it into extra_specs.runner_install_template (base64).
+wrapper=$(printf '#!/bin/bash\nset -ex\nCALLBACK_URL="https://garm.example/api/v1/callbacks"\nMETADATA_URL="https://garm.example/api/v1/metadata"\ncurl -fsSL -H "Authorization: Bearer $BEARER_TOKEN" "$METADATA_URL/install-script/" -o /tmp/real-install.sh\n' | base64 -w0)
 bootstrap() {
-  printf '{"name":"%s","tools":[],"repo_url":"https://github.com/example","callback-url":"https://garm.example/api/v1/callbacks","metadata-url":"https://garm.example/api/v1/metadata","instance-token":"not-printed","ssh-keys":null,"extra_specs":{},"github-runner-group":"","ca-cert-bundle":null,"arch":"amd64","os_type":"linux","flavor":"small","image":"debian-12","labels":null,"pool_id":"%s","user_data_options":{"disable_updates_on_boot":false,"extra_packages":null,"enable_boot_debug":false},"jit_config_enabled":true,"proxy_config":{"http_proxy":"","https_proxy":"","no_proxy":""}}' "$1" "$pool" > "$work/bootstrap.json"
+  printf '{"name":"%s","tools":[],"repo_url":"https://github.com/example","callback-url":"https://garm.example/api/v1/callbacks","metadata-url":"https://garm.example/api/v1/metadata","instance-token":"not-printed","ssh-keys":null,"extra_specs":{"runner_install_template":"%s"},"github-runner-group":"","ca-cert-bundle":null,"arch":"amd64","os_type":"linux","flavor":"small","image":"debian-12","labels":null,"pool_id":"%s","user_data_options":{"disable_updates_on_boot":false,"extra_packages":null,"enable_boot_debug":false},"jit_config_enabled":true,"proxy_config":{"http_proxy":"","https_proxy":"","no_proxy":""}}' "$1" "$wrapper" "$pool" > "$work/bootstrap.json"
 }
 
 step "CreateInstance twice (BootstrapInstance on stdin)"
@@ -46,6 +48,17 @@ garm GetInstance GARM_INSTANCE_ID="$first_id"
 garm StopInstance GARM_INSTANCE_ID="$first_id"
 garm GetInstance GARM_INSTANCE_ID=garm-demo00001
 garm StartInstance GARM_INSTANCE_ID="$first_id"
+step "the guest side: its reserved address, its lifecycle events, and a stranger's seed request"
+control() {
+  curl -sS --cacert "$work/pki/ca.crt" --cert "$work/pki/clients/garm.crt" \
+    --key "$work/pki/clients/garm.key" "https://localhost:$port/v1/controllers/$controller/$1"
+}
+printf '   guest: %s\n' "$(control instances/garm-demo00001/guest)"
+printf '   events: %s\n' "$(control 'events?instance=garm-demo00001')"
+expect "$(control instances/garm-demo00001/guest | sed -n 's/.*"address":"\([^"]*\)".*/\1/p')" 192.168.122.200 "the first guest gets the first reserved address"
+stranger=$(curl -s -o /dev/null -w '%{http_code}' "$guest_url/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA/user-data")
+printf '   GET %s/<a guessed token>/user-data -> %s\n' "$guest_url" "$stranger"
+expect "$stranger" 404 "a request without a guest's token and address gets 404"
 step "DeleteInstance by provider ID and by name; deleting what is gone succeeds"
 garm DeleteInstance GARM_INSTANCE_ID="$first_id"
 garm DeleteInstance GARM_INSTANCE_ID=garm-demo00002

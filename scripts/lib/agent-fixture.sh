@@ -36,6 +36,13 @@ key = "$work/pki/agent.key"
 [[api.clients]]
 identity = "garm"
 controllers = ["$controller"]
+[guests]
+# Guests on the test driver's network are not real: serve them on loopback, reserve addresses
+# outside the part a demo would use, and skip nwfilters (the test driver has none).
+address = "127.0.0.1"
+port = 0
+addresses = "192.168.122.200-192.168.122.250"
+anti_spoofing = "off"
 [[images]]
 name = "debian-12"
 base_path = "/var/lib/garm-edge/images/debian-12.qcow2"
@@ -51,10 +58,11 @@ announce "garm-edge-agent check-config, then serve (mTLS control API on a free l
 "$agent" check-config --config "$work/agent.toml"
 "$agent" serve --config "$work/agent.toml" 2> "$work/agent.log" &
 agent_pid=$!
-for _ in $(seq 100); do grep -q 'listening on' "$work/agent.log" 2>/dev/null && break; sleep 0.05; done
-port=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$work/agent.log")
+for _ in $(seq 100); do grep -q ' (agent ' "$work/agent.log" 2>/dev/null && break; sleep 0.05; done
+port=$(sed -n 's/^<[0-9]>listening on 127.0.0.1:\([0-9]*\) (agent.*/\1/p' "$work/agent.log")
+guest_url=$(sed -n 's/.*guest service listening on \(http[^ ]*\).*/\1/p' "$work/agent.log")
 [ -n "$port" ] || { cat "$work/agent.log"; exit 1; }
-echo "agent listening on 127.0.0.1:$port"
+echo "agent listening on 127.0.0.1:$port; guests reach it at $guest_url"
 
 mkdir -p "$work/sessions"
 cat > "$work/provider.toml" <<TOML

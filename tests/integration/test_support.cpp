@@ -42,6 +42,14 @@ wire::BootstrapInstance bootstrap_for(const std::string& name, const std::string
   b.metadata_url = "https://garm.example.com/api/v1/metadata";
   b.instance_token = "secret-token-must-never-appear";
   b.extra_specs = nlohmann::json::object();
+  b.tools = std::vector<wire::RunnerApplicationDownload>{
+      {.os = "linux",
+       .architecture = "x64",
+       .download_url = "https://github.com/actions/runner/releases/download/v2.330.0/"
+                       "actions-runner-linux-x64-2.330.0.tar.gz",
+       .filename = "actions-runner-linux-x64-2.330.0.tar.gz",
+       .temp_download_token = std::nullopt,
+       .sha256_checksum = std::string(64, 'a')}};
   return b;
 }
 
