@@ -325,6 +325,7 @@ net::HttpResponse ControlApi::controller_route(const net::HttpRequest& request,
                                  {"domain_name", dry.domain_name},
                                  {"domain_xml", dry.domain_xml},
                                  {"volume_xml", dry.volume_xml},
+                                 {"user_data", dry.user_data},
                                  {"instance", wire::to_json(dry.instance)}});
     }
     route_name = "create";

@@ -134,7 +134,7 @@ class HttpResponseParser {
   void parse_head(std::string_view head);
   void choose_framing();
   void append_body(std::string_view data);
-  /// Takes one CRLF-terminated line into line_ (bounded by `limit`); true once it is whole.
+  /// Takes one CRLF-terminated line into pending_ (bounded by `limit`); true once it is whole.
   bool take_line(std::string_view data, std::size_t& consumed, std::size_t limit, const char* what);
 
   std::size_t max_body_bytes_;

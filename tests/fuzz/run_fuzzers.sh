@@ -8,7 +8,7 @@ cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-for target in bootstrap_json agent_config domain_xml http_request; do
+for target in bootstrap_json agent_config domain_xml http_request http_response; do
   mkdir -p "$work/$target"
   cp tests/fuzz/corpus/"$target"/* "$work/$target"/ 2>/dev/null || true
   echo "fuzzing $target for ${seconds}s"

@@ -223,6 +223,8 @@ class Handler(BaseHTTPRequestHandler):
         if script is None:
             self.respond(409, error_body("Conflict", "no install template for this pool"))
             return
+        # Like garm's, the rendered script names garm's own URLs: @GARM_URL@ stands for them.
+        script = script.replace("@GARM_URL@", self.server.base_url)
         self.respond_chunked(200, install_script_bytes(script), "text/plain")
 
     def registration_token(self, token, instance, body, query):
@@ -282,6 +284,8 @@ class Server(ThreadingHTTPServer):
         self.instances = instances
         self.request_log = request_log
         super().__init__(("127.0.0.1", 0), Handler)
+        self.base_url = ("http://127.0.0.1:%d" if tls_context is None else "https://localhost:%d") % (
+            self.server_address[1])
 
     def finish_request(self, request, client_address):
         # The handshake runs on the connection's own thread: a client that never completes

@@ -37,7 +37,16 @@ std::string wrapper_for(const wire::BootstrapInstance& b) {
 
 /// One agent with its guest service on 127.0.0.1 and guests on 127.0.0.2 and up.
 struct GuestHost {
-  explicit GuestHost(FakeGarm& fake_garm) : garm(fake_garm) {
+  explicit GuestHost(FakeGarm& fake_garm, bool relay_mode = true)
+      : garm(fake_garm), host("guests.xml", [relay_mode](agent::AgentConfig& config) {
+          config.guests.enabled = true;
+          config.guests.relay = relay_mode;
+          config.guests.address = "127.0.0.1";
+          config.guests.port = 0;
+          config.guests.addresses = "127.0.0.2-127.0.0.40";
+          // The test driver has no nwfilters; on loopback nothing could spoof anyway.
+          config.guests.anti_spoofing = agent::AntiSpoofing::off;
+        }) {
     access.start();
     net::HttpServerOptions options;
     options.address = "127.0.0.1";
@@ -88,14 +97,7 @@ struct GuestHost {
   std::string base_url() const { return access.base_url(); }
 
   FakeGarm& garm;
-  Host host{"guests.xml", [](agent::AgentConfig& config) {
-              config.guests.enabled = true;
-              config.guests.address = "127.0.0.1";
-              config.guests.port = 0;
-              config.guests.addresses = "127.0.0.2-127.0.0.40";
-              // The test driver has no nwfilters; on loopback nothing could spoof anyway.
-              config.guests.anti_spoofing = agent::AntiSpoofing::off;
-            }};
+  Host host;
   CrashSwitch crash;
   FaultyHypervisor hypervisor{host.hypervisor, crash};
   agent::GuestIndex index;
@@ -161,8 +163,11 @@ FakeGarmOptions two_instances() {
   options.instances = {
       {kTokenA,
        {{"install_script",
-         "#!/bin/bash\ncurl \"https://localhost/api/v1/callbacks/status\"\n# install A\n"},
-        {"registration_token", "REG-A"}}},
+         "#!/bin/bash\nCALLBACK_URL=@GARM_URL@/api/v1/callbacks\n"
+         "METADATA_URL=@GARM_URL@/api/v1/metadata/\n# install A\n"},
+        {"registration_token", "REG-A"},
+        {"jit",
+         {{"runner", wire::base64_encode(std::string("\x00\x01\xff{\"agentId\":7}", 16))}}}}},
       {kTokenB,
        {{"install_script", "#!/bin/bash\n# install B\n"}, {"registration_token", "REG-B"}}},
   };
@@ -250,20 +255,30 @@ TEST_CASE("the relay passes a guest's garm calls through and closes access after
   REQUIRE(script.status == 200);
   CHECK(script.body.size() > 8 * 1024);  // the fake garm sends it chunked
   CHECK(script.body.find("# install A") != std::string::npos);
+  // garm's URLs inside the script now name the agent, both slash forms.
+  CHECK(script.body.find("CALLBACK_URL=" + callbacks + "\n") != std::string::npos);
+  CHECK(script.body.find("METADATA_URL=" + metadata + "/\n") != std::string::npos);
+  CHECK(script.body.find(garm.base_url()) == std::string::npos);
 
-  const auto token =
-      curl_from("127.0.0.2", metadata + "/runner-registration-token", bearer(kTokenA));
-  CHECK(token.status == 200);
-  CHECK(token.body == "REG-A");
+  const auto runner_file =
+      curl_from("127.0.0.2", metadata + "/credentials/runner", bearer(kTokenA));
+  CHECK(runner_file.status == 200);
+  CHECK(runner_file.body == std::string("\x00\x01\xff{\"agentId\":7}", 16));  // binary-safe
+  CHECK_THAT(runner_file.headers, Catch::Contains("filename=.runner"));
 
   SECTION("a guest cannot act as another: B's address with A's token, or no token") {
-    CHECK(
-        curl_from("127.0.0.3", metadata + "/runner-registration-token/", bearer(kTokenA)).status ==
-        404);
-    CHECK(curl_from("127.0.0.2", metadata + "/runner-registration-token/", "").status == 404);
+    CHECK(curl_from("127.0.0.3", metadata + "/credentials/runner", bearer(kTokenA)).status == 404);
+    CHECK(curl_from("127.0.0.2", metadata + "/credentials/runner", "").status == 404);
     CHECK(
         curl_from("127.0.0.2", metadata + "/runner-registration-token/", bearer(kTokenB)).status ==
         404);
+  }
+  SECTION("garm's own refusals come back as they are") {
+    // A is a JIT instance: garm answers 401 to a registration-token request.
+    const auto refused =
+        curl_from("127.0.0.2", metadata + "/runner-registration-token/", bearer(kTokenA));
+    CHECK(refused.status == 401);
+    CHECK(refused.body == R"({"error":"Not Authorized","details":""})");
   }
   SECTION("reports are recorded; after idle the relay and the seed close") {
     CHECK(
@@ -288,14 +303,13 @@ TEST_CASE("the relay passes a guest's garm calls through and closes access after
     CHECK(guest->closed);
     CHECK(guest->user_data.empty());
 
-    CHECK(
-        curl_from("127.0.0.2", metadata + "/runner-registration-token/", bearer(kTokenA)).status ==
-        404);
+    CHECK(curl_from("127.0.0.2", metadata + "/credentials/runner", bearer(kTokenA)).status == 404);
     CHECK_FALSE(read_seed(agent.seed_url("garm-guest-a"), "127.0.0.2").ok);
     // B is untouched.
-    CHECK(
-        curl_from("127.0.0.3", metadata + "/runner-registration-token/", bearer(kTokenB)).status ==
-        200);
+    const auto registration =
+        curl_from("127.0.0.3", metadata + "/runner-registration-token/", bearer(kTokenB));
+    CHECK(registration.status == 200);
+    CHECK(registration.body == "REG-B");
   }
 
   // What the fake garm saw: every call with the guest's own bearer token, both slash forms.
@@ -319,4 +333,20 @@ TEST_CASE("a guest that keeps guessing is rate limited", "[guests][integration]"
   }
   CHECK(last == 429);
   CHECK(curl_from("127.0.0.10", guess, "").status == 404);  // others are not affected
+}
+
+TEST_CASE("in direct mode guests keep garm's URLs and the agent relays nothing",
+          "[guests][integration]") {
+  FakeGarm garm(two_instances());
+  GuestHost agent(garm, false);
+  const auto bootstrap = agent.bootstrap("garm-direct1", kTokenA);
+  agent.service->create(kController, bootstrap);
+  const auto read = read_seed(agent.seed_url("garm-direct1"), "127.0.0.2");
+  REQUIRE(read.ok);
+  const std::string user_data = read.documents["user_data"];
+  CHECK(user_data.find(wire::base64_encode(wrapper_for(bootstrap))) != std::string::npos);
+  CHECK(
+      curl_from("127.0.0.2", agent.base_url() + "/api/v1/metadata/install-script/", bearer(kTokenA))
+          .status == 404);
+  CHECK(garm.requests().empty());
 }
