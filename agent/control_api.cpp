@@ -397,10 +397,18 @@ net::HttpResponse ControlApi::controller_route(const net::HttpRequest& request,
   return error_response(404, "not_found", "no such endpoint");
 }
 
+std::string ControlApi::metrics_text() {
+  auto text = metrics_.render(service_.count_by_state());
+  for (const auto& source : metrics_sources_) {
+    text += source();
+  }
+  return text;
+}
+
 net::HttpResponse ControlApi::metrics() {
   return HttpResponse{.status = 200,
                       .content_type = "text/plain; version=0.0.4",
-                      .body = metrics_.render(service_.count_by_state()),
+                      .body = metrics_text(),
                       .headers = {}};
 }
 

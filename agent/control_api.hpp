@@ -2,9 +2,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "agent/config.hpp"
 #include "agent/instance_service.hpp"
@@ -39,6 +41,10 @@ class ControlApi {
              hypervisor::Hypervisor& hypervisor);
 
   net::HttpResponse handle(const net::HttpRequest& request, const net::PeerIdentity& peer);
+  /// More Prometheus text for /metrics (the guest service's counters).
+  void add_metrics_source(std::function<std::string()> source) {
+    metrics_sources_.push_back(std::move(source));
+  }
 
  private:
   net::HttpResponse route(const net::HttpRequest& request, const net::PeerIdentity& peer,
@@ -47,11 +53,13 @@ class ControlApi {
                                      const std::vector<std::string>& parts,
                                      std::string& route_name);
   net::HttpResponse metrics();
+  std::string metrics_text();
 
   const AgentConfig& config_;
   InstanceService& service_;
   hypervisor::Hypervisor& hypervisor_;
   ApiMetrics metrics_;
+  std::vector<std::function<std::string()>> metrics_sources_;
 };
 
 }  // namespace garm_edge::agent

@@ -70,7 +70,7 @@ std::optional<GuestIndex::Entry> GuestIndex::find(std::string Entry::*hash,
       found = entry;
     }
   }
-  if (!found || found->closed || (!found->ip.empty() && found->ip != source_ip)) {
+  if (!found || found->closed || found->ip.empty() || found->ip != source_ip) {
     return std::nullopt;
   }
   return found;

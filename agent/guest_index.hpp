@@ -20,7 +20,7 @@ class GuestIndex {
     std::string domain_name;
     std::string seed_token_hash;
     std::string bearer_token_hash;
-    std::string ip;  // empty: the token alone identifies the guest
+    std::string ip;  // the reserved address; a guest without one is never admitted
     bool closed = false;
     // What the guest reported, for GetInstance and ListInstances.
     std::string os_name;

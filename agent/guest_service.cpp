@@ -68,6 +68,49 @@ std::optional<std::int64_t> agent_id_of(const nlohmann::json& body) {
   return std::nullopt;
 }
 
+/// garm's instance endpoints (garm-contract §3.3), each with or without a trailing slash.
+/// Nothing else is forwarded: a guest must not reach garm's other routes through the relay.
+bool is_garm_endpoint(bool callback, std::string_view suffix) {
+  if (suffix.ends_with('/')) {
+    suffix.remove_suffix(1);
+  }
+  if (suffix.find("..") != std::string_view::npos || suffix.find("//") != std::string_view::npos ||
+      suffix.find('%') != std::string_view::npos) {
+    return false;
+  }
+  if (callback) {
+    return suffix == "/status" || suffix == "/system-info";
+  }
+  for (const std::string_view exact :
+       {"/install-script", "/runner-registration-token", "/credentials/runner",
+        "/credentials/credentials", "/credentials/credentials_rsaparams", "/system/service-name",
+        "/systemd/unit-file", "/system/cert-bundle", "/runner-metadata", "/tools/garm-agent"}) {
+    if (suffix == exact) {
+      return true;
+    }
+  }
+  // /tools/garm-agent/{id} and /tools/garm-agent/{id}/download
+  constexpr std::string_view kTool = "/tools/garm-agent/";
+  if (!suffix.starts_with(kTool)) {
+    return false;
+  }
+  auto rest = suffix.substr(kTool.size());
+  if (rest.ends_with("/download")) {
+    rest.remove_suffix(std::string_view("/download").size());
+  }
+  return !rest.empty() &&
+         rest.find_first_not_of("0123456789abcdefABCDEF-") == std::string_view::npos;
+}
+
+/// The record read after the index lookup still belongs to the same guest: the instance may
+/// have been closed, or deleted and created again under its name, in between.
+bool still_admits(const std::optional<InstanceRecord>& record, const std::string& token_hash,
+                  std::string GuestRecord::*hash, const std::string& source_ip) {
+  return record && record->intent == Intent::created && record->guest && !record->guest->closed &&
+         record->guest->ip == source_ip &&
+         net::constant_time_equal(record->guest.value().*hash, token_hash);
+}
+
 bool is_seed_file(std::string_view file) {
   return file == "meta-data" || file == "user-data" || file == "vendor-data";
 }
@@ -77,7 +120,8 @@ bool is_seed_file(std::string_view file) {
 bool MissLimiter::blocked(const std::string& source) {
   std::lock_guard lock(mutex_);
   const auto it = windows_.find(source);
-  return it != windows_.end() && clock_.now() - it->second.start < window_ &&
+  const auto now = clock_.now();
+  return it != windows_.end() && now >= it->second.start && now - it->second.start < window_ &&
          it->second.misses >= max_misses_;
 }
 
@@ -88,7 +132,7 @@ void MissLimiter::miss(const std::string& source) {
     std::erase_if(windows_, [&](const auto& entry) { return now - entry.second.start >= window_; });
   }
   auto& window = windows_[source];
-  if (now - window.start >= window_) {
+  if (now - window.start >= window_ || now < window.start) {  // also after a clock step back
     window = {.start = now, .misses = 0};
   }
   ++window.misses;
@@ -109,6 +153,23 @@ GuestService::GuestService(const AgentConfig& config, InstanceService& instances
 
 net::HttpResponse GuestService::handle(const net::HttpRequest& request,
                                        const std::string& source_ip) {
+  try {
+    return route(request, source_ip);
+  } catch (const std::exception& e) {
+    // e.g. the state directory is full or a record is unreadable: this request fails, the
+    // agent keeps serving everyone else.
+    log_.error(std::string("guest service: ") + e.what());
+  } catch (...) {
+    log_.error("guest service: unknown failure");
+  }
+  return {.status = 503,
+          .content_type = "text/plain; charset=utf-8",
+          .body = "service unavailable\n",
+          .headers = {{"Retry-After", "5"}}};
+}
+
+net::HttpResponse GuestService::route(const net::HttpRequest& request,
+                                      const std::string& source_ip) {
   if (misses_.blocked(source_ip)) {
     ++counters_.rate_limited;
     return {.status = 429,
@@ -120,7 +181,7 @@ net::HttpResponse GuestService::handle(const net::HttpRequest& request,
   for (const auto& [prefix, callback] :
        {std::pair{kCallbacks, true}, std::pair{kMetadata, false}}) {
     if (path.starts_with(prefix) && (path.size() == prefix.size() || path[prefix.size()] == '/')) {
-      if (!config_.guests.relay) {
+      if (!config_.guests.relay || !is_garm_endpoint(callback, path.substr(prefix.size()))) {
         break;
       }
       return relay(request, source_ip, callback, path.substr(prefix.size()));
@@ -140,6 +201,23 @@ net::HttpResponse GuestService::handle(const net::HttpRequest& request,
   return refuse(source_ip);
 }
 
+std::string GuestService::render_metrics() const {
+  std::string text =
+      "# HELP garm_edge_guest_requests_total Guest service requests by outcome.\n"
+      "# TYPE garm_edge_guest_requests_total counter\n";
+  const std::pair<const char*, const std::atomic<std::uint64_t>*> outcomes[] = {
+      {"seed_served", &counters_.seed_served},
+      {"relayed", &counters_.relayed},
+      {"relay_failed", &counters_.relay_failures},
+      {"refused", &counters_.refused},
+      {"rate_limited", &counters_.rate_limited}};
+  for (const auto& [outcome, count] : outcomes) {
+    text += "garm_edge_guest_requests_total{outcome=\"" + std::string(outcome) + "\"} " +
+            std::to_string(count->load()) + "\n";
+  }
+  return text;
+}
+
 net::HttpResponse GuestService::refuse(const std::string& source_ip) {
   ++counters_.refused;
   misses_.miss(source_ip);
@@ -153,7 +231,7 @@ net::HttpResponse GuestService::serve_seed(const net::HttpRequest&, const std::s
     return refuse(source_ip);
   }
   const auto record = store_.get(entry->domain_name);
-  if (!record || !record->guest) {
+  if (!still_admits(record, entry->seed_token_hash, &GuestRecord::seed_token_hash, source_ip)) {
     return refuse(source_ip);
   }
   const auto& guest = *record->guest;
@@ -184,7 +262,7 @@ net::HttpResponse GuestService::relay(const net::HttpRequest& request, const std
     return refuse(source_ip);
   }
   const auto record = store_.get(entry->domain_name);
-  if (!record || !record->guest) {
+  if (!still_admits(record, entry->bearer_token_hash, &GuestRecord::bearer_token_hash, source_ip)) {
     return refuse(source_ip);
   }
   const auto& guest = *record->guest;
@@ -200,8 +278,9 @@ net::HttpResponse GuestService::relay(const net::HttpRequest& request, const std
   }
   net::ClientResponse answer;
   try {
-    answer = relay_.forward(callback ? guest.callback_url : guest.metadata_url,
-                            guest.ca_cert_bundle, std::move(upstream));
+    answer =
+        relay_.forward(callback ? userdata::callback_base(guest.callback_url) : guest.metadata_url,
+                       guest.ca_cert_bundle, std::move(upstream));
   } catch (const std::exception& e) {
     ++counters_.relay_failures;
     log_.warning("relay for " + record->name + " to garm failed: " + e.what());

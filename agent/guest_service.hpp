@@ -67,8 +67,11 @@ class GuestService {
     std::atomic<std::uint64_t> rate_limited{0};
   };
   const Counters& counters() const { return counters_; }
+  /// The counters as Prometheus text.
+  std::string render_metrics() const;
 
  private:
+  net::HttpResponse route(const net::HttpRequest& request, const std::string& source_ip);
   net::HttpResponse serve_seed(const net::HttpRequest& request, const std::string& source_ip,
                                std::string_view token, std::string_view file);
   net::HttpResponse relay(const net::HttpRequest& request, const std::string& source_ip,

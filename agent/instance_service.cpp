@@ -149,7 +149,9 @@ void InstanceService::serve_guests(GuestAccess& access, GuestIndex& index) {
   guests_ = &access;
   guest_index_ = &index;
   for (const auto& record : store_.list()) {
-    index.put(record);
+    if (record.intent == Intent::created) {  // reconcile removes the others
+      index.put(record);
+    }
   }
 }
 
@@ -249,6 +251,7 @@ InstanceService::CreatePlan InstanceService::plan_create(std::string_view contro
   if (guests_ != nullptr) {
     plan.guest = guests_->plan(r, b);
     plan.domain.smbios_serial = plan.guest->smbios_serial;
+    plan.domain.interfaces = {plan.guest->interface};  // the filter follows with the address
   } else if (!config_.network.empty()) {
     plan.domain.interfaces.push_back(
         {.network = config_.network, .mac = "", .filter = "", .filter_ip = ""});
@@ -674,7 +677,11 @@ ReconcileReport InstanceService::reconcile() {
         run_locked(*domain_name, [&] { reconcile_volume(volume, *domain_name, report); });
       }
     }
-    if (guests_ != nullptr) {
+    if (guests_ != nullptr && !store_.unreadable().empty()) {
+      // An unreadable record may hold a running guest's address: releasing "unheld"
+      // reservations could hand it to a second guest.
+      log_.warning("reconcile: unreadable instance records; leaving address reservations alone");
+    } else if (guests_ != nullptr) {
       std::lock_guard lock(address_mutex_);  // no create is between choosing and recording
       auto held = guest_index_->addresses();
       for (const auto& record : store_.list()) {  // also those whose teardown is unfinished

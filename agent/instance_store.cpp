@@ -373,6 +373,20 @@ void FileInstanceStore::remove(std::string_view domain_name) {
 
 std::vector<InstanceRecord> FileInstanceStore::list() {
   std::vector<InstanceRecord> records;
+  std::vector<std::string> skipped;
+  scan(records, skipped);
+  return records;
+}
+
+std::vector<std::string> FileInstanceStore::unreadable() {
+  std::vector<InstanceRecord> records;
+  std::vector<std::string> skipped;
+  scan(records, skipped);
+  return skipped;
+}
+
+void FileInstanceStore::scan(std::vector<InstanceRecord>& records,
+                             std::vector<std::string>& unreadable) {
   std::error_code error;
   for (const auto& entry : fs::directory_iterator(directory_, error)) {
     const auto& path = entry.path();
@@ -387,12 +401,12 @@ std::vector<InstanceRecord> FileInstanceStore::list() {
       records.push_back(parse_record(*text));
     } catch (const StoreError&) {
       // left in place: get() keeps refusing it, so nothing acts on that instance
+      unreadable.push_back(path.stem().string());
     }
   }
   if (error) {
     throw StoreError("cannot list " + directory_.string() + ": " + error.message());
   }
-  return records;
 }
 
 }  // namespace garm_edge::agent

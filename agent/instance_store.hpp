@@ -89,6 +89,8 @@ class InstanceStore {
   virtual std::optional<InstanceRecord> get(std::string_view domain_name) = 0;
   virtual void remove(std::string_view domain_name) = 0;
   virtual std::vector<InstanceRecord> list() = 0;
+  /// Domain names of records that exist but cannot be read (list() skips them).
+  virtual std::vector<std::string> unreadable() = 0;
   /// A random ID created with the state directory. Domains carry it, so an agent whose state
   /// directory was wiped or not mounted does not mistake its earlier domains for leftovers.
   virtual const std::string& state_id() const = 0;
@@ -114,9 +116,12 @@ class FileInstanceStore final : public InstanceStore {
   /// Every readable record. Unreadable ones are skipped here and left in place; `get` keeps
   /// failing for them, so nothing acts on their instance until an operator looks.
   std::vector<InstanceRecord> list() override;
+  std::vector<std::string> unreadable() override;
   const std::string& state_id() const override { return state_id_; }
 
  private:
+  /// Every record file: parsed, or its domain name when it cannot be read.
+  void scan(std::vector<InstanceRecord>& records, std::vector<std::string>& unreadable);
   std::filesystem::path path_for(std::string_view domain_name) const;
 
   int lock_fd_ = -1;

@@ -40,9 +40,10 @@ int serve(const AgentConfig& config, Logger& log,
   InstanceService service(config, hypervisor, store, clock, log);
 
   asio::io_context io;
-  // Guests' requests may wait on garm for seconds: they get their own threads, so a slow garm
-  // never holds up the control API.
-  asio::thread_pool guest_workers(config.guests.enabled ? 8 : 1);
+  // Relayed calls may wait on garm for seconds: they get their own threads, so a slow garm
+  // holds up neither the control API nor the seed fetches of booting guests.
+  asio::thread_pool relay_workers(config.guests.enabled ? 8 : 1);
+  asio::thread_pool seed_workers(config.guests.enabled ? 4 : 1);
   GuestIndex guest_index;
   GuestAccess guest_access(config, hypervisor, log);
   HttpGarmRelay relay(net::HttpClientOptions{.connect_timeout = std::chrono::seconds(5),
@@ -57,11 +58,14 @@ int serve(const AgentConfig& config, Logger& log,
     guest_options.port = config.guests.port;
     guest_options.max_connections = config.guests.max_connections;
     guest_options.limits.max_body_bytes = 256 * 1024;  // status reports, not uploads
+    guest_options.idle_timeout = std::chrono::seconds(10);
     guest_server = std::make_unique<net::HttpServer>(
         io, guest_options, [&](net::HttpRequest request, std::string peer, auto respond) {
-          asio::post(guest_workers,
-                     [&guests, request = std::move(request), peer = std::move(peer),
-                      respond = std::move(respond)] { respond(guests.handle(request, peer)); });
+          auto& pool = request.path.starts_with("/api/") ? relay_workers : seed_workers;
+          asio::post(pool, [&guests, request = std::move(request), peer = std::move(peer),
+                            respond = std::move(respond)] {
+            respond(guests.handle(request, peer));  // handle() never throws
+          });
         });
     guest_server->start();
     guest_access.set_port(guest_server->port());
@@ -75,6 +79,9 @@ int serve(const AgentConfig& config, Logger& log,
   ReconcileLoop reconcile_loop(service, config.reconcile_interval, log);
 
   ControlApi api(config, service, hypervisor);
+  if (config.guests.enabled) {
+    api.add_metrics_source([&guests] { return guests.render_metrics(); });
+  }
   asio::thread_pool workers(config.api.workers);
   net::TlsServerOptions options;
   options.address = config.api.address;
@@ -133,7 +140,8 @@ int serve(const AgentConfig& config, Logger& log,
   io.run();
   second.join();
   workers.join();
-  guest_workers.join();
+  relay_workers.join();
+  seed_workers.join();
   return 0;
 }
 

@@ -1,5 +1,7 @@
 #include "common/text.hpp"
 
+#include <algorithm>
+
 namespace garm_edge {
 namespace {
 
@@ -61,8 +63,14 @@ bool is_plain_text(std::string_view value) {
 }
 
 std::string printable_excerpt(std::string_view value, std::size_t max_bytes) {
+  std::size_t cut = std::min(max_bytes, value.size());
+  // Never in the middle of a UTF-8 sequence: the excerpt may end up in JSON.
+  while (cut > 0 && cut < value.size() &&
+         (static_cast<unsigned char>(value[cut]) & 0xC0U) == 0x80U) {
+    --cut;
+  }
   std::string out;
-  for (char c : value.substr(0, max_bytes)) {
+  for (char c : value.substr(0, cut)) {
     const auto byte = static_cast<unsigned char>(c);
     out += (byte < 0x20 || byte == 0x7f) ? '?' : c;
   }

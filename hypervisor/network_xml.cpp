@@ -103,15 +103,24 @@ std::string render_source_ip_filter_xml(std::string_view name) {
   filter.append_attribute("name").set_value(std::string(name).c_str());
   filter.append_attribute("chain").set_value("ipv4-ip");
   filter.append_attribute("priority").set_value("-710");
-  auto allow = filter.append_child("rule");
-  allow.append_attribute("action").set_value("return");
-  allow.append_attribute("direction").set_value("out");
-  allow.append_attribute("priority").set_value("100");
-  allow.append_child("ip").append_attribute("srcipaddr").set_value("$IP");
-  auto drop = filter.append_child("rule");
-  drop.append_attribute("action").set_value("drop");
-  drop.append_attribute("direction").set_value("out");
-  drop.append_attribute("priority").set_value("1000");
+  const auto rule = [&filter](const char* action, const char* priority) {
+    auto added = filter.append_child("rule");
+    added.append_attribute("action").set_value(action);
+    added.append_attribute("direction").set_value("out");
+    added.append_attribute("priority").set_value(priority);
+    return added;
+  };
+  // DHCP discover and request leave from 0.0.0.0 before the guest has its address (as in
+  // libvirt's own no-ip-spoofing filter); without this the guest never gets its reservation.
+  auto dhcp = rule("return", "100").append_child("ip");
+  for (const auto& [attribute, value] :
+       {std::pair{"srcipaddr", "0.0.0.0"}, std::pair{"dstipaddr", "255.255.255.255"},
+        std::pair{"protocol", "udp"}, std::pair{"srcportstart", "68"},
+        std::pair{"dstportstart", "67"}}) {
+    dhcp.append_attribute(attribute).set_value(value);
+  }
+  rule("return", "100").append_child("ip").append_attribute("srcipaddr").set_value("$IP");
+  rule("drop", "1000");
   return to_text(document);
 }
 

@@ -32,26 +32,30 @@ ParsedRequest parse_buffered(HttpRequestParser& parser, std::string& pending) {
 /// One client: requests one after another (keep-alive), each answered before the next is read.
 class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(tcp::socket socket, const HttpServerOptions& options, Handler handler,
-             std::shared_ptr<std::atomic<std::size_t>> open)
+  Connection(tcp::socket socket, std::string peer, const HttpServerOptions& options,
+             Handler handler, std::shared_ptr<std::atomic<std::size_t>> open,
+             std::shared_ptr<PeerCounts> peers)
       : socket_(std::move(socket)),
         timer_(socket_.get_executor()),
         options_(options),
         handler_(std::move(handler)),
         parser_(options_.limits),
-        open_(std::move(open)) {
+        open_(std::move(open)),
+        peers_(std::move(peers)),
+        peer_(std::move(peer)) {
     ++*open_;
   }
-  ~Connection() { --*open_; }
+  ~Connection() {
+    --*open_;
+    std::lock_guard lock(peers_->mutex);
+    if (const auto it = peers_->open.find(peer_); it != peers_->open.end() && --it->second == 0) {
+      peers_->open.erase(it);
+    }
+  }
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
   void start() {
-    asio::error_code error;
-    peer_ = socket_.remote_endpoint(error).address().to_string();
-    if (error) {
-      return close();
-    }
     arm_deadline(options_.idle_timeout);
     read_request();
   }
@@ -139,6 +143,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   Handler handler_;
   HttpRequestParser parser_;
   std::shared_ptr<std::atomic<std::size_t>> open_;
+  std::shared_ptr<PeerCounts> peers_;
   std::string peer_;
   std::array<char, 16 * 1024> buffer_{};
   std::string pending_;
@@ -176,10 +181,22 @@ void HttpServer::stop() {
 
 void HttpServer::accept() {
   accept_connections(acceptor_, io_, accept_retry_, [this](tcp::socket& socket) {
-    if (open_->load() >= options_.max_connections) {
+    asio::error_code error;
+    auto peer = socket.remote_endpoint(error).address().to_string();
+    if (error || open_->load() >= options_.max_connections) {
       return false;
     }
-    std::make_shared<Connection>(std::move(socket), options_, handler_, open_)->start();
+    {
+      std::lock_guard lock(peers_->mutex);
+      auto& count = peers_->open[peer];
+      if (count >= options_.max_connections_per_peer) {
+        return false;
+      }
+      ++count;
+    }
+    std::make_shared<Connection>(std::move(socket), std::move(peer), options_, handler_, open_,
+                                 peers_)
+        ->start();
     return true;
   });
 }

@@ -4,7 +4,9 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -19,6 +21,8 @@ struct HttpServerOptions {
   std::string address = "127.0.0.1";
   std::uint16_t port = 0;  // 0: any free port (see HttpServer::port)
   std::size_t max_connections = 256;
+  /// Per client address, so one client cannot take every slot.
+  std::size_t max_connections_per_peer = 16;
   /// From the first byte of a request to its last: a slow client cannot hold a connection.
   std::chrono::milliseconds request_timeout{std::chrono::seconds(10)};
   /// Between requests on a keep-alive connection, and before the first one.
@@ -60,6 +64,12 @@ class HttpServer {
   asio::ip::tcp::acceptor acceptor_;
   asio::steady_timer accept_retry_;
   std::shared_ptr<std::atomic<std::size_t>> open_ = std::make_shared<std::atomic<std::size_t>>(0);
+  /// Open connections per client address, shared with the connections that decrement them.
+  struct PeerCounts {
+    std::mutex mutex;
+    std::map<std::string, std::size_t> open;
+  };
+  std::shared_ptr<PeerCounts> peers_ = std::make_shared<PeerCounts>();
 };
 
 /// What buffered bytes make: nothing yet, a refusal to send before closing (400, 413, 431, 501,

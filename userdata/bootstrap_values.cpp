@@ -46,14 +46,6 @@ std::string without_trailing_slashes(std::string_view url) {
   return std::string(url);
 }
 
-std::string callback_base(std::string_view callback_url) {
-  auto base = without_trailing_slashes(callback_url);
-  if (base.ends_with("/status")) {
-    base.resize(base.size() - std::string_view("/status").size());
-  }
-  return base;
-}
-
 std::vector<std::string> pem_certificates(std::string_view bundle) {
   std::vector<std::string> certificates;
   for (auto begin = bundle.find(kBeginCertificate); begin != std::string_view::npos;
@@ -149,3 +141,15 @@ std::string required_download_url(const wire::RunnerApplicationDownload& tool) {
 }
 
 }  // namespace garm_edge::userdata::detail
+
+namespace garm_edge::userdata {
+
+std::string callback_base(std::string_view callback_url) {
+  auto base = detail::without_trailing_slashes(callback_url);
+  if (base.ends_with("/status")) {
+    base.resize(base.size() - std::string_view("/status").size());
+  }
+  return base;
+}
+
+}  // namespace garm_edge::userdata

@@ -32,9 +32,7 @@ ExtraSpecs parse_extra_specs(const wire::BootstrapInstance& bootstrap);
 wire::UserDataOptions effective_user_data_options(const wire::BootstrapInstance& bootstrap,
                                                   const ExtraSpecs& specs);
 
-/// Base URLs without trailing slashes; the callback base also without a trailing `/status`,
-/// which garm's scripts strip too before appending `/status` or `/system-info/`.
-std::string callback_base(std::string_view callback_url);
+/// Base URLs without trailing slashes (the callback base: userdata.hpp).
 std::string without_trailing_slashes(std::string_view url);
 
 /// The PEM certificates of a CA bundle, each `-----BEGIN CERTIFICATE-----` ... `END` block.

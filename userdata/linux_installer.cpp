@@ -273,7 +273,7 @@ std::string builtin_linux_install_script(const wire::BootstrapInstance& bootstra
     script += "set -x  # enable_boot_debug: the trace shows the tokens below\n";
   }
   script += kBeginValues;
-  assign(script, "CALLBACK_URL", detail::callback_base(endpoints.callback_url));
+  assign(script, "CALLBACK_URL", callback_base(endpoints.callback_url));
   assign(script, "METADATA_URL", detail::without_trailing_slashes(endpoints.metadata_url));
   assign(script, "BEARER_TOKEN", bootstrap.instance_token);
   assign(script, "REPO_URL", bootstrap.repo_url);

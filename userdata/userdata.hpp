@@ -82,6 +82,10 @@ const wire::RunnerApplicationDownload& select_tool(const wire::BootstrapInstance
 std::string rewrite_garm_urls(std::string_view text, const wire::BootstrapInstance& bootstrap,
                               const GuestEndpoints& endpoints);
 
+/// garm's callback URL without trailing slashes and without a trailing `/status`: the base that
+/// `/status` and `/system-info/` are appended to (garm's scripts strip it the same way).
+std::string callback_base(std::string_view callback_url);
+
 /// Quoting for the places values cross into.
 std::string shell_quote(std::string_view value);       // POSIX sh single quotes
 std::string powershell_quote(std::string_view value);  // PowerShell single-quoted string

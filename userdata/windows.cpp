@@ -285,7 +285,7 @@ std::string builtin_windows_install_script(const wire::BootstrapInstance& bootst
   const auto& proxy = detail::checked_proxy_config(bootstrap);
 
   std::string script(kInstallerHeader);
-  assign(script, "CallbackUrl", detail::callback_base(endpoints.callback_url));
+  assign(script, "CallbackUrl", callback_base(endpoints.callback_url));
   assign(script, "MetadataUrl", detail::without_trailing_slashes(endpoints.metadata_url));
   assign(script, "BearerToken", bootstrap.instance_token);
   assign(script, "RepoUrl", bootstrap.repo_url);

@@ -350,3 +350,68 @@ TEST_CASE("in direct mode guests keep garm's URLs and the agent relays nothing",
           .status == 404);
   CHECK(garm.requests().empty());
 }
+
+TEST_CASE("the relay forwards only garm's instance endpoints, to the right base",
+          "[guests][integration]") {
+  FakeGarm garm(two_instances());
+  GuestHost agent(garm);
+  auto bootstrap = agent.bootstrap("garm-guest-a", kTokenA);
+  bootstrap.callback_url += "/status";  // garm allows a callback URL that already ends in it
+  agent.service->create(kController, bootstrap);
+  const auto status = curl_from("127.0.0.2", agent.base_url() + "/api/v1/callbacks/status/",
+                                bearer(kTokenA) +
+                                    " -H 'Content-Type: application/json' --data "
+                                    "'{\"status\":\"installing\",\"message\":\"x\"}'");
+  CHECK(status.status == 200);
+  for (const auto* path : {"/api/v1/metadata/../../auth/login", "/api/v1/metadata/%2e%2e/x",
+                           "/api/v1/metadata//install-script", "/api/v1/callbacks/other",
+                           "/api/v1/metadata/webhooks"}) {
+    CHECK(
+        curl_from("127.0.0.2", agent.base_url() + path, "--path-as-is " + bearer(kTokenA)).status ==
+        404);
+  }
+  const auto requests = garm.requests();
+  REQUIRE(requests.size() == 1);
+  CHECK(requests[0]["path"] == "/api/v1/callbacks/status/");
+}
+
+TEST_CASE("an unreadable record fails its guest's request, not the agent",
+          "[guests][integration]") {
+  FakeGarm garm(two_instances());
+  GuestHost agent(garm);
+  agent.service->create(kController, agent.bootstrap("garm-guest-a", kTokenA));
+  const auto seed = agent.seed_url("garm-guest-a");
+  std::ofstream(agent.host.config.state_dir / "instances" /
+                (agent::domain_name_for(kController, "garm-guest-a") + ".json"))
+      << "{ not json";
+  CHECK(curl_from("127.0.0.2", seed + "meta-data", "").status == 503);
+  // Reconcile must not release the address an unreadable record may still hold.
+  CHECK(agent.service->reconcile().orphan_reservations == 0);
+  CHECK(agent.host.hypervisor.network("edge-net").hosts.size() == 1);
+}
+
+TEST_CASE("one client address cannot take every connection", "[guests][integration]") {
+  FakeGarm garm;
+  GuestHost agent(garm);
+  asio::io_context io;
+  std::vector<asio::ip::tcp::socket> held;
+  const asio::ip::tcp::endpoint server(asio::ip::make_address("127.0.0.1"),
+                                       static_cast<unsigned short>(agent.access.port()));
+  for (int i = 0; i < 17; ++i) {
+    asio::ip::tcp::socket socket(io);
+    socket.open(asio::ip::tcp::v4());
+    socket.bind({asio::ip::make_address("127.0.0.7"), 0});
+    socket.connect(server);
+    held.push_back(std::move(socket));
+  }
+  // The 17th is closed at once; the first 16 stay open.
+  std::array<char, 1> byte{};
+  asio::error_code error;
+  held.back().read_some(asio::buffer(byte), error);
+  CHECK(error == asio::error::eof);
+  held.front().non_blocking(true);
+  held.front().read_some(asio::buffer(byte), error);
+  CHECK(error == asio::error::would_block);
+  // Another address is still served.
+  CHECK(curl_from("127.0.0.8", agent.base_url() + "/nothing", "").status == 404);
+}

@@ -143,6 +143,7 @@ class FaultyStore final : public agent::InstanceStore {
   std::optional<agent::InstanceRecord> get(std::string_view domain_name) override;
   void remove(std::string_view domain_name) override;
   std::vector<agent::InstanceRecord> list() override;
+  std::vector<std::string> unreadable() override { return inner_.unreadable(); }
   const std::string& state_id() const override { return inner_.state_id(); }
 
  private:

@@ -10,6 +10,7 @@
 #include "agent/clock.hpp"
 #include "agent/guest_index.hpp"
 #include "agent/guest_service.hpp"
+#include "common/text.hpp"
 #include "hypervisor/domain_xml.hpp"
 #include "hypervisor/network_xml.hpp"
 #include "net/secret_token.hpp"
@@ -113,6 +114,12 @@ TEST_CASE("DHCP host and filter XML refuse what is not an address", "[guests]") 
   const auto xml = hypervisor::render_domain_xml(spec, hypervisor::VirtType::kvm);
   CHECK_THAT(xml, Catch::Contains("<filterref filter=\"clean-traffic\">"));
   CHECK_THAT(xml, Catch::Contains("<parameter name=\"IP\" value=\"192.168.122.5\" />"));
+  const auto filter = hypervisor::render_source_ip_filter_xml("garm-edge-source-ip");
+  // DHCP leaves from 0.0.0.0: the guest must still get its reserved lease.
+  CHECK_THAT(filter, Catch::Contains("srcipaddr=\"0.0.0.0\""));
+  CHECK_THAT(filter, Catch::Contains("dstportstart=\"67\""));
+  CHECK_THAT(filter, Catch::Contains("srcipaddr=\"$IP\""));
+  CHECK(filter.find("action=\"drop\"") > filter.find("srcipaddr=\"$IP\""));
   spec.interfaces[0].filter_ip = "192.168.122.5\"/><x";
   CHECK_THROWS(hypervisor::render_domain_xml(spec, hypervisor::VirtType::kvm));
 }
@@ -163,4 +170,16 @@ TEST_CASE("one address that keeps missing is blocked for a while, others are not
   CHECK_FALSE(limiter.blocked("10.0.0.8"));
   clock.time += std::chrono::seconds(61);
   CHECK_FALSE(limiter.blocked("10.0.0.9"));
+}
+
+TEST_CASE("an excerpt of guest text never ends inside a UTF-8 character", "[guests]") {
+  const std::string accents(300, 'x');
+  std::string text;
+  for (int i = 0; i < 300; ++i) {
+    text += "\u00e9";
+  }
+  const auto excerpt = printable_excerpt(text, 511);
+  CHECK(is_plain_text(excerpt.substr(0, excerpt.size() - 3)));
+  CHECK(excerpt.size() == 510 + 3);
+  CHECK(printable_excerpt(accents, 511) == std::string(300, 'x'));
 }
