@@ -6,47 +6,13 @@
 # Usage: run_demo_on_qemu.sh AGENT_BINARY
 set -euo pipefail
 agent=$1
-if [ "$(id -u)" -ne 0 ]; then
-  echo "skipped: the system tier needs root"
-  exit 77
-fi
-
-packages=(qemu-system-x86 qemu-utils libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients)
-missing=()
-for package in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' || missing+=("$package")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  export DEBIAN_FRONTEND=noninteractive
-  timeout 300 apt-get update -q -o Acquire::Retries=3 >/dev/null
-  timeout 900 apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=300 "${missing[@]}" >/dev/null
-fi
-
-# What libvirt-daemon-system would set up: the account QEMU runs as, and /dev/kvm usable by it
-# (with /dev/kvm root-only, libvirt re-probes QEMU on every call and a define takes ~50 s).
-getent group libvirt-qemu >/dev/null || groupadd -r libvirt-qemu
-getent group kvm >/dev/null || groupadd -r kvm
-getent passwd libvirt-qemu >/dev/null || useradd -r -g libvirt-qemu -G kvm -d /var/lib/libvirt libvirt-qemu
-if [ -e /dev/kvm ]; then
-  chgrp kvm /dev/kvm && chmod 0660 /dev/kvm
-fi
-
-started=()
-cleanup() {
+system_cleanup() {
   virsh -q -c qemu:///system pool-destroy garm-edge-systest >/dev/null 2>&1 || true
   virsh -q -c qemu:///system pool-undefine garm-edge-systest >/dev/null 2>&1 || true
   rm -rf /var/lib/garm-edge-systest
-  for pid in "${started[@]}"; do kill "$pid" 2>/dev/null || true; done
 }
-trap cleanup EXIT
-
-if [ ! -S /run/libvirt/libvirt-sock ]; then
-  mkdir -p /var/log/libvirt /run/libvirt
-  /usr/sbin/virtlogd -d --pid-file /run/garm-edge-systest-virtlogd.pid
-  /usr/sbin/libvirtd -d --pid-file /run/garm-edge-systest-libvirtd.pid
-  for _ in $(seq 100); do [ -S /run/libvirt/libvirt-sock ] && break; sleep 0.1; done
-  started+=("$(cat /run/garm-edge-systest-libvirtd.pid)" "$(cat /run/garm-edge-systest-virtlogd.pid)")
-fi
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "$0")/lib.sh"
 
 pool=/var/lib/garm-edge-systest
 rm -rf "$pool" && mkdir -p "$pool" && chmod 0755 "$pool"
