@@ -4,7 +4,13 @@ find_package(PkgConfig REQUIRED)
 pkg_check_modules(LIBVIRT REQUIRED IMPORTED_TARGET libvirt>=9.0)
 find_package(nlohmann_json 3.11 REQUIRED)
 find_package(pugixml 1.13 REQUIRED)
-find_package(tomlplusplus 3.3 REQUIRED)
+# toml++ and pugixml go into the executables (header-only, static archive): the packages then
+# depend on nothing but libc and libvirt (issue 5).
+# (Debian's tomlplusplus CMake target forces its shared library, so only its header is used.)
+find_path(TOMLPLUSPLUS_INCLUDE_DIR toml++/toml.h REQUIRED)
+add_library(tomlplusplus_header_only INTERFACE)
+target_include_directories(tomlplusplus_header_only SYSTEM INTERFACE ${TOMLPLUSPLUS_INCLUDE_DIR})
+target_compile_definitions(tomlplusplus_header_only INTERFACE TOML_HEADER_ONLY=1)
 find_package(Threads REQUIRED)
 
 # mbedTLS ships no CMake or pkg-config files in Debian 12; its static archives link into PIE
