@@ -12,6 +12,7 @@
 #include "agent/guest_service.hpp"
 #include "agent/instance_service.hpp"
 #include "agent/reconcile_loop.hpp"
+#include "agent/systemd_notify.hpp"
 #include "hypervisor/libvirt_hypervisor.hpp"
 #include "net/http_server.hpp"
 #include "net/tls_server.hpp"
@@ -102,9 +103,12 @@ int serve(const AgentConfig& config, Logger& log,
   // Commands already running finish in libvirt either way; their answers should reach garm,
   // or garm retries work that was done.
   constexpr auto kDrainDeadline = std::chrono::seconds(30);
+  const SystemdNotifier systemd;
+  asio::steady_timer watchdog_timer(io);
   asio::steady_timer drain_timer(io);
   std::function<void(std::chrono::steady_clock::time_point)> drain = [&](auto deadline) {
     if (server.open_connections() == 0 || std::chrono::steady_clock::now() >= deadline) {
+      watchdog_timer.cancel();
       io.stop();
       return;
     }
@@ -118,15 +122,18 @@ int serve(const AgentConfig& config, Logger& log,
       return;
     }
     if (signal == SIGHUP) {
+      systemd.reloading();
       try {
         server.reload(net::TlsConfig::load(net::TlsConfig::Role::server, tls_files(config.api)));
         log.info("reloaded certificates, key, CA and CRL; new connections use them");
       } catch (const std::exception& e) {
         log.error(std::string("reload failed, keeping the previous certificates: ") + e.what());
       }
+      systemd.ready("serving");
       signals.async_wait(on_signal);
       return;
     }
+    systemd.stopping();
     log.info("stopping: no new connections; answering the ones in progress");
     server.stop();
     if (guest_server) {
@@ -135,6 +142,25 @@ int serve(const AgentConfig& config, Logger& log,
     drain(std::chrono::steady_clock::now() + kDrainDeadline);
   };
   signals.async_wait(on_signal);
+
+  // The watchdog is fed from the event loop that answers both APIs: if it stalls, systemd
+  // restarts the agent.
+  std::function<void()> feed_watchdog = [&] {
+    systemd.watchdog();
+    watchdog_timer.expires_after(*systemd.watchdog_interval());
+    watchdog_timer.async_wait([&](const asio::error_code& error) {
+      if (!error) {
+        feed_watchdog();
+      }
+    });
+  };
+  systemd.ready("serving: control API on " + config.api.address + ":" +
+                std::to_string(server.port()) +
+                (guest_server ? ", guests on " + guest_access.base_url() : std::string()));
+
+  if (systemd.watchdog_interval()) {
+    feed_watchdog();
+  }
 
   std::thread second([&io] { io.run(); });
   io.run();
