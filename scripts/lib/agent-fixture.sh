@@ -8,7 +8,7 @@ provider=$build/provider/garm-provider-edge
 work=$(mktemp -d /tmp/garm-edge.XXXXXX)
 agent_pid=
 cleanup() {
-  [ -n "$agent_pid" ] && kill "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null
+  if [ -n "$agent_pid" ]; then kill "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null; fi || true
   rm -rf "$work"
 }
 trap cleanup EXIT

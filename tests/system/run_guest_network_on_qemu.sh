@@ -17,7 +17,7 @@ fail() { echo "FAILED: $*"; [ -f "$work/agent.log" ] && cat "$work/agent.log"; e
 work=$(mktemp -d /tmp/garm-edge-guestnet.XXXXXX)
 agent_pid=
 system_cleanup() {
-  [ -n "$agent_pid" ] && kill "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null
+  if [ -n "$agent_pid" ]; then kill "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null; fi || true
   for domain in $(virsh list --all --name | grep '^garm-edge-' || true); do
     virsh destroy "$domain" >/dev/null 2>&1 || true
     virsh undefine "$domain" >/dev/null 2>&1 || true
