@@ -9,6 +9,7 @@
 #include <toml++/toml.h>
 
 #include "common/text.hpp"
+#include "common/toml_guard.hpp"
 #include "hypervisor/guest_arch.hpp"
 #include "wire/error.hpp"
 #include "wire/validate.hpp"
@@ -402,6 +403,9 @@ const FlavorConfig* AgentConfig::find_flavor(std::string_view name) const {
 }
 
 AgentConfig parse_agent_config(std::string_view toml_text, const std::string& source_name) {
+  if (const auto found = find_unreadable_toml_character(toml_text)) {
+    throw ConfigError(describe_unreadable_toml_character(source_name, *found));
+  }
   toml::table document;
   try {
     document = toml::parse(toml_text, source_name);

@@ -7,6 +7,8 @@
 
 #include <toml++/toml.h>
 
+#include "common/toml_guard.hpp"
+
 namespace garm_edge::provider {
 namespace {
 
@@ -82,6 +84,9 @@ const AgentEndpoint* ProviderConfig::find_agent(const std::string& name) const {
 }
 
 ProviderConfig parse_provider_config(const std::string& text, const std::string& source) {
+  if (const auto found = find_unreadable_toml_character(text)) {
+    throw std::runtime_error(describe_unreadable_toml_character(source, *found));
+  }
   toml::table document;
   try {
     document = toml::parse(text, source);

@@ -1,6 +1,9 @@
 #include "agent/config.hpp"
 
 #include <catch2/catch.hpp>
+#include <toml++/toml.h>
+
+#include "common/toml_guard.hpp"
 
 using namespace garm_edge::agent;
 
@@ -129,4 +132,43 @@ relay_timeout_seconds = 15
   CHECK_THAT(error_for(with("[guests]\nanti_spoofing = \"maybe\"\n")),
              Catch::Contains("anti_spoofing"));
   CHECK_THAT(error_for(with("[guests]\nsecret = 1\n")), Catch::Contains("unknown key"));
+}
+
+TEST_CASE("characters toml++ 3.3 cannot classify are refused wherever they are", "[config]") {
+  // toml++ reaches __builtin_unreachable on these when it scans for whitespace (fuzzing).
+  const std::string in_comment = with("# Caf\xc3\xa9 rack\n");
+  CHECK_THAT(error_for(in_comment), Catch::Contains("U+00E9") && Catch::Contains("\\u00E9"));
+  CHECK_THAT(error_for(std::string("\n\n[agent]\nid = \"a\" \xc8\x9b\n")),
+             Catch::Contains("agent.toml:4: character U+021B"));
+  // Written as an escape, the same character is an ordinary string value.
+  const auto config = parse_agent_config(
+      with("[[images]]\nname = \"x\"\nbase_volume = \"x.qcow2\"\nos_name = \"caf\\u00E9\"\n"),
+      "agent.toml");
+  CHECK(config.images.back().os_name == "caf\xc3\xa9");
+  // Characters toml++ does classify, and a byte order mark, pass through to it.
+  CHECK_NOTHROW(parse_agent_config(
+      "\xef\xbb\xbf# \xe4\xb8\xad \xf0\x9f\x98\x80\n" + std::string(kValid), "agent.toml"));
+}
+
+TEST_CASE("the refused set is exactly where toml++ 3.3's whitespace table has no answer",
+          "[config]") {
+  using garm_edge::toml_plusplus_cannot_classify;
+  const auto unicode_horizontal_space = [](char32_t c) {
+    return c == 0xA0 || c == 0x1680 || c == 0x180E || (c >= 0x2000 && c <= 0x200B) || c == 0x202F ||
+           c == 0x205F || c == 0x2060 || c == 0x3000 || c == 0xFEFF;
+  };
+  std::size_t refused = 0;
+  for (char32_t c = 0x80; c <= 0x10FFFF; ++c) {
+    if (toml_plusplus_cannot_classify(c)) {
+      ++refused;
+      continue;
+    }
+    // In the UBSan tier a code point missing from the set fails here as "unreachable".
+    if (toml::impl::is_non_ascii_horizontal_whitespace(c) != unicode_horizontal_space(c)) {
+      FAIL("toml++ classifies U+" << std::hex << static_cast<unsigned>(c) << " unexpectedly");
+    }
+  }
+  CHECK(refused == (0x499 - 0xA1 + 1) + (0x3057 - 0x2C5E + 1 - 1) + (0xFEFE - 0xFB26 + 1));
+  CHECK(garm_edge::find_unreadable_toml_character("a = \"\xc2\xa1\"")->code_point == 0xA1);
+  CHECK_FALSE(garm_edge::find_unreadable_toml_character("a = \"\xc2\xa0\xe3\x80\x80\""));
 }
