@@ -195,8 +195,8 @@ class Hypervisor {
 
   /// Is an nwfilter of this name defined? Throws unsupported where the driver has no nwfilters.
   virtual bool has_filter(std::string_view name) = 0;
-  /// Defines (or redefines) `name` as a filter that drops IPv4 packets whose source is not the
-  /// interface's IP parameter.
+  /// Defines (or redefines) `name` as a filter that drops frames whose source MAC, ARP sender
+  /// or IPv4 source is not the interface's own MAC or IP parameter.
   virtual void define_source_ip_filter(std::string_view name) = 0;
 };
 

@@ -122,14 +122,14 @@ bool LibvirtHypervisor::has_filter(std::string_view name) {
 }
 
 void LibvirtHypervisor::define_source_ip_filter(std::string_view name) {
-  call("define nwfilter " + std::string(name),
-       [name = std::string(name)](Session&, virConnectPtr conn) {
-         const auto xml = render_source_ip_filter_xml(name);
-         FilterHandle filter(virNWFilterDefineXML(conn, xml.c_str()));
-         if (!filter) {
-           throw_last_error("define nwfilter " + name);
-         }
-       });
+  for (auto& filter : render_anti_spoofing_filters(name)) {
+    call("define nwfilter " + filter.name, [filter](Session&, virConnectPtr conn) {
+      FilterHandle defined(virNWFilterDefineXML(conn, filter.xml.c_str()));
+      if (!defined) {
+        throw_last_error("define nwfilter " + filter.name);
+      }
+    });
+  }
 }
 
 }  // namespace garm_edge::hypervisor

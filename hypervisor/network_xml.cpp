@@ -97,12 +97,24 @@ std::string render_dhcp_host_xml(const DhcpHost& host) {
   return to_text(document);
 }
 
-std::string render_source_ip_filter_xml(std::string_view name) {
+namespace {
+
+/// A filter of `chain` whose outgoing rules return (let pass) what matches one of `allowed`
+/// and drop the rest, as libvirt's no-*-spoofing filters do.
+struct AllowOnly {
+  const char* suffix;
+  const char* chain;
+  const char* priority;
+  const char* protocol;  // the rule element: mac, arp or ip
+  std::vector<std::vector<std::pair<const char*, const char*>>> allowed;
+};
+
+std::string render_allow_only(const std::string& name, const AllowOnly& spec) {
   pugi::xml_document document;
   auto filter = document.append_child("filter");
-  filter.append_attribute("name").set_value(std::string(name).c_str());
-  filter.append_attribute("chain").set_value("ipv4-ip");
-  filter.append_attribute("priority").set_value("-710");
+  filter.append_attribute("name").set_value(name.c_str());
+  filter.append_attribute("chain").set_value(spec.chain);
+  filter.append_attribute("priority").set_value(spec.priority);
   const auto rule = [&filter](const char* action, const char* priority) {
     auto added = filter.append_child("rule");
     added.append_attribute("action").set_value(action);
@@ -110,18 +122,52 @@ std::string render_source_ip_filter_xml(std::string_view name) {
     added.append_attribute("priority").set_value(priority);
     return added;
   };
-  // DHCP discover and request leave from 0.0.0.0 before the guest has its address (as in
-  // libvirt's own no-ip-spoofing filter); without this the guest never gets its reservation.
-  auto dhcp = rule("return", "100").append_child("ip");
-  for (const auto& [attribute, value] :
-       {std::pair{"srcipaddr", "0.0.0.0"}, std::pair{"dstipaddr", "255.255.255.255"},
-        std::pair{"protocol", "udp"}, std::pair{"srcportstart", "68"},
-        std::pair{"dstportstart", "67"}}) {
-    dhcp.append_attribute(attribute).set_value(value);
+  for (const auto& match : spec.allowed) {
+    auto element = rule("return", "100").append_child(spec.protocol);
+    for (const auto& [attribute, value] : match) {
+      element.append_attribute(attribute).set_value(value);
+    }
   }
-  rule("return", "100").append_child("ip").append_attribute("srcipaddr").set_value("$IP");
   rule("drop", "1000");
   return to_text(document);
+}
+
+}  // namespace
+
+std::vector<NamedFilter> render_anti_spoofing_filters(std::string_view name) {
+  const std::string top(name);
+  // DHCP discover and request leave from 0.0.0.0 before the guest has its address (as in
+  // libvirt's own no-ip-spoofing filter); without this the guest never gets its reservation.
+  const std::vector<std::pair<const char*, const char*>> dhcp = {{"srcipaddr", "0.0.0.0"},
+                                                                 {"dstipaddr", "255.255.255.255"},
+                                                                 {"protocol", "udp"},
+                                                                 {"srcportstart", "68"},
+                                                                 {"dstportstart", "67"}};
+  // Priorities as in libvirt's clean-traffic: MAC first, then ARP, then IPv4. ARP matters as
+  // much as IPv4: a guest answering ARP for another's address receives the host's replies to
+  // it, seeds included.
+  const AllowOnly parts[] = {
+      {"-mac", "mac", "-800", "mac", {{{"srcmacaddr", "$MAC"}}}},
+      {"-arp-mac", "arp-mac", "-520", "arp", {{{"arpsrcmacaddr", "$MAC"}}}},
+      {"-arp-ip",
+       "arp-ip",
+       "-510",
+       "arp",
+       {{{"arpsrcipaddr", "$IP"}}, {{"arpsrcipaddr", "0.0.0.0"}}}},
+      {"-ipv4", "ipv4-ip", "-710", "ip", {{{"srcipaddr", "$IP"}}, dhcp}},
+  };
+  std::vector<NamedFilter> filters;
+  pugi::xml_document document;
+  auto root = document.append_child("filter");
+  root.append_attribute("name").set_value(top.c_str());
+  root.append_attribute("chain").set_value("root");
+  for (const auto& part : parts) {
+    const auto part_name = top + part.suffix;
+    filters.push_back({part_name, render_allow_only(part_name, part)});
+    root.append_child("filterref").append_attribute("filter").set_value(part_name.c_str());
+  }
+  filters.push_back({top, to_text(document)});  // last: it refers to the others
+  return filters;
 }
 
 }  // namespace garm_edge::hypervisor

@@ -2,6 +2,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "hypervisor/hypervisor.hpp"
 
@@ -14,9 +15,16 @@ NetworkInfo parse_network_xml(std::string_view network_xml);
 /// not a MAC or a dotted IPv4 address.
 std::string render_dhcp_host_xml(const DhcpHost& host);
 
-/// An nwfilter that lets IPv4 out only from the interface's `IP` parameter (measured to stop a
-/// second guest from taking a reserved address: docs/guests.md).
-std::string render_source_ip_filter_xml(std::string_view name);
+struct NamedFilter {
+  std::string name;
+  std::string xml;
+};
+
+/// The nwfilters behind `name`, in the order they must be defined: one each for the source
+/// MAC, the ARP sender MAC, the ARP sender address and the IPv4 source, and `name` itself
+/// (last), which refers to them. Guests may send only from their MAC and the interface's IP
+/// parameter (and DHCP from 0.0.0.0), like libvirt's clean-traffic.
+std::vector<NamedFilter> render_anti_spoofing_filters(std::string_view name);
 
 bool is_mac_address(std::string_view mac);
 bool is_ipv4_address(std::string_view address);

@@ -24,7 +24,9 @@ system_cleanup() {
   done
   virsh net-destroy garm-edge-systest-net >/dev/null 2>&1 || true
   virsh net-undefine garm-edge-systest-net >/dev/null 2>&1 || true
-  virsh nwfilter-undefine garm-edge-source-ip >/dev/null 2>&1 || true
+  for filter in garm-edge-source-ip garm-edge-source-ip-{mac,arp-mac,arp-ip,ipv4}; do
+    virsh nwfilter-undefine "$filter" >/dev/null 2>&1 || true
+  done
   virsh pool-destroy garm-edge-systest >/dev/null 2>&1 || true
   virsh pool-undefine garm-edge-systest >/dev/null 2>&1 || true
   rm -rf /var/lib/garm-edge-systest "$work"
@@ -116,6 +118,11 @@ virsh net-dumpxml garm-edge-systest-net | grep -q "<host mac='$mac' ip='192.168.
 ebtables -t nat -L > "$work/ebtables.txt" 2>&1 || true
 grep -q -- "--ip-src 192.168.151.2 -j RETURN" "$work/ebtables.txt" ||
   fail "no ebtables rule pins the guest's source address: $(cat "$work/ebtables.txt")"
+grep -q -- "--arp-ip-src 192.168.151.2 -j RETURN" "$work/ebtables.txt" ||
+  fail "no ebtables rule pins the guest's ARP sender address: $(cat "$work/ebtables.txt")"
+short_mac=$(printf '%s' "$mac" | sed 's/\b0\([0-9a-f]\)/\1/g')  # some ebtables drop leading zeros
+grep -qiE -- "-s ($mac|$short_mac) -j RETURN" "$work/ebtables.txt" ||
+  fail "no ebtables rule pins the guest's source MAC: $(cat "$work/ebtables.txt")"
 # The host is not the guest: its requests carry no guest's address and get the plain 404.
 seed=$(sed -n 's/.*ds=nocloud-net;s=\([^<]*\)<.*/\1/p' "$work/domain.xml")
 code=$(curl -s -o /dev/null -w '%{http_code}' "${seed}meta-data")

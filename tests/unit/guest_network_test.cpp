@@ -114,12 +114,24 @@ TEST_CASE("DHCP host and filter XML refuse what is not an address", "[guests]") 
   const auto xml = hypervisor::render_domain_xml(spec, hypervisor::VirtType::kvm);
   CHECK_THAT(xml, Catch::Contains("<filterref filter=\"clean-traffic\">"));
   CHECK_THAT(xml, Catch::Contains("<parameter name=\"IP\" value=\"192.168.122.5\" />"));
-  const auto filter = hypervisor::render_source_ip_filter_xml("garm-edge-source-ip");
+  const auto filters = hypervisor::render_anti_spoofing_filters("garm-edge-source-ip");
+  REQUIRE(filters.size() == 5);
+  const auto& top = filters.back();  // defined last: it refers to the others
+  CHECK(top.name == "garm-edge-source-ip");
+  std::string all;
+  for (std::size_t i = 0; i + 1 < filters.size(); ++i) {
+    CHECK_THAT(top.xml, Catch::Contains("<filterref filter=\"" + filters[i].name + "\"/>"));
+    // Each part lets through only what matches the guest's own MAC or address, then drops.
+    CHECK(filters[i].xml.rfind("action=\"drop\"") > filters[i].xml.rfind("action=\"return\""));
+    all += filters[i].xml;
+  }
+  CHECK_THAT(all, Catch::Contains("<mac srcmacaddr=\"$MAC\"/>"));
+  CHECK_THAT(all, Catch::Contains("<arp arpsrcmacaddr=\"$MAC\"/>"));
+  CHECK_THAT(all, Catch::Contains("<arp arpsrcipaddr=\"$IP\"/>"));
+  CHECK_THAT(all, Catch::Contains("<ip srcipaddr=\"$IP\"/>"));
   // DHCP leaves from 0.0.0.0: the guest must still get its reserved lease.
-  CHECK_THAT(filter, Catch::Contains("srcipaddr=\"0.0.0.0\""));
-  CHECK_THAT(filter, Catch::Contains("dstportstart=\"67\""));
-  CHECK_THAT(filter, Catch::Contains("srcipaddr=\"$IP\""));
-  CHECK(filter.find("action=\"drop\"") > filter.find("srcipaddr=\"$IP\""));
+  CHECK_THAT(all, Catch::Contains("srcipaddr=\"0.0.0.0\" dstipaddr=\"255.255.255.255\" "
+                                  "protocol=\"udp\" srcportstart=\"68\" dstportstart=\"67\""));
   spec.interfaces[0].filter_ip = "192.168.122.5\"/><x";
   CHECK_THROWS(hypervisor::render_domain_xml(spec, hypervisor::VirtType::kvm));
 }
