@@ -124,7 +124,17 @@ bool LibvirtHypervisor::has_filter(std::string_view name) {
 void LibvirtHypervisor::define_source_ip_filter(std::string_view name) {
   for (auto& filter : render_anti_spoofing_filters(name)) {
     call("define nwfilter " + filter.name, [filter](Session&, virConnectPtr conn) {
-      FilterHandle defined(virNWFilterDefineXML(conn, filter.xml.c_str()));
+      // libvirt refuses a definition without the UUID of the filter it replaces, so an agent
+      // restart on a host that has the filters must name theirs.
+      std::string uuid;
+      if (FilterHandle existing(virNWFilterLookupByName(conn, filter.name.c_str())); existing) {
+        char text[VIR_UUID_STRING_BUFLEN] = {};
+        if (virNWFilterGetUUIDString(existing.get(), text) == 0) {
+          uuid = text;
+        }
+      }
+      const auto xml = with_filter_uuid(filter.xml, uuid);
+      FilterHandle defined(virNWFilterDefineXML(conn, xml.c_str()));
       if (!defined) {
         throw_last_error("define nwfilter " + filter.name);
       }

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <sstream>
+#include <stdexcept>
 
 #include <pugixml.hpp>
 
@@ -168,6 +169,20 @@ std::vector<NamedFilter> render_anti_spoofing_filters(std::string_view name) {
   }
   filters.push_back({top, to_text(document)});  // last: it refers to the others
   return filters;
+}
+
+std::string with_filter_uuid(const std::string& filter_xml, const std::string& uuid) {
+  if (uuid.empty()) {
+    return filter_xml;
+  }
+  pugi::xml_document document;
+  if (!document.load_string(filter_xml.c_str())) {
+    throw std::invalid_argument("nwfilter XML does not parse");
+  }
+  auto filter = document.child("filter");
+  filter.remove_child("uuid");
+  filter.prepend_child("uuid").text().set(uuid.c_str());
+  return to_text(document);
 }
 
 }  // namespace garm_edge::hypervisor

@@ -26,6 +26,10 @@ struct NamedFilter {
 /// parameter (and DHCP from 0.0.0.0), like libvirt's clean-traffic.
 std::vector<NamedFilter> render_anti_spoofing_filters(std::string_view name);
 
+/// `filter_xml` with `<uuid>` set to `uuid` (unchanged when `uuid` is empty): redefining an
+/// existing nwfilter needs its UUID.
+std::string with_filter_uuid(const std::string& filter_xml, const std::string& uuid);
+
 bool is_mac_address(std::string_view mac);
 bool is_ipv4_address(std::string_view address);
 

@@ -14,6 +14,10 @@ before it is answered. FILE maps instance tokens to their data:
                  "service_name": "...", "closed": false}}
 
 Like garm, a token stops working (401) once its instance reported status idle or failed.
+FILE is read again when it changes (instances added later keep the state of earlier ones), so
+a test can add an instance whose script depends on one created before. An instance with
+"hold_idle_until": "<path>" gets the answer to its `idle` report only once that path exists
+(at most HOLD_SECONDS later): until garm answers, the agent keeps the guest's access open.
 """
 
 import argparse
@@ -60,16 +64,40 @@ def error_body(error, details=""):
 AUTH_FAILED = error_body("Authentication failed")
 
 
+# Keys this server adds to an instance at run time; a reload of the file keeps them.
+RUNTIME_KEYS = ("closed", "registration_token_fetched")
+HOLD_SECONDS = 600
+
+
 class Instances:
     """Per-token state shared by the handler threads."""
 
-    def __init__(self, data):
+    def __init__(self, path):
         self._lock = threading.Lock()
-        self._data = data
+        self._path = path
+        self._loaded_stamp = None
+        self._data = {}
+        self._reload_if_changed()
+
+    def _reload_if_changed(self):
+        if self._path is None:
+            return
+        info = os.stat(self._path)
+        stamp = (info.st_mtime_ns, info.st_size, info.st_ino)
+        if stamp == self._loaded_stamp:
+            return
+        with open(self._path, encoding="utf-8") as data:
+            fresh = json.load(data)
+        for token, instance in fresh.items():
+            for key in RUNTIME_KEYS:
+                if key in self._data.get(token, {}):
+                    instance[key] = self._data[token][key]
+        self._data, self._loaded_stamp = fresh, stamp
 
     def find(self, token):
         """The instance's data, or None when the token is unknown or no longer valid."""
         with self._lock:
+            self._reload_if_changed()
             instance = self._data.get(token)
             return None if instance is None or instance.get("closed") else dict(instance)
 
@@ -210,6 +238,10 @@ class Handler(BaseHTTPRequestHandler):
         message = self.parse_json_object(body)
         if message is None:
             return
+        if message.get("status") == "idle" and instance.get("hold_idle_until"):
+            deadline = time.monotonic() + HOLD_SECONDS
+            while not os.path.exists(instance["hold_idle_until"]) and time.monotonic() < deadline:
+                time.sleep(0.2)
         if message.get("status") in ("idle", "failed"):
             self.server.instances.close(token)
         self.respond(200)
@@ -327,11 +359,7 @@ def main():
             parser.error("--cert and --key are required without --plain")
         tls_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         tls_context.load_cert_chain(args.cert, args.key)
-    instances = {}
-    if args.instances:
-        with open(args.instances, encoding="utf-8") as data:
-            instances = json.load(data)
-    server = Server(tls_context, Instances(instances), RequestLog(args.log))
+    server = Server(tls_context, Instances(args.instances), RequestLog(args.log))
     write_port_file(args.port_file, server.server_address[1])
     server.serve_forever()
 

@@ -11,15 +11,9 @@ fi
 
 packages=(qemu-system-x86 qemu-utils libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
   ${extra_packages[@]+"${extra_packages[@]}"})
-missing=()
-for package in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' || missing+=("$package")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  export DEBIAN_FRONTEND=noninteractive
-  timeout 300 apt-get update -q -o Acquire::Retries=3 >/dev/null
-  timeout 900 apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=300 "${missing[@]}" >/dev/null
-fi
+# shellcheck source-path=SCRIPTDIR source=apt.sh
+. "$(dirname "${BASH_SOURCE[0]}")/apt.sh"
+install_missing "${packages[@]}"
 
 # What libvirt-daemon-system would set up: the account QEMU runs as, and /dev/kvm usable by it
 # (with /dev/kvm root-only, libvirt re-probes QEMU on every call and a define takes ~50 s).

@@ -129,6 +129,10 @@ TEST_CASE("DHCP host and filter XML refuse what is not an address", "[guests]") 
   CHECK_THAT(all, Catch::Contains("<arp arpsrcmacaddr=\"$MAC\"/>"));
   CHECK_THAT(all, Catch::Contains("<arp arpsrcipaddr=\"$IP\"/>"));
   CHECK_THAT(all, Catch::Contains("<ip srcipaddr=\"$IP\"/>"));
+  CHECK(hypervisor::with_filter_uuid(top.xml, "") == top.xml);
+  CHECK_THAT(hypervisor::with_filter_uuid(top.xml, "7d7b1ecd-729b-40f5-ba7f-eb8f135fb8b6"),
+             Catch::StartsWith("<filter name=\"garm-edge-source-ip\" chain=\"root\"><uuid>"
+                               "7d7b1ecd-729b-40f5-ba7f-eb8f135fb8b6</uuid><filterref"));
   // DHCP leaves from 0.0.0.0: the guest must still get its reserved lease.
   CHECK_THAT(all, Catch::Contains("srcipaddr=\"0.0.0.0\" dstipaddr=\"255.255.255.255\" "
                                   "protocol=\"udp\" srcportstart=\"68\" dstportstart=\"67\""));

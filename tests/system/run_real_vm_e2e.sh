@@ -1,0 +1,246 @@
+#!/usr/bin/env bash
+# System tier, end to end on a real hypervisor: Debian 12 guests with cloud-init boot under
+# QEMU (TCG here) on a libvirt NAT network, created by garm-provider-edge run exactly as garm
+# runs it, through `garm-edge-agent serve`. Each guest fetches its NoCloud seed from the agent,
+# runs garm's wrapper, which reports through the agent's relay to a fake garm over HTTPS, and
+# ends `idle`. A second guest tries to read the first one's seed, from its own address and from
+# the first one's, and tries to take the first one's address over ARP. Before that, the agent is
+# killed with SIGKILL in the middle of a create, and reconcile must leave nothing behind.
+# Prints the boot-to-seed and boot-to-idle times. Exit 77 (skipped) when not root.
+# Usage: run_real_vm_e2e.sh BUILD_DIR
+set -euo pipefail
+build=$(cd "$1" && pwd)
+deadline_seconds=${GARM_EDGE_VM_DEADLINE:-900}
+
+console_pids=()
+test_cleanup() {
+  for pid in ${console_pids[@]+"${console_pids[@]}"}; do kill "$pid" 2>/dev/null || true; done
+}
+# shellcheck source-path=SCRIPTDIR source=vm_fixture.sh
+. "$(dirname "$0")/vm_fixture.sh"
+
+fail() {
+  echo "FAILED: $*"
+  for log in "$work"/agent*.log "$work"/console-*.log; do
+    [ -f "$log" ] && { echo "---- $log (last 60 lines)"; tail -n 60 "$log"; }
+  done
+  echo "---- fake garm requests"
+  /usr/bin/python3 - "$work/garm.log" <<'PY' || true
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    print(r["method"], r["path"], r["headers"].get("Authorization", "")[:20] + "...")
+PY
+  exit 1
+}
+expect() { [ "$1" = "$2" ] || fail "$3 (got '$1', wanted '$2')"; }
+domain_of() { echo "garm-edge-$controller-$1"; }
+json_field() {  # DOTTED.PATH of the JSON on stdin (list indexes are numbers)
+  /usr/bin/python3 -c '
+import json, sys
+value = json.load(sys.stdin)
+for key in sys.argv[1].split("."):
+    value = value[int(key)] if isinstance(value, list) else value.get(key)
+print("" if value is None else value)' "$1"
+}
+# The fake garm's requests carrying TOKEN, one line each: "TIME PATH BODY".
+garm_requests() {
+  /usr/bin/python3 - "$work/garm.log" "$1" <<'PY'
+import base64, json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r["headers"].get("Authorization") == "Bearer " + sys.argv[2]:
+        body = base64.b64decode(r["body"]).decode(errors="replace").replace("\n", " ")
+        print("%.3f %s %s" % (r["time"], r["path"], body))
+PY
+}
+wait_for() {  # DESCRIPTION SECONDS COMMAND...
+  local what=$1 seconds=$2 started
+  shift 2
+  started=$(date +%s)
+  until "$@"; do
+    [ $(($(date +%s) - started)) -lt "$seconds" ] || fail "timed out after ${seconds}s waiting for $what"
+    sleep 2
+  done
+}
+leftovers() {  # what is left of instances named like NAME: domain, overlay, reservation, record
+  local name=$1 found=()
+  virsh list --all --name | grep -q -- "$name" && found+=(domain)
+  compgen -G "$pool_dir/*$name*" >/dev/null && found+=(overlay)
+  virsh net-dumpxml "$network" | grep -q "<host " && found+=(reservation)
+  grep -rqs "\"$name\"" "$work/state" && found+=(record)
+  echo "${found[*]}"
+}
+
+start_agent "$work/agent-1.log"
+echo "agent serving on 127.0.0.1:$api_port; guests reach it at $guest_url"
+case "$guest_url" in "http://$gateway:"*) ;; *) fail "the guest service is not on the gateway address" ;; esac
+
+# ---- SIGKILL in the middle of a real create, then garm's retry ------------------------------
+echo "== kill -9 while CreateInstance is in flight"
+garm_instance token-crash '{}'
+bootstrap_json garm-crash00001 token-crash "$(garm_wrapper token-crash)" > "$work/crash.json"
+stdin_file=$work/crash.json garm CreateInstance GARM_POOL_ID="$pool_id" &
+create_pid=$!
+for _ in $(seq 1000); do compgen -G "$pool_dir/*garm-crash00001*" >/dev/null && break; sleep 0.01; done
+kill -9 "$agent_pid"
+wait "$agent_pid" 2>/dev/null || true
+wait "$create_pid" 2>/dev/null || true
+echo "killed the agent with these in place: $(leftovers garm-crash00001)"
+[ -n "$(leftovers garm-crash00001)" ] || fail "the kill landed before the create had started"
+start_agent "$work/agent-2.log"
+expect "$(leftovers garm-crash00001)" "" "reconcile after the restart leaves nothing of the interrupted create"
+grep -q "rolled back the interrupted create of garm-crash00001" "$work/agent-2.log" ||
+  fail "the restarted agent did not report the rollback"
+garm DeleteInstance GARM_INSTANCE_ID=garm-crash00001
+expect "$last_status" 0 "garm's DeleteInstance by name after the crash"
+stdin_file=$work/crash.json garm CreateInstance GARM_POOL_ID="$pool_id"
+expect "$last_status" 0 "garm's retried CreateInstance with the same name"
+expect "$(printf '%s' "$out" | json_field status)" running "the retried instance runs"
+garm DeleteInstance GARM_INSTANCE_ID=garm-crash00001
+expect "$(leftovers garm-crash00001)" "" "DeleteInstance removes the retried instance"
+echo "reconcile rolled the interrupted create back; garm's delete-then-create retry succeeded"
+
+# ---- two real guests ------------------------------------------------------------------------
+echo "== two Debian 12 guests with cloud-init"
+token1=jwt-first-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
+token2=jwt-second-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
+# garm's install script in short: report, send system-info from /etc/os-release, end `idle`.
+install_script() {  # TOKEN AGENT_ID [EXTRA COMMANDS]
+  cat <<SH
+#!/bin/bash
+set -euo pipefail
+CALLBACK_URL="@GARM_URL@/api/v1/callbacks"
+post() {
+  curl -fsS --retry 5 --retry-delay 2 --retry-connrefused -X POST -H 'Content-Type: application/json' \\
+    -H "Authorization: Bearer $1" -d "\$2" "\$CALLBACK_URL\$1"
+}
+post /status '{"status": "installing", "message": "configuring runner"}'
+${3:-}
+. /etc/os-release
+post /system-info/ "{\"os_name\": \"\$NAME\", \"os_version\": \"\$VERSION_ID\", \"agent_id\": $2}"
+post /status '{"status": "idle", "message": "runner successfully installed", "agent_id": $2}'
+SH
+}
+# The first guest's `idle` is answered only once the second guest has made its attempts: until
+# garm answers, its seed stays open, so a refusal is the identity check and not a closed door.
+garm_instance "$token1" "$(/usr/bin/python3 -c 'import json,sys; print(json.dumps({"install_script": sys.argv[1], "hold_idle_until": sys.argv[2]}))' \
+  "$(install_script "$token1" 101)" "$work/second-guest-done")"
+bootstrap_json garm-guest00001 "$token1" "$(garm_wrapper "$token1")" > "$work/guest1.json"
+created1=$(stamp)
+stdin_file=$work/guest1.json garm CreateInstance GARM_POOL_ID="$pool_id"
+expect "$last_status" 0 "CreateInstance of the first guest: $out"
+create1_seconds=$(seconds_since "$created1")
+expect "$(printf '%s' "$out" | json_field status)" running "the first guest runs"
+address1=$(printf '%s' "$out" | json_field addresses.0.address)
+domain1=$(domain_of garm-guest00001)
+virsh dumpxml "$domain1" > "$work/domain1.xml"
+seed1=$(sed -n 's/.*ds=nocloud-net;s=\([^<]*\)<.*/\1/p' "$work/domain1.xml")
+[ -n "$seed1" ] || fail "no seed URL in the first domain's SMBIOS serial"
+echo "guest 1: $domain1 at $address1, created in ${create1_seconds}s"
+
+# The second guest's install script makes its attempts on the first guest and reports them.
+probe=$(cat <<SH
+peer_seed=\$(curl -s -o /dev/null -w '%{http_code}' --max-time 15 '${seed1}meta-data' || true)
+dev=\$(ip -o -4 route show default | awk '{print \$5; exit}')
+mac=\$(cat /sys/class/net/\$dev/address)
+# Claim the first guest's address over ARP (gratuitous replies) and send from it.
+sudo sysctl -qw net.ipv4.conf.all.arp_ignore=8 net.ipv4.conf.all.arp_announce=2
+sudo /usr/bin/python3 - "\$dev" "\$mac" '$address1' <<'PY'
+import socket, sys, time
+dev, mac, ip = sys.argv[1], bytes.fromhex(sys.argv[2].replace(":", "")), socket.inet_aton(sys.argv[3])
+frame = b"\xff" * 6 + mac + b"\x08\x06" + b"\x00\x01\x08\x00\x06\x04\x00\x02" + mac + ip + b"\xff" * 6 + ip
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind((dev, 0))
+for _ in range(8):
+    s.send(frame)
+    time.sleep(0.5)
+PY
+sudo ip addr add '$address1/32' dev "\$dev"
+spoofed=\$(curl -s -o /dev/null -w '%{http_code}' --max-time 15 --interface '$address1' '${seed1}meta-data' || true)
+sudo ip addr del '$address1/32' dev "\$dev"
+post /status "{\"status\": \"installing\", \"message\": \"probe: peer seed HTTP \$peer_seed, from the peer address HTTP \$spoofed\"}"
+SH
+)
+garm_instance "$token2" "$(/usr/bin/python3 -c 'import json,sys; print(json.dumps({"install_script": sys.argv[1]}))' \
+  "$(install_script "$token2" 102 "$probe")")"
+bootstrap_json garm-guest00002 "$token2" "$(garm_wrapper "$token2")" > "$work/guest2.json"
+created2=$(stamp)
+stdin_file=$work/guest2.json garm CreateInstance GARM_POOL_ID="$pool_id"
+expect "$last_status" 0 "CreateInstance of the second guest: $out"
+create2_seconds=$(seconds_since "$created2")
+address2=$(printf '%s' "$out" | json_field addresses.0.address)
+domain2=$(domain_of garm-guest00002)
+echo "guest 2: $domain2 at $address2, created in ${create2_seconds}s"
+for domain in "$domain1" "$domain2"; do
+  tty=$(virsh ttyconsole "$domain")
+  cat "$tty" > "$work/console-$domain.log" 2>/dev/null &
+  console_pids+=($!)
+done
+
+# The domain boots from a qcow2 overlay whose backing file is the base image.
+overlay1=$(sed -n "s/.*<source file='\([^']*\)'.*/\1/p" "$work/domain1.xml" | head -1)
+case "$overlay1" in "$pool_dir"/*.qcow2) ;; *) fail "the first guest's disk is not an overlay in the pool: $overlay1" ;; esac
+qemu-img info -U --output=json "$overlay1" | grep -q "\"backing-filename\": \"$pool_dir/debian-12.qcow2\"" ||
+  fail "the overlay's backing file is not the base image: $(qemu-img info -U "$overlay1")"
+echo "guest 1 boots from $overlay1, backed by $pool_dir/debian-12.qcow2"
+
+second_reported() { garm_requests "$token2" | grep -q 'probe: '; }
+wait_for "the second guest's probe report" "$deadline_seconds" second_reported
+probe_report=$(garm_requests "$token2" | grep -o 'probe: [^"]*')
+echo "second guest: $probe_report"
+neighbour=$(ip neigh show "$address1" dev gevmbr0 | awk '{print $3}')
+mac1=$(sed -n "s/.*<mac address='\([^']*\)'.*/\1/p" "$work/domain1.xml" | head -1)
+touch "$work/second-guest-done"
+expect "$probe_report" "probe: peer seed HTTP 404, from the peer address HTTP 000" \
+  "the second guest cannot read the first one's seed, from its own address or the first one's"
+expect "$neighbour" "$mac1" "the host still reaches the first guest's address at the first guest's MAC"
+
+reported_idle() { garm_requests "$1" | grep -q 'callbacks/status {"status": "idle"'; }
+both_idle() { reported_idle "$token1" && reported_idle "$token2"; }
+wait_for "both guests to report idle" "$deadline_seconds" both_idle
+
+# ---- what garm and the agent saw ------------------------------------------------------------
+requests1=$(garm_requests "$token1")
+for expected in '/api/v1/callbacks/status .*fetching the install script' \
+  '/api/v1/metadata/install-script/ ' '/api/v1/callbacks/status .*configuring runner' \
+  '/api/v1/callbacks/system-info/ {"os_name": "Debian GNU/Linux", "os_version": "12", "agent_id": 101}' \
+  '/api/v1/callbacks/status {"status": "idle"'; do
+  printf '%s\n' "$requests1" | grep -q "$expected" || fail "the fake garm did not receive $expected: $requests1"
+done
+strangers=$(/usr/bin/python3 - "$work/garm.log" "$token1" "$token2" token-crash <<'PY'
+import json, sys
+print(sum(1 for line in open(sys.argv[1])
+          if json.loads(line)["headers"].get("Authorization") not in ["Bearer " + t for t in sys.argv[2:]]))
+PY
+)
+expect "$strangers" 0 "every request reached the fake garm with its guest's bearer token"
+guest1=$(control instances/garm-guest00001/guest)
+expect "$(printf '%s' "$guest1" | json_field runner_status)" idle "the agent recorded the first guest's runner status"
+expect "$(printf '%s' "$guest1" | json_field access_closed)" True "the first guest's access closed after idle"
+seed_served=$(curl -sS --cacert "$work/pki/ca.crt" --cert "$work/pki/clients/garm.crt" \
+  --key "$work/pki/clients/garm.key" "https://localhost:$api_port/metrics" |
+  sed -n 's/^garm_edge_guest_requests_total{outcome="seed_served"} //p')
+[ "${seed_served:-0}" -ge 6 ] || fail "the agent served ${seed_served:-0} seed files, wanted meta-data, user-data and vendor-data for both guests"
+control 'events?instance=garm-guest00001' | grep -q "the guest fetched its seed from $address1" ||
+  fail "no event shows the first guest fetching its seed from $address1"
+lease=$(virsh domifaddr "$domain1" --source lease | awk '/ipv4/ {print $4}')
+expect "${lease%/*}" "$address1" "the first guest's DHCP lease is its reserved address"
+garm GetInstance GARM_INSTANCE_ID=garm-guest00001
+expect "$(printf '%s' "$out" | json_field addresses.0.address)" "$address1" "GetInstance shows the guest's address"
+expect "$(printf '%s' "$out" | json_field os_name)" "Debian GNU/Linux" "GetInstance shows the OS the guest reported"
+seed_at=$(printf '%s' "$guest1" | json_field seed_served_at)
+idle_at=$(garm_requests "$token1" | awk '/callbacks\/status {"status": "idle"/ {print $1; exit}')
+to_seed=$(/usr/bin/python3 -c 'import sys,datetime; print("%.1f" % (datetime.datetime.fromisoformat(sys.argv[1].replace("Z","+00:00")).timestamp() - float(sys.argv[2])))' "$seed_at" "$created1")
+to_idle=$(awk -v a="$created1" -v b="$idle_at" 'BEGIN { printf "%.1f", b - a }')
+echo "guest 1 (TCG, 1 vCPU, two guests booting at once): seed fetched ${to_seed}s and idle reported ${to_idle}s after CreateInstance was called"
+
+# ---- delete: nothing left -------------------------------------------------------------------
+garm DeleteInstance GARM_INSTANCE_ID=garm-guest00001
+expect "$last_status" 0 "DeleteInstance of the first guest"
+garm DeleteInstance GARM_INSTANCE_ID=garm-guest00002
+expect "$last_status" 0 "DeleteInstance of the second guest"
+expect "$(leftovers garm-guest0000)" "" "DeleteInstance removes domains, overlays, reservations and records"
+garm ListInstances GARM_POOL_ID="$pool_id"
+expect "$out" "[]" "ListInstances of the emptied pool"
+echo "system tier: real guests booted, reported idle through the relay, and were deleted without a trace"

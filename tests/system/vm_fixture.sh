@@ -1,0 +1,247 @@
+# shellcheck shell=bash disable=SC2034,SC2154  # variables shared with the sourcing script
+# Sourced by the real-VM end-to-end test and its benchmark: a production-shaped host on a real
+# libvirtd with QEMU (TCG where KVM is unusable). It builds (or reuses) the Debian 12 cloud-init
+# base image, defines a storage pool and a libvirt NAT network for guests, starts a fake garm
+# over HTTPS on loopback, writes the agent's config (guest service on the network's gateway,
+# relay mode) and garm-provider-edge's config, and offers start_agent / garm / bootstrap_json.
+# Expects $build (a build directory). Sets $work, $pool_dir, $controller, $pool_id, $fake_garm_url.
+# Exits 77 (skipped) when not root.
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+agent=$build/agent/garm-edge-agent
+provider=$build/provider/garm-provider-edge
+# shellcheck disable=SC2034  # read by lib.sh
+extra_packages=(dnsmasq-base iptables ebtables curl openssl python3)
+virsh() { command virsh -q -c qemu:///system "$@"; }
+
+work=$(mktemp -d /tmp/garm-edge-vm.XXXXXX)
+pool_dir=/var/lib/garm-edge-vmtest
+network=garm-edge-vmtest-net
+storage_pool=garm-edge-vmtest
+agent_pid=
+fake_garm_pid=
+vm_fixture_cleanup() {
+  if [ -n "$agent_pid" ]; then kill "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null; fi || true
+  if [ -n "$fake_garm_pid" ]; then kill "$fake_garm_pid" 2>/dev/null; fi || true
+  for domain in $(virsh list --all --name | grep '^garm-edge-' || true); do
+    virsh destroy "$domain" >/dev/null 2>&1 || true
+    virsh undefine "$domain" >/dev/null 2>&1 || true
+  done
+  virsh net-destroy "$network" >/dev/null 2>&1 || true
+  virsh net-undefine "$network" >/dev/null 2>&1 || true
+  for filter in garm-edge-source-ip garm-edge-source-ip-{mac,arp-mac,arp-ip,ipv4}; do
+    virsh nwfilter-undefine "$filter" >/dev/null 2>&1 || true
+  done
+  virsh pool-destroy "$storage_pool" >/dev/null 2>&1 || true
+  virsh pool-undefine "$storage_pool" >/dev/null 2>&1 || true
+  rm -rf "$pool_dir"
+  if [ -n "${GARM_EDGE_KEEP_WORK:-}" ]; then echo "work directory kept: $work"; else rm -rf "$work"; fi
+}
+system_cleanup() {
+  if declare -F test_cleanup >/dev/null; then test_cleanup; fi
+  vm_fixture_cleanup
+}
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$here/lib.sh"
+
+stamp() { date +%s.%N; }
+seconds_since() { awk -v a="$1" -v b="$(stamp)" 'BEGIN { printf "%.1f", b - a }'; }
+
+# ---- base image and storage pool ------------------------------------------------------------
+image_cache=${GARM_EDGE_IMAGE_CACHE:-/var/cache/garm-edge-vmtest}
+image_started=$(stamp)
+"$here/build_guest_image.sh" "$image_cache"
+echo "base image ready in $(seconds_since "$image_started") s: $image_cache/debian-12-cloudinit.qcow2"
+rm -rf "$pool_dir" && mkdir -p "$pool_dir" && chmod 0755 "$pool_dir"
+cp --sparse=always "$image_cache/debian-12-cloudinit.qcow2" "$pool_dir/debian-12.qcow2"
+virsh pool-define-as "$storage_pool" dir --target "$pool_dir" >/dev/null
+virsh pool-start "$storage_pool" >/dev/null
+
+# ---- the guests' NAT network ----------------------------------------------------------------
+gateway=192.168.152.1
+cat > "$work/net.xml" <<XML
+<network>
+  <name>$network</name>
+  <forward mode='nat'/>
+  <bridge name='gevmbr0' stp='on' delay='0'/>
+  <ip address='$gateway' netmask='255.255.255.0'>
+    <dhcp><range start='192.168.152.100' end='192.168.152.200'/></dhcp>
+  </ip>
+</network>
+XML
+virsh net-define "$work/net.xml" >/dev/null
+virsh net-start "$network" >/dev/null
+
+# ---- fake garm: HTTPS on loopback, its own CA (the bootstrap's ca-cert-bundle) --------------
+mkdir -p "$work/garm-pki"
+(
+  cd "$work/garm-pki" || exit 1
+  openssl ecparam -name prime256v1 -genkey -noout -out ca.key
+  openssl req -x509 -new -key ca.key -sha256 -days 2 -subj "/CN=fake garm CA" \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign" -out ca.crt
+  openssl ecparam -name prime256v1 -genkey -noout -out server.key
+  openssl req -new -key server.key -subj "/CN=localhost" -out server.csr
+  printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' > server.ext
+  openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -sha256 \
+    -extfile server.ext -out server.crt
+) 2>/dev/null
+echo '{}' > "$work/garm-instances.json"
+: > "$work/garm.log"
+/usr/bin/python3 "$here/../integration/fake_garm.py" --cert "$work/garm-pki/server.crt" \
+  --key "$work/garm-pki/server.key" --port-file "$work/garm.port" --log "$work/garm.log" \
+  --instances "$work/garm-instances.json" &
+fake_garm_pid=$!
+for _ in $(seq 100); do [ -s "$work/garm.port" ] && break; sleep 0.1; done
+fake_garm_url="https://localhost:$(cat "$work/garm.port")"
+echo "fake garm listening at $fake_garm_url"
+
+# Adds (or replaces) an instance in the fake garm: TOKEN, then a JSON object.
+garm_instance() {
+  /usr/bin/python3 - "$work/garm-instances.json" "$1" "$2" <<'PY'
+import json, os, sys
+path, token, data = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+with open(path) as f:
+    instances = json.load(f)
+instances[token] = data
+with open(path + ".tmp", "w") as f:
+    json.dump(instances, f)
+os.replace(path + ".tmp", path)
+PY
+}
+
+# ---- the agent, as it runs in production ----------------------------------------------------
+controller=9dcf590a-1192-4a9c-b3e4-e0902974c2c0
+pool_id=0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0
+"$agent" pki init --dir "$work/pki" --dns localhost >/dev/null
+cat > "$work/agent.toml" <<TOML
+[agent]
+id = "vmtest"
+state_dir = "$work/state"
+[libvirt]
+uri = "qemu:///system"
+storage_pool = "$storage_pool"
+network = "$network"
+call_timeout_seconds = 60
+[api]
+address = "127.0.0.1"
+port = 0
+ca = "$work/pki/ca.crt"
+certificate = "$work/pki/agent.crt"
+key = "$work/pki/agent.key"
+[[api.clients]]
+identity = "garm"
+controllers = ["$controller"]
+[guests]
+# The network's gateway (192.168.152.1), a free port, guests relayed to the fake garm.
+address = ""
+port = 0
+mode = "relay"
+anti_spoofing = "auto"
+# The test's fake garm may hold an answer while a second guest probes the first one.
+relay_timeout_seconds = 600
+[[images]]
+name = "debian-12"
+base_volume = "debian-12.qcow2"
+os_type = "linux"
+os_name = "debian"
+os_version = "12"
+arch = "amd64"
+[[flavors]]
+name = "small"
+vcpus = 1
+memory_mib = 1024
+disk_gib = 4
+TOML
+if [ -n "${vm_fixture_extra_config:-}" ]; then printf '%s\n' "$vm_fixture_extra_config" >> "$work/agent.toml"; fi
+
+# Starts `garm-edge-agent serve` with its log in LOGFILE; sets agent_pid, api_port, guest_url.
+start_agent() {
+  local log=$1
+  "$agent" serve --config "$work/agent.toml" 2> "$log" &
+  agent_pid=$!
+  for _ in $(seq 600); do grep -q ' (agent ' "$log" 2>/dev/null && break; sleep 0.05; done
+  api_port=$(sed -n 's/^<[0-9]>listening on 127.0.0.1:\([0-9]*\) (agent.*/\1/p' "$log")
+  guest_url=$(sed -n 's/.*guest service listening on \(http[^ ]*\).*/\1/p' "$log")
+  [ -n "$api_port" ] || { cat "$log"; echo "FAILED: the agent did not start"; exit 1; }
+  write_provider_config
+}
+
+write_provider_config() {
+  mkdir -p "$work/sessions"
+  cat > "$work/provider.toml" <<TOML
+session_dir = "$work/sessions"
+[[agents]]
+name = "vmtest"
+url = "https://localhost:$api_port"
+ca = "$work/pki/ca.crt"
+certificate = "$work/pki/clients/garm.crt"
+key = "$work/pki/clients/garm.key"
+TOML
+}
+
+# The agent's control API (what an operator sees), for PATH under this controller.
+control() {
+  curl -sS --cacert "$work/pki/ca.crt" --cert "$work/pki/clients/garm.crt" \
+    --key "$work/pki/clients/garm.key" "https://localhost:$api_port/v1/controllers/$controller/$1"
+}
+
+# garm's exec of the provider: only GARM_* variables (no PATH, no HOME), stdin from
+# $stdin_file. Sets $out (stdout) and $last_status; never fails itself.
+garm() {
+  local command=$1
+  shift
+  last_status=0
+  out=$(env -i GARM_COMMAND="$command" GARM_CONTROLLER_ID="$controller" \
+    GARM_PROVIDER_CONFIG_FILE="$work/provider.toml" GARM_INTERFACE_VERSION=v0.1.0 "$@" \
+    "$provider" < "${stdin_file:-/dev/null}") || last_status=$?
+}
+
+# A BootstrapInstance as garm sends it: NAME, TOKEN, then the runner_install_template script
+# (garm's wrapper). URLs point at the fake garm; its CA is the ca-cert-bundle.
+bootstrap_json() {
+  /usr/bin/python3 - "$1" "$2" "$3" "$fake_garm_url" "$work/garm-pki/ca.crt" "$pool_id" <<'PY'
+import base64, json, sys
+name, token, wrapper, garm_url, ca_path, pool = sys.argv[1:7]
+with open(ca_path, "rb") as f:
+    ca = f.read()
+print(json.dumps({
+    "name": name, "tools": [], "repo_url": "https://github.com/example-org/example",
+    "callback-url": garm_url + "/api/v1/callbacks", "metadata-url": garm_url + "/api/v1/metadata",
+    "instance-token": token, "ssh-keys": None,
+    "extra_specs": {"runner_install_template": base64.b64encode(wrapper.encode()).decode()},
+    "github-runner-group": "", "ca-cert-bundle": base64.b64encode(ca).decode(),
+    "arch": "amd64", "os_type": "linux", "flavor": "small", "image": "debian-12",
+    "labels": ["self-hosted", "edge"], "pool_id": pool,
+    "user_data_options": {"disable_updates_on_boot": True, "extra_packages": None,
+                          "enable_boot_debug": False},
+    "jit_config_enabled": True,
+    "proxy_config": {"http_proxy": "", "https_proxy": "", "no_proxy": ""}}))
+PY
+}
+
+# garm's Linux wrapper (linux_wrapper.tmpl) in short: garm's URLs and the token substituted,
+# report `installing`, fetch the install script from the metadata endpoint, run it.
+garm_wrapper() {
+  local token=$1
+  cat <<SH
+#!/bin/bash
+set -ex
+set -o pipefail
+CALLBACK_URL="$fake_garm_url/api/v1/callbacks"
+METADATA_URL="$fake_garm_url/api/v1/metadata"
+BEARER_TOKEN="$token"
+function call() {
+  PAYLOAD="\$1"
+  curl --retry 5 --retry-delay 5 --retry-connrefused --fail -s -X POST -d "\${PAYLOAD}" \\
+    -H 'Accept: application/json' -H "Authorization: Bearer \${BEARER_TOKEN}" "\${CALLBACK_URL}/status" ||
+    echo "failed to call home: exit code (\$?)"
+}
+function fail() { call "{\"status\": \"failed\", \"message\": \"\$1\"}"; exit 1; }
+call '{"status": "installing", "message": "fetching the install script"}'
+CODE=\$(curl -s -o /tmp/real-install.sh -w '%{http_code}' -H "Authorization: Bearer \${BEARER_TOKEN}" "\${METADATA_URL}/install-script/")
+[ "\$CODE" = 200 ] || fail "failed to fetch install script (HTTP \$CODE)"
+chmod +x /tmp/real-install.sh
+/tmp/real-install.sh
+rm -f /tmp/real-install.sh
+SH
+}
