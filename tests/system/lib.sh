@@ -27,7 +27,11 @@ fi
 started=()
 run_cleanup() {
   if declare -F system_cleanup >/dev/null; then system_cleanup; fi
-  for pid in "${started[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in ${started[@]+"${started[@]}"}; do kill "$pid" 2>/dev/null || true; done
+  # The next system test checks for the daemons' sockets: let them go away first.
+  for pid in ${started[@]+"${started[@]}"}; do
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  done
 }
 trap run_cleanup EXIT
 
@@ -37,10 +41,15 @@ if [ -S /run/libvirt/libvirt-sock ] && [ ${#missing[@]} -gt 0 ] && [ -f /run/gar
   kill "$(cat /run/garm-edge-systest-libvirtd.pid)" 2>/dev/null || true
   for _ in $(seq 100); do [ -S /run/libvirt/libvirt-sock ] || break; sleep 0.1; done
 fi
+mkdir -p /var/log/libvirt /run/libvirt
+# QEMU domains log through virtlogd: start it on its own when its socket is missing.
+if [ ! -S /run/libvirt/virtlogd-sock ]; then
+  /usr/sbin/virtlogd -d --pid-file /run/garm-edge-systest-virtlogd.pid
+  for _ in $(seq 100); do [ -S /run/libvirt/virtlogd-sock ] && break; sleep 0.1; done
+  started+=("$(cat /run/garm-edge-systest-virtlogd.pid)")
+fi
 if [ ! -S /run/libvirt/libvirt-sock ]; then
-  mkdir -p /var/log/libvirt /run/libvirt
-  /usr/sbin/virtlogd -d --pid-file /run/garm-edge-systest-virtlogd.pid 2>/dev/null || true
   /usr/sbin/libvirtd -d --pid-file /run/garm-edge-systest-libvirtd.pid
   for _ in $(seq 100); do [ -S /run/libvirt/libvirt-sock ] && break; sleep 0.1; done
-  started+=("$(cat /run/garm-edge-systest-libvirtd.pid)" "$(cat /run/garm-edge-systest-virtlogd.pid)")
+  started+=("$(cat /run/garm-edge-systest-libvirtd.pid)")
 fi

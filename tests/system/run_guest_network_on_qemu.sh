@@ -98,9 +98,10 @@ api() {
     --key "$work/pki/clients/garm.key" "https://localhost:$port/v1/controllers/$controller/$1" "${@:2}"
 }
 wrapper=$(printf '#!/bin/bash\necho runner\n' | base64 -w0)
-api instances -X POST --data-binary @- > "$work/created.json" <<JSON
+api instances -X POST --data-binary @- > "$work/created.json" <<JSON ||
 {"name":"garm-guestnet1","tools":[],"repo_url":"https://github.com/example","callback-url":"https://garm.example/api/v1/callbacks","metadata-url":"https://garm.example/api/v1/metadata","instance-token":"not-printed","ssh-keys":null,"extra_specs":{"runner_install_template":"$wrapper"},"github-runner-group":"","ca-cert-bundle":null,"arch":"amd64","os_type":"linux","flavor":"small","image":"debian-12","labels":null,"pool_id":"0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0","user_data_options":{"disable_updates_on_boot":false,"extra_packages":null,"enable_boot_debug":false},"jit_config_enabled":true,"proxy_config":{"http_proxy":"","https_proxy":"","no_proxy":""}}
 JSON
+  fail "create failed: $(cat "$work/created.json")"
 echo "created: $(cat "$work/created.json")"
 grep -q '"status":"running"' "$work/created.json" || fail "the instance is not running"
 grep -q '"address":"192.168.151.2"' "$work/created.json" || fail "the instance does not report its reserved address"
