@@ -23,7 +23,8 @@ fake_garm_pid=
 vm_fixture_cleanup() {
   if [ -n "$agent_pid" ]; then kill "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null; fi || true
   if [ -n "$fake_garm_pid" ]; then kill "$fake_garm_pid" 2>/dev/null; fi || true
-  for domain in $(virsh list --all --name | grep '^garm-edge-' || true); do
+  # Only this fixture's controller: the host may run other garm-edge guests.
+  for domain in $(virsh list --all --name | grep "^garm-edge-${controller:-none}-" || true); do
     virsh destroy "$domain" >/dev/null 2>&1 || true
     virsh undefine "$domain" >/dev/null 2>&1 || true
   done
