@@ -25,8 +25,13 @@ HttpResponse json_response(int status, const ordered_json& body) {
                       .headers = {}};
 }
 
+/// Messages may quote what the client sent; the excerpt keeps them valid UTF-8, which the JSON
+/// serializer insists on.
 HttpResponse error_response(int status, std::string_view code, const std::string& message) {
-  return json_response(status, ordered_json{{"code", code}, {"message", message}});
+  constexpr std::size_t kMaxMessageBytes = 4096;
+  return json_response(
+      status,
+      ordered_json{{"code", code}, {"message", printable_excerpt(message, kMaxMessageBytes)}});
 }
 
 ordered_json guest_json(const GuestRecord& guest) {
@@ -105,7 +110,8 @@ std::optional<std::vector<std::string>> split_path(std::string_view path) {
         start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
     if (!segment.empty()) {
       auto decoded = decode_segment(segment);
-      if (!decoded) {
+      // Names, IDs and pool IDs are text: refused here, no invalid UTF-8 travels further in.
+      if (!decoded || !is_plain_text(*decoded)) {
         return std::nullopt;
       }
       parts.push_back(std::move(*decoded));
@@ -118,14 +124,16 @@ std::optional<std::vector<std::string>> split_path(std::string_view path) {
   return parts;
 }
 
-/// The percent-decoded value of `name` in the query string; empty when absent or malformed.
+/// The percent-decoded value of `name` in the query string; empty when absent, malformed or not
+/// plain text.
 std::string query_value(const net::HttpRequest& request, std::string_view name) {
   std::string_view query = request.query;
   while (!query.empty()) {
     const auto amp = query.find('&');
     const auto pair = query.substr(0, amp);
     if (pair.size() > name.size() && pair.starts_with(name) && pair[name.size()] == '=') {
-      return decode_segment(pair.substr(name.size() + 1)).value_or("");
+      auto value = decode_segment(pair.substr(name.size() + 1));
+      return value && is_plain_text(*value) ? *value : "";
     }
     if (amp == std::string_view::npos) {
       break;
@@ -220,15 +228,15 @@ net::HttpResponse ControlApi::handle(const net::HttpRequest& request,
   std::string route_name = "unknown";
   HttpResponse response;
   try {
-    response = route(request, peer, route_name);
-  } catch (const ServiceError& e) {
-    metrics_.record_error(to_string(e.code()));
-    response = error_response(status_for(e.code()), to_string(e.code()), e.what());
-  } catch (const wire::WireError& e) {
-    response = error_response(400, "invalid_argument", e.what());
-  } catch (const std::exception& e) {
+    response = answer(request, peer, route_name);
+  } catch (...) {
+    // Rendering an error failed too: still an answer, never an end of the process.
     metrics_.record_error("internal");
-    response = error_response(500, "internal", e.what());
+    response =
+        HttpResponse{.status = 500,
+                     .content_type = "application/json",
+                     .body = R"({"code":"internal","message":"the answer could not be rendered"})",
+                     .headers = {}};
   }
   // Only known methods become labels: a client must not be able to grow the metrics at will.
   const bool known_method =
@@ -238,11 +246,29 @@ net::HttpResponse ControlApi::handle(const net::HttpRequest& request,
   return response;
 }
 
+net::HttpResponse ControlApi::answer(const net::HttpRequest& request, const net::PeerIdentity& peer,
+                                     std::string& route_name) {
+  try {
+    return route(request, peer, route_name);
+  } catch (const ServiceError& e) {
+    metrics_.record_error(to_string(e.code()));
+    return error_response(status_for(e.code()), to_string(e.code()), e.what());
+  } catch (const wire::WireError& e) {
+    metrics_.record_error("invalid_argument");
+    return error_response(400, "invalid_argument", e.what());
+  } catch (const std::exception& e) {
+    metrics_.record_error("internal");
+    return error_response(500, "internal", e.what());
+  }
+}
+
 net::HttpResponse ControlApi::route(const net::HttpRequest& request, const net::PeerIdentity& peer,
                                     std::string& route_name) {
   const auto parts = split_path(request.path);
   if (!parts) {
-    return error_response(400, "invalid_argument", "malformed percent-encoding in the path");
+    return error_response(400, "invalid_argument",
+                          "the path holds a malformed percent-encoding, invalid UTF-8 or a "
+                          "control character");
   }
   const auto& p = *parts;
   const auto& method = request.method;

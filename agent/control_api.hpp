@@ -47,6 +47,9 @@ class ControlApi {
   }
 
  private:
+  /// The route's answer, or its failure as a JSON error.
+  net::HttpResponse answer(const net::HttpRequest& request, const net::PeerIdentity& peer,
+                           std::string& route_name);
   net::HttpResponse route(const net::HttpRequest& request, const net::PeerIdentity& peer,
                           std::string& route_name);
   net::HttpResponse controller_route(const net::HttpRequest& request,

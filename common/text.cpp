@@ -63,18 +63,26 @@ bool is_plain_text(std::string_view value) {
 }
 
 std::string printable_excerpt(std::string_view value, std::size_t max_bytes) {
-  std::size_t cut = std::min(max_bytes, value.size());
-  // Never in the middle of a UTF-8 sequence: the excerpt may end up in JSON.
-  while (cut > 0 && cut < value.size() &&
-         (static_cast<unsigned char>(value[cut]) & 0xC0U) == 0x80U) {
-    --cut;
-  }
   std::string out;
-  for (char c : value.substr(0, cut)) {
-    const auto byte = static_cast<unsigned char>(c);
-    out += (byte < 0x20 || byte == 0x7f) ? '?' : c;
+  std::size_t i = 0;
+  // Whole characters only, and only valid ones: the excerpt may end up in JSON, whose
+  // serializer refuses invalid UTF-8, or in a log line.
+  while (i < value.size()) {
+    const auto lead = static_cast<unsigned char>(value[i]);
+    const std::size_t length = utf8_sequence_length(lead);
+    const bool valid = length != 0 && is_valid_sequence(value, i, length);
+    const std::size_t taken = valid ? length : 1;
+    if (i + taken > max_bytes) {
+      break;
+    }
+    if (!valid || lead < 0x20 || lead == 0x7f) {
+      out += '?';
+    } else {
+      out.append(value.substr(i, length));
+    }
+    i += taken;
   }
-  if (value.size() > max_bytes) {
+  if (i < value.size()) {
     out += "...";
   }
   return out;

@@ -43,7 +43,7 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
   Connection(tcp::socket socket, std::shared_ptr<const TlsConfig> tls, TlsServerOptions options,
              Handler handler, std::shared_ptr<std::atomic<std::size_t>> open,
              std::shared_ptr<std::atomic<std::uint64_t>> generation,
-             std::shared_ptr<std::atomic<std::size_t>> handshaking,
+             std::shared_ptr<HandshakeBudget> handshakes,
              std::function<std::shared_ptr<const TlsConfig>()> current_tls)
       : socket_(std::move(socket)),
         timer_(socket_.get_executor()),
@@ -54,25 +54,16 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
         open_(std::move(open)),
         generation_(std::move(generation)),
         started_generation_(generation_->load()),
-        handshaking_(std::move(handshaking)),
+        handshakes_(std::move(handshakes)),
         current_tls_(std::move(current_tls)) {
     ++*open_;
-    ++*handshaking_;
-    counted_handshake_ = true;
     mbedtls_ssl_init(&ssl_);
   }
 
   ~Connection() {
     mbedtls_ssl_free(&ssl_);
-    end_handshake_count();
+    handshakes_->release(handshake_ticket_);
     --*open_;
-  }
-
-  void end_handshake_count() {
-    if (counted_handshake_) {
-      counted_handshake_ = false;
-      --*handshaking_;
-    }
   }
 
   Connection(const Connection&) = delete;
@@ -82,11 +73,17 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
     asio::error_code ignored;
     socket_.set_option(tcp::no_delay(true), ignored);  // no Nagle wait in the handshake
     socket_.non_blocking(true, ignored);
+    const auto peer = socket_.remote_endpoint(ignored).address().to_string();
+    handshake_ticket_ = handshakes_->admit(peer, [weak = weak_from_this()] {
+      if (auto self = weak.lock()) {
+        asio::post(self->socket_.get_executor(), [self] { self->close(); });
+      }
+    });
     if (mbedtls_ssl_setup(&ssl_, tls_->ssl_config()) != 0) {
       return close();
     }
     mbedtls_ssl_set_bio(&ssl_, this, &Connection::send, &Connection::receive, nullptr);
-    arm_deadline(options_.handshake_timeout);
+    arm_deadline(options_.first_byte_timeout);
     handshake();
   }
 
@@ -110,6 +107,11 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
     }
     if (error == asio::error::eof) {
       return 0;
+    }
+    if (!error && got > 0 && !self->spoke_) {
+      self->spoke_ = true;
+      self->handshakes_->spoke(self->handshake_ticket_);
+      self->arm_deadline(self->options_.handshake_timeout);
     }
     return error ? MBEDTLS_ERR_NET_RECV_FAILED : static_cast<int>(got);
   }
@@ -156,7 +158,7 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
     if (rc != 0) {
       return close();  // no, untrusted, expired or revoked certificate; old protocol; garbage
     }
-    end_handshake_count();
+    handshakes_->release(handshake_ticket_);
     identity_ = identity_of(mbedtls_ssl_get_peer_cert(&ssl_));
     arm_deadline(options_.idle_timeout);
     read_request();
@@ -282,9 +284,10 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
   std::uint64_t deadline_epoch_ = 0;
   std::shared_ptr<std::atomic<std::uint64_t>> generation_;
   std::uint64_t started_generation_ = 0;
-  std::shared_ptr<std::atomic<std::size_t>> handshaking_;
+  std::shared_ptr<HandshakeBudget> handshakes_;
+  HandshakeBudget::Ticket handshake_ticket_ = 0;
+  bool spoke_ = false;
   std::function<std::shared_ptr<const TlsConfig>()> current_tls_;
-  bool counted_handshake_ = false;
 };
 
 TlsServer::TlsServer(asio::io_context& io, TlsServerOptions options,
@@ -294,7 +297,9 @@ TlsServer::TlsServer(asio::io_context& io, TlsServerOptions options,
       handler_(std::move(handler)),
       acceptor_(io),
       accept_retry_(io),
-      tls_(std::make_shared<CurrentTls>()) {
+      tls_(std::make_shared<CurrentTls>()),
+      handshakes_(std::make_shared<HandshakeBudget>(HandshakeBudget::Limits{
+          .total = options_.max_handshakes, .per_peer = options_.max_handshakes_per_peer})) {
   tls_->tls = std::move(tls);
 }
 
@@ -335,12 +340,11 @@ std::size_t TlsServer::open_connections() const {
 
 void TlsServer::accept() {
   accept_connections(acceptor_, io_, accept_retry_, [this](tcp::socket& socket) {
-    if (open_->load() >= options_.max_connections ||
-        handshaking_->load() >= options_.max_handshakes) {
+    if (open_->load() >= options_.max_connections) {
       return false;
     }
     std::make_shared<Connection>(std::move(socket), current_tls(), options_, handler_, open_,
-                                 generation_, handshaking_,
+                                 generation_, handshakes_,
                                  [current = tls_] { return current->get(); })
         ->start();
     return true;

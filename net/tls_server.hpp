@@ -10,6 +10,7 @@
 
 #include <asio.hpp>
 
+#include "net/handshake_budget.hpp"
 #include "net/http_request.hpp"
 #include "net/http_response.hpp"
 #include "net/tls_config.hpp"
@@ -27,8 +28,13 @@ struct TlsServerOptions {
   std::uint16_t port = 0;  // 0: any free port (see TlsServer::port)
   std::size_t max_connections = 256;
   /// Connections still in their handshake (no certificate shown yet): kept well below
-  /// max_connections so clients without a certificate cannot take every slot.
+  /// max_connections so clients without a certificate cannot take every slot. When full, the
+  /// oldest is evicted (see HandshakeBudget), never the newcomer refused.
   std::size_t max_handshakes = 64;
+  /// Handshake slots one client address may hold; its newest evicts its oldest.
+  std::size_t max_handshakes_per_peer = 16;
+  /// From accept to the client's first byte (a real client sends its ClientHello at once).
+  std::chrono::milliseconds first_byte_timeout{std::chrono::seconds(3)};
   std::chrono::milliseconds handshake_timeout{std::chrono::seconds(10)};
   /// From the first byte of a request to its last: a slow client cannot hold a connection.
   std::chrono::milliseconds request_timeout{std::chrono::seconds(30)};
@@ -59,6 +65,8 @@ class TlsServer {
   /// Stops accepting; connections in progress finish.
   void stop();
   std::size_t open_connections() const;
+  /// Handshakes evicted to make room for newer ones (a sign of a flood of silent connections).
+  std::uint64_t handshake_evictions() const { return handshakes_->evictions(); }
 
   class Connection;
 
@@ -82,8 +90,7 @@ class TlsServer {
   };
   std::shared_ptr<CurrentTls> tls_ = std::make_shared<CurrentTls>();
   std::shared_ptr<std::atomic<std::size_t>> open_ = std::make_shared<std::atomic<std::size_t>>(0);
-  std::shared_ptr<std::atomic<std::size_t>> handshaking_ =
-      std::make_shared<std::atomic<std::size_t>>(0);
+  std::shared_ptr<HandshakeBudget> handshakes_;
   std::shared_ptr<std::atomic<std::uint64_t>> generation_ =
       std::make_shared<std::atomic<std::uint64_t>>(0);
 };

@@ -34,6 +34,7 @@ class ApiServer {
   /// As SIGHUP does: the server's certificates and CA from a PKI directory, and a CRL.
   void reload_from(const std::filesystem::path& pki, const std::filesystem::path& crl = "");
   std::uint16_t port() const { return server_->port(); }
+  std::uint64_t handshake_evictions() const { return server_->handshake_evictions(); }
   Host& host() { return host_; }
 
  private:

@@ -210,3 +210,47 @@ TEST_CASE("pool validation and the published schemas", "[api][mtls]") {
     CHECK(nlohmann::json::parse(text.output)["type"] == "object");
   }
 }
+
+TEST_CASE("invalid UTF-8 in a path is a JSON error on every route, never an end of the agent",
+          "[api][mtls][hostile]") {
+  ApiServer server;
+  const std::vector<std::pair<std::string, std::string>> requests = {
+      {"GET", "/instances/a%ffb"},        {"DELETE", "/instances/a%ffb"},
+      {"POST", "/instances/a%ffb/start"}, {"POST", "/instances/a%ffb/stop"},
+      {"GET", "/instances/a%ffb/guest"},  {"GET", "/pools/a%ffb/instances"},
+      {"GET", "/instances/%c0%af"},       {"GET", "/instances/x%ed%a0%80"},
+      {"GET", "/events?instance=a%ffb"},  {"GET", "/instances/a%01b"},
+  };
+  for (const auto& [method, path] : requests) {
+    INFO(method << " " << path);
+    const auto answer =
+        server.curl("-w ' %{http_code}' -X " + method + " '" + controller_url(server, path) + "'");
+    REQUIRE(answer.exit_code == 0);
+    const auto body = answer.output.substr(0, answer.output.rfind(' '));
+    const auto json = nlohmann::json::parse(body);  // valid JSON, so valid UTF-8
+    if (path.starts_with("/events")) {
+      CHECK(json.is_array());
+    } else {
+      CHECK(json.at("code") == "invalid_argument");
+      CHECK_THAT(answer.output, Catch::EndsWith(" 400"));
+    }
+  }
+  CHECK(server.curl(server.url("/healthz")).output == R"({"status":"ok"})");
+}
+
+TEST_CASE("1,000 silent connections from one address do not lock a client out", "[api][mtls]") {
+  raise_descriptor_limit(4096);
+  ApiServer server;
+  std::vector<UniqueFd> silent;
+  for (int i = 0; i < 1000; ++i) {
+    silent.push_back(connect_loopback(server.port()));
+    REQUIRE(silent.back().get() >= 0);
+  }
+  const auto started = std::chrono::steady_clock::now();
+  const auto answer = server.curl(server.url("/healthz"));
+  const auto took = std::chrono::steady_clock::now() - started;
+  INFO(answer.output);
+  CHECK(answer.exit_code == 0);
+  CHECK(took < std::chrono::seconds(1));
+  CHECK(server.handshake_evictions() >= 1000 - 64);
+}

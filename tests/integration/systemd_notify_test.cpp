@@ -17,7 +17,6 @@
 #include "common/unique_fd.hpp"
 #include "support/run_command.hpp"
 
-
 using namespace garm_edge;
 
 namespace {

@@ -1,11 +1,39 @@
 #include "integration/test_support.hpp"
 
+#include <algorithm>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+
 #include "agent/demo.hpp"
 #include "agent/identifiers.hpp"
 
 namespace garm_edge::testing {
 
 using hypervisor::HypervisorError;
+
+UniqueFd connect_loopback(std::uint16_t port) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd.get() < 0 ||
+      ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
+    return UniqueFd();
+  }
+  return fd;
+}
+
+void raise_descriptor_limit(std::size_t descriptors) {
+  rlimit limit{};
+  ::getrlimit(RLIMIT_NOFILE, &limit);
+  if (limit.rlim_cur < descriptors) {
+    limit.rlim_cur = std::min<rlim_t>(descriptors, limit.rlim_max);
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
 
 std::string fixture_uri(const std::string& fixture) {
   return std::string("test://") + GARM_EDGE_TEST_DATA_DIR + "/" + fixture;

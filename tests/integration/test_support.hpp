@@ -11,6 +11,7 @@
 #include "agent/instance_service.hpp"
 #include "agent/instance_store.hpp"
 #include "common/temp_dir.hpp"
+#include "common/unique_fd.hpp"
 #include "hypervisor/libvirt_hypervisor.hpp"
 
 namespace garm_edge::testing {
@@ -33,6 +34,11 @@ wire::ProviderInstance without_addresses(wire::ProviderInstance instance);
 std::vector<wire::ProviderInstance> listed(const std::vector<wire::ProviderInstance>& instances);
 
 wire::BootstrapInstance bootstrap_for(const std::string& name, const std::string& pool = kPool);
+
+/// A blocking TCP connection to 127.0.0.1:`port` that says nothing; -1 inside when it failed.
+UniqueFd connect_loopback(std::uint16_t port);
+/// Lets this process hold `descriptors` open files (for floods of connections).
+void raise_descriptor_limit(std::size_t descriptors);
 
 class CapturingLogger final : public agent::Logger {
  public:

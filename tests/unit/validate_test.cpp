@@ -1,5 +1,7 @@
 #include "wire/validate.hpp"
 
+#include <random>
+
 #include <catch2/catch.hpp>
 
 #include "common/text.hpp"
@@ -72,4 +74,27 @@ TEST_CASE("plain text: valid UTF-8 without control characters", "[validate]") {
   CHECK(is_plain_text("\xef\xbf\xbd"));        // U+FFFD is fine
   CHECK(garm_edge::printable_excerpt("a\nb", 64) == "a?b");
   CHECK(garm_edge::printable_excerpt(std::string(100, 'x'), 10) == "xxxxxxxxxx...");
+}
+
+TEST_CASE("an excerpt is valid UTF-8 whatever bytes it quotes", "[validate]") {
+  using garm_edge::printable_excerpt;
+  CHECK(printable_excerpt("a\xff"
+                          "b") == "a?b");
+  CHECK(printable_excerpt("\xc0\xaf") == "??");       // overlong
+  CHECK(printable_excerpt("x\xe2\x82") == "x??");     // truncated at the end
+  CHECK(printable_excerpt("\xed\xa0\x80") == "???");  // surrogate
+  CHECK(printable_excerpt("\xc2\x85") == "??");       // C1 control
+  CHECK(printable_excerpt("ü✓🚀") == "ü✓🚀");
+  std::mt19937 random(17);
+  for (int round = 0; round < 2000; ++round) {
+    std::string bytes(static_cast<std::size_t>(random() % 40), '\0');
+    for (auto& byte : bytes) {
+      byte = static_cast<char>(random() % 256);
+    }
+    const auto excerpt = printable_excerpt(bytes, 24);
+    const auto body = excerpt.ends_with("...") ? excerpt.substr(0, excerpt.size() - 3) : excerpt;
+    INFO(round);
+    REQUIRE(garm_edge::is_plain_text(body));
+    REQUIRE(body.size() <= 24);
+  }
 }

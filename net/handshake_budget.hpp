@@ -1,0 +1,64 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace garm_edge::net {
+
+/// The slots for connections that have not yet shown a certificate. Anyone can open a TCP
+/// connection, so a full budget never refuses the newcomer (silent connections held open would
+/// then lock every client out): it evicts the oldest handshake instead, from the newcomer's own
+/// address when that address holds its share, and silent connections (no byte yet) before ones
+/// that are handshaking. A real client says its ClientHello at once, so a flood of silent or
+/// reopened connections only ever displaces its own kind.
+class HandshakeBudget {
+ public:
+  struct Limits {
+    std::size_t total = 64;
+    std::size_t per_peer = 16;
+  };
+  using Ticket = std::uint64_t;
+  using Evict = std::function<void()>;
+
+  explicit HandshakeBudget(Limits limits) : limits_(limits) {}
+
+  /// Takes a slot for a handshake from `peer`; `evict` runs (under no lock of ours) if this
+  /// handshake is later evicted to make room for another.
+  Ticket admit(const std::string& peer, Evict evict);
+  /// The connection sent its first byte: evicted after every silent one.
+  void spoke(Ticket ticket);
+  /// Handshake done or connection closed: the slot is free (no-op when already evicted).
+  void release(Ticket ticket);
+
+  std::size_t size() const;
+  std::uint64_t evictions() const;
+
+ private:
+  struct Entry {
+    Ticket ticket;
+    std::string peer;
+    bool spoke = false;
+    Evict evict;
+  };
+  using Entries = std::list<Entry>;  // oldest first
+
+  /// The entry to evict among `peer`'s (or everyone's, when `peer` is null): oldest silent,
+  /// else oldest.
+  Entries::iterator victim(const std::string* peer);
+  Entries::iterator find(Ticket ticket);
+  Evict remove(Entries::iterator entry);
+
+  Limits limits_;
+  mutable std::mutex mutex_;
+  Entries entries_;
+  std::map<std::string, std::size_t> per_peer_;
+  Ticket next_ = 1;
+  std::uint64_t evictions_ = 0;
+};
+
+}  // namespace garm_edge::net
