@@ -5,6 +5,7 @@
 #include "common/text.hpp"
 #include "net/secret_token.hpp"
 #include "userdata/userdata.hpp"
+#include "wire/json_fields.hpp"
 
 namespace garm_edge::agent {
 namespace {
@@ -314,6 +315,9 @@ net::HttpResponse GuestService::relay(const net::HttpRequest& request, const std
 
 void GuestService::record_report(const std::string& domain_name, std::string_view suffix,
                                  const std::string& body) {
+  if (!wire::json_depth_within(body)) {
+    return;  // garm took it; its nesting is not worth our memory
+  }
   const auto report = nlohmann::json::parse(body, nullptr, false);
   if (!report.is_object()) {
     return;  // garm accepted it; there is nothing we can read in it

@@ -6,6 +6,7 @@
 #include "agent/identifiers.hpp"
 #include "common/text.hpp"
 #include "hypervisor/domain_xml.hpp"
+#include "userdata/userdata.hpp"
 #include "wire/error.hpp"
 #include "wire/schemas.hpp"
 #include "wire/validate.hpp"
@@ -56,7 +57,9 @@ Code code_of(const std::exception& error) {
   if (const auto* hv = dynamic_cast<const HypervisorError*>(&error)) {
     return code_for(hv->kind());
   }
-  if (dynamic_cast<const wire::WireError*>(&error) != nullptr) {
+  // garm's input that cannot be rendered for the guest is garm's to fix, not an agent fault.
+  if (dynamic_cast<const wire::WireError*>(&error) != nullptr ||
+      dynamic_cast<const userdata::UserDataError*>(&error) != nullptr) {
     return Code::invalid_argument;
   }
   return Code::internal;
@@ -69,8 +72,6 @@ auto guarded(const std::string& context, Fn&& fn) -> decltype(fn()) {
     return fn();
   } catch (const ServiceError&) {
     throw;
-  } catch (const wire::WireError& e) {
-    throw ServiceError(Code::invalid_argument, context + ": " + e.what());
   } catch (const StoreError& e) {
     throw ServiceError(Code::internal, context + ": state directory: " + e.what());
   } catch (const std::exception& e) {
@@ -175,17 +176,24 @@ std::optional<InstanceRecord> InstanceService::update_guest(
 
 wire::ProviderInstance InstanceService::create(std::string_view controller_id,
                                                const wire::BootstrapInstance& bootstrap) {
-  return guarded("create " + printable_excerpt(bootstrap.name), [&] {
-    auto plan = plan_create(controller_id, bootstrap);
-    auto lock = instance_locks_.lock(plan.record.domain_name);
-    if (auto existing = reuse_existing(plan)) {
-      return *existing;
-    }
-    events_.record("creating", plan.record.name, plan.record.controller_id,
-                   "image " + plan.record.image + ", flavor " + plan.record.flavor);
-    auto slot = create_gate_.acquire();
-    return run_create(plan);
-  });
+  try {
+    return guarded("create " + printable_excerpt(bootstrap.name), [&] {
+      auto plan = plan_create(controller_id, bootstrap);
+      auto lock = instance_locks_.lock(plan.record.domain_name);
+      if (auto existing = reuse_existing(plan)) {
+        return *existing;
+      }
+      events_.record("creating", plan.record.name, plan.record.controller_id,
+                     "image " + plan.record.image + ", flavor " + plan.record.flavor);
+      auto slot = create_gate_.acquire();
+      return run_create(plan);
+    });
+  } catch (const ServiceError& e) {
+    // Every failed create leaves one line, refusals before any libvirt step included.
+    const bool agent_fault = e.code() != Code::invalid_argument && e.code() != Code::conflict;
+    log_.log(agent_fault ? Level::error : Level::warning, e.what());
+    throw;
+  }
 }
 
 DryRunResult InstanceService::dry_run_create(std::string_view controller_id,
@@ -401,11 +409,10 @@ wire::ProviderInstance InstanceService::run_create(CreatePlan& plan) {
     std::string reason = "failed to " + step + ": " + error.what();
     try {
       teardown(record);
-      log_.warning("create " + record.name + " " + reason + "; everything it made was removed");
+      reason += "; everything it made was removed";
     } catch (const std::exception& cleanup) {
       reason += "; cleanup is incomplete (" + std::string(cleanup.what()) +
                 ") and the reconcile loop will finish it";
-      log_.error("create " + record.name + " " + reason);
     }
     throw ServiceError(code_of(error), "create " + record.name + " " + reason);
   }

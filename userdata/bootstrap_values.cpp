@@ -7,6 +7,7 @@
 #include "common/text.hpp"
 #include "userdata/internal.hpp"
 #include "wire/base64.hpp"
+#include "wire/validate.hpp"
 
 namespace garm_edge::userdata::detail {
 namespace {
@@ -23,10 +24,6 @@ std::string without_whitespace(std::string_view text) {
     }
   }
   return out;
-}
-
-bool is_http_url(std::string_view url) {
-  return url.starts_with("https://") || url.starts_with("http://");
 }
 
 void check_proxy_value(std::string_view value, std::string_view field) {
@@ -92,11 +89,11 @@ std::string joined_labels(const wire::BootstrapInstance& bootstrap) {
 }
 
 void check_endpoint_urls(const GuestEndpoints& endpoints) {
-  if (!is_http_url(endpoints.callback_url)) {
+  if (!wire::is_http_url(endpoints.callback_url)) {
     throw UserDataError("callback URL: must be an http(s) URL, got \"" +
                         printable_excerpt(endpoints.callback_url) + "\"");
   }
-  if (!is_http_url(endpoints.metadata_url)) {
+  if (!wire::is_http_url(endpoints.metadata_url)) {
     throw UserDataError("metadata URL: must be an http(s) URL, got \"" +
                         printable_excerpt(endpoints.metadata_url) + "\"");
   }
@@ -133,7 +130,7 @@ std::string normalized_sha256(const wire::RunnerApplicationDownload& tool) {
 
 std::string required_download_url(const wire::RunnerApplicationDownload& tool) {
   const auto url = tool.download_url.value_or("");
-  if (!is_http_url(url)) {
+  if (!wire::is_http_url(url)) {
     throw UserDataError("tools.download_url: must be an http(s) URL, got \"" +
                         printable_excerpt(url) + "\"");
   }

@@ -123,7 +123,35 @@ std::string to_go_json_text(const nlohmann::ordered_json& value) {
   return out;
 }
 
+bool json_depth_within(std::string_view text, std::size_t max_depth) {
+  std::size_t depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;  // the escaped character cannot end the string
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) {
+        return false;
+      }
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return true;
+}
+
 nlohmann::json parse_json_text(std::string_view text, const std::string& what) {
+  if (!json_depth_within(text)) {
+    throw WireError(
+        what, "invalid JSON: nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+  }
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {

@@ -55,7 +55,15 @@ class ObjectReader {
 /// escaped as \u sequences (Go's HTML-safe default), so output matches garm byte for byte.
 std::string to_go_json_text(const nlohmann::ordered_json& value);
 
-/// Parses JSON text, turning a syntax error into a WireError about `what`.
+/// garm's documents are a few levels deep; pool extra specs are the operator's own JSON.
+inline constexpr std::size_t kMaxJsonDepth = 32;
+
+/// Whether no array or object in `text` opens deeper than `max_depth`. A scan of the text, run
+/// before parsing: a parser holds every open level in memory (500,000 `[` cost 100 MB).
+bool json_depth_within(std::string_view text, std::size_t max_depth = kMaxJsonDepth);
+
+/// Parses JSON text no deeper than kMaxJsonDepth, turning a syntax error into a WireError about
+/// `what`.
 nlohmann::json parse_json_text(std::string_view text, const std::string& what);
 
 }  // namespace garm_edge::wire

@@ -20,6 +20,10 @@ std::string length_problem(std::size_t size, std::size_t limit) {
 
 }  // namespace
 
+bool is_http_url(std::string_view url) {
+  return url.starts_with("https://") || url.starts_with("http://");
+}
+
 bool is_uuid(std::string_view value) {
   if (value.size() != 36) {
     return false;
@@ -130,8 +134,61 @@ void validate_extra_specs(const std::optional<nlohmann::json>& extra_specs) {
   }
 }
 
+void validate_text(std::string_view value, const std::string& field) {
+  if (!is_plain_text(value)) {
+    throw WireError(field, "must be one line of UTF-8 text without control characters");
+  }
+}
+
+void validate_http_url(std::string_view value, const std::string& field) {
+  validate_text(value, field);
+  if (value.empty()) {
+    return;
+  }
+  if (!is_http_url(value)) {
+    throw WireError(field, "must be an http:// or https:// URL");
+  }
+}
+
+namespace {
+
+void validate_text_list(const std::optional<std::vector<std::string>>& values,
+                        const std::string& field) {
+  for (std::size_t i = 0; values && i < values->size(); ++i) {
+    validate_text((*values)[i], field + "[" + std::to_string(i) + "]");
+  }
+}
+
+void validate_tools(const std::optional<std::vector<RunnerApplicationDownload>>& tools) {
+  for (std::size_t i = 0; tools && i < tools->size(); ++i) {
+    const auto& tool = (*tools)[i];
+    const auto field = "tools[" + std::to_string(i) + "].";
+    validate_text(tool.os.value_or(""), field + "os");
+    validate_text(tool.architecture.value_or(""), field + "architecture");
+    validate_http_url(tool.download_url.value_or(""), field + "download_url");
+    validate_text(tool.filename.value_or(""), field + "filename");
+    validate_text(tool.temp_download_token.value_or(""), field + "temp_download_token");
+    validate_text(tool.sha256_checksum.value_or(""), field + "sha256_checksum");
+  }
+}
+
+}  // namespace
+
 void validate_bootstrap(const BootstrapInstance& bootstrap) {
   validate_instance_name(bootstrap.name);
+  // What garm never sends: control characters in any of its strings, URLs of other schemes.
+  validate_http_url(bootstrap.repo_url, "repo_url");
+  validate_http_url(bootstrap.callback_url, "callback-url");
+  validate_http_url(bootstrap.metadata_url, "metadata-url");
+  validate_text(bootstrap.instance_token, "instance-token");
+  validate_text_list(bootstrap.ssh_keys, "ssh-keys");
+  validate_text(bootstrap.github_runner_group, "github-runner-group");
+  validate_text(bootstrap.proxy_config.http_proxy, "proxy_config.http_proxy");
+  validate_text(bootstrap.proxy_config.https_proxy, "proxy_config.https_proxy");
+  validate_text(bootstrap.proxy_config.no_proxy, "proxy_config.no_proxy");
+  validate_text_list(bootstrap.user_data_options.extra_packages,
+                     "user_data_options.extra_packages");
+  validate_tools(bootstrap.tools);
   validate_pool_id(bootstrap.pool_id);
   validate_resource_name(bootstrap.image, "image");
   validate_resource_name(bootstrap.flavor, "flavor");

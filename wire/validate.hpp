@@ -24,6 +24,7 @@ struct Limits {
 };
 
 bool is_uuid(std::string_view value);
+bool is_http_url(std::string_view url);
 
 /// garm names are `lower(<prefix>-<short id>)`; the name is used as host name and file name.
 void validate_instance_name(std::string_view name, const std::string& field = "name");
@@ -34,6 +35,10 @@ void validate_pool_id(std::string_view value, const std::string& field = "pool_i
 void validate_resource_name(std::string_view value, const std::string& field);
 void validate_labels(const std::optional<std::vector<std::string>>& labels);
 void validate_extra_specs(const std::optional<nlohmann::json>& extra_specs);
+/// One line of text (no control characters, valid UTF-8), as every string garm sends is.
+void validate_text(std::string_view value, const std::string& field);
+/// Empty, or an http:// or https:// URL without control characters.
+void validate_http_url(std::string_view value, const std::string& field);
 
 /// Everything the agent needs from a bootstrap before it creates anything.
 void validate_bootstrap(const BootstrapInstance& bootstrap);

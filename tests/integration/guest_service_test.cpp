@@ -415,3 +415,50 @@ TEST_CASE("one client address cannot take every connection", "[guests][integrati
   // Another address is still served.
   CHECK(curl_from("127.0.0.8", agent.base_url() + "/nothing", "").status == 404);
 }
+
+TEST_CASE("a bootstrap the user-data renderer refuses is garm's error, logged with its name",
+          "[guests][hostile]") {
+  FakeGarm fake_garm;
+  GuestHost host(fake_garm);
+  struct Case {
+    std::string what;
+    std::string field;
+    std::function<void(wire::BootstrapInstance&)> spoil;
+  };
+  const std::vector<Case> cases = {
+      {"quote in a proxy", "proxy_config.http_proxy",
+       [](auto& b) { b.proxy_config.http_proxy = "http://proxy\"; rm -rf /"; }},
+      {"backslash in a proxy", "proxy_config.no_proxy",
+       [](auto& b) { b.proxy_config.no_proxy = "a\\b"; }},
+      {"newline in an ssh key", "ssh-keys[0]",
+       [](auto& b) { b.ssh_keys = std::vector<std::string>{"ssh-ed25519 AAAA\nruncmd: x"}; }},
+      {"no runner for the guest's OS and arch (built-in installer)", "tools",
+       [](auto& b) {
+         b.extra_specs.reset();
+         b.tools =
+             std::vector<wire::RunnerApplicationDownload>{{.os = "osx",
+                                                           .architecture = "arm64",
+                                                           .download_url = "https://x/y.tar.gz",
+                                                           .filename = "y.tar.gz",
+                                                           .temp_download_token = {},
+                                                           .sha256_checksum = {}}};
+       }},
+  };
+  for (const auto& c : cases) {
+    INFO(c.what);
+    auto bootstrap = host.bootstrap("garm-refused01", kTokenA);
+    c.spoil(bootstrap);
+    try {
+      host.service->create(kController, bootstrap);
+      FAIL("the create was accepted");
+    } catch (const agent::ServiceError& e) {
+      CHECK(e.code() == agent::ServiceError::Code::invalid_argument);
+      CHECK_THAT(e.what(), Catch::Contains(c.field));
+    }
+    const auto lines = host.host.log.lines();
+    REQUIRE_FALSE(lines.empty());
+    CHECK_THAT(lines.back(), Catch::Contains("garm-refused01") && Catch::Contains(c.field));
+  }
+  CHECK(host.host.tagged_domain_count() == 0);
+  CHECK(host.host.store.list().empty());
+}

@@ -80,3 +80,51 @@ TEST_CASE("hostile references on get, delete, start and stop are clear errors or
   CHECK_THROWS_AS(service->list(kController, "not a pool"), agent::ServiceError);
   CHECK_THROWS_AS(service->list("../controller", kPool), agent::ServiceError);
 }
+
+TEST_CASE("what garm never sends is refused: control characters, URLs other than http(s)",
+          "[hostile]") {
+  Host host("hostile.xml");
+  auto service = host.service();
+  struct Case {
+    std::string field;
+    std::function<void(wire::BootstrapInstance&)> spoil;
+  };
+  const std::vector<Case> cases = {
+      {"instance-token", [](auto& b) { b.instance_token = "eyJ\x01token"; }},
+      {"callback-url", [](auto& b) { b.callback_url = "ftp://garm.example/api/v1/callbacks"; }},
+      {"metadata-url", [](auto& b) { b.metadata_url = "file:///etc/shadow"; }},
+      {"repo_url", [](auto& b) { b.repo_url = "https://github.com/org\r\nX-Evil: 1"; }},
+      {"github-runner-group", [](auto& b) { b.github_runner_group = "group\x1b[2J"; }},
+      {"ssh-keys[1]",
+       [](auto& b) {
+         b.ssh_keys = std::vector<std::string>{"ssh-ed25519 AAAA", "a\nb"};
+       }},
+      {"proxy_config.https_proxy", [](auto& b) { b.proxy_config.https_proxy = "http://p\tq"; }},
+      {"tools[0].download_url",
+       [](auto& b) {
+         b.tools = std::vector<wire::RunnerApplicationDownload>{{.os = "linux",
+                                                                 .architecture = "x64",
+                                                                 .download_url = "ftp://x/y.tar.gz",
+                                                                 .filename = "y.tar.gz",
+                                                                 .temp_download_token = {},
+                                                                 .sha256_checksum = {}}};
+       }},
+      {"user_data_options.extra_packages[0]",
+       [](auto& b) { b.user_data_options.extra_packages = std::vector<std::string>{"curl\nx"}; }},
+  };
+  for (const auto& c : cases) {
+    INFO(c.field);
+    auto bootstrap = bootstrap_for("garm-hostile");
+    c.spoil(bootstrap);
+    try {
+      service->create(kController, bootstrap);
+      FAIL("the create was accepted");
+    } catch (const agent::ServiceError& e) {
+      CHECK(e.code() == agent::ServiceError::Code::invalid_argument);
+      CHECK_THAT(e.what(), Catch::Contains(c.field) && !Catch::Contains("eyJ"));
+    }
+    CHECK_THAT(host.log.lines().back(), Catch::Contains("create garm-hostile"));
+  }
+  CHECK(host.tagged_domain_count() == 0);
+  CHECK(host.store.list().empty());
+}

@@ -254,3 +254,34 @@ TEST_CASE("1,000 silent connections from one address do not lock a client out", 
   CHECK(took < std::chrono::seconds(1));
   CHECK(server.handshake_evictions() >= 1000 - 64);
 }
+
+TEST_CASE("bad bodies from a client are 400s, never an internal error", "[api][mtls][hostile]") {
+  ApiServer server;
+  TempDir dir;
+  const std::vector<std::string> bodies = {
+      "[]",
+      "\"x\"",
+      "null",
+      "1",
+      "{}",
+      R"({"image":1})",
+      R"({"name":[]})",
+      R"({"image":"debian-12","flavor":"small","extra_specs":[]})",
+      R"({"image":"debian-12","flavor":"small","extra_specs":{"unknown_key":1}})",
+      std::string(100, '[') + std::string(100, ']'),
+      "{\"name\":\"\xff\"}",
+      ""};
+  for (const auto* path : {"/pools/validate", "/instances", "/instances?dry_run=true"}) {
+    for (const auto& body : bodies) {
+      INFO(path << " " << body);
+      std::ofstream(dir.path() / "body.json", std::ios::trunc) << body;
+      const auto answer = server.curl("-w ' %{http_code}' -X POST --data-binary @" +
+                                      (dir.path() / "body.json").string() + " '" +
+                                      controller_url(server, path) + "'");
+      CHECK_THAT(answer.output,
+                 Catch::Contains("\"code\":\"invalid_argument\"") && Catch::EndsWith(" 400"));
+    }
+  }
+  const auto metrics = server.curl(server.url("/metrics")).output;
+  CHECK_THAT(metrics, !Catch::Contains("code=\"internal\""));
+}

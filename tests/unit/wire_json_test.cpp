@@ -150,3 +150,24 @@ TEST_CASE("Enumerations use garm's exact strings", "[wire]") {
   CHECK_FALSE(is_reportable_by_provider(InstanceStatus::creating));
   CHECK_FALSE(is_reportable_by_provider(InstanceStatus::pending_create));
 }
+
+TEST_CASE("JSON deeper than garm ever sends is refused before it is parsed", "[wire]") {
+  const auto nested = [](std::size_t depth) {
+    return std::string(depth, '[') + std::string(depth, ']');
+  };
+  CHECK(json_depth_within(nested(kMaxJsonDepth)));
+  CHECK_FALSE(json_depth_within(nested(kMaxJsonDepth + 1)));
+  CHECK(json_depth_within(
+      R"({"a":"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[","b":"\"{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{"})"));
+  CHECK_FALSE(json_depth_within(R"({"a":"\\")" + nested(40) + "}"));  // the string ended
+  CHECK_NOTHROW(parse_json_text(nested(kMaxJsonDepth), "x"));
+  CHECK_THROWS_WITH(parse_json_text(nested(500'000), "bootstrap instance"),
+                    "bootstrap instance: invalid JSON: nested deeper than 32 levels");
+  auto bootstrap = nlohmann::json::parse(kGarmBootstrap);
+  nlohmann::json deep = 1;
+  for (int i = 0; i < 40; ++i) {
+    deep = nlohmann::json::array({deep});
+  }
+  bootstrap["extra_specs"]["deep"] = deep;
+  CHECK_THROWS_AS(parse_bootstrap_instance(bootstrap.dump()), WireError);
+}
