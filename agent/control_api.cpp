@@ -274,6 +274,11 @@ net::HttpResponse ControlApi::route(const net::HttpRequest& request, const net::
   const auto& method = request.method;
   if (p.size() == 1 && p[0] == "healthz" && method == "GET") {
     route_name = "healthz";
+    if (const auto libvirt = hypervisor_.health(); !libvirt.reachable) {
+      return json_response(503,
+                           {{"status", "unavailable"},
+                            {"libvirt", "unreachable: " + printable_excerpt(libvirt.detail, 512)}});
+    }
     return json_response(200, {{"status", "ok"}});
   }
   if (p.size() == 1 && p[0] == "metrics" && method == "GET") {

@@ -35,7 +35,11 @@ int serve(const AgentConfig& config, Logger& log,
   }
   // Everything that can be wrong with the host fails here, before the port opens.
   auto tls = net::TlsConfig::load(net::TlsConfig::Role::server, tls_files(config.api));
-  hypervisor::LibvirtHypervisor hypervisor(config.libvirt);
+  auto libvirt_options = config.libvirt;
+  libvirt_options.on_connection_change = [&log](bool connected, const std::string& message) {
+    connected ? log.info(message) : log.error(message);
+  };
+  hypervisor::LibvirtHypervisor hypervisor(libvirt_options);
   FileInstanceStore store(config.state_dir);
   SystemClock clock;
   InstanceService service(config, hypervisor, store, clock, log);

@@ -148,6 +148,12 @@ struct HostCapacity {
   std::uint64_t memory_mib = 0;
 };
 
+/// Whether the hypervisor answers now, and if not, why (for health checks and operators).
+struct HypervisorHealth {
+  bool reachable = true;
+  std::string detail;
+};
+
 /// The boundary to the virtualization layer. Knows nothing of garm. Removal operations are
 /// idempotent and return whether there was something to remove. Calls may throw HypervisorError.
 class Hypervisor {
@@ -185,6 +191,8 @@ class Hypervisor {
   virtual std::string pool_path(std::string_view pool) = 0;
 
   virtual HostCapacity capacity() = 0;
+  /// A cheap round trip with a short deadline; never throws.
+  virtual HypervisorHealth health() = 0;
 
   virtual NetworkInfo network(std::string_view name) = 0;
   /// Reserves `host.ip` for `host.mac` in the network's DHCP server, live and persistent.

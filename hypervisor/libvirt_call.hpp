@@ -25,7 +25,7 @@ auto LibvirtHypervisor::call_within(std::chrono::milliseconds deadline, const st
       return fn(*session, conn.get());
     } catch (const HypervisorError& e) {
       if (e.kind() == HypervisorError::Kind::unavailable) {
-        session->forget(conn);
+        session->forget(conn, e.what());
       }
       throw;
     }

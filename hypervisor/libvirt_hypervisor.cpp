@@ -1,6 +1,8 @@
 #include "hypervisor/libvirt_hypervisor.hpp"
 
 #include <array>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "hypervisor/domain_xml.hpp"
@@ -46,9 +48,48 @@ constexpr std::array kArchitectures{GuestArch::x86_64, GuestArch::aarch64, Guest
 
 }  // namespace
 
+/// Wakes every interval; when the session holds no live connection, opens one (off the call
+/// workers, so a slow daemon delays no call's deadline).
+class LibvirtHypervisor::Reconnector {
+ public:
+  Reconnector(std::shared_ptr<Session> session, std::chrono::milliseconds interval)
+      : thread_([this, session = std::move(session), interval] { run(*session, interval); }) {}
+  ~Reconnector() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+  Reconnector(const Reconnector&) = delete;
+  Reconnector& operator=(const Reconnector&) = delete;
+
+ private:
+  void run(Session& session, std::chrono::milliseconds interval) {
+    std::unique_lock lock(mutex_);
+    while (!wake_.wait_for(lock, interval, [this] { return stopping_; })) {
+      lock.unlock();
+      if (!session.alive()) {
+        try {
+          session.connection();
+        } catch (const std::exception&) {
+          // still down: the session noted why; try again next interval
+        }
+      }
+      lock.lock();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::thread thread_;  // last: started once the members above exist
+};
+
 LibvirtHypervisor::LibvirtHypervisor(LibvirtOptions options)
     : options_(std::move(options)),
-      session_(std::make_shared<Session>(options_.uri)),
+      session_(std::make_shared<Session>(options_.uri, options_.on_connection_change)),
       runner_(options_.workers) {
   ensure_libvirt_event_loop();
   const auto caps = call("read capabilities of " + options_.uri, [](Session&, virConnectPtr conn) {
@@ -59,6 +100,7 @@ LibvirtHypervisor::LibvirtHypervisor(LibvirtOptions options)
     return std::string(xml.get());
   });
   virt_types_ = virt_types_from_capabilities(caps);
+  reconnector_ = std::make_unique<Reconnector>(session_, options_.reconnect_interval);
   if (options_.virt_type) {
     for (auto arch : kArchitectures) {
       virt_types_[arch] = *options_.virt_type;
@@ -67,6 +109,22 @@ LibvirtHypervisor::LibvirtHypervisor(LibvirtOptions options)
 }
 
 LibvirtHypervisor::~LibvirtHypervisor() = default;
+
+HypervisorHealth LibvirtHypervisor::health() {
+  constexpr auto kHealthDeadline = std::chrono::seconds(2);
+  try {
+    call_within(kHealthDeadline, "ask libvirt at " + options_.uri + " for its version",
+                [](Session&, virConnectPtr conn) {
+                  unsigned long version = 0;
+                  if (virConnectGetLibVersion(conn, &version) < 0) {
+                    throw_last_error("ask libvirt for its version");
+                  }
+                });
+    return {};
+  } catch (const std::exception& e) {
+    return {.reachable = false, .detail = e.what()};
+  }
+}
 
 VirtType LibvirtHypervisor::virt_type_for(GuestArch arch) const {
   const auto it = virt_types_.find(arch);

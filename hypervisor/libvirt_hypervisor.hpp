@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -25,6 +26,11 @@ struct LibvirtOptions {
   /// The deadline of each hypervisor operation, queueing included.
   std::chrono::milliseconds call_timeout{std::chrono::seconds(30)};
   std::size_t workers = 8;
+  /// How often a lost connection is retried in the background, so the first call after
+  /// libvirtd's return finds it open.
+  std::chrono::milliseconds reconnect_interval{std::chrono::seconds(1)};
+  /// Told when the connection is lost and when it is back (for the log).
+  std::function<void(bool connected, const std::string& message)> on_connection_change;
 };
 
 /// Hypervisor over the libvirt C API. Every operation runs on a worker with a deadline; the
@@ -51,6 +57,7 @@ class LibvirtHypervisor final : public Hypervisor {
   std::vector<std::string> list_volumes(std::string_view pool) override;
   std::string pool_path(std::string_view pool) override;
   HostCapacity capacity() override;
+  HypervisorHealth health() override;
   NetworkInfo network(std::string_view name) override;
   void add_dhcp_host(std::string_view network, const DhcpHost& host) override;
   bool remove_dhcp_host(std::string_view network, const DhcpHost& host) override;
@@ -69,6 +76,9 @@ class LibvirtHypervisor final : public Hypervisor {
   std::map<GuestArch, VirtType> virt_types_;
   std::shared_ptr<libvirt::Session> session_;
   CallRunner runner_;
+  /// Reopens a lost connection in the background until libvirtd is back.
+  class Reconnector;
+  std::unique_ptr<Reconnector> reconnector_;
 };
 
 }  // namespace garm_edge::hypervisor

@@ -3,8 +3,24 @@
 namespace garm_edge::hypervisor::libvirt {
 namespace {
 
-void close_callback(virConnectPtr, int, void* opaque) {
-  static_cast<std::atomic<bool>*>(opaque)->store(true);
+void close_callback(virConnectPtr, int reason, void* opaque) {
+  auto* state = static_cast<Session::CloseState*>(opaque);
+  if (!state->closed.exchange(true) && state->on_close) {
+    state->on_close(reason);
+  }
+}
+
+std::string describe_close(int reason) {
+  switch (reason) {
+    case VIR_CONNECT_CLOSE_REASON_EOF:
+      return "libvirtd closed the connection (stopped or restarted)";
+    case VIR_CONNECT_CLOSE_REASON_KEEPALIVE:
+      return "libvirtd stopped answering keepalives";
+    case VIR_CONNECT_CLOSE_REASON_ERROR:
+      return "the connection failed";
+    default:
+      return "the connection was closed";
+  }
 }
 
 TagCache& cache_from(void* opaque) {
@@ -48,17 +64,80 @@ int watch_domains(virConnectPtr conn, int event_id, virConnectDomainEventGeneric
 
 ConnectionPtr Session::connection() {
   std::lock_guard lock(mutex_);
-  if (connection_ && !closed_->load() && virConnectIsAlive(connection_.get()) == 1) {
+  if (connection_ && !closed_->closed.load() && virConnectIsAlive(connection_.get()) == 1) {
     return connection_;
   }
-  connection_ = open();
+  if (connection_) {
+    note_lost(describe_close(VIR_CONNECT_CLOSE_REASON_ERROR));
+  }
+  connection_.reset();
+  try {
+    connection_ = open();
+  } catch (const std::exception& e) {
+    note_failed(e.what());
+    throw;
+  }
+  note_opened();
   return connection_;
 }
 
-void Session::forget(const ConnectionPtr& broken) {
+void Session::forget(const ConnectionPtr& broken, const std::string& why) {
   std::lock_guard lock(mutex_);
   if (connection_ == broken) {
     connection_.reset();
+    note_lost(why);
+  }
+}
+
+bool Session::alive() {
+  std::unique_lock lock(mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    return true;  // someone is opening or checking it right now
+  }
+  return connection_ && !closed_->closed.load() && virConnectIsAlive(connection_.get()) == 1;
+}
+
+std::string Session::last_error() const {
+  std::lock_guard lock(state_mutex_);
+  return last_error_;
+}
+
+void Session::note_lost(const std::string& why) {
+  {
+    std::lock_guard lock(state_mutex_);
+    if (lost_) {
+      return;
+    }
+    lost_ = true;
+    lost_at_ = std::chrono::steady_clock::now();
+    last_error_ = why;
+  }
+  if (notice_) {
+    notice_(false, "lost the connection to libvirt at " + uri_ + ": " + why +
+                       "; calls fail as unavailable until it is back");
+  }
+}
+
+void Session::note_failed(const std::string& why) {
+  std::lock_guard lock(state_mutex_);
+  last_error_ = why;
+}
+
+void Session::note_opened() {
+  std::chrono::steady_clock::duration down{};
+  {
+    std::lock_guard lock(state_mutex_);
+    last_error_.clear();
+    if (!lost_) {
+      return;
+    }
+    lost_ = false;
+    down = std::chrono::steady_clock::now() - lost_at_;
+  }
+  if (notice_) {
+    const auto tenths = std::chrono::duration_cast<std::chrono::milliseconds>(down).count() / 100;
+    notice_(true, "reconnected to libvirt at " + uri_ + " after " + std::to_string(tenths / 10) +
+                      "." + std::to_string(tenths % 10) + " s");
   }
 }
 
@@ -77,7 +156,10 @@ ConnectionPtr Session::open() {
   // Drivers without a persistent connection accept the close callback but never keep it (nor
   // call a free function), so the flag is owned by the connection's deleter and libvirt only
   // borrows it until the callback is unregistered.
-  auto closed = std::make_shared<std::atomic<bool>>(false);
+  auto closed = std::make_shared<CloseState>();
+  // The session outlives its connections' callbacks: the deleter below unregisters this one
+  // before the connection closes, and every call holding a connection holds the session too.
+  closed->on_close = [this](int reason) { note_lost(describe_close(reason)); };
   closed_ = closed;
   if (virConnectRegisterCloseCallback(raw, close_callback, closed.get(), nullptr) < 0) {
     virResetLastError();
@@ -96,8 +178,9 @@ ConnectionPtr Session::open() {
       }
     }
     virConnectUnregisterCloseCallback(conn, close_callback);
+    closed->on_close = nullptr;
+    closed->closed.store(true);
     virConnectClose(conn);
-    closed->store(true);
   });
 }
 

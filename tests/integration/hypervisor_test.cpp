@@ -14,7 +14,9 @@ LibvirtHypervisor connect_fixture() {
   return LibvirtHypervisor(LibvirtOptions{.uri = fixture_uri("hypervisor.xml"),
                                           .virt_type = std::nullopt,
                                           .call_timeout = std::chrono::seconds(10),
-                                          .workers = 2});
+                                          .workers = 2,
+                                          .reconnect_interval = std::chrono::seconds(1),
+                                          .on_connection_change = {}});
 }
 
 DomainSpec spec_named(const std::string& name, const std::string& uuid, Tags tags) {
@@ -37,7 +39,9 @@ TEST_CASE("a URI libvirt cannot open fails at startup with a clear error", "[hyp
   CHECK_THROWS_WITH(LibvirtHypervisor(LibvirtOptions{.uri = "test:///nonexistent/node.xml",
                                                      .virt_type = std::nullopt,
                                                      .call_timeout = std::chrono::seconds(5),
-                                                     .workers = 1}),
+                                                     .workers = 1,
+                                                     .reconnect_interval = std::chrono::seconds(1),
+                                                     .on_connection_change = {}}),
                     Catch::Contains("connect to libvirt at test:///nonexistent/node.xml"));
 }
 

@@ -230,6 +230,14 @@ std::vector<std::string> FaultyHypervisor::list_volumes(std::string_view pool) {
 std::string FaultyHypervisor::pool_path(std::string_view pool) {
   return intercept("pool_path", [&] { return inner_.pool_path(pool); });
 }
+hypervisor::HypervisorHealth FaultyHypervisor::health() {
+  try {
+    return intercept("health", [&] { return inner_.health(); });
+  } catch (const std::exception& e) {
+    return {.reachable = false, .detail = e.what()};
+  }
+}
+
 hypervisor::HostCapacity FaultyHypervisor::capacity() {
   return intercept("capacity", [&] { return inner_.capacity(); });
 }

@@ -118,6 +118,7 @@ class FaultyHypervisor final : public hypervisor::Hypervisor {
   std::vector<std::string> list_volumes(std::string_view pool) override;
   std::string pool_path(std::string_view pool) override;
   hypervisor::HostCapacity capacity() override;
+  hypervisor::HypervisorHealth health() override;
   hypervisor::NetworkInfo network(std::string_view name) override;
   void add_dhcp_host(std::string_view network, const hypervisor::DhcpHost& host) override;
   bool remove_dhcp_host(std::string_view network, const hypervisor::DhcpHost& host) override;
