@@ -285,6 +285,9 @@ void read_guests_section(TableReader& root, AgentConfig& config) {
       in.integer<long>("relay_timeout_seconds", 1, 600).value_or(guests.relay_timeout.count()));
   guests.max_connections =
       in.integer<std::size_t>("max_connections", 1, 65536).value_or(guests.max_connections);
+  guests.address_quarantine = std::chrono::seconds(
+      in.integer<long>("address_quarantine_seconds", 0, 86400)
+          .value_or(guests.address_quarantine.count()));
   if (config.network.empty()) {
     in.fail(nullptr, "guests need a network: set [libvirt] network");
   }
@@ -464,7 +467,8 @@ std::string agent_config_json_schema() {
          R"json("port":{"type":"integer","minimum":0,"maximum":65535},"mode":{"enum":["relay","direct"]},)json"
          R"json("addresses":{"type":"string"},"anti_spoofing":{"enum":["auto","clean-traffic","source-ip","off"]},)json"
          R"json("relay_timeout_seconds":{"type":"integer","minimum":1,"maximum":600},)json"
-         R"json("max_connections":{"type":"integer","minimum":1}}},)json"
+         R"json("max_connections":{"type":"integer","minimum":1},)json"
+         R"json("address_quarantine_seconds":{"type":"integer","minimum":0,"maximum":86400}}},)json"
          R"json("images":{"type":"array","minItems":1,"items":{"type":"object","additionalProperties":false,)json"
          R"json("required":["name"],"properties":{"name":{"type":"string"},"base_volume":{"type":"string"},)json"
          R"json("base_path":{"type":"string"},"base_format":{"enum":["qcow2","raw"]},)json"

@@ -90,6 +90,8 @@ struct GuestConfig {
   AntiSpoofing anti_spoofing = AntiSpoofing::automatic;
   std::chrono::seconds relay_timeout{30};
   std::size_t max_connections = 512;
+  /// How long a deleted guest's address rests before another guest gets it.
+  std::chrono::seconds address_quarantine{120};
 };
 
 struct AgentConfig {

@@ -107,20 +107,14 @@ GuestPlan GuestAccess::plan(const InstanceRecord& record,
 
 void GuestAccess::assign_address(GuestPlan& plan, const std::set<std::string>& taken) {
   const auto network = hypervisor_.network(config_.network);
-  const auto mac_in_use = [&network](const std::string& mac) {
-    return std::any_of(network.hosts.begin(), network.hosts.end(),
-                       [&mac](const auto& host) { return host.mac == mac; });
-  };
-  while (mac_in_use(plan.record.mac)) {  // 24 random bits: rare, but libvirt would refuse it
-    plan.record.mac = random_mac();
-    plan.interface.mac = plan.record.mac;
-  }
   const auto ip = allocator_.pick(range_, network, taken);
   if (!ip) {
     throw std::runtime_error("no free guest address left in " + format_ipv4(range_.first) + "-" +
                              format_ipv4(range_.last));
   }
   plan.record.ip = *ip;
+  plan.record.mac = mac_for_address(*parse_ipv4(*ip));
+  plan.interface.mac = plan.record.mac;
   if (!filter_.empty()) {
     plan.interface.filter = filter_;
     plan.interface.filter_ip = *ip;

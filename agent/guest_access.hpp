@@ -64,7 +64,7 @@ class GuestAccess {
   std::uint16_t port_ = 0;
   AddressRange range_;
   std::string filter_;  // nwfilter bound to guest interfaces; empty: none
-  AddressAllocator allocator_;
+  AddressAllocator allocator_{config_.guests.address_quarantine};
 };
 
 }  // namespace garm_edge::agent

@@ -108,19 +108,33 @@ AddressRange reservable_addresses(const hypervisor::NetworkInfo& network,
   return *best;
 }
 
-std::string random_mac() {
-  std::array<unsigned char, 3> bytes{};
-  if (mbedtls_ctr_drbg_random(&net::random_generator(), bytes.data(), bytes.size()) != 0) {
-    throw std::runtime_error("the random generator failed");
-  }
+namespace {
+
+std::string mac_with(std::string_view prefix, const std::array<unsigned char, 3>& bytes) {
   static constexpr char kHex[] = "0123456789abcdef";
-  std::string mac = "52:54:00";
+  std::string mac(prefix);
   for (const unsigned char byte : bytes) {
     mac += ':';
     mac += kHex[byte >> 4U];
     mac += kHex[byte & 0x0FU];
   }
   return mac;
+}
+
+}  // namespace
+
+std::string random_mac() {
+  std::array<unsigned char, 3> bytes{};
+  if (mbedtls_ctr_drbg_random(&net::random_generator(), bytes.data(), bytes.size()) != 0) {
+    throw std::runtime_error("the random generator failed");
+  }
+  return mac_with("52:54:00", bytes);
+}
+
+std::string mac_for_address(std::uint32_t address) {
+  return mac_with("52:47:45", {static_cast<unsigned char>(address >> 16U),
+                               static_cast<unsigned char>(address >> 8U),
+                               static_cast<unsigned char>(address)});
 }
 
 std::optional<std::string> AddressAllocator::pick(const AddressRange& range,

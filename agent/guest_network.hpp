@@ -34,6 +34,13 @@ AddressRange reservable_addresses(const hypervisor::NetworkInfo& network,
 /// A MAC in QEMU's 52:54:00 block with three random bytes.
 std::string random_mac();
 
+/// The MAC every guest at `address` gets: garm-edge's locally administered block 52:47:45 and
+/// the address's low three bytes. One MAC per address means a new guest takes over the lease
+/// dnsmasq still keeps for the address's last guest (it keeps leases for the network's lease
+/// time and will not give a leased address to another MAC), and it needs no state to survive
+/// restarts.
+std::string mac_for_address(std::uint32_t address);
+
 /// Chooses guests' addresses. An address given back is not handed out again for a while, so a
 /// deleted guest's address is not another's before every cache (ARP, leases) forgets it.
 class AddressAllocator {

@@ -5,6 +5,9 @@
 
 #include <set>
 
+#include <set>
+#include <thread>
+
 #include <catch2/catch.hpp>
 
 #include "agent/clock.hpp"
@@ -96,6 +99,28 @@ TEST_CASE("the allocator skips reserved, taken and recently released addresses",
   CHECK_FALSE(allocator.pick(range, info, {"192.168.122.9", "192.168.122.12", "192.168.122.13"}));
   CHECK(random_mac().rfind("52:54:00:", 0) == 0);
   CHECK(hypervisor::is_mac_address(random_mac()));
+}
+
+TEST_CASE("a quarantine of zero hands a released address out again at once", "[guests]") {
+  const auto info = hypervisor::parse_network_xml(kNatNetwork);
+  const AddressRange range{.first = *parse_ipv4("192.168.122.11"),
+                           .last = *parse_ipv4("192.168.122.12")};
+  AddressAllocator allocator(std::chrono::seconds(0));
+  CHECK(allocator.pick(range, info, {}) == "192.168.122.11");
+  allocator.release("192.168.122.11");
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  CHECK(allocator.pick(range, info, {}) == "192.168.122.11");
+}
+
+TEST_CASE("every guest at one address gets the same MAC, each address its own", "[guests]") {
+  CHECK(mac_for_address(*parse_ipv4("192.168.152.2")) == "52:47:45:a8:98:02");
+  CHECK(mac_for_address(*parse_ipv4("10.1.2.3")) == "52:47:45:01:02:03");
+  std::set<std::string> macs;
+  for (std::uint32_t a = *parse_ipv4("10.0.0.1"); a < *parse_ipv4("10.0.16.0"); ++a) {
+    REQUIRE(hypervisor::is_mac_address(mac_for_address(a)));
+    macs.insert(mac_for_address(a));
+  }
+  CHECK(macs.size() == 4095);
 }
 
 TEST_CASE("DHCP host and filter XML refuse what is not an address", "[guests]") {
