@@ -684,10 +684,18 @@ ReconcileReport InstanceService::reconcile() {
         run_locked(*domain_name, [&] { reconcile_volume(volume, *domain_name, report); });
       }
     }
-    if (guests_ != nullptr && !store_.unreadable().empty()) {
+    const auto unreadable = store_.unreadable();
+    if (!unreadable.empty()) {
       // An unreadable record may hold a running guest's address: releasing "unheld"
       // reservations could hand it to a second guest.
-      log_.warning("reconcile: unreadable instance records; leaving address reservations alone");
+      std::string names;
+      for (const auto& name : unreadable) {
+        names += (names.empty() ? "" : ", ") + printable_excerpt(name, 160) + ".json";
+      }
+      log_.error("reconcile: unreadable instance records in the state directory (" + names +
+                 "): their domains, overlays and addresses are left alone" +
+                 (guests_ != nullptr ? " and no address reservation is released" : "") +
+                 " until each file is repaired or removed");
     } else if (guests_ != nullptr) {
       std::lock_guard lock(address_mutex_);  // no create is between choosing and recording
       auto held = guest_index_->addresses();

@@ -357,7 +357,12 @@ std::optional<InstanceRecord> FileInstanceStore::get(std::string_view domain_nam
   if (!text) {
     return std::nullopt;
   }
-  return parse_record(*text);
+  try {
+    return parse_record(*text);
+  } catch (const StoreError& e) {
+    throw StoreError("instance record " + path.string() + " is unreadable (" + e.what() +
+                     "); its instance is left as it is until the file is repaired or removed");
+  }
 }
 
 void FileInstanceStore::remove(std::string_view domain_name) {

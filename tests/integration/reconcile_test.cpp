@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <thread>
@@ -193,4 +194,15 @@ TEST_CASE("an unreadable record keeps reconcile away from its instance", "[recon
   CHECK(host.hypervisor.find_by_uuid(created.provider_id)->state ==
         hypervisor::PowerState::running);
   CHECK(host.hypervisor.find_volume("edge-pool", agent::volume_name_for(domain_name)));
+  // The operator hears which file, and what the agent will not do because of it.
+  const auto lines = host.log.lines();
+  CHECK(std::any_of(lines.begin(), lines.end(), [&](const std::string& line) {
+    return line.find(domain_name + ".json") != std::string::npos &&
+           line.find("left alone") != std::string::npos;
+  }));
+  CHECK_THROWS_WITH(host.store.get(domain_name),
+                    Catch::Contains(domain_name + ".json is unreadable"));
+  // Everything else is served.
+  const auto other = service->create(kController, bootstrap_for("garm-whole01"));
+  CHECK(service->get(kController, "garm-whole01")->provider_id == other.provider_id);
 }
