@@ -124,27 +124,31 @@ std::optional<std::vector<std::string>> split_path(std::string_view path) {
   return parts;
 }
 
-/// The percent-decoded value of `name` in the query string; empty when absent, malformed or not
-/// plain text.
-std::string query_value(const net::HttpRequest& request, std::string_view name) {
+/// The percent-decoded value of `name` in the query string; nothing when absent. A value that
+/// is malformed or not plain text is the client's error, never read as "absent".
+std::optional<std::string> query_value(const net::HttpRequest& request, std::string_view name) {
   std::string_view query = request.query;
   while (!query.empty()) {
     const auto amp = query.find('&');
     const auto pair = query.substr(0, amp);
     if (pair.size() > name.size() && pair.starts_with(name) && pair[name.size()] == '=') {
       auto value = decode_segment(pair.substr(name.size() + 1));
-      return value && is_plain_text(*value) ? *value : "";
+      if (!value || !is_plain_text(*value)) {
+        throw wire::WireError("query parameter " + std::string(name),
+                              "malformed percent-encoding, invalid UTF-8 or a control character");
+      }
+      return value;
     }
     if (amp == std::string_view::npos) {
       break;
     }
     query.remove_prefix(amp + 1);
   }
-  return "";
+  return std::nullopt;
 }
 
 bool query_flag(const net::HttpRequest& request, std::string_view name) {
-  return query_value(request, name) == "true";
+  return query_value(request, name).value_or("") == "true";
 }
 
 ordered_json images_json(const AgentConfig& config) {
@@ -387,7 +391,7 @@ net::HttpResponse ControlApi::controller_route(const net::HttpRequest& request,
     route_name = "events";
     auto events = ordered_json::array();
     for (const auto& event :
-         service_.events().recent(controller, query_value(request, "instance"))) {
+         service_.events().recent(controller, query_value(request, "instance").value_or(""))) {
       events.push_back({{"time", event.time},
                         {"event", event.event},
                         {"instance", event.instance},

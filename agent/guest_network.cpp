@@ -132,9 +132,9 @@ std::string random_mac() {
 }
 
 std::string mac_for_address(std::uint32_t address) {
-  return mac_with("52:47:45", {static_cast<unsigned char>(address >> 16U),
-                               static_cast<unsigned char>(address >> 8U),
-                               static_cast<unsigned char>(address)});
+  return mac_with("52:47:45",
+                  {static_cast<unsigned char>(address >> 16U),
+                   static_cast<unsigned char>(address >> 8U), static_cast<unsigned char>(address)});
 }
 
 std::optional<std::string> AddressAllocator::pick(const AddressRange& range,
@@ -142,7 +142,7 @@ std::optional<std::string> AddressAllocator::pick(const AddressRange& range,
                                                   const std::set<std::string>& taken) {
   std::lock_guard lock(mutex_);
   const auto now = std::chrono::steady_clock::now();
-  std::erase_if(released_, [&](const auto& entry) { return now - entry.second > quarantine_; });
+  std::erase_if(released_, [&](const auto& entry) { return now - entry.second >= quarantine_; });
   std::set<std::string> reserved(taken.begin(), taken.end());
   for (const auto& host : network.hosts) {
     reserved.insert(host.ip);

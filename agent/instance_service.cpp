@@ -413,6 +413,8 @@ wire::ProviderInstance InstanceService::run_create(CreatePlan& plan) {
     } catch (const std::exception& cleanup) {
       reason += "; cleanup is incomplete (" + std::string(cleanup.what()) +
                 ") and the reconcile loop will finish it";
+      log_.error("create " + record.name + ": cleanup after the failure is incomplete (" +
+                 cleanup.what() + "); the reconcile loop will finish it");
     }
     throw ServiceError(code_of(error), "create " + record.name + " " + reason);
   }
@@ -628,12 +630,37 @@ void InstanceService::teardown(const InstanceRecord& record) {
     guest_index_->remove(record.domain_name);  // its seed and relay access end first
   }
   hypervisor_.destroy(record.domain_uuid);
-  if (record.guest && guests_ != nullptr) {
-    guests_->release(*record.guest);  // only once the guest can no longer use the address
-  }
   hypervisor_.undefine(record.domain_uuid);
+  if (record.guest && guests_ != nullptr) {
+    // Only once no domain holds the address's MAC, which the next guest there gets too.
+    guests_->release(*record.guest);
+  }
   hypervisor_.delete_volume(record.volume_pool, record.volume_name);
   store_.remove(record.domain_name);
+}
+
+void InstanceService::report_unreadable(const std::vector<std::string>& unreadable) {
+  std::lock_guard lock(unreadable_mutex_);
+  if (unreadable == reported_unreadable_) {
+    return;  // said once; the next pass says it again only if the set changes
+  }
+  reported_unreadable_ = unreadable;
+  if (unreadable.empty()) {
+    log_.info("reconcile: every instance record is readable again");
+    return;
+  }
+  constexpr std::size_t kNamed = 5;
+  std::string names;
+  for (std::size_t i = 0; i < std::min(unreadable.size(), kNamed); ++i) {
+    names += (names.empty() ? "" : ", ") + printable_excerpt(unreadable[i], 160) + ".json";
+  }
+  if (unreadable.size() > kNamed) {
+    names += " and " + std::to_string(unreadable.size() - kNamed) + " more";
+  }
+  log_.error("reconcile: unreadable instance records in the state directory (" + names +
+             "): their domains, overlays and addresses are left alone" +
+             (guests_ != nullptr ? " and no address reservation is released" : "") +
+             " until each file is repaired or removed");
 }
 
 InstanceRecord InstanceService::record_for_orphan(const hypervisor::Domain& domain) const {
@@ -685,17 +712,10 @@ ReconcileReport InstanceService::reconcile() {
       }
     }
     const auto unreadable = store_.unreadable();
+    report_unreadable(unreadable);
     if (!unreadable.empty()) {
       // An unreadable record may hold a running guest's address: releasing "unheld"
       // reservations could hand it to a second guest.
-      std::string names;
-      for (const auto& name : unreadable) {
-        names += (names.empty() ? "" : ", ") + printable_excerpt(name, 160) + ".json";
-      }
-      log_.error("reconcile: unreadable instance records in the state directory (" + names +
-                 "): their domains, overlays and addresses are left alone" +
-                 (guests_ != nullptr ? " and no address reservation is released" : "") +
-                 " until each file is repaired or removed");
     } else if (guests_ != nullptr) {
       std::lock_guard lock(address_mutex_);  // no create is between choosing and recording
       auto held = guest_index_->addresses();

@@ -161,6 +161,8 @@ class InstanceService {
   void reconcile_volume(const std::string& volume_name, const std::string& domain_name,
                         ReconcileReport& report);
   InstanceRecord record_for_orphan(const hypervisor::Domain& domain) const;
+  /// Logs the unreadable records when their set differs from the last one logged.
+  void report_unreadable(const std::vector<std::string>& unreadable);
 
   wire::ProviderInstance describe(const hypervisor::Domain& domain) const;
   hypervisor::Tags tags_for(const InstanceRecord& record) const;
@@ -176,6 +178,8 @@ class InstanceService {
   GuestAccess* guests_ = nullptr;
   GuestIndex* guest_index_ = nullptr;
   std::mutex address_mutex_;
+  std::mutex unreadable_mutex_;
+  std::vector<std::string> reported_unreadable_;
 };
 
 }  // namespace garm_edge::agent

@@ -75,7 +75,9 @@ std::string printable_excerpt(std::string_view value, std::size_t max_bytes) {
     if (i + taken > max_bytes) {
       break;
     }
-    if (!valid || lead < 0x20 || lead == 0x7f) {
+    if (lead == '\n' || lead == '\r' || lead == '\t') {
+      out += ' ';  // a multi-line message from libvirt or QEMU stays readable on one line
+    } else if (!valid || lead < 0x20 || lead == 0x7f) {
       out += '?';
     } else {
       out.append(value.substr(i, length));

@@ -9,8 +9,9 @@ namespace garm_edge {
 /// logs and names.
 bool is_plain_text(std::string_view value);
 
-/// A short rendering of untrusted text for an error message or a log line: control characters
-/// replaced, cut at `max_bytes`.
+/// A short rendering of untrusted text for an error message or a log line: valid UTF-8 on one
+/// line (line breaks and tabs become spaces, other control characters and invalid bytes '?'),
+/// cut at `max_bytes` on a character boundary.
 std::string printable_excerpt(std::string_view value, std::size_t max_bytes = 64);
 
 }  // namespace garm_edge

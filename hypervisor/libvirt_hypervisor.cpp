@@ -48,43 +48,92 @@ constexpr std::array kArchitectures{GuestArch::x86_64, GuestArch::aarch64, Guest
 
 }  // namespace
 
-/// Wakes every interval; when the session holds no live connection, opens one (off the call
-/// workers, so a slow daemon delays no call's deadline).
-class LibvirtHypervisor::Reconnector {
+/// Every interval, on its own thread: reopens a lost connection, or asks the daemon for its
+/// version. Health is read from the last answer, so /healthz costs no libvirt call and does not
+/// queue behind slow commands. Everything the thread touches is shared, so at shutdown a thread
+/// stuck in a call to a frozen daemon is left behind rather than waited for.
+class LibvirtHypervisor::ConnectionMonitor {
  public:
-  Reconnector(std::shared_ptr<Session> session, std::chrono::milliseconds interval)
-      : thread_([this, session = std::move(session), interval] { run(*session, interval); }) {}
-  ~Reconnector() {
-    {
-      std::lock_guard lock(mutex_);
-      stopping_ = true;
-    }
-    wake_.notify_all();
-    thread_.join();
+  ConnectionMonitor(std::shared_ptr<Session> session, std::chrono::milliseconds interval)
+      : state_(std::make_shared<State>()), interval_(interval) {
+    state_->last_answer = std::chrono::steady_clock::now();
+    thread_ = std::thread([state = state_, session = std::move(session), interval] {
+      watch(*state, *session, interval);
+    });
   }
-  Reconnector(const Reconnector&) = delete;
-  Reconnector& operator=(const Reconnector&) = delete;
+  ~ConnectionMonitor() {
+    std::unique_lock lock(state_->mutex);
+    state_->stopping = true;
+    state_->wake.notify_all();
+    constexpr auto kGrace = std::chrono::seconds(2);
+    if (state_->wake.wait_for(lock, kGrace, [this] { return state_->finished; })) {
+      lock.unlock();
+      thread_.join();
+    } else {
+      thread_.detach();  // stuck in libvirt; it owns what it uses
+    }
+  }
+  ConnectionMonitor(const ConnectionMonitor&) = delete;
+  ConnectionMonitor& operator=(const ConnectionMonitor&) = delete;
+
+  HypervisorHealth health(const std::string& uri) const {
+    std::lock_guard lock(state_->mutex);
+    const auto silent = std::chrono::steady_clock::now() - state_->last_answer;
+    if (silent <= 3 * interval_) {
+      return {};
+    }
+    const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(silent).count();
+    return {.reachable = false,
+            .detail = "libvirt at " + uri + " has not answered for " + std::to_string(seconds) +
+                      " s" + (state_->last_error.empty() ? "" : ": " + state_->last_error)};
+  }
 
  private:
-  void run(Session& session, std::chrono::milliseconds interval) {
-    std::unique_lock lock(mutex_);
-    while (!wake_.wait_for(lock, interval, [this] { return stopping_; })) {
+  struct State {
+    std::mutex mutex;
+    std::condition_variable wake;
+    bool stopping = false;
+    bool finished = false;
+    std::chrono::steady_clock::time_point last_answer;
+    std::string last_error;
+  };
+
+  static void watch(State& state, Session& session, std::chrono::milliseconds interval) {
+    std::unique_lock lock(state.mutex);
+    while (!state.wake.wait_for(lock, interval, [&state] { return state.stopping; })) {
       lock.unlock();
-      if (!session.alive()) {
-        try {
-          session.connection();
-        } catch (const std::exception&) {
-          // still down: the session noted why; try again next interval
-        }
-      }
+      std::string error = ask_version(session);
       lock.lock();
+      if (error.empty()) {
+        state.last_answer = std::chrono::steady_clock::now();
+      }
+      state.last_error = std::move(error);
+    }
+    state.finished = true;
+    state.wake.notify_all();
+  }
+
+  /// Empty when the daemon answered; else why not (and a broken connection is dropped).
+  static std::string ask_version(Session& session) {
+    try {
+      const auto conn = session.connection();
+      unsigned long version = 0;
+      if (virConnectGetLibVersion(conn.get(), &version) < 0) {
+        const auto failure = Failure::capture();
+        if (failure.kind == Kind::unavailable) {
+          session.forget(conn, failure.message);
+        }
+        return failure.message;
+      }
+      return "";
+    } catch (const std::exception& e) {
+      return e.what();
     }
   }
 
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stopping_ = false;
-  std::thread thread_;  // last: started once the members above exist
+  std::shared_ptr<State> state_;
+  std::chrono::milliseconds interval_;
+  std::thread thread_;
 };
 
 LibvirtHypervisor::LibvirtHypervisor(LibvirtOptions options)
@@ -100,7 +149,7 @@ LibvirtHypervisor::LibvirtHypervisor(LibvirtOptions options)
     return std::string(xml.get());
   });
   virt_types_ = virt_types_from_capabilities(caps);
-  reconnector_ = std::make_unique<Reconnector>(session_, options_.reconnect_interval);
+  monitor_ = std::make_unique<ConnectionMonitor>(session_, options_.reconnect_interval);
   if (options_.virt_type) {
     for (auto arch : kArchitectures) {
       virt_types_[arch] = *options_.virt_type;
@@ -108,22 +157,12 @@ LibvirtHypervisor::LibvirtHypervisor(LibvirtOptions options)
   }
 }
 
-LibvirtHypervisor::~LibvirtHypervisor() = default;
+LibvirtHypervisor::~LibvirtHypervisor() {
+  session_->silence();  // whoever logs our notices may be gone before detached calls finish
+}
 
 HypervisorHealth LibvirtHypervisor::health() {
-  constexpr auto kHealthDeadline = std::chrono::seconds(2);
-  try {
-    call_within(kHealthDeadline, "ask libvirt at " + options_.uri + " for its version",
-                [](Session&, virConnectPtr conn) {
-                  unsigned long version = 0;
-                  if (virConnectGetLibVersion(conn, &version) < 0) {
-                    throw_last_error("ask libvirt for its version");
-                  }
-                });
-    return {};
-  } catch (const std::exception& e) {
-    return {.reachable = false, .detail = e.what()};
-  }
+  return monitor_->health(options_.uri);
 }
 
 VirtType LibvirtHypervisor::virt_type_for(GuestArch arch) const {

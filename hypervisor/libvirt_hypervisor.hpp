@@ -26,8 +26,8 @@ struct LibvirtOptions {
   /// The deadline of each hypervisor operation, queueing included.
   std::chrono::milliseconds call_timeout{std::chrono::seconds(30)};
   std::size_t workers = 8;
-  /// How often a lost connection is retried in the background, so the first call after
-  /// libvirtd's return finds it open.
+  /// How often the connection is checked (and, once lost, retried) in the background, so the
+  /// first call after libvirtd's return finds it open and health is never older than 3 of these.
   std::chrono::milliseconds reconnect_interval{std::chrono::seconds(1)};
   /// Told when the connection is lost and when it is back (for the log).
   std::function<void(bool connected, const std::string& message)> on_connection_change;
@@ -76,9 +76,9 @@ class LibvirtHypervisor final : public Hypervisor {
   std::map<GuestArch, VirtType> virt_types_;
   std::shared_ptr<libvirt::Session> session_;
   CallRunner runner_;
-  /// Reopens a lost connection in the background until libvirtd is back.
-  class Reconnector;
-  std::unique_ptr<Reconnector> reconnector_;
+  /// Reopens a lost connection in the background and keeps the health answer fresh.
+  class ConnectionMonitor;
+  std::unique_ptr<ConnectionMonitor> monitor_;
 };
 
 }  // namespace garm_edge::hypervisor

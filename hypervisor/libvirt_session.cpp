@@ -3,10 +3,14 @@
 namespace garm_edge::hypervisor::libvirt {
 namespace {
 
-void close_callback(virConnectPtr, int reason, void* opaque) {
+void close_callback(virConnectPtr, int reason, void* opaque) noexcept {
   auto* state = static_cast<Session::CloseState*>(opaque);
-  if (!state->closed.exchange(true) && state->on_close) {
-    state->on_close(reason);
+  try {
+    if (!state->closed.exchange(true) && state->on_close) {
+      state->on_close(state->generation, reason);
+    }
+  } catch (...) {
+    // runs inside libvirt's C code: nothing may unwind through it
   }
 }
 
@@ -62,86 +66,113 @@ int watch_domains(virConnectPtr conn, int event_id, virConnectDomainEventGeneric
 
 }  // namespace
 
-ConnectionPtr Session::connection() {
+Session::~Session() {
+  silence();
   std::lock_guard lock(mutex_);
-  if (connection_ && !closed_->closed.load() && virConnectIsAlive(connection_.get()) == 1) {
-    return connection_;
-  }
-  if (connection_) {
-    note_lost(describe_close(VIR_CONNECT_CLOSE_REASON_ERROR));
-  }
   connection_.reset();
-  try {
-    connection_ = open();
-  } catch (const std::exception& e) {
-    note_failed(e.what());
-    throw;
+}
+
+bool Session::usable() const {
+  return connection_ && !close_state_->closed.load() && virConnectIsAlive(connection_.get()) == 1;
+}
+
+ConnectionPtr Session::connection() {
+  ConnectionPtr dead;
+  std::uint64_t dead_generation = 0;
+  {
+    std::lock_guard lock(mutex_);
+    if (usable()) {
+      return connection_;
+    }
+    dead = std::move(connection_);
+    dead_generation = generation_;
+  }
+  if (dead) {
+    note_lost(dead_generation, describe_close(VIR_CONNECT_CLOSE_REASON_ERROR));
+    dead.reset();
+  }
+  const auto generation = next_generation_.fetch_add(1);
+  Opened fresh = open(generation);  // throws: the caller's call fails as unavailable
+  {
+    std::lock_guard lock(mutex_);
+    if (usable()) {
+      return connection_;  // another caller opened one meanwhile; ours closes on the way out
+    }
+    connection_ = fresh.connection;
+    close_state_ = fresh.close_state;
+    generation_ = generation;
   }
   note_opened();
-  return connection_;
+  return fresh.connection;
 }
 
 void Session::forget(const ConnectionPtr& broken, const std::string& why) {
-  std::lock_guard lock(mutex_);
-  if (connection_ == broken) {
-    connection_.reset();
-    note_lost(why);
+  ConnectionPtr dropped;
+  std::uint64_t generation = 0;
+  {
+    std::lock_guard lock(mutex_);
+    if (connection_ != broken) {
+      return;
+    }
+    dropped = std::move(connection_);
+    generation = generation_;
   }
+  note_lost(generation, why);
 }
 
 bool Session::alive() {
   std::unique_lock lock(mutex_, std::try_to_lock);
-  if (!lock.owns_lock()) {
-    return true;  // someone is opening or checking it right now
+  return !lock.owns_lock() || usable();  // busy: someone is checking or replacing it now
+}
+
+void Session::silence() {
+  std::lock_guard lock(notice_mutex_);
+  notice_ = nullptr;
+}
+
+void Session::notify(bool connected, const std::string& message) {
+  std::lock_guard lock(notice_mutex_);
+  if (notice_) {
+    notice_(connected, message);
   }
-  return connection_ && !closed_->closed.load() && virConnectIsAlive(connection_.get()) == 1;
 }
 
-std::string Session::last_error() const {
-  std::lock_guard lock(state_mutex_);
-  return last_error_;
-}
-
-void Session::note_lost(const std::string& why) {
+void Session::note_lost(std::uint64_t generation, const std::string& why) {
   {
     std::lock_guard lock(state_mutex_);
-    if (lost_) {
+    if (lost_ || generation < lost_generation_) {
       return;
     }
+    {
+      std::lock_guard current(mutex_);
+      if (generation != generation_) {
+        return;  // an older connection's late news
+      }
+    }
     lost_ = true;
+    lost_generation_ = generation;
     lost_at_ = std::chrono::steady_clock::now();
-    last_error_ = why;
   }
-  if (notice_) {
-    notice_(false, "lost the connection to libvirt at " + uri_ + ": " + why +
-                       "; calls fail as unavailable until it is back");
-  }
-}
-
-void Session::note_failed(const std::string& why) {
-  std::lock_guard lock(state_mutex_);
-  last_error_ = why;
+  notify(false, "lost the connection to libvirt at " + uri_ + ": " + why +
+                    "; calls fail as unavailable until it is back");
 }
 
 void Session::note_opened() {
   std::chrono::steady_clock::duration down{};
   {
     std::lock_guard lock(state_mutex_);
-    last_error_.clear();
     if (!lost_) {
       return;
     }
     lost_ = false;
     down = std::chrono::steady_clock::now() - lost_at_;
   }
-  if (notice_) {
-    const auto tenths = std::chrono::duration_cast<std::chrono::milliseconds>(down).count() / 100;
-    notice_(true, "reconnected to libvirt at " + uri_ + " after " + std::to_string(tenths / 10) +
-                      "." + std::to_string(tenths % 10) + " s");
-  }
+  const auto tenths = std::chrono::duration_cast<std::chrono::milliseconds>(down).count() / 100;
+  notify(true, "reconnected to libvirt at " + uri_ + " after " + std::to_string(tenths / 10) + "." +
+                   std::to_string(tenths % 10) + " s");
 }
 
-ConnectionPtr Session::open() {
+Session::Opened Session::open(std::uint64_t generation) {
   virConnectPtr raw = virConnectOpen(uri_.c_str());
   if (raw == nullptr) {
     throw_last_error("connect to libvirt at " + uri_);
@@ -157,10 +188,12 @@ ConnectionPtr Session::open() {
   // call a free function), so the flag is owned by the connection's deleter and libvirt only
   // borrows it until the callback is unregistered.
   auto closed = std::make_shared<CloseState>();
+  closed->generation = generation;
   // The session outlives its connections' callbacks: the deleter below unregisters this one
   // before the connection closes, and every call holding a connection holds the session too.
-  closed->on_close = [this](int reason) { note_lost(describe_close(reason)); };
-  closed_ = closed;
+  closed->on_close = [this](std::uint64_t closed_generation, int reason) {
+    note_lost(closed_generation, describe_close(reason));
+  };
   if (virConnectRegisterCloseCallback(raw, close_callback, closed.get(), nullptr) < 0) {
     virResetLastError();
   }
@@ -171,17 +204,18 @@ ConnectionPtr Session::open() {
   const int lifecycle_watch = watch_domains(raw, VIR_DOMAIN_EVENT_ID_LIFECYCLE,
                                             VIR_DOMAIN_EVENT_CALLBACK(on_lifecycle), cache_);
   cache_usable_ = metadata_watch >= 0 && lifecycle_watch >= 0;
-  return ConnectionPtr(raw, [metadata_watch, lifecycle_watch, closed](virConnectPtr conn) {
+  ConnectionPtr connection(raw, [metadata_watch, lifecycle_watch, closed](virConnectPtr conn) {
     for (const int watch : {metadata_watch, lifecycle_watch}) {
       if (watch >= 0) {
         virConnectDomainEventDeregisterAny(conn, watch);
       }
     }
+    // libvirt runs close callbacks under the lock this takes: none is running once it returns.
     virConnectUnregisterCloseCallback(conn, close_callback);
-    closed->on_close = nullptr;
     closed->closed.store(true);
     virConnectClose(conn);
   });
+  return {.connection = std::move(connection), .close_state = std::move(closed)};
 }
 
 std::optional<Tags> Session::tags_of(virDomainPtr domain, const Identity& identity) {

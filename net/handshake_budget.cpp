@@ -6,19 +6,9 @@
 namespace garm_edge::net {
 
 HandshakeBudget::Entries::iterator HandshakeBudget::victim(const std::string* peer) {
-  auto oldest = entries_.end();
-  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-    if (peer != nullptr && it->peer != *peer) {
-      continue;
-    }
-    if (!it->spoke) {
-      return it;
-    }
-    if (oldest == entries_.end()) {
-      oldest = it;
-    }
-  }
-  return oldest;
+  return std::find_if(entries_.begin(), entries_.end(), [peer](const Entry& entry) {
+    return !entry.progressed && (peer == nullptr || entry.peer == *peer);
+  });
 }
 
 HandshakeBudget::Entries::iterator HandshakeBudget::find(Ticket ticket) {
@@ -36,36 +26,47 @@ HandshakeBudget::Evict HandshakeBudget::remove(Entries::iterator entry) {
   return evict;
 }
 
-HandshakeBudget::Ticket HandshakeBudget::admit(const std::string& peer, Evict evict) {
+std::optional<HandshakeBudget::Ticket> HandshakeBudget::admit(const std::string& peer,
+                                                              Evict evict) {
   std::vector<Evict> evicted;
-  Ticket ticket = 0;
+  std::optional<Ticket> ticket;
   {
     std::lock_guard lock(mutex_);
+    const auto make_room = [&](const std::string* among) {
+      const auto entry = victim(among);
+      if (entry == entries_.end()) {
+        return false;
+      }
+      evicted.push_back(remove(entry));
+      return true;
+    };
     const auto held = per_peer_.find(peer);
-    if (held != per_peer_.end() && held->second >= limits_.per_peer) {
-      evicted.push_back(remove(victim(&peer)));
-    }
-    while (!entries_.empty() && entries_.size() >= limits_.total) {
-      evicted.push_back(remove(victim(nullptr)));
+    const bool peer_full = held != per_peer_.end() && held->second >= limits_.per_peer;
+    if ((!peer_full || make_room(&peer)) &&
+        (entries_.size() < limits_.total || make_room(nullptr))) {
+      ticket = next_++;
+      entries_.push_back(
+          Entry{.ticket = *ticket, .peer = peer, .progressed = false, .evict = std::move(evict)});
+      ++per_peer_[peer];
     }
     evictions_ += evicted.size();
-    ticket = next_++;
-    entries_.push_back(
-        Entry{.ticket = ticket, .peer = peer, .spoke = false, .evict = std::move(evict)});
-    ++per_peer_[peer];
   }
   for (auto& run : evicted) {
-    if (run) {
-      run();
+    try {
+      if (run) {
+        run();
+      }
+    } catch (...) {
+      // the victim stays open until its own deadline; the budget no longer counts it
     }
   }
   return ticket;
 }
 
-void HandshakeBudget::spoke(Ticket ticket) {
+void HandshakeBudget::progressed(Ticket ticket) {
   std::lock_guard lock(mutex_);
   if (const auto entry = find(ticket); entry != entries_.end()) {
-    entry->spoke = true;
+    entry->progressed = true;
   }
 }
 

@@ -6,16 +6,18 @@
 #include <list>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 
 namespace garm_edge::net {
 
 /// The slots for connections that have not yet shown a certificate. Anyone can open a TCP
-/// connection, so a full budget never refuses the newcomer (silent connections held open would
-/// then lock every client out): it evicts the oldest handshake instead, from the newcomer's own
-/// address when that address holds its share, and silent connections (no byte yet) before ones
-/// that are handshaking. A real client says its ClientHello at once, so a flood of silent or
-/// reopened connections only ever displaces its own kind.
+/// connection, so a full budget does not simply refuse the newcomer (silent connections held
+/// open would then lock every client out): it evicts the oldest handshake whose ClientHello has
+/// not arrived yet, from the newcomer's own address when that address holds its share. A real
+/// client sends its ClientHello at once, so a flood of silent or reopened connections only ever
+/// displaces its own kind. Only when every slot holds a handshake under way is the newcomer
+/// refused: those cost their sender a real handshake each, and finish or time out soon.
 class HandshakeBudget {
  public:
   struct Limits {
@@ -27,11 +29,12 @@ class HandshakeBudget {
 
   explicit HandshakeBudget(Limits limits) : limits_(limits) {}
 
-  /// Takes a slot for a handshake from `peer`; `evict` runs (under no lock of ours) if this
-  /// handshake is later evicted to make room for another.
-  Ticket admit(const std::string& peer, Evict evict);
-  /// The connection sent its first byte: evicted after every silent one.
-  void spoke(Ticket ticket);
+  /// Takes a slot for a handshake from `peer`, or nothing when every slot it could take holds a
+  /// handshake under way. `evict` runs (under no lock of ours) if this handshake is later
+  /// evicted to make room for another.
+  std::optional<Ticket> admit(const std::string& peer, Evict evict);
+  /// The connection's ClientHello arrived: it is no longer evicted for newcomers.
+  void progressed(Ticket ticket);
   /// Handshake done or connection closed: the slot is free (no-op when already evicted).
   void release(Ticket ticket);
 
@@ -42,13 +45,12 @@ class HandshakeBudget {
   struct Entry {
     Ticket ticket;
     std::string peer;
-    bool spoke = false;
+    bool progressed = false;
     Evict evict;
   };
   using Entries = std::list<Entry>;  // oldest first
 
-  /// The entry to evict among `peer`'s (or everyone's, when `peer` is null): oldest silent,
-  /// else oldest.
+  /// The oldest entry without progress among `peer`'s (or everyone's, when `peer` is null).
   Entries::iterator victim(const std::string* peer);
   Entries::iterator find(Ticket ticket);
   Evict remove(Entries::iterator entry);

@@ -74,11 +74,19 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
     socket_.set_option(tcp::no_delay(true), ignored);  // no Nagle wait in the handshake
     socket_.non_blocking(true, ignored);
     const auto peer = socket_.remote_endpoint(ignored).address().to_string();
-    handshake_ticket_ = handshakes_->admit(peer, [weak = weak_from_this()] {
+    const auto ticket = handshakes_->admit(peer, [weak = weak_from_this()] {
       if (auto self = weak.lock()) {
-        asio::post(self->socket_.get_executor(), [self] { self->close(); });
+        asio::post(self->socket_.get_executor(), [self] {
+          if (self->in_handshake_) {  // it may have finished since it was chosen
+            self->close();
+          }
+        });
       }
     });
+    if (!ticket) {
+      return close();  // every handshake slot holds a handshake under way
+    }
+    handshake_ticket_ = *ticket;
     if (mbedtls_ssl_setup(&ssl_, tls_->ssl_config()) != 0) {
       return close();
     }
@@ -110,7 +118,6 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
     }
     if (!error && got > 0 && !self->spoke_) {
       self->spoke_ = true;
-      self->handshakes_->spoke(self->handshake_ticket_);
       self->arm_deadline(self->options_.handshake_timeout);
     }
     return error ? MBEDTLS_ERR_NET_RECV_FAILED : static_cast<int>(got);
@@ -152,12 +159,17 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
 
   void handshake() {
     const int rc = mbedtls_ssl_handshake(&ssl_);
+    if (!progressed_ && ssl_.state > MBEDTLS_SSL_CLIENT_HELLO) {
+      progressed_ = true;  // a whole ClientHello: a real client, not a silent socket
+      handshakes_->progressed(handshake_ticket_);
+    }
     if (wants_io(rc)) {
       return wait_for(rc, [](Connection& self) { self.handshake(); });
     }
     if (rc != 0) {
       return close();  // no, untrusted, expired or revoked certificate; old protocol; garbage
     }
+    in_handshake_ = false;
     handshakes_->release(handshake_ticket_);
     identity_ = identity_of(mbedtls_ssl_get_peer_cert(&ssl_));
     arm_deadline(options_.idle_timeout);
@@ -286,7 +298,9 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
   std::uint64_t started_generation_ = 0;
   std::shared_ptr<HandshakeBudget> handshakes_;
   HandshakeBudget::Ticket handshake_ticket_ = 0;
-  bool spoke_ = false;
+  bool in_handshake_ = true;
+  bool spoke_ = false;       // a first byte came: the first-byte deadline is over
+  bool progressed_ = false;  // the ClientHello came: no longer evicted for newcomers
   std::function<std::shared_ptr<const TlsConfig>()> current_tls_;
 };
 

@@ -1,5 +1,8 @@
 #include "wire/validate.hpp"
 
+#include <algorithm>
+#include <cctype>
+
 #include "common/text.hpp"
 #include "wire/error.hpp"
 
@@ -14,6 +17,18 @@ bool is_alnum(char c) {
   return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
 }
 
+/// Levels of arrays and objects, the value itself counted; stops counting past `limit`.
+std::size_t depth_of(const nlohmann::json& value, std::size_t limit) {
+  if (!value.is_structured() || limit == 0) {
+    return value.is_structured() ? 1 : 0;
+  }
+  std::size_t deepest = 0;
+  for (const auto& child : value) {
+    deepest = std::max(deepest, depth_of(child, limit - 1));
+  }
+  return deepest + 1;
+}
+
 std::string length_problem(std::size_t size, std::size_t limit) {
   return "is " + std::to_string(size) + " bytes long; the limit is " + std::to_string(limit);
 }
@@ -21,7 +36,13 @@ std::string length_problem(std::size_t size, std::size_t limit) {
 }  // namespace
 
 bool is_http_url(std::string_view url) {
-  return url.starts_with("https://") || url.starts_with("http://");
+  const auto has_scheme = [url](std::string_view scheme) {  // schemes are case-insensitive
+    return url.size() > scheme.size() &&
+           std::equal(scheme.begin(), scheme.end(), url.begin(), [](char a, char b) {
+             return a == std::tolower(static_cast<unsigned char>(b));
+           });
+  };
+  return has_scheme("https://") || has_scheme("http://");
 }
 
 bool is_uuid(std::string_view value) {
@@ -131,6 +152,10 @@ void validate_extra_specs(const std::optional<nlohmann::json>& extra_specs) {
   const auto size = extra_specs->dump().size();
   if (size > Limits::kMaxExtraSpecsBytes) {
     throw WireError("extra_specs", length_problem(size, Limits::kMaxExtraSpecsBytes));
+  }
+  if (depth_of(*extra_specs, Limits::kMaxExtraSpecsDepth) > Limits::kMaxExtraSpecsDepth) {
+    throw WireError("extra_specs", "is nested deeper than " +
+                                       std::to_string(Limits::kMaxExtraSpecsDepth) + " levels");
   }
 }
 

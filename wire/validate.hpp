@@ -21,6 +21,8 @@ struct Limits {
   static constexpr std::size_t kMaxLabels = 64;
   static constexpr std::size_t kMaxLabelLength = 256;
   static constexpr std::size_t kMaxExtraSpecsBytes = 256 * 1024;
+  /// Well inside the JSON depth the agent parses (extra specs sit one level into a bootstrap).
+  static constexpr std::size_t kMaxExtraSpecsDepth = 16;
 };
 
 bool is_uuid(std::string_view value);

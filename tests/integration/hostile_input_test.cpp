@@ -123,7 +123,9 @@ TEST_CASE("what garm never sends is refused: control characters, URLs other than
       CHECK(e.code() == agent::ServiceError::Code::invalid_argument);
       CHECK_THAT(e.what(), Catch::Contains(c.field) && !Catch::Contains("eyJ"));
     }
-    CHECK_THAT(host.log.lines().back(), Catch::Contains("create garm-hostile"));
+    const auto lines = host.log.lines();
+    REQUIRE_FALSE(lines.empty());
+    CHECK_THAT(lines.back(), Catch::Contains("create garm-hostile"));
   }
   CHECK(host.tagged_domain_count() == 0);
   CHECK(host.store.list().empty());

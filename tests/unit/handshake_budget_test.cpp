@@ -17,49 +17,56 @@ struct Recorder {
 
 }  // namespace
 
-TEST_CASE("a full handshake budget evicts the oldest silent handshake, never the newcomer",
+TEST_CASE("a full handshake budget evicts the oldest silent handshake for a newcomer",
           "[net][budget]") {
   HandshakeBudget budget({.total = 4, .per_peer = 2});
   Recorder record;
   const auto a1 = budget.admit("10.0.0.1", record.note("a1"));
   const auto a2 = budget.admit("10.0.0.1", record.note("a2"));
-  budget.admit("10.0.0.1", record.note("a3"));
+  REQUIRE(a1);
+  REQUIRE(a2);
+  CHECK(budget.admit("10.0.0.1", record.note("a3")));
   CHECK(record.evicted == std::set<std::string>{"a1"});  // the address's own share is full
 
-  budget.spoke(a2);
-  budget.admit("10.0.0.1", record.note("a4"));
-  CHECK(record.evicted == std::set<std::string>{"a1", "a3"});  // silent goes before speaking
+  budget.progressed(*a2);
+  CHECK(budget.admit("10.0.0.1", record.note("a4")));
+  CHECK(record.evicted == std::set<std::string>{"a1", "a3"});  // a handshake under way stays
 
-  budget.admit("10.0.0.2", record.note("b1"));
-  budget.admit("10.0.0.2", record.note("b2"));
+  CHECK(budget.admit("10.0.0.2", record.note("b1")));
+  CHECK(budget.admit("10.0.0.2", record.note("b2")));
   CHECK(budget.size() == 4);
-  budget.admit("10.0.0.3", record.note("c1"));  // total full: the oldest silent of anyone
+  CHECK(budget.admit("10.0.0.3", record.note("c1")));  // total full: the oldest silent of anyone
   CHECK(record.evicted == std::set<std::string>{"a1", "a3", "a4"});
   CHECK(budget.size() == 4);
   CHECK(budget.evictions() == 3);
 
-  budget.release(a1);  // already evicted: nothing happens
-  budget.release(a2);
+  budget.release(*a1);  // already evicted: nothing happens
+  budget.release(*a2);
   CHECK(budget.size() == 3);
 }
 
-TEST_CASE("when every handshake has spoken, the oldest one makes room", "[net][budget]") {
+TEST_CASE("when every slot holds a handshake under way, the newcomer is refused", "[net][budget]") {
   HandshakeBudget budget({.total = 2, .per_peer = 2});
   Recorder record;
-  budget.spoke(budget.admit("10.0.0.1", record.note("first")));
-  budget.spoke(budget.admit("10.0.0.2", record.note("second")));
-  budget.admit("10.0.0.3", record.note("third"));
-  CHECK(record.evicted == std::set<std::string>{"first"});
+  budget.progressed(*budget.admit("10.0.0.1", record.note("first")));
+  budget.progressed(*budget.admit("10.0.0.2", record.note("second")));
+  CHECK_FALSE(budget.admit("10.0.0.3", record.note("third")));
+  CHECK(record.evicted.empty());
+  CHECK(budget.size() == 2);
 }
 
-TEST_CASE("a flood from one address never displaces another address's handshake", "[net][budget]") {
+TEST_CASE("a silent flood never displaces a handshake under way, from any address",
+          "[net][budget]") {
   HandshakeBudget budget({.total = 64, .per_peer = 16});
   Recorder record;
   const auto legit = budget.admit("192.0.2.7", record.note("legit"));
-  budget.spoke(legit);
-  for (int i = 0; i < 1000; ++i) {
-    budget.admit("198.51.100.1", record.note("flood" + std::to_string(i)));
+  REQUIRE(legit);
+  budget.progressed(*legit);
+  for (int i = 0; i < 1000; ++i) {  // 50 addresses, 20 silent connections each
+    CHECK(budget.admit("198.51.100." + std::to_string(i % 50), record.note(std::to_string(i))));
   }
   CHECK(record.evicted.count("legit") == 0);
-  CHECK(budget.size() == 17);
+  CHECK(budget.size() == 64);
+  // A newcomer from the legitimate client's address still gets in, and so would its next.
+  CHECK(budget.admit("192.0.2.7", record.note("legit2")));
 }

@@ -72,7 +72,7 @@ TEST_CASE("plain text: valid UTF-8 without control characters", "[validate]") {
   CHECK_FALSE(is_plain_text("\xef\xbf\xbe"));  // U+FFFE
   CHECK_FALSE(is_plain_text("\xef\xbf\xbf"));  // U+FFFF
   CHECK(is_plain_text("\xef\xbf\xbd"));        // U+FFFD is fine
-  CHECK(garm_edge::printable_excerpt("a\nb", 64) == "a?b");
+  CHECK(garm_edge::printable_excerpt("a\nb\x1b", 64) == "a b?");
   CHECK(garm_edge::printable_excerpt(std::string(100, 'x'), 10) == "xxxxxxxxxx...");
 }
 
@@ -97,4 +97,27 @@ TEST_CASE("an excerpt is valid UTF-8 whatever bytes it quotes", "[validate]") {
     REQUIRE(garm_edge::is_plain_text(body));
     REQUIRE(body.size() <= 24);
   }
+}
+
+TEST_CASE("extra specs deeper than 16 levels are refused the same way by provider and agent",
+          "[validate]") {
+  const auto nested = [](int levels) {
+    nlohmann::json value = 1;
+    for (int i = 1; i < levels; ++i) {
+      value = nlohmann::json::array({value});
+    }
+    return nlohmann::json{{"deep", value}};  // the object itself is one more level
+  };
+  CHECK_NOTHROW(validate_extra_specs(nested(16)));
+  CHECK_THROWS_WITH(validate_extra_specs(nested(17)),
+                    "extra_specs: is nested deeper than 16 levels");
+}
+
+TEST_CASE("http(s) URLs are recognised whatever the scheme's case", "[validate]") {
+  CHECK(is_http_url("https://garm.example/api"));
+  CHECK(is_http_url("HTTPS://garm.example/api"));
+  CHECK(is_http_url("Http://10.0.0.1:9997"));
+  CHECK_FALSE(is_http_url("ftp://garm.example"));
+  CHECK_FALSE(is_http_url("https://"));
+  CHECK_FALSE(is_http_url("httpsx://a"));
 }
