@@ -19,50 +19,6 @@ test_cleanup() {
 # shellcheck source-path=SCRIPTDIR source=vm_fixture.sh
 . "$(dirname "$0")/vm_fixture.sh"
 
-fail() {
-  echo "FAILED: $*"
-  for log in "$work"/agent*.log "$work"/console-*.log; do
-    [ -f "$log" ] && { echo "---- $log (last 60 lines)"; tail -n 60 "$log"; }
-  done
-  echo "---- fake garm requests"
-  /usr/bin/python3 - "$work/garm.log" <<'PY' || true
-import json, sys
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    print(r["method"], r["path"], r["headers"].get("Authorization", "")[:20] + "...")
-PY
-  exit 1
-}
-expect() { [ "$1" = "$2" ] || fail "$3 (got '$1', wanted '$2')"; }
-domain_of() { echo "garm-edge-$controller-$1"; }
-json_field() {  # DOTTED.PATH of the JSON on stdin (list indexes are numbers)
-  /usr/bin/python3 -c '
-import json, sys
-value = json.load(sys.stdin)
-for key in sys.argv[1].split("."):
-    value = value[int(key)] if isinstance(value, list) else value.get(key)
-print("" if value is None else value)' "$1"
-}
-# The fake garm's requests carrying TOKEN, one line each: "TIME PATH BODY".
-garm_requests() {
-  /usr/bin/python3 - "$work/garm.log" "$1" <<'PY'
-import base64, json, sys
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    if r["headers"].get("Authorization") == "Bearer " + sys.argv[2]:
-        body = base64.b64decode(r["body"]).decode(errors="replace").replace("\n", " ")
-        print("%.3f %s %s" % (r["time"], r["path"], body))
-PY
-}
-wait_for() {  # DESCRIPTION SECONDS COMMAND...
-  local what=$1 seconds=$2 started
-  shift 2
-  started=$(date +%s)
-  until "$@"; do
-    [ $(($(date +%s) - started)) -lt "$seconds" ] || fail "timed out after ${seconds}s waiting for $what"
-    sleep 2
-  done
-}
 leftovers() {  # what is left of instances named like NAME: domain, overlay, reservation, record
   local name=$1 found=()
   virsh list --all --name | grep -q -- "$name" && found+=(domain)
@@ -105,23 +61,6 @@ echo "reconcile rolled the interrupted create back; garm's delete-then-create re
 echo "== two Debian 12 guests with cloud-init"
 token1=jwt-first-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
 token2=jwt-second-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
-# garm's install script in short: report, send system-info from /etc/os-release, end `idle`.
-install_script() {  # TOKEN AGENT_ID [EXTRA COMMANDS]
-  cat <<SH
-#!/bin/bash
-set -euo pipefail
-CALLBACK_URL="@GARM_URL@/api/v1/callbacks"
-post() {
-  curl -fsS --retry 5 --retry-delay 2 --retry-connrefused -X POST -H 'Content-Type: application/json' \\
-    -H "Authorization: Bearer $1" -d "\$2" "\$CALLBACK_URL\$1"
-}
-post /status '{"status": "installing", "message": "configuring runner"}'
-${3:-}
-. /etc/os-release
-post /system-info/ "{\"os_name\": \"\$NAME\", \"os_version\": \"\$VERSION_ID\", \"agent_id\": $2}"
-post /status '{"status": "idle", "message": "runner successfully installed", "agent_id": $2}'
-SH
-}
 # The first guest's `idle` is answered only once the second guest has made its attempts: until
 # garm answers, its seed stays open, so a refusal is the identity check and not a closed door.
 garm_instance "$token1" "$(/usr/bin/python3 -c 'import json,sys; print(json.dumps({"install_script": sys.argv[1], "hold_idle_until": sys.argv[2]}))' \
@@ -189,7 +128,7 @@ second_reported() { garm_requests "$token2" | grep -q 'probe: '; }
 wait_for "the second guest's probe report" "$deadline_seconds" second_reported
 probe_report=$(garm_requests "$token2" | grep -o 'probe: [^"]*')
 echo "second guest: $probe_report"
-neighbour=$(ip neigh show "$address1" dev gevmbr0 | awk '{print $3}')
+neighbour=$(ip neigh show "$address1" dev "$bridge" | awk '{print $3}')
 mac1=$(sed -n "s/.*<mac address='\([^']*\)'.*/\1/p" "$work/domain1.xml" | head -1)
 touch "$work/second-guest-done"
 expect "$probe_report" "probe: peer seed HTTP 404, from the peer address HTTP 000" \

@@ -15,27 +15,39 @@ extra_packages=(dnsmasq-base iptables ebtables curl openssl python3)
 virsh() { command virsh -q -c qemu:///system "$@"; }
 
 work=$(mktemp -d /tmp/garm-edge-vm.XXXXXX)
-pool_dir=/var/lib/garm-edge-vmtest
-network=garm-edge-vmtest-net
-storage_pool=garm-edge-vmtest
+# GARM_EDGE_VM_NAME and GARM_EDGE_VM_SUBNET (third octet) let a second run (a soak) share the
+# host with the CI tiers.
+vm_name=${GARM_EDGE_VM_NAME:-vmtest}
+vm_subnet=192.168.${GARM_EDGE_VM_SUBNET:-152}
+pool_dir=/var/lib/garm-edge-$vm_name
+network=garm-edge-$vm_name-net
+storage_pool=garm-edge-$vm_name
+bridge=ge${vm_name:0:8}br0
 agent_pid=
 fake_garm_pid=
+made_pool=
+made_network=
 vm_fixture_cleanup() {
   if [ -n "$agent_pid" ]; then kill "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null; fi || true
   if [ -n "$fake_garm_pid" ]; then kill "$fake_garm_pid" 2>/dev/null; fi || true
-  # Only this fixture's controller: the host may run other garm-edge guests.
+  # Only what this run made: its own controller's domains, and the network and pool only if it
+  # defined them (another run may be using them).
   for domain in $(virsh list --all --name | grep "^garm-edge-${controller:-none}-" || true); do
     virsh destroy "$domain" >/dev/null 2>&1 || true
     virsh undefine "$domain" >/dev/null 2>&1 || true
   done
-  virsh net-destroy "$network" >/dev/null 2>&1 || true
-  virsh net-undefine "$network" >/dev/null 2>&1 || true
+  if [ -n "$made_network" ]; then
+    virsh net-destroy "$network" >/dev/null 2>&1 || true
+    virsh net-undefine "$network" >/dev/null 2>&1 || true
+  fi
   for filter in garm-edge-source-ip garm-edge-source-ip-{mac,arp-mac,arp-ip,ipv4}; do
-    virsh nwfilter-undefine "$filter" >/dev/null 2>&1 || true
+    virsh nwfilter-undefine "$filter" >/dev/null 2>&1 || true  # refused while in use
   done
-  virsh pool-destroy "$storage_pool" >/dev/null 2>&1 || true
-  virsh pool-undefine "$storage_pool" >/dev/null 2>&1 || true
-  rm -rf "$pool_dir"
+  if [ -n "$made_pool" ]; then
+    virsh pool-destroy "$storage_pool" >/dev/null 2>&1 || true
+    virsh pool-undefine "$storage_pool" >/dev/null 2>&1 || true
+    rm -rf "$pool_dir"
+  fi
   if [ -n "${GARM_EDGE_KEEP_WORK:-}" ]; then echo "work directory kept: $work"; else rm -rf "$work"; fi
 }
 system_cleanup() {
@@ -53,23 +65,29 @@ image_cache=${GARM_EDGE_IMAGE_CACHE:-/var/cache/garm-edge-vmtest}
 image_started=$(stamp)
 "$here/build_guest_image.sh" "$image_cache"
 echo "base image ready in $(seconds_since "$image_started") s: $image_cache/debian-12-cloudinit.qcow2"
+if virsh pool-info "$storage_pool" >/dev/null 2>&1; then
+  echo "FAILED: storage pool $storage_pool exists: another VM-tier run is using this host"
+  exit 1
+fi
+made_pool=1
 rm -rf "$pool_dir" && mkdir -p "$pool_dir" && chmod 0755 "$pool_dir"
 cp --sparse=always "$image_cache/debian-12-cloudinit.qcow2" "$pool_dir/debian-12.qcow2"
 virsh pool-define-as "$storage_pool" dir --target "$pool_dir" >/dev/null
 virsh pool-start "$storage_pool" >/dev/null
 
 # ---- the guests' NAT network ----------------------------------------------------------------
-gateway=192.168.152.1
+gateway=$vm_subnet.1
 cat > "$work/net.xml" <<XML
 <network>
   <name>$network</name>
   <forward mode='nat'/>
-  <bridge name='gevmbr0' stp='on' delay='0'/>
+  <bridge name='$bridge' stp='on' delay='0'/>
   <ip address='$gateway' netmask='255.255.255.0'>
-    <dhcp><range start='192.168.152.100' end='192.168.152.200'/></dhcp>
+    <dhcp><range start='$vm_subnet.100' end='$vm_subnet.200'/></dhcp>
   </ip>
 </network>
 XML
+made_network=1
 virsh net-define "$work/net.xml" >/dev/null
 virsh net-start "$network" >/dev/null
 
@@ -111,7 +129,11 @@ PY
 }
 
 # ---- the agent, as it runs in production ----------------------------------------------------
-controller=9dcf590a-1192-4a9c-b3e4-e0902974c2c0
+# TCG unless asked for KVM: on nested hosts /dev/kvm may exist and still fail (measured here:
+# QEMU aborts on MSR 0x10a with host-passthrough, and with that feature off the guest crawls).
+virt_type=qemu
+if [ -n "${GARM_EDGE_VM_KVM:-}" ]; then virt_type=kvm; fi
+controller=$(cat /proc/sys/kernel/random/uuid)  # this run's own: cleanup touches no other
 pool_id=0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0
 "$agent" pki init --dir "$work/pki" --dns localhost >/dev/null
 cat > "$work/agent.toml" <<TOML
@@ -123,6 +145,7 @@ uri = "qemu:///system"
 storage_pool = "$storage_pool"
 network = "$network"
 call_timeout_seconds = 60
+virt_type = "$virt_type"
 [api]
 address = "127.0.0.1"
 port = 0
@@ -133,13 +156,15 @@ key = "$work/pki/agent.key"
 identity = "garm"
 controllers = ["$controller"]
 [guests]
-# The network's gateway (192.168.152.1), a free port, guests relayed to the fake garm.
+# The network's gateway, a free port, guests relayed to the fake garm.
 address = ""
 port = 0
 mode = "relay"
 anti_spoofing = "auto"
 # The test's fake garm may hold an answer while a second guest probes the first one.
 relay_timeout_seconds = 600
+addresses = "${vm_guest_addresses:-}"
+address_quarantine_seconds = ${vm_address_quarantine:-120}
 [[images]]
 name = "debian-12"
 base_volume = "debian-12.qcow2"
@@ -244,5 +269,68 @@ CODE=\$(curl -s -o /tmp/real-install.sh -w '%{http_code}' -H "Authorization: Bea
 chmod +x /tmp/real-install.sh
 /tmp/real-install.sh
 rm -f /tmp/real-install.sh
+SH
+}
+
+# ---- helpers the VM-tier scripts share ------------------------------------------------------
+fail() {
+  echo "FAILED: $*"
+  for log in "$work"/agent*.log "$work"/console-*.log; do
+    [ -f "$log" ] && { echo "---- $log (last 60 lines)"; tail -n 60 "$log"; }
+  done
+  echo "---- fake garm requests"
+  /usr/bin/python3 - "$work/garm.log" <<'PY' || true
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    print(r["method"], r["path"], r["headers"].get("Authorization", "")[:20] + "...")
+PY
+  exit 1
+}
+expect() { [ "$1" = "$2" ] || fail "$3 (got '$1', wanted '$2')"; }
+domain_of() { echo "garm-edge-$controller-$1"; }
+json_field() {  # DOTTED.PATH of the JSON on stdin (list indexes are numbers)
+  /usr/bin/python3 -c '
+import json, sys
+value = json.load(sys.stdin)
+for key in sys.argv[1].split("."):
+    value = value[int(key)] if isinstance(value, list) else value.get(key)
+print("" if value is None else value)' "$1"
+}
+# The fake garm's requests carrying TOKEN, one line each: "TIME PATH BODY".
+garm_requests() {
+  /usr/bin/python3 - "$work/garm.log" "$1" <<'PY'
+import base64, json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r["headers"].get("Authorization") == "Bearer " + sys.argv[2]:
+        body = base64.b64decode(r["body"]).decode(errors="replace").replace("\n", " ")
+        print("%.3f %s %s" % (r["time"], r["path"], body))
+PY
+}
+wait_for() {  # DESCRIPTION SECONDS COMMAND...
+  local what=$1 seconds=$2 started
+  shift 2
+  started=$(date +%s)
+  until "$@"; do
+    [ $(($(date +%s) - started)) -lt "$seconds" ] || fail "timed out after ${seconds}s waiting for $what"
+    sleep 2
+  done
+}
+# garm's install script in short: report, send system-info from /etc/os-release, end `idle`.
+install_script() {  # TOKEN AGENT_ID [EXTRA COMMANDS]
+  cat <<SH
+#!/bin/bash
+set -euo pipefail
+CALLBACK_URL="@GARM_URL@/api/v1/callbacks"
+post() {
+  curl -fsS --retry 5 --retry-delay 2 --retry-connrefused -X POST -H 'Content-Type: application/json' \\
+    -H "Authorization: Bearer $1" -d "\$2" "\$CALLBACK_URL\$1"
+}
+post /status '{"status": "installing", "message": "configuring runner"}'
+${3:-}
+. /etc/os-release
+post /system-info/ "{\"os_name\": \"\$NAME\", \"os_version\": \"\$VERSION_ID\", \"agent_id\": $2}"
+post /status '{"status": "idle", "message": "runner successfully installed", "agent_id": $2}'
 SH
 }
