@@ -178,8 +178,9 @@ HttpRequestParser::Result HttpRequestParser::parse_head() {
   std::optional<std::string_view> length;
   for (const auto& [name, value] : request_.headers) {
     if (name == "content-length") {
-      if (length && *length != value) {
-        return fail(400, "conflicting Content-Length fields");
+      // Even equal duplicates: a proxy in front may frame the message by another rule.
+      if (length) {
+        return fail(400, "more than one Content-Length field");
       }
       length = value;
     }

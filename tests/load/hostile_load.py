@@ -51,12 +51,16 @@ def legit_get():
     return took, ""
 
 
+probes = iter(range(1, 250))
+
+
 def legit_guest():
-    """A seed request from an address no attack uses; seconds taken for the agent's answer."""
+    """A seed request from a fresh address no attack uses (a guest's one fetch, never a run of
+    guesses that the rate limit would count); seconds taken for the agent's answer."""
     started = time.monotonic()
     try:
         conn = socket.create_connection((cfg["guest_host"], cfg["guest_port"]), timeout=5,
-                                        source_address=("127.0.0.77", 0))
+                                        source_address=("127.0.2.%d" % next(probes), 0))
         conn.sendall(b"GET /%s/meta-data HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
                      % token().encode())
         answer = conn.recv(4096)
