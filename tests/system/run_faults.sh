@@ -79,21 +79,36 @@ check_converged() {
   local count=${#wanted[@]}
   [ "$(host_reservations)" = "$count" ] || fail "$context: $(host_reservations) DHCP reservations for $count instances"
   [ "$(host_bindings | wc -l)" = "$count" ] || fail "$context: $(host_bindings | wc -l) nwfilter bindings for $count instances"
+  [ -z "$(host_stray_bindings)" ] || fail "$context: nwfilter bindings of no domain: $(host_stray_bindings | one_line)"
   [ "$(find "$state_dir/instances" -name '*.json' | wc -l)" = "$count" ] ||
     fail "$context: $(find "$state_dir/instances" -name '*.json' | wc -l) records for $count instances"
 }
 
-# Where a kill left an interrupted operation, from the host itself (before the restart).
+# Where a kill left each interrupted operation, read off the host in one pass before the
+# restart: OPERATION:NAME pairs in, one line per pair out ("create: record=... domain=...").
 declare -A kill_points
-note_kill_point() {  # OPERATION NAME
-  local name=$2 domain=garm-edge-$controller-$2 intent="none"
-  local record="$state_dir/instances/$domain.json"
-  [ -f "$record" ] && intent=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("intent","?"))' "$record" 2>/dev/null || echo torn)
-  local has_domain=no has_overlay=no
-  virsh domstate "$domain" >/dev/null 2>&1 && has_domain=$(virsh domstate "$domain" | tr -d ' ')
-  [ -f "$pool_dir/$domain.qcow2" ] && has_overlay=yes
-  local key="$1: record=$intent domain=$has_domain overlay=$has_overlay"
-  kill_points[$key]=$(( ${kill_points[$key]:-0} + 1 ))
+note_kill_points() {
+  virsh list --all | awk 'NF >= 3 {state = $3; for (i = 4; i <= NF; i++) state = state $i; print $2, state}' > "$work/domains.now"
+  /usr/bin/python3 - "$state_dir/instances" "$pool_dir" "garm-edge-$controller-" "$work/domains.now" "$@" <<'PY' > "$work/points.now"
+import json, os, sys
+records, pool, prefix, domains_file = sys.argv[1:5]
+states = dict(line.split(None, 1) for line in open(domains_file) if line.strip())
+for pair in sys.argv[5:]:
+    operation, name = pair.split(":", 1)
+    domain = prefix + name
+    try:
+        intent = json.load(open(os.path.join(records, domain + ".json"))).get("intent", "?")
+    except FileNotFoundError:
+        intent = "none"
+    except ValueError:
+        intent = "torn"
+    overlay = "yes" if os.path.exists(os.path.join(pool, domain + ".qcow2")) else "no"
+    print("%s: record=%s domain=%s overlay=%s" % (operation, intent, states.get(domain, "no").strip(), overlay))
+PY
+  local key
+  while read -r key; do
+    kill_points[$key]=$(( ${kill_points[$key]:-0} + 1 ))
+  done < "$work/points.now"
 }
 
 descendants() {
@@ -153,8 +168,10 @@ for round in $(seq "$kills"); do
   wait "$agent_pid" 2>/dev/null || true
   agent_pid=
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  for name in "${creating[@]}"; do note_kill_point create "$name"; done
-  for name in "${deleting[@]}"; do note_kill_point delete "$name"; done
+  pairs=()
+  for name in "${creating[@]}"; do pairs+=("create:$name"); done
+  for name in ${deleting[@]+"${deleting[@]}"}; do pairs+=("delete:$name"); done
+  note_kill_points "${pairs[@]}"
 
   start_agent
   # garm's follow-ups: a create it got no answer for is deleted by name, then replaced by a new
@@ -191,9 +208,9 @@ libvirtd_pid=$(pidof libvirtd | awk '{print $1}')
 [ -n "$libvirtd_pid" ] || fail "no libvirtd to stop"
 expected=$(wanted_sorted | tr '\n' ' ')
 : > "$work/lists.log"
+rm -f "$work/lister.stop"
 (
-  end=$(($(date +%s) + 22))
-  while [ "$(date +%s)" -lt "$end" ]; do
+  while [ ! -e "$work/lister.stop" ]; do
     call_started=$(date +%s.%N)
     garm ListInstances GARM_POOL_ID="$pool_id"
     names=$(printf '%s' "$out" | /usr/bin/python3 -c 'import json,sys
@@ -216,7 +233,12 @@ restarted_at=$(date +%s.%N)
 for _ in $(seq 600); do virsh version >/dev/null 2>&1 && break; sleep 0.05; done
 back_at=$(date +%s.%N)
 echo "libvirtd answered $(awk -v a="$restarted_at" -v b="$back_at" 'BEGIN { printf "%.1f", b - a }') s after it was started again"
-started+=("$(cat /run/garm-edge-systest-libvirtd.pid)")
+# Stopped at the end only if this test's lib.sh had started the one it replaced.
+for i in "${!started[@]}"; do
+  [ "${started[$i]}" = "$libvirtd_pid" ] && started[i]=$(cat /run/garm-edge-systest-libvirtd.pid)
+done
+sleep 3
+touch "$work/lister.stop"
 wait "$lister"
 reconnected=$(grep -c 'reconnected to libvirt' "$work/agent.log" || true)
 lost=$(grep -c 'lost the connection to libvirt' "$work/agent.log" || true)

@@ -158,9 +158,23 @@ bootstrap() {
 }
 
 # What is on the host for this controller, one name per line, sorted: domains, overlays,
-# reservations (by MAC), nwfilter bindings (by domain), records.
+# reservations, nwfilter bindings (by interface), records.
 host_domains() { virsh list --all --name | sed -n "s/^garm-edge-$controller-//p" | sort; }
 host_overlays() { find "$pool_dir" -name "garm-edge-$controller-*" -printf '%f\n' | sed "s/^garm-edge-$controller-//; s/\.qcow2\$//" | sort; }
 host_reservations() { virsh net-dumpxml "$network" | grep -c "<host " || true; }
-host_bindings() { virsh nwfilter-binding-list | awk 'NF {print $1}' | sort; }
+# Interfaces of running domains whose names start with PREFIX.
+domain_interfaces() {
+  local domain
+  for domain in $(virsh list --name | grep "^$1" || true); do
+    virsh domiflist "$domain" | awk 'NF {print $1}'
+  done | sort
+}
+# nwfilter bindings of this run's domains; host_stray_bindings: those of no running domain.
+host_bindings() {
+  virsh nwfilter-binding-list | awk 'NF {print $1}' | sort |
+    comm -12 - <(domain_interfaces "garm-edge-$controller-")
+}
+host_stray_bindings() {
+  virsh nwfilter-binding-list | awk 'NF {print $1}' | sort | comm -23 - <(domain_interfaces "")
+}
 host_records() { find "$state_dir" -name '*.json' -path '*instances*' 2>/dev/null | wc -l; }
