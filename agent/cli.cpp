@@ -31,7 +31,7 @@ commands:
   check-config --config FILE   validate an agent config; exit 1 with the exact problem
   reconcile --config FILE      one reconcile pass: roll back interrupted creates, finish
                                interrupted deletes, remove leftovers; prints what it did
-  demo [--uri URI] [--state-dir DIR] [--storage-pool NAME] [--network NAME]
+  demo [--uri URI] [--state-dir DIR] [--storage-pool NAME] [--network NAME] [--virt-type TYPE]
        [--base-image VOLUME|PATH]
                                drive the instance service through a whole lifecycle
                                (default URI: libvirt's built-in test:///default)
@@ -179,6 +179,12 @@ int demo(const Options& options) {
   demo.network = options.get("--network").value_or(demo.network);
   demo.base_image = options.get("--base-image").value_or(demo.base_image);
   demo.state_dir = options.get("--state-dir").value_or("");
+  if (const auto type = options.get("--virt-type"); type && *type != "auto") {
+    demo.virt_type = hypervisor::parse_virt_type(*type);
+    if (!demo.virt_type) {
+      throw std::invalid_argument("--virt-type must be auto, kvm, qemu or test");
+    }
+  }
   return run_demo(demo, std::cout);
 }
 
@@ -208,8 +214,9 @@ int run_cli(int argc, char** argv) {
       return pki(argc, argv);
     }
     if (command == "demo") {
-      return demo(Options(argc, argv,
-                          {"--uri", "--state-dir", "--storage-pool", "--network", "--base-image"}));
+      return demo(Options(
+          argc, argv,
+          {"--uri", "--state-dir", "--storage-pool", "--network", "--base-image", "--virt-type"}));
     }
     std::cerr << "garm-edge-agent: unknown command \"" << command << "\"\n\n" << kUsage;
     return 2;

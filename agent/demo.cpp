@@ -57,6 +57,7 @@ AgentConfig demo_config(const DemoOptions& options, const std::filesystem::path&
   config.agent_id = "demo-agent";
   config.state_dir = state_dir;
   config.libvirt.uri = options.uri;
+  config.libvirt.virt_type = options.virt_type;
   config.libvirt.call_timeout = std::chrono::seconds(10);
   config.storage_pool = options.storage_pool;
   config.network = options.network;

@@ -1,10 +1,12 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <ostream>
 #include <string>
 
 #include "agent/config.hpp"
+#include "hypervisor/guest_arch.hpp"
 #include "wire/bootstrap.hpp"
 
 namespace garm_edge::agent {
@@ -17,6 +19,8 @@ struct DemoOptions {
   /// test driver accepts any; a real host needs a real image.
   std::string base_image = "/var/lib/garm-edge/images/debian-12.qcow2";
   std::filesystem::path state_dir;  // empty: a fresh temporary directory
+  /// Unset: what the host's capabilities offer (as [libvirt] virt_type = "auto").
+  std::optional<hypervisor::VirtType> virt_type;
 };
 
 /// The config the demo (and the benchmark) runs with: one image "debian-12", one flavor "small".

@@ -3,6 +3,8 @@
 # (a build directory), $uri and an `announce` function; sets $agent, $provider, $work (removed
 # on exit, with the agent stopped), $controller, $pool and $port, and writes $work/provider.toml.
 
+# shellcheck source-path=SCRIPTDIR source=agent-toml.sh
+. "$(dirname "${BASH_SOURCE[0]}")/agent-toml.sh"
 agent=$build/agent/garm-edge-agent
 provider=$build/provider/garm-provider-edge
 work=$(mktemp -d /tmp/garm-edge.XXXXXX)
@@ -27,15 +29,7 @@ state_dir = "$work/state"
 uri = "$uri"
 storage_pool = "default-pool"
 network = "default"
-[api]
-address = "127.0.0.1"
-port = 0
-ca = "$work/pki/ca.crt"
-certificate = "$work/pki/agent.crt"
-key = "$work/pki/agent.key"
-[[api.clients]]
-identity = "garm"
-controllers = ["$controller"]
+$(agent_api_toml "$work/pki" "$controller")
 [guests]
 # Guests on the test driver's network are not real: serve them on loopback, reserve addresses
 # outside the part a demo would use, and skip nwfilters (the test driver has none).
@@ -64,14 +58,5 @@ guest_url=$(sed -n 's/.*guest service listening on \(http[^ ]*\).*/\1/p' "$work/
 [ -n "$port" ] || { cat "$work/agent.log"; exit 1; }
 echo "agent listening on 127.0.0.1:$port; guests reach it at $guest_url"
 
-mkdir -p "$work/sessions"
-cat > "$work/provider.toml" <<TOML
-session_dir = "$work/sessions"
-[[agents]]
-name = "demo-host"
-url = "https://localhost:$port"
-ca = "$work/pki/ca.crt"
-certificate = "$work/pki/clients/garm.crt"
-key = "$work/pki/clients/garm.key"
-TOML
+provider_toml demo-host "$port" "$work/pki" "$work/sessions" > "$work/provider.toml"
 

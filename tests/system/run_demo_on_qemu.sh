@@ -20,9 +20,14 @@ qemu-img create -q -f qcow2 "$pool/base.qcow2" 1G
 virsh -q -c qemu:///system pool-define-as garm-edge-systest dir --target "$pool" >/dev/null
 virsh -q -c qemu:///system pool-start garm-edge-systest >/dev/null
 
-"$agent" demo --uri qemu:///system --storage-pool garm-edge-systest --network "" --base-image base.qcow2
-
-leftovers=$(virsh -q -c qemu:///system list --all --name | grep '^garm-edge-' || true)
+# TCG unless asked for KVM (see vm_fixture.sh: /dev/kvm can exist and still fail on nested hosts).
+virt_type=qemu
+if [ -n "${GARM_EDGE_VM_KVM:-}" ]; then virt_type=kvm; fi
+"$agent" demo --uri qemu:///system --storage-pool garm-edge-systest --network "" --base-image base.qcow2 \
+  --virt-type "$virt_type" | tee "$pool/demo.out"
+# Only the demo's own controller: other runs may have guests on this host.
+controller=$(sed -n 's/^controller \([0-9a-f-]*\),.*/\1/p' "$pool/demo.out")
+leftovers=$(virsh -q -c qemu:///system list --all --name | grep "^garm-edge-${controller:-none}-" || true)
 volumes=$(virsh -q -c qemu:///system vol-list garm-edge-systest | awk '{print $1}' | grep -c '^garm-edge-' || true)
 if [ -n "$leftovers" ] || [ "$volumes" != "0" ]; then
   echo "FAILED: the demo left domains or overlays behind: $leftovers ($volumes volumes)"

@@ -48,6 +48,8 @@ system_cleanup() {
 }
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source-path=SCRIPTDIR source=../../scripts/lib/agent-toml.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/agent-toml.sh"
 
 if virsh pool-info "$storage_pool" >/dev/null 2>&1 || virsh net-info "$network" >/dev/null 2>&1; then
   echo "FAILED: $storage_pool or $network exists: another run of this test is using this host"
@@ -81,15 +83,7 @@ uri = "qemu:///system"
 storage_pool = "$storage_pool"
 network = "$network"
 virt_type = "qemu"
-[api]
-address = "127.0.0.1"
-port = 0
-ca = "$work/pki/ca.crt"
-certificate = "$work/pki/agent.crt"
-key = "$work/pki/agent.key"
-[[api.clients]]
-identity = "garm"
-controllers = ["$controller"]
+$(agent_api_toml "$work/pki" "$controller")
 [guests]
 port = 0
 ${tiny_guest_extra:-}
@@ -119,16 +113,7 @@ start_agent() {
     sleep 0.05
   done
   [ -n "$port" ] || { tail -n 20 "$work/agent.log"; echo "FAILED: the agent did not start"; exit 1; }
-  mkdir -p "$work/sessions"
-  cat > "$work/provider.toml" <<TOML
-session_dir = "$work/sessions"
-[[agents]]
-name = "$tiny"
-url = "https://localhost:$port"
-ca = "$work/pki/ca.crt"
-certificate = "$work/pki/clients/garm.crt"
-key = "$work/pki/clients/garm.key"
-TOML
+  provider_toml "$tiny" "$port" "$work/pki" "$work/sessions" > "$work/provider.toml"
 }
 stop_agent() {
   if [ -n "$agent_pid" ]; then kill "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null; fi || true
