@@ -56,6 +56,8 @@ system_cleanup() {
 }
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$here/lib.sh"
+# shellcheck source-path=SCRIPTDIR source=../../scripts/lib/agent-toml.sh
+. "$here/../../scripts/lib/agent-toml.sh"
 
 stamp() { date +%s.%N; }
 seconds_since() { awk -v a="$1" -v b="$(stamp)" 'BEGIN { printf "%.1f", b - a }'; }
@@ -146,15 +148,7 @@ storage_pool = "$storage_pool"
 network = "$network"
 call_timeout_seconds = 60
 virt_type = "$virt_type"
-[api]
-address = "127.0.0.1"
-port = 0
-ca = "$work/pki/ca.crt"
-certificate = "$work/pki/agent.crt"
-key = "$work/pki/agent.key"
-[[api.clients]]
-identity = "garm"
-controllers = ["$controller"]
+$(agent_api_toml "$work/pki" "$controller")
 [guests]
 # The network's gateway, a free port, guests relayed to the fake garm.
 address = ""
@@ -193,16 +187,7 @@ start_agent() {
 }
 
 write_provider_config() {
-  mkdir -p "$work/sessions"
-  cat > "$work/provider.toml" <<TOML
-session_dir = "$work/sessions"
-[[agents]]
-name = "vmtest"
-url = "https://localhost:$api_port"
-ca = "$work/pki/ca.crt"
-certificate = "$work/pki/clients/garm.crt"
-key = "$work/pki/clients/garm.key"
-TOML
+  provider_toml vmtest "$api_port" "$work/pki" "$work/sessions" > "$work/provider.toml"
 }
 
 # The agent's control API (what an operator sees), for PATH under this controller.
