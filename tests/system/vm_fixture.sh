@@ -140,7 +140,7 @@ pool_id=0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0
 "$agent" pki init --dir "$work/pki" --dns localhost >/dev/null
 cat > "$work/agent.toml" <<TOML
 [agent]
-id = "vmtest"
+id = "$vm_name"
 state_dir = "$work/state"
 [libvirt]
 uri = "qemu:///system"
@@ -187,7 +187,7 @@ start_agent() {
 }
 
 write_provider_config() {
-  provider_toml vmtest "$api_port" "$work/pki" "$work/sessions" > "$work/provider.toml"
+  provider_toml "$vm_name" "$api_port" "$work/pki" "$work/sessions" > "$work/provider.toml"
 }
 
 # The agent's control API (what an operator sees), for PATH under this controller.
