@@ -35,6 +35,18 @@ run_cleanup() {
 }
 trap run_cleanup EXIT
 
+# A daemon counts as running only when its process is alive: a host whose daemons were killed
+# (a power cut, a session stopped mid-test) keeps their sockets, and a client then gets
+# "Connection refused" from a socket nobody listens on.
+system_virsh() { command virsh -q -c qemu:///system "$@"; }
+daemon_running() { pgrep -x "$1" >/dev/null; }
+clear_stale_sockets() {
+  daemon_running "$1" && return
+  rm -f "${@:2}"
+}
+clear_stale_sockets libvirtd /run/libvirt/libvirt-sock /run/libvirt/libvirt-sock-ro /run/libvirt/libvirt-admin-sock
+clear_stale_sockets virtlogd /run/libvirt/virtlogd-sock /run/libvirt/virtlogd-admin-sock
+
 # libvirtd probes for dnsmasq and the firewall tools when it starts: one started before they
 # were installed cannot run NAT networks, so this tier's own daemon is restarted when needed.
 if [ -S /run/libvirt/libvirt-sock ] && [ ${#missing[@]} -gt 0 ] && [ -f /run/garm-edge-systest-libvirtd.pid ]; then
@@ -50,6 +62,39 @@ if [ ! -S /run/libvirt/virtlogd-sock ]; then
 fi
 if [ ! -S /run/libvirt/libvirt-sock ]; then
   /usr/sbin/libvirtd -d --pid-file /run/garm-edge-systest-libvirtd.pid
-  for _ in $(seq 100); do [ -S /run/libvirt/libvirt-sock ] && break; sleep 0.1; done
   started+=("$(cat /run/garm-edge-systest-libvirtd.pid)")
+  # Its socket appears before it answers (it first reconnects to what a previous run left).
+  for _ in $(seq 300); do system_virsh uri >/dev/null 2>&1 && break; sleep 0.1; done
 fi
+
+# Claims the host names of one test (its network, storage pool and pool directory, from
+# $network, $storage_pool and $pool_dir) for this run, with a lock that dies with the run: a
+# second live run of the same test fails at once, and what a dead run left under these names
+# (domains on the network, the network, the pool and its files) is removed first.
+# shellcheck disable=SC2154  # $storage_pool and $pool_dir are set by the sourcing script
+claim_test_host() {
+  local lock=/run/lock/garm-edge-systest-$1.lock domain
+  mkdir -p /run/lock
+  exec {test_host_lock}> "$lock"
+  if ! flock -n "$test_host_lock"; then
+    echo "FAILED: another run of this test ($1) is using this host"
+    exit 1
+  fi
+  for domain in $(if [ -n "$network" ]; then system_virsh list --all --name; fi); do
+    system_virsh domiflist "$domain" 2>/dev/null | awk -v net="$network" '$3 == net {f = 1} END {exit !f}' || continue
+    echo "removing $domain, left by a run of $1 that did not finish"
+    system_virsh destroy "$domain" >/dev/null 2>&1 || true
+    system_virsh undefine "$domain" >/dev/null 2>&1 || true
+  done
+  if [ -n "$network" ] && system_virsh net-info "$network" >/dev/null 2>&1; then
+    echo "removing network $network, left by a run of $1 that did not finish"
+    system_virsh net-destroy "$network" >/dev/null 2>&1 || true
+    system_virsh net-undefine "$network" >/dev/null 2>&1 || true
+  fi
+  if system_virsh pool-info "$storage_pool" >/dev/null 2>&1; then
+    echo "removing storage pool $storage_pool, left by a run of $1 that did not finish"
+    system_virsh pool-destroy "$storage_pool" >/dev/null 2>&1 || true
+    system_virsh pool-undefine "$storage_pool" >/dev/null 2>&1 || true
+  fi
+  rm -rf "$pool_dir"
+}

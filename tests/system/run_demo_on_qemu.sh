@@ -6,18 +6,22 @@
 # Usage: run_demo_on_qemu.sh AGENT_BINARY
 set -euo pipefail
 agent=$1
+storage_pool=garm-edge-systest
+pool_dir=/var/lib/$storage_pool
+network=
 system_cleanup() {
-  virsh -q -c qemu:///system pool-destroy garm-edge-systest >/dev/null 2>&1 || true
-  virsh -q -c qemu:///system pool-undefine garm-edge-systest >/dev/null 2>&1 || true
-  rm -rf /var/lib/garm-edge-systest
+  virsh -q -c qemu:///system pool-destroy "$storage_pool" >/dev/null 2>&1 || true
+  virsh -q -c qemu:///system pool-undefine "$storage_pool" >/dev/null 2>&1 || true
+  rm -rf "$pool_dir"
 }
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
-pool=/var/lib/garm-edge-systest
-rm -rf "$pool" && mkdir -p "$pool" && chmod 0755 "$pool"
+claim_test_host systest
+pool=$pool_dir
+mkdir -p "$pool" && chmod 0755 "$pool"
 qemu-img create -q -f qcow2 "$pool/base.qcow2" 1G
-virsh -q -c qemu:///system pool-define-as garm-edge-systest dir --target "$pool" >/dev/null
+virsh -q -c qemu:///system pool-define-as "$storage_pool" dir --target "$pool" >/dev/null
 virsh -q -c qemu:///system pool-start garm-edge-systest >/dev/null
 
 # TCG unless asked for KVM (see vm_fixture.sh: /dev/kvm can exist and still fail on nested hosts).

@@ -24,6 +24,10 @@ controller=$(cat /proc/sys/kernel/random/uuid)  # this run's own: cleanup touche
 pool_id=0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0
 agent_pid=
 made_host=
+stop_agent() {
+  if [ -n "$agent_pid" ]; then kill "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null; fi || true
+  agent_pid=
+}
 tiny_host_cleanup() {
   stop_agent
   for domain in $(virsh list --all --name | grep "^garm-edge-$controller-" || true); do
@@ -51,12 +55,9 @@ system_cleanup() {
 # shellcheck source-path=SCRIPTDIR source=../../scripts/lib/agent-toml.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/agent-toml.sh"
 
-if virsh pool-info "$storage_pool" >/dev/null 2>&1 || virsh net-info "$network" >/dev/null 2>&1; then
-  echo "FAILED: $storage_pool or $network exists: another run of this test is using this host"
-  exit 1
-fi
+claim_test_host "$tiny"
 made_host=1
-rm -rf "$pool_dir" && mkdir -p "$pool_dir" && chmod 0755 "$pool_dir"
+mkdir -p "$pool_dir" && chmod 0755 "$pool_dir"
 qemu-img create -q -f qcow2 "$pool_dir/base.qcow2" 64M
 virsh pool-define-as "$storage_pool" dir --target "$pool_dir" >/dev/null
 virsh pool-start "$storage_pool" >/dev/null
@@ -114,10 +115,6 @@ start_agent() {
   done
   [ -n "$port" ] || { tail -n 20 "$work/agent.log"; echo "FAILED: the agent did not start"; exit 1; }
   provider_toml "$tiny" "$port" "$work/pki" "$work/sessions" > "$work/provider.toml"
-}
-stop_agent() {
-  if [ -n "$agent_pid" ]; then kill "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null; fi || true
-  agent_pid=
 }
 
 api() {

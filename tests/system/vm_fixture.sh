@@ -67,12 +67,9 @@ image_cache=${GARM_EDGE_IMAGE_CACHE:-/var/cache/garm-edge-vmtest}
 image_started=$(stamp)
 "$here/build_guest_image.sh" "$image_cache"
 echo "base image ready in $(seconds_since "$image_started") s: $image_cache/debian-12-cloudinit.qcow2"
-if virsh pool-info "$storage_pool" >/dev/null 2>&1; then
-  echo "FAILED: storage pool $storage_pool exists: another VM-tier run is using this host"
-  exit 1
-fi
+claim_test_host "$vm_name"
 made_pool=1
-rm -rf "$pool_dir" && mkdir -p "$pool_dir" && chmod 0755 "$pool_dir"
+mkdir -p "$pool_dir" && chmod 0755 "$pool_dir"
 cp --sparse=always "$image_cache/debian-12-cloudinit.qcow2" "$pool_dir/debian-12.qcow2"
 virsh pool-define-as "$storage_pool" dir --target "$pool_dir" >/dev/null
 virsh pool-start "$storage_pool" >/dev/null
