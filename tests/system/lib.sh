@@ -9,7 +9,7 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 77
 fi
 
-packages=(qemu-system-x86 qemu-utils libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
+packages=(qemu-system-x86 qemu-utils libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients tini
   ${extra_packages[@]+"${extra_packages[@]}"})
 # shellcheck source-path=SCRIPTDIR source=apt.sh
 . "$(dirname "${BASH_SOURCE[0]}")/apt.sh"
@@ -60,11 +60,21 @@ if [ ! -S /run/libvirt/virtlogd-sock ]; then
   for _ in $(seq 100); do [ -S /run/libvirt/virtlogd-sock ] && break; sleep 0.1; done
   started+=("$(cat /run/garm-edge-systest-virtlogd.pid)")
 fi
-if [ ! -S /run/libvirt/libvirt-sock ]; then
-  /usr/sbin/libvirtd -d --pid-file /run/garm-edge-systest-libvirtd.pid
-  started+=("$(cat /run/garm-edge-systest-libvirtd.pid)")
+# Starts libvirtd in the background under tini as a child subreaper and returns once it
+# answers. QEMU processes are orphans of libvirtd, and libvirt's destroy waits until the killed
+# QEMU's pid is gone: where PID 1 reaps orphans only every few seconds (the init of the
+# firecracker VMs CI runs on), every destroy took ~2 s. A systemd host reaps at once.
+start_libvirtd() {
+  rm -f /run/garm-edge-systest-libvirtd.pid
+  setsid tini -s -- /usr/sbin/libvirtd --pid-file /run/garm-edge-systest-libvirtd.pid \
+    </dev/null >>/var/log/libvirt/garm-edge-systest-libvirtd.log 2>&1 &
+  for _ in $(seq 100); do [ -s /run/garm-edge-systest-libvirtd.pid ] && break; sleep 0.1; done
   # Its socket appears before it answers (it first reconnects to what a previous run left).
   for _ in $(seq 300); do system_virsh uri >/dev/null 2>&1 && break; sleep 0.1; done
+}
+if [ ! -S /run/libvirt/libvirt-sock ]; then
+  start_libvirtd
+  started+=("$(cat /run/garm-edge-systest-libvirtd.pid)")
 fi
 
 # Claims the host names of one test (its network, storage pool and pool directory, from

@@ -66,6 +66,14 @@ delete_now() {  # NAME: garm's DeleteInstance by name, which must succeed
   forget_wanted "$1"
 }
 
+# In a background follow-up: true when garm's last call succeeded, else false with a line
+# for the round's check in $work/runs/*.failed.
+followup_done() {
+  [ "$last_status" = 0 ] && return 0
+  printf '%s exited %s: %s\n' "$1" "$last_status" "$err" > "$work/runs/$BASHPID.failed"
+  return 1
+}
+
 # What garm wants exists exactly once, and nothing else is left.
 check_converged() {
   local context=$1 expected listed
@@ -174,25 +182,39 @@ for round in $(seq "$kills"); do
   note_kill_points "${pairs[@]}"
 
   start_agent
-  # garm's follow-ups: a create it got no answer for is deleted by name, then replaced by a new
-  # instance; a delete it got no answer for is sent again.
+  # garm's follow-ups, all at once as garm's pool manager sends them: a create it got no answer
+  # for is deleted by name, then replaced by a new instance; a delete it got no answer for is
+  # sent again.
+  followups=()
   for name in "${creating[@]}"; do
     if [ "$(cat "$work/runs/$name.create" 2>/dev/null)" = 0 ]; then
       wanted+=("$name")
-    else
+      continue
+    fi
+    new_name
+    bootstrap "$fresh" > "$work/runs/$fresh.json"
+    (
       garm DeleteInstance GARM_INSTANCE_ID="$name" GARM_POOL_ID="$pool_id"
-      [ "$last_status" = 0 ] || fail "round $round: DeleteInstance $name after the kill exited $last_status: $err"
-      new_name
-      create_now "$fresh"
-    fi
+      followup_done "DeleteInstance $name after the kill" || exit 0
+      stdin_file=$work/runs/$fresh.json garm CreateInstance GARM_POOL_ID="$pool_id"
+      followup_done "CreateInstance $fresh"
+    ) &
+    followups+=($!)
+    wanted+=("$fresh")
   done
-  for name in "${deleting[@]}"; do
-    if [ "$(cat "$work/runs/$name.delete" 2>/dev/null)" = 0 ]; then
-      forget_wanted "$name"
-    else
-      delete_now "$name"
-    fi
+  for name in ${deleting[@]+"${deleting[@]}"}; do
+    forget_wanted "$name"
+    [ "$(cat "$work/runs/$name.delete" 2>/dev/null)" = 0 ] && continue
+    (
+      garm DeleteInstance GARM_INSTANCE_ID="$name" GARM_POOL_ID="$pool_id"
+      followup_done "DeleteInstance $name again"
+    ) &
+    followups+=($!)
   done
+  for pid in ${followups[@]+"${followups[@]}"}; do wait "$pid" || true; done
+  if failed=$(cat "$work"/runs/*.failed 2>/dev/null) && [ -n "$failed" ]; then
+    fail "round $round: $failed"
+  fi
   while [ "${#wanted[@]}" -gt 6 ]; do delete_now "${wanted[0]}"; done
   check_converged "round $round"
   rm -f "$work"/runs/*
@@ -226,11 +248,10 @@ stopped_at=$(date +%s.%N)
 kill "$libvirtd_pid"
 for _ in $(seq 100); do [ -S /run/libvirt/libvirt-sock ] || break; sleep 0.1; done
 sleep 10
-/usr/sbin/libvirtd -d --pid-file /run/garm-edge-systest-libvirtd.pid
 restarted_at=$(date +%s.%N)
 # libvirtd is back once it answers, which takes it a while after its socket appears (it
 # reconnects to its running QEMU domains first): the agent cannot be faster than that.
-for _ in $(seq 600); do virsh version >/dev/null 2>&1 && break; sleep 0.05; done
+start_libvirtd
 back_at=$(date +%s.%N)
 echo "libvirtd answered $(awk -v a="$restarted_at" -v b="$back_at" 'BEGIN { printf "%.1f", b - a }') s after it was started again"
 # Stopped at the end only if this test's lib.sh had started the one it replaced.

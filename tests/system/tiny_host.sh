@@ -125,13 +125,14 @@ api() {
 # garm's exec of the provider: only GARM_* variables (no PATH, no HOME), stdin from
 # $stdin_file. Sets $out, $err and $last_status; never fails itself.
 garm() {
-  local command=$1
+  local command=$1 err_file=$work/garm.$BASHPID.err  # its own: garm runs providers concurrently
   shift
   last_status=0
   out=$(env -i GARM_COMMAND="$command" GARM_CONTROLLER_ID="$controller" \
     GARM_PROVIDER_CONFIG_FILE="$work/provider.toml" GARM_INTERFACE_VERSION=v0.1.0 "$@" \
-    "$provider" < "${stdin_file:-/dev/null}" 2> "$work/garm.err") || last_status=$?
-  err=$(cat "$work/garm.err")
+    "$provider" < "${stdin_file:-/dev/null}" 2> "$err_file") || last_status=$?
+  err=$(cat "$err_file")
+  rm -f "$err_file"
 }
 
 # A BootstrapInstance for NAME on the tiny image, as garm sends it.
