@@ -65,12 +65,23 @@ fi
 # QEMU's pid is gone: where PID 1 reaps orphans only every few seconds (the init of the
 # firecracker VMs CI runs on), every destroy took ~2 s. A systemd host reaps at once.
 start_libvirtd() {
+  local log=/var/log/libvirt/garm-edge-systest-libvirtd.log
   rm -f /run/garm-edge-systest-libvirtd.pid
-  setsid tini -s -- /usr/sbin/libvirtd --pid-file /run/garm-edge-systest-libvirtd.pid \
-    </dev/null >>/var/log/libvirt/garm-edge-systest-libvirtd.log 2>&1 &
-  for _ in $(seq 100); do [ -s /run/garm-edge-systest-libvirtd.pid ] && break; sleep 0.1; done
+  (
+    # Not the test's host lock (claim_test_host): a libvirtd that outlives the test must not
+    # keep holding it.
+    if [ -n "${test_host_lock:-}" ]; then exec {test_host_lock}>&-; fi
+    exec setsid tini -s -- /usr/sbin/libvirtd --pid-file /run/garm-edge-systest-libvirtd.pid \
+      </dev/null >>"$log" 2>&1
+  ) &
   # Its socket appears before it answers (it first reconnects to what a previous run left).
-  for _ in $(seq 300); do system_virsh uri >/dev/null 2>&1 && break; sleep 0.1; done
+  for _ in $(seq 300); do
+    [ -s /run/garm-edge-systest-libvirtd.pid ] && system_virsh uri >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "FAILED: libvirtd did not answer within 30 s of its start; the end of $log:"
+  tail -n 20 "$log"
+  exit 1
 }
 if [ ! -S /run/libvirt/libvirt-sock ]; then
   start_libvirtd
