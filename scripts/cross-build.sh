@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Cross builds garm-edge for ARM on an x86_64 Debian 12 machine and runs its unit and integration
-# tests under qemu-user. Usage: scripts/cross-build.sh arm64|armhf
+# tests under qemu-user. Usage: scripts/cross-build.sh arm64|armhf [--deps-only]
 #
 # As root it first installs what the build needs (idempotent: no apt call when everything is
 # there): the architecture (dpkg --add-architecture), crossbuild-essential-ARCH, the :ARCH -dev
@@ -29,6 +29,15 @@ case ${1:-} in
     ;;
 esac
 arch=$1
+deps_only=
+case ${2:-} in
+  "") ;;
+  --deps-only) deps_only=yes ;;  # only the packages and the binfmt registration
+  *)
+    echo "usage: $0 arm64|armhf [--deps-only]" >&2
+    exit 2
+    ;;
+esac
 preset=cross-$arch
 build=build/$preset
 export DEBIAN_FRONTEND=noninteractive
@@ -151,6 +160,10 @@ if [ "$(head -n1 "$binfmt/$qemu" 2>/dev/null)" != enabled ]; then
   echo "cross-build: $qemu is not registered with binfmt_misc and cannot be (run as root):" \
     "the integration tests exec the ARM provider and agent" >&2
   exit 1
+fi
+if [ -n "$deps_only" ]; then
+  phase
+  exit 0
 fi
 
 # --- build and tests ----------------------------------------------------------------------

@@ -8,8 +8,9 @@ packages=(
   openssl curl cloud-init shellcheck
   libvirt-dev libasio-dev nlohmann-json3-dev libmbedtls-dev catch2
   libtomlplusplus-dev libpugixml-dev
-  # Host tools of the heavy tiers, installed here so that no test runs apt-get while another
-  # runs beside it (the tiers' scripts still install what is missing when run on their own).
+  # Host tools of the heavy tiers, installed before any tier runs: ctest runs two tests at a
+  # time, and an apt-get beside the tests that use libvirtd could replace it under them (the
+  # tiers' scripts still install what is missing when run on their own).
   qemu-system-x86 qemu-utils libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients tini
   dnsmasq-base iptables ebtables python3 busybox iproute2 lintian
   debootstrap debian-archive-keyring grub-pc-bin fdisk e2fsprogs

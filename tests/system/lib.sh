@@ -35,17 +35,20 @@ run_cleanup() {
 }
 trap run_cleanup EXIT
 
-# A daemon counts as running only when its process is alive: a host whose daemons were killed
-# (a power cut, a session stopped mid-test) keeps their sockets, and a client then gets
-# "Connection refused" from a socket nobody listens on.
+# A host whose daemons were killed (a power cut, a session stopped mid-test) keeps their socket
+# files, and a client then gets "Connection refused" from a socket nobody listens on: such a
+# file is removed. A socket something listens on is kept (systemd's socket activation listens
+# for a libvirtd or virtlogd that is not running yet).
 system_virsh() { command virsh -q -c qemu:///system "$@"; }
-daemon_running() { pgrep -x "$1" >/dev/null; }
 clear_stale_sockets() {
-  daemon_running "$1" && return
-  rm -f "${@:2}"
+  local socket
+  for socket in "$@"; do
+    [ -S "$socket" ] || continue
+    ss -Hxl src "$socket" | grep -q . || rm -f "$socket"
+  done
 }
-clear_stale_sockets libvirtd /run/libvirt/libvirt-sock /run/libvirt/libvirt-sock-ro /run/libvirt/libvirt-admin-sock
-clear_stale_sockets virtlogd /run/libvirt/virtlogd-sock /run/libvirt/virtlogd-admin-sock
+clear_stale_sockets /run/libvirt/libvirt-sock /run/libvirt/libvirt-sock-ro \
+  /run/libvirt/libvirt-admin-sock /run/libvirt/virtlogd-sock /run/libvirt/virtlogd-admin-sock
 
 # libvirtd probes for dnsmasq and the firewall tools when it starts: one started before they
 # were installed cannot run NAT networks, so this tier's own daemon is restarted when needed.
@@ -74,11 +77,13 @@ start_libvirtd() {
     exec setsid tini -s -- /usr/sbin/libvirtd --pid-file /run/garm-edge-systest-libvirtd.pid \
       </dev/null >>"$log" 2>&1
   ) &
+  local tini_pid=$!
   # Its socket appears before it answers (it first reconnects to what a previous run left).
   for _ in $(seq 300); do
     [ -s /run/garm-edge-systest-libvirtd.pid ] && system_virsh uri >/dev/null 2>&1 && return 0
     sleep 0.1
   done
+  kill "$tini_pid" 2>/dev/null || true  # tini passes it on to libvirtd
   echo "FAILED: libvirtd did not answer within 30 s of its start; the end of $log:"
   tail -n 20 "$log"
   exit 1
@@ -91,7 +96,9 @@ fi
 # Claims the host names of one test (its network, storage pool and pool directory, from
 # $network, $storage_pool and $pool_dir) for this run, with a lock that dies with the run: a
 # second live run of the same test fails at once, and what a dead run left under these names
-# (domains on the network, the network, the pool and its files) is removed first.
+# (domains on the network, the network, the pool and its files) is removed first. The lock is
+# on the file descriptor $test_host_lock: a background process that could outlive the test
+# (the agent, a fake garm, libvirtd) is started with `{test_host_lock}>&-`.
 # shellcheck disable=SC2154  # $storage_pool and $pool_dir are set by the sourcing script
 claim_test_host() {
   local lock=/run/lock/garm-edge-systest-$1.lock domain

@@ -9,7 +9,9 @@ agent=$1
 storage_pool=garm-edge-systest
 pool_dir=/var/lib/$storage_pool
 network=
+made_pool=
 system_cleanup() {
+  [ -n "$made_pool" ] || return 0  # never a live run's pool of the same name
   virsh -q -c qemu:///system pool-destroy "$storage_pool" >/dev/null 2>&1 || true
   virsh -q -c qemu:///system pool-undefine "$storage_pool" >/dev/null 2>&1 || true
   rm -rf "$pool_dir"
@@ -18,6 +20,7 @@ system_cleanup() {
 . "$(dirname "$0")/lib.sh"
 
 claim_test_host systest
+made_pool=1
 pool=$pool_dir
 mkdir -p "$pool" && chmod 0755 "$pool"
 qemu-img create -q -f qcow2 "$pool/base.qcow2" 1G

@@ -241,7 +241,7 @@ except Exception: print("<not JSON>")' 2>/dev/null)
     printf '%s|%s|%s|%s|%s\n' "$call_started" "$(date +%s.%N)" "$last_status" "$names" "$(printf '%s' "$err" | head -1)" >> "$work/lists.log"
     sleep 0.2
   done
-) &
+) {test_host_lock}>&- &
 lister=$!
 sleep 3
 stopped_at=$(date +%s.%N)

@@ -104,7 +104,7 @@ start_agent() {
   local mark
   touch "$work/agent.log"
   mark=$(wc -l < "$work/agent.log")
-  "$agent" serve --config "$work/agent.toml" 2>> "$work/agent.log" &
+  "$agent" serve --config "$work/agent.toml" 2>> "$work/agent.log" {test_host_lock}>&- &
   agent_pid=$!
   port=
   for _ in $(seq 400); do

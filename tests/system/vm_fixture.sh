@@ -107,7 +107,7 @@ echo '{}' > "$work/garm-instances.json"
 : > "$work/garm.log"
 /usr/bin/python3 "$here/../integration/fake_garm.py" --cert "$work/garm-pki/server.crt" \
   --key "$work/garm-pki/server.key" --port-file "$work/garm.port" --log "$work/garm.log" \
-  --instances "$work/garm-instances.json" &
+  --instances "$work/garm-instances.json" {test_host_lock}>&- &
 fake_garm_pid=$!
 for _ in $(seq 100); do [ -s "$work/garm.port" ] && break; sleep 0.1; done
 fake_garm_url="https://localhost:$(cat "$work/garm.port")"
@@ -174,7 +174,7 @@ if [ -n "${vm_fixture_extra_config:-}" ]; then printf '%s\n' "$vm_fixture_extra_
 # Starts `garm-edge-agent serve` with its log in LOGFILE; sets agent_pid, api_port, guest_url.
 start_agent() {
   local log=$1
-  "$agent" serve --config "$work/agent.toml" 2> "$log" &
+  "$agent" serve --config "$work/agent.toml" 2> "$log" {test_host_lock}>&- &
   agent_pid=$!
   for _ in $(seq 600); do grep -q ' (agent ' "$log" 2>/dev/null && break; sleep 0.05; done
   api_port=$(sed -n 's/^<[0-9]>listening on 127.0.0.1:\([0-9]*\) (agent.*/\1/p' "$log")
@@ -282,13 +282,18 @@ print("" if value is None else value)' "$1"
 # The fake garm's requests carrying TOKEN, one line each: "TIME PATH BODY".
 garm_requests() {
   /usr/bin/python3 - "$work/garm.log" "$1" <<'PY'
-import base64, json, signal, sys
-signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # a reader that stops early (grep -q) is no error
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    if r["headers"].get("Authorization") == "Bearer " + sys.argv[2]:
-        body = base64.b64decode(r["body"]).decode(errors="replace").replace("\n", " ")
-        print("%.3f %s %s" % (r["time"], r["path"], body))
+import base64, json, os, sys
+try:
+    for line in open(sys.argv[1]):
+        r = json.loads(line)
+        if r["headers"].get("Authorization") == "Bearer " + sys.argv[2]:
+            body = base64.b64decode(r["body"]).decode(errors="replace").replace("\n", " ")
+            print("%.3f %s %s" % (r["time"], r["path"], body))
+    sys.stdout.flush()
+except BrokenPipeError:
+    # A reader that stops at the first match (grep -q, awk exit) is no error: under pipefail a
+    # failing writer would turn its match into a miss.
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 PY
 }
 wait_for() {  # DESCRIPTION SECONDS COMMAND...
