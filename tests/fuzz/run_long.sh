@@ -28,13 +28,19 @@ fuzz_one() {
   return "$status"
 }
 failed=0
-for ((i = 0; i < ${#targets[@]}; i += 2)); do
-  pids=()
-  for target in "${targets[@]:i:2}"; do
-    fuzz_one "$target" &
-    pids+=($!)
-  done
-  for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+# Two at a time, the next target starting as soon as either finishes (their speeds differ by 20x).
+running=0
+for target in "${targets[@]}"; do
+  if [ "$running" -ge 2 ]; then
+    wait -n || failed=1
+    running=$((running - 1))
+  fi
+  fuzz_one "$target" &
+  running=$((running + 1))
+done
+while [ "$running" -gt 0 ]; do
+  wait -n || failed=1
+  running=$((running - 1))
 done
 [ "$failed" = 0 ] && echo "long fuzz run: every target ran $runs executions without a finding"
 exit "$failed"
