@@ -11,9 +11,9 @@
 #include <thread>
 #include <vector>
 
-#include "agent/demo.hpp"
-#include "agent/identifiers.hpp"
-#include "agent/instance_service.hpp"
+#include "agent/daemon/demo.hpp"
+#include "agent/instances/identifiers.hpp"
+#include "agent/instances/instance_service.hpp"
 #include "common/temp_dir.hpp"
 #include "hypervisor/libvirt_hypervisor.hpp"
 

@@ -10,28 +10,13 @@
 #include "hypervisor/call_runner.hpp"
 #include "hypervisor/guest_arch.hpp"
 #include "hypervisor/hypervisor.hpp"
+#include "hypervisor/libvirt_options.hpp"
 
 namespace garm_edge::hypervisor {
 
 namespace libvirt {
 class Session;
 }
-
-struct LibvirtOptions {
-  /// Any libvirt URI: test:///default, test:///abs/node.xml, qemu:///system, qemu:///embed?root=…
-  std::string uri = "qemu:///system";
-  /// Unset: kvm where the host's capabilities offer it for the guest's architecture, else qemu
-  /// (TCG); the test driver always gets "test".
-  std::optional<VirtType> virt_type;
-  /// The deadline of each hypervisor operation, queueing included.
-  std::chrono::milliseconds call_timeout{std::chrono::seconds(30)};
-  std::size_t workers = 8;
-  /// How often the connection is checked (and, once lost, retried) in the background, so the
-  /// first call after libvirtd's return finds it open and health is never older than 3 of these.
-  std::chrono::milliseconds reconnect_interval{std::chrono::seconds(1)};
-  /// Told when the connection is lost and when it is back (for the log).
-  std::function<void(bool connected, const std::string& message)> on_connection_change;
-};
 
 /// Hypervisor over the libvirt C API. Every operation runs on a worker with a deadline; the
 /// connection is shared and reopened on the next call after the daemon goes away.

@@ -9,7 +9,7 @@
 
 #include <asio.hpp>
 
-#include "agent/control_api.hpp"
+#include "agent/api/control_api.hpp"
 #include "integration/test_support.hpp"
 #include "net/tls_server.hpp"
 #include "support/run_command.hpp"

@@ -2,9 +2,10 @@
 
 #include <catch2/catch.hpp>
 
-#include "agent/guest_access.hpp"
-#include "agent/guest_index.hpp"
-#include "agent/identifiers.hpp"
+#include "agent/guests/guest_access.hpp"
+#include "agent/guests/guest_attachments.hpp"
+#include "agent/guests/guest_index.hpp"
+#include "agent/instances/identifiers.hpp"
 #include "integration/test_support.hpp"
 
 using namespace garm_edge;
@@ -25,10 +26,11 @@ struct GuestAgent {
   GuestAgent(Host& host, hypervisor::Hypervisor& hypervisor, agent::InstanceStore& store)
       : access(host.config, hypervisor, host.log), service(host.service(hypervisor, store)) {
     access.start();
-    service->serve_guests(access, index);
+    service->serve_guests(attachments);
   }
   agent::GuestIndex index;
   agent::GuestAccess access;
+  agent::GuestAttachments attachments{access, index};
   std::unique_ptr<agent::InstanceService> service;
 };
 

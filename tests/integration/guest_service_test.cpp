@@ -2,7 +2,7 @@
 // reader and curl as guests (each bound to its reserved 127.0.0.x address), and a fake garm
 // over HTTPS behind the relay.
 
-#include "agent/guest_service.hpp"
+#include "agent/guests/guest_service.hpp"
 
 #include <fstream>
 #include <thread>
@@ -10,10 +10,11 @@
 #include <asio.hpp>
 #include <catch2/catch.hpp>
 
-#include "agent/garm_relay.hpp"
-#include "agent/guest_access.hpp"
-#include "agent/guest_index.hpp"
-#include "agent/identifiers.hpp"
+#include "agent/guests/garm_relay.hpp"
+#include "agent/guests/guest_access.hpp"
+#include "agent/guests/guest_attachments.hpp"
+#include "agent/guests/guest_index.hpp"
+#include "agent/instances/identifiers.hpp"
 #include "integration/fake_garm.hpp"
 #include "integration/test_support.hpp"
 #include "net/http_server.hpp"
@@ -59,7 +60,7 @@ struct GuestHost {
     server->start();
     access.set_port(server->port());
     service = host.service(hypervisor, host.store);
-    service->serve_guests(access, index);
+    service->serve_guests(attachments);
     guests = std::make_unique<agent::GuestService>(host.config, *service, host.store, index, access,
                                                    relay, host.clock, host.log);
     hypervisor.defining = [this](const hypervisor::DomainSpec& spec) {
@@ -102,6 +103,7 @@ struct GuestHost {
   FaultyHypervisor hypervisor{host.hypervisor, crash};
   agent::GuestIndex index;
   agent::GuestAccess access{host.config, hypervisor, host.log};
+  agent::GuestAttachments attachments{access, index};
   agent::HttpGarmRelay relay{net::HttpClientOptions{}};
   std::unique_ptr<agent::InstanceService> service;
   std::unique_ptr<agent::GuestService> guests;

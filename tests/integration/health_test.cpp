@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "agent/control_api.hpp"
+#include "agent/api/control_api.hpp"
 #include "integration/test_support.hpp"
 
 using namespace garm_edge;

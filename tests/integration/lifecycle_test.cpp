@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "agent/identifiers.hpp"
+#include "agent/instances/identifiers.hpp"
 #include "integration/test_support.hpp"
 #include "wire/validate.hpp"
 

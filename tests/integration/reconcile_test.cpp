@@ -5,8 +5,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "agent/identifiers.hpp"
-#include "agent/reconcile_loop.hpp"
+#include "agent/instances/identifiers.hpp"
+#include "agent/instances/reconcile_loop.hpp"
 #include "integration/test_support.hpp"
 
 using namespace garm_edge;

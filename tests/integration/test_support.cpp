@@ -6,8 +6,8 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 
-#include "agent/demo.hpp"
-#include "agent/identifiers.hpp"
+#include "agent/daemon/demo.hpp"
+#include "agent/instances/identifiers.hpp"
 
 namespace garm_edge::testing {
 

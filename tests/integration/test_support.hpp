@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "agent/config.hpp"
-#include "agent/instance_service.hpp"
-#include "agent/instance_store.hpp"
+#include "agent/base/config.hpp"
+#include "agent/instances/instance_service.hpp"
+#include "agent/instances/instance_store.hpp"
 #include "common/temp_dir.hpp"
 #include "common/unique_fd.hpp"
 #include "hypervisor/libvirt_hypervisor.hpp"

@@ -4,8 +4,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "agent/create_gate.hpp"
-#include "agent/keyed_mutex.hpp"
+#include "agent/instances/create_gate.hpp"
+#include "agent/instances/keyed_mutex.hpp"
 
 using namespace garm_edge::agent;
 

@@ -1,4 +1,4 @@
-#include "agent/config.hpp"
+#include "agent/base/config.hpp"
 
 #include <catch2/catch.hpp>
 #include <toml++/toml.h>

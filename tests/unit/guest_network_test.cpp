@@ -1,15 +1,15 @@
 // Guest identity pieces that need no host: network XML, address ranges, the token index,
 // the miss limiter, tokens and hashes.
 
-#include "agent/guest_network.hpp"
+#include "agent/guests/guest_network.hpp"
 
 #include <set>
 
 #include <catch2/catch.hpp>
 
-#include "agent/clock.hpp"
-#include "agent/guest_index.hpp"
-#include "agent/guest_service.hpp"
+#include "agent/base/clock.hpp"
+#include "agent/guests/guest_index.hpp"
+#include "agent/guests/guest_service.hpp"
 #include "common/text.hpp"
 #include "hypervisor/domain_xml.hpp"
 #include "hypervisor/network_xml.hpp"

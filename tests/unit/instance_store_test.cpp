@@ -1,4 +1,4 @@
-#include "agent/instance_store.hpp"
+#include "agent/instances/instance_store.hpp"
 
 #include <fstream>
 #include <sys/stat.h>

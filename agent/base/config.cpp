@@ -1,0 +1,483 @@
+#include "agent/base/config.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <unistd.h>
+
+#include <toml++/toml.h>
+
+#include "common/text.hpp"
+#include "common/toml_guard.hpp"
+#include "hypervisor/guest_arch.hpp"
+#include "wire/error.hpp"
+#include "wire/validate.hpp"
+
+namespace garm_edge::agent {
+namespace {
+
+/// Reads one TOML table, remembering which keys were used so the rest can be reported.
+class TableReader {
+ public:
+  TableReader(const toml::table& table, std::string source, std::string where)
+      : table_(table), source_(std::move(source)), where_(std::move(where)) {}
+
+  [[noreturn]] void fail(const toml::node* node, const std::string& problem) const {
+    std::ostringstream message;
+    message << source_;
+    if (node != nullptr && node->source().begin.line > 0) {
+      message << ":" << node->source().begin.line << ":" << node->source().begin.column;
+    }
+    message << ": " << where_ << ": " << problem;
+    throw ConfigError(message.str());
+  }
+
+  const toml::node* node(std::string_view key) {
+    used_.insert(std::string(key));
+    return table_.get(key);
+  }
+
+  std::optional<std::string> string(std::string_view key) {
+    const auto* value = node(key);
+    if (value == nullptr) {
+      return std::nullopt;
+    }
+    if (!value->is_string()) {
+      fail(value, std::string(key) + " must be a string");
+    }
+    auto text = value->value<std::string>().value_or("");
+    if (!is_plain_text(text)) {
+      fail(value, std::string(key) + " must be UTF-8 text without control characters");
+    }
+    return text;
+  }
+
+  std::string required_string(std::string_view key) {
+    auto text = string(key);
+    if (!text || text->empty()) {
+      fail(table_.get(key), std::string(key) + " is required");
+    }
+    return *text;
+  }
+
+  template <class Int>
+  std::optional<Int> integer(std::string_view key, std::int64_t min, std::int64_t max) {
+    const auto* value = node(key);
+    if (value == nullptr) {
+      return std::nullopt;
+    }
+    if (!value->is_integer()) {
+      fail(value, std::string(key) + " must be an integer");
+    }
+    const auto number = value->value<std::int64_t>().value_or(0);
+    if (number < min || number > max) {
+      fail(value, std::string(key) + " must be between " + std::to_string(min) + " and " +
+                      std::to_string(max));
+    }
+    return static_cast<Int>(number);
+  }
+
+  const toml::table* table(std::string_view key) {
+    const auto* value = node(key);
+    if (value == nullptr) {
+      return nullptr;
+    }
+    if (!value->is_table()) {
+      fail(value, "[" + std::string(key) + "] must be a table");
+    }
+    return value->as_table();
+  }
+
+  const toml::array* array_of_tables(std::string_view key) {
+    const auto* value = node(key);
+    if (value == nullptr) {
+      return nullptr;
+    }
+    if (!value->is_array_of_tables()) {
+      fail(value, std::string(key) + " must be an array of tables ([[" + std::string(key) + "]])");
+    }
+    return value->as_array();
+  }
+
+  void reject_unknown_keys() const {
+    for (const auto& [key, value] : table_) {
+      if (used_.count(std::string(key.str())) == 0) {
+        fail(&value, "unknown key \"" + printable_excerpt(key.str()) + "\"");
+      }
+    }
+  }
+
+  const std::string& source() const { return source_; }
+
+ private:
+  const toml::table& table_;
+  std::string source_;
+  std::string where_;
+  std::set<std::string> used_;
+};
+
+template <class Enum>
+Enum enum_or_fail(TableReader& in, std::string_view key, Enum fallback) {
+  const auto text = in.string(key);
+  if (!text) {
+    return fallback;
+  }
+  const auto parsed = wire::parse_enum<Enum>(*text);
+  if (!parsed) {
+    in.fail(in.node(key),
+            std::string(key) + " has unknown value \"" + printable_excerpt(*text) + "\"");
+  }
+  return *parsed;
+}
+
+std::string default_agent_id() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') {
+    return "garm-edge-agent";
+  }
+  return host;
+}
+
+void read_agent_section(TableReader& root, AgentConfig& config) {
+  const auto* table = root.table("agent");
+  if (table == nullptr) {
+    return;
+  }
+  TableReader in(*table, root.source(), "[agent]");
+  config.agent_id = in.string("id").value_or(config.agent_id);
+  if (auto dir = in.string("state_dir")) {
+    config.state_dir = *dir;
+    if (!config.state_dir.is_absolute()) {
+      in.fail(in.node("state_dir"), "state_dir must be an absolute path");
+    }
+  }
+  config.max_concurrent_creates = in.integer<std::size_t>("max_concurrent_creates", 1, 1024)
+                                      .value_or(config.max_concurrent_creates);
+  config.reconcile_interval =
+      std::chrono::seconds(in.integer<long>("reconcile_interval_seconds", 5, 86400)
+                               .value_or(config.reconcile_interval.count()));
+  config.stop_grace = std::chrono::seconds(
+      in.integer<long>("stop_grace_seconds", 0, 3600).value_or(config.stop_grace.count()));
+  try {
+    wire::validate_instance_name(config.agent_id, "id");
+  } catch (const wire::WireError& e) {
+    in.fail(in.node("id"), e.what());
+  }
+  in.reject_unknown_keys();
+}
+
+void read_libvirt_section(TableReader& root, AgentConfig& config) {
+  const auto* table = root.table("libvirt");
+  if (table == nullptr) {
+    return;
+  }
+  TableReader in(*table, root.source(), "[libvirt]");
+  config.libvirt.uri = in.string("uri").value_or(config.libvirt.uri);
+  if (auto type = in.string("virt_type"); type && *type != "auto") {
+    config.libvirt.virt_type = hypervisor::parse_virt_type(*type);
+    if (!config.libvirt.virt_type) {
+      in.fail(in.node("virt_type"), "virt_type must be one of auto, kvm, qemu, test");
+    }
+  }
+  config.libvirt.call_timeout = std::chrono::seconds(
+      in.integer<long>("call_timeout_seconds", 1, 3600)
+          .value_or(std::chrono::duration_cast<std::chrono::seconds>(config.libvirt.call_timeout)
+                        .count()));
+  config.libvirt.workers =
+      in.integer<std::size_t>("workers", 1, 64).value_or(config.libvirt.workers);
+  config.storage_pool = in.string("storage_pool").value_or(config.storage_pool);
+  config.network = in.string("network").value_or(config.network);
+  in.reject_unknown_keys();
+}
+
+std::filesystem::path absolute_path(TableReader& in, std::string_view key, bool required) {
+  const auto text = required ? in.required_string(key) : in.string(key).value_or("");
+  if (!text.empty() && text.front() != '/') {
+    in.fail(in.node(key), std::string(key) + " must be an absolute path");
+  }
+  return text;
+}
+
+ApiClient read_api_client(const toml::table& table, const std::string& source, std::size_t index) {
+  TableReader in(table, source, "[[api.clients]] #" + std::to_string(index + 1));
+  ApiClient client;
+  client.identity = in.required_string("identity");
+  const auto* list = in.node("controllers");
+  if (list == nullptr || !list->is_array() || list->as_array()->empty()) {
+    in.fail(list, "controllers must be a non-empty list of controller UUIDs (or [\"*\"])");
+  }
+  for (const auto& item : *list->as_array()) {
+    const auto id = item.value<std::string>();
+    if (!id || (*id != "*" && !wire::is_uuid(*id))) {
+      in.fail(&item, "controllers: each entry must be a UUID or \"*\"");
+    }
+    client.controllers.push_back(*id);
+  }
+  in.reject_unknown_keys();
+  return client;
+}
+
+void read_api_section(TableReader& root, AgentConfig& config) {
+  const auto* table = root.table("api");
+  if (table == nullptr) {
+    return;
+  }
+  TableReader in(*table, root.source(), "[api]");
+  auto& api = config.api;
+  api.enabled = true;
+  api.address = in.string("address").value_or(api.address);
+  api.port = in.integer<std::uint16_t>("port", 0, 65535).value_or(api.port);  // 0: any free port
+  api.ca = absolute_path(in, "ca", true);
+  api.crl = absolute_path(in, "crl", false);
+  api.certificate = absolute_path(in, "certificate", true);
+  api.key = absolute_path(in, "key", true);
+  api.max_connections =
+      in.integer<std::size_t>("max_connections", 1, 65536).value_or(api.max_connections);
+  api.workers = in.integer<std::size_t>("workers", 1, 256).value_or(api.workers);
+  if (const auto* clients = in.array_of_tables("clients")) {
+    for (std::size_t i = 0; i < clients->size(); ++i) {
+      api.clients.push_back(read_api_client(*clients->get(i)->as_table(), root.source(), i));
+    }
+  }
+  if (api.clients.empty()) {
+    in.fail(nullptr, "at least one [[api.clients]] entry is required: nobody could use the API");
+  }
+  in.reject_unknown_keys();
+}
+
+AntiSpoofing anti_spoofing_or_fail(TableReader& in) {
+  const auto text = in.string("anti_spoofing").value_or("auto");
+  if (text == "auto") {
+    return AntiSpoofing::automatic;
+  }
+  if (text == "clean-traffic") {
+    return AntiSpoofing::clean_traffic;
+  }
+  if (text == "source-ip") {
+    return AntiSpoofing::source_ip;
+  }
+  if (text == "off") {
+    return AntiSpoofing::off;
+  }
+  in.fail(in.node("anti_spoofing"),
+          "anti_spoofing must be one of auto, clean-traffic, source-ip, off");
+}
+
+void read_guests_section(TableReader& root, AgentConfig& config) {
+  const auto* table = root.table("guests");
+  if (table == nullptr) {
+    return;
+  }
+  TableReader in(*table, root.source(), "[guests]");
+  auto& guests = config.guests;
+  guests.enabled = true;
+  guests.address = in.string("address").value_or("");
+  guests.port = in.integer<std::uint16_t>("port", 0, 65535).value_or(guests.port);
+  const auto mode = in.string("mode").value_or("relay");
+  if (mode != "relay" && mode != "direct") {
+    in.fail(in.node("mode"), "mode must be relay or direct");
+  }
+  guests.relay = mode == "relay";
+  guests.addresses = in.string("addresses").value_or("");
+  guests.anti_spoofing = anti_spoofing_or_fail(in);
+  guests.relay_timeout = std::chrono::seconds(
+      in.integer<long>("relay_timeout_seconds", 1, 600).value_or(guests.relay_timeout.count()));
+  guests.max_connections =
+      in.integer<std::size_t>("max_connections", 1, 65536).value_or(guests.max_connections);
+  guests.address_quarantine =
+      std::chrono::seconds(in.integer<long>("address_quarantine_seconds", 0, 86400)
+                               .value_or(guests.address_quarantine.count()));
+  if (config.network.empty()) {
+    in.fail(nullptr, "guests need a network: set [libvirt] network");
+  }
+  in.reject_unknown_keys();
+}
+
+ImageConfig read_image(const toml::table& table, const std::string& source, std::size_t index) {
+  TableReader in(table, source, "[[images]] #" + std::to_string(index + 1));
+  ImageConfig image;
+  image.name = in.required_string("name");
+  image.base_volume = in.string("base_volume").value_or("");
+  image.base_path = in.string("base_path").value_or("");
+  image.base_format = in.string("base_format").value_or(image.base_format);
+  image.os_type = enum_or_fail(in, "os_type", wire::OsType::linux);
+  image.os_name = in.string("os_name").value_or("");
+  image.os_version = in.string("os_version").value_or("");
+  image.arch = enum_or_fail(in, "arch", wire::OsArch::amd64);
+  try {
+    wire::validate_resource_name(image.name, "name");
+  } catch (const wire::WireError& e) {
+    in.fail(in.node("name"), e.what());
+  }
+  if (image.base_volume.empty() == image.base_path.empty()) {
+    in.fail(nullptr, "image \"" + image.name + "\" needs exactly one of base_volume or base_path");
+  }
+  if (!image.base_path.empty() && image.base_path.front() != '/') {
+    in.fail(in.node("base_path"), "base_path must be an absolute path");
+  }
+  if (!image.base_volume.empty() && image.base_volume.find('/') != std::string::npos) {
+    in.fail(in.node("base_volume"), "base_volume is a volume name in storage_pool, not a path");
+  }
+  if (image.base_format != "qcow2" && image.base_format != "raw") {
+    in.fail(in.node("base_format"), "base_format must be qcow2 or raw");
+  }
+  if (image.arch == wire::OsArch::i386) {
+    in.fail(in.node("arch"), "arch i386 is not supported; use amd64, arm64 or arm");
+  }
+  in.reject_unknown_keys();
+  return image;
+}
+
+FlavorConfig read_flavor(const toml::table& table, const std::string& source, std::size_t index) {
+  TableReader in(table, source, "[[flavors]] #" + std::to_string(index + 1));
+  FlavorConfig flavor;
+  flavor.name = in.required_string("name");
+  flavor.vcpus = in.integer<unsigned>("vcpus", 1, 512).value_or(flavor.vcpus);
+  flavor.memory_mib =
+      in.integer<std::uint64_t>("memory_mib", 64, 4 * 1024 * 1024).value_or(flavor.memory_mib);
+  flavor.disk_gib = in.integer<std::uint64_t>("disk_gib", 1, 64 * 1024).value_or(flavor.disk_gib);
+  try {
+    wire::validate_resource_name(flavor.name, "name");
+  } catch (const wire::WireError& e) {
+    in.fail(in.node("name"), e.what());
+  }
+  in.reject_unknown_keys();
+  return flavor;
+}
+
+template <class Item, class Read>
+std::vector<Item> read_list(TableReader& root, std::string_view key, Read read) {
+  std::vector<Item> items;
+  const auto* array = root.array_of_tables(key);
+  if (array == nullptr) {
+    return items;
+  }
+  std::set<std::string> names;
+  for (std::size_t i = 0; i < array->size(); ++i) {
+    items.push_back(read(*array->get(i)->as_table(), root.source(), i));
+    if (!names.insert(items.back().name).second) {
+      root.fail(array->get(i),
+                std::string(key) + ": \"" + items.back().name + "\" is defined twice");
+    }
+  }
+  return items;
+}
+
+}  // namespace
+
+bool ApiConfig::knows(const std::vector<std::string>& identities) const {
+  return std::any_of(clients.begin(), clients.end(), [&identities](const ApiClient& client) {
+    return std::find(identities.begin(), identities.end(), client.identity) != identities.end();
+  });
+}
+
+bool ApiConfig::allows(const std::vector<std::string>& identities,
+                       std::string_view controller_id) const {
+  for (const auto& client : clients) {
+    if (std::find(identities.begin(), identities.end(), client.identity) == identities.end()) {
+      continue;
+    }
+    for (const auto& allowed : client.controllers) {
+      if (allowed == "*" || allowed == controller_id) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+const ImageConfig* AgentConfig::find_image(std::string_view name) const {
+  for (const auto& image : images) {
+    if (image.name == name) {
+      return &image;
+    }
+  }
+  return nullptr;
+}
+
+const FlavorConfig* AgentConfig::find_flavor(std::string_view name) const {
+  for (const auto& flavor : flavors) {
+    if (flavor.name == name) {
+      return &flavor;
+    }
+  }
+  return nullptr;
+}
+
+AgentConfig parse_agent_config(std::string_view toml_text, const std::string& source_name) {
+  if (const auto found = find_unreadable_toml_character(toml_text)) {
+    throw ConfigError(describe_unreadable_toml_character(source_name, *found));
+  }
+  toml::table document;
+  try {
+    document = toml::parse(toml_text, source_name);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream message;
+    message << source_name << ":" << e.source().begin.line << ":" << e.source().begin.column << ": "
+            << e.description();
+    throw ConfigError(message.str());
+  }
+  AgentConfig config;
+  config.agent_id = default_agent_id();
+  TableReader root(document, source_name, "top level");
+  read_agent_section(root, config);
+  read_libvirt_section(root, config);
+  read_api_section(root, config);
+  read_guests_section(root, config);
+  config.images = read_list<ImageConfig>(root, "images", read_image);
+  config.flavors = read_list<FlavorConfig>(root, "flavors", read_flavor);
+  root.reject_unknown_keys();
+  if (config.images.empty() || config.flavors.empty()) {
+    root.fail(nullptr, "at least one [[images]] and one [[flavors]] entry are required");
+  }
+  return config;
+}
+
+AgentConfig load_agent_config(const std::filesystem::path& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    throw ConfigError(path.string() + ": cannot open the config file");
+  }
+  std::ostringstream text;
+  text << file.rdbuf();
+  return parse_agent_config(text.str(), path.string());
+}
+
+std::string agent_config_json_schema() {
+  return R"json({"$schema":"http://json-schema.org/draft-07/schema#","title":"garm-edge-agent config (TOML)",)json"
+         R"json("type":"object","required":["images","flavors"],"additionalProperties":false,"properties":{)json"
+         R"json("agent":{"type":"object","additionalProperties":false,"properties":{"id":{"type":"string"},)json"
+         R"json("state_dir":{"type":"string"},"max_concurrent_creates":{"type":"integer","minimum":1,"maximum":1024},)json"
+         R"json("reconcile_interval_seconds":{"type":"integer","minimum":5,"maximum":86400},)json"
+         R"json("stop_grace_seconds":{"type":"integer","minimum":0,"maximum":3600}}},)json"
+         R"json("libvirt":{"type":"object","additionalProperties":false,"properties":{"uri":{"type":"string"},)json"
+         R"json("virt_type":{"enum":["auto","kvm","qemu","test"]},)json"
+         R"json("call_timeout_seconds":{"type":"integer","minimum":1,"maximum":3600},)json"
+         R"json("workers":{"type":"integer","minimum":1,"maximum":64},"storage_pool":{"type":"string"},)json"
+         R"json("network":{"type":"string"}}},)json"
+         R"json("api":{"type":"object","additionalProperties":false,"required":["ca","certificate","key","clients"],)json"
+         R"json("properties":{"address":{"type":"string"},"port":{"type":"integer","minimum":0,"maximum":65535},)json"
+         R"json("ca":{"type":"string"},"crl":{"type":"string"},"certificate":{"type":"string"},"key":{"type":"string"},)json"
+         R"json("max_connections":{"type":"integer","minimum":1},"workers":{"type":"integer","minimum":1,"maximum":256},)json"
+         R"json("clients":{"type":"array","minItems":1,"items":{"type":"object","additionalProperties":false,)json"
+         R"json("required":["identity","controllers"],"properties":{"identity":{"type":"string"},)json"
+         R"json("controllers":{"type":"array","minItems":1,"items":{"type":"string"}}}}}}},)json"
+         R"json("guests":{"type":"object","additionalProperties":false,"properties":{"address":{"type":"string"},)json"
+         R"json("port":{"type":"integer","minimum":0,"maximum":65535},"mode":{"enum":["relay","direct"]},)json"
+         R"json("addresses":{"type":"string"},"anti_spoofing":{"enum":["auto","clean-traffic","source-ip","off"]},)json"
+         R"json("relay_timeout_seconds":{"type":"integer","minimum":1,"maximum":600},)json"
+         R"json("max_connections":{"type":"integer","minimum":1},)json"
+         R"json("address_quarantine_seconds":{"type":"integer","minimum":0,"maximum":86400}}},)json"
+         R"json("images":{"type":"array","minItems":1,"items":{"type":"object","additionalProperties":false,)json"
+         R"json("required":["name"],"properties":{"name":{"type":"string"},"base_volume":{"type":"string"},)json"
+         R"json("base_path":{"type":"string"},"base_format":{"enum":["qcow2","raw"]},)json"
+         R"json("os_type":{"enum":["linux","windows"]},"os_name":{"type":"string"},"os_version":{"type":"string"},)json"
+         R"json("arch":{"enum":["amd64","arm64","arm"]}}}},)json"
+         R"json("flavors":{"type":"array","minItems":1,"items":{"type":"object","additionalProperties":false,)json"
+         R"json("required":["name"],"properties":{"name":{"type":"string"},)json"
+         R"json("vcpus":{"type":"integer","minimum":1,"maximum":512},)json"
+         R"json("memory_mib":{"type":"integer","minimum":64},"disk_gib":{"type":"integer","minimum":1}}}}}})json";
+}
+
+}  // namespace garm_edge::agent

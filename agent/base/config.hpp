@@ -1,0 +1,127 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hypervisor/libvirt_options.hpp"
+#include "wire/enums.hpp"
+
+namespace garm_edge::agent {
+
+/// A config file that cannot be used; the message says where (file:line:column) and why.
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// A base image guests boot from. The agent never writes to it: every guest gets a qcow2
+/// overlay backed by it.
+struct ImageConfig {
+  std::string name;
+  /// Exactly one of these: a volume in the agent's storage pool, or an absolute file path.
+  std::string base_volume;
+  std::string base_path;
+  std::string base_format = "qcow2";
+  wire::OsType os_type = wire::OsType::linux;
+  std::string os_name;
+  std::string os_version;
+  wire::OsArch arch = wire::OsArch::amd64;
+};
+
+struct FlavorConfig {
+  std::string name;
+  unsigned vcpus = 1;
+  std::uint64_t memory_mib = 1024;
+  std::uint64_t disk_gib = 20;
+};
+
+/// A client identity (a certificate's CN or URI SAN) and the garm controllers it may act for.
+struct ApiClient {
+  std::string identity;
+  std::vector<std::string> controllers;  // UUIDs; "*" for any
+};
+
+/// The mutual-TLS control API (`serve`).
+struct ApiConfig {
+  bool enabled = false;  // an [api] section is present
+  std::string address = "0.0.0.0";
+  std::uint16_t port = 8443;
+  std::filesystem::path ca;
+  std::filesystem::path crl;
+  std::filesystem::path certificate;
+  std::filesystem::path key;
+  std::size_t max_connections = 256;
+  std::size_t workers = 8;  // threads that run commands (they block on libvirt)
+  std::vector<ApiClient> clients;
+
+  /// Is any of `identities` (CN and URI SANs of one certificate) in [[api.clients]]?
+  bool knows(const std::vector<std::string>& identities) const;
+  /// May `identities` (CN and URI SANs of one certificate) act for `controller_id`?
+  bool allows(const std::vector<std::string>& identities, std::string_view controller_id) const;
+};
+
+/// How a guest proves which instance it is, on top of its unguessable token.
+enum class AntiSpoofing {
+  automatic,      // clean-traffic where the host has it, else source_ip; fails where neither works
+  clean_traffic,  // libvirt's stock filter (MAC, IP and ARP spoofing)
+  source_ip,      // the agent's own filter: IPv4 only from the reserved address
+  off,            // no filter: any guest on the network can claim another's address
+};
+
+/// The plain-HTTP service guests reach at first boot: their NoCloud seed and garm's
+/// callback and metadata endpoints.
+struct GuestConfig {
+  bool enabled = false;  // a [guests] section is present
+  /// Where the service listens, and the host part of the URLs guests are given. Empty: the
+  /// network's gateway address (the host's own address on the guests' bridge).
+  std::string address;
+  std::uint16_t port = 8775;
+  /// relay: guests call the agent, which forwards to garm; direct: guests call garm.
+  bool relay = true;
+  /// Addresses the agent reserves for guests, "first-last". Empty: the network's subnet
+  /// outside its DHCP ranges.
+  std::string addresses;
+  AntiSpoofing anti_spoofing = AntiSpoofing::automatic;
+  std::chrono::seconds relay_timeout{30};
+  std::size_t max_connections = 512;
+  /// How long a deleted guest's address rests before another guest gets it.
+  std::chrono::seconds address_quarantine{120};
+};
+
+struct AgentConfig {
+  /// Written into every domain's tags; reconcile touches only domains that carry it. Must stay
+  /// stable for the life of the host's instances.
+  std::string agent_id;
+  std::filesystem::path state_dir = "/var/lib/garm-edge";
+  std::size_t max_concurrent_creates = 8;
+  std::chrono::seconds reconcile_interval{60};
+  std::chrono::seconds stop_grace{30};
+
+  hypervisor::LibvirtOptions libvirt;
+  std::string storage_pool = "default";
+  std::string network;  // libvirt network guests attach to; empty: no network interface
+
+  std::vector<ImageConfig> images;
+  std::vector<FlavorConfig> flavors;
+  ApiConfig api;
+  GuestConfig guests;
+
+  const ImageConfig* find_image(std::string_view name) const;
+  const FlavorConfig* find_flavor(std::string_view name) const;
+};
+
+/// Parses and validates agent TOML. Unknown keys are errors: a typo must not silently fall
+/// back to a default on a host nobody watches.
+AgentConfig parse_agent_config(std::string_view toml_text, const std::string& source_name);
+AgentConfig load_agent_config(const std::filesystem::path& path);
+
+/// The JSON Schema of agent.toml (served at /v1/schemas/config).
+std::string agent_config_json_schema();
+
+}  // namespace garm_edge::agent

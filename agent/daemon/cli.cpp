@@ -1,0 +1,232 @@
+#include "agent/daemon/cli.hpp"
+
+#include <iostream>
+#include <string>
+#include <string_view>
+#include <unistd.h>
+#include <vector>
+
+#include "agent/base/config.hpp"
+#include "agent/daemon/demo.hpp"
+#include "agent/daemon/serve.hpp"
+#include "agent/instances/instance_service.hpp"
+#include "agent/instances/reconcile_loop.hpp"
+#include "hypervisor/libvirt_hypervisor.hpp"
+#include "net/pki.hpp"
+#include "net/tls_config.hpp"
+
+#ifndef GARM_EDGE_VERSION
+#define GARM_EDGE_VERSION "0.0.0"
+#endif
+
+namespace garm_edge::agent {
+namespace {
+
+constexpr std::string_view kUsage = R"(usage: garm-edge-agent COMMAND [OPTIONS]
+
+Runs garm runner instances as local libvirt VMs.
+
+commands:
+  serve --config FILE          run the agent: reconcile, then serve the mTLS control API
+  check-config --config FILE   validate an agent config; exit 1 with the exact problem
+  reconcile --config FILE      one reconcile pass: roll back interrupted creates, finish
+                               interrupted deletes, remove leftovers; prints what it did
+  demo [--uri URI] [--state-dir DIR] [--storage-pool NAME] [--network NAME] [--virt-type TYPE]
+       [--base-image VOLUME|PATH]
+                               drive the instance service through a whole lifecycle
+                               (default URI: libvirt's built-in test:///default)
+  pki init [--dir DIR] [--dns NAME]... [--ip ADDR]... [--client NAME]
+                               write a CA, the agent's server certificate and a first
+                               client certificate for garm (default DIR /etc/garm-edge/pki;
+                                                                                             default: DNS this host and localhost, IP 127.0.0.1;
+                               garm-provider-edge checks DNS names only)
+  pki issue-client NAME [--dir DIR]
+                               another client certificate (its CN is the identity)
+  --version                    print the version
+  --help                       print this help
+)";
+
+/// `--name value` pairs after the command; unknown options are an error.
+class Options {
+ public:
+  Options(int argc, char** argv, std::vector<std::string_view> known, int first = 2) {
+    for (int i = first; i < argc; ++i) {
+      const std::string_view arg = argv[i];
+      bool matched = false;
+      for (const auto name : known) {
+        if (arg == name && i + 1 < argc) {
+          values_.emplace_back(name, argv[++i]);
+          matched = true;
+        }
+      }
+      if (!matched) {
+        throw std::invalid_argument("unexpected argument \"" + std::string(arg) + "\"");
+      }
+    }
+  }
+
+  std::optional<std::string> get(std::string_view name) const {
+    for (const auto& [key, value] : values_) {
+      if (key == name) {
+        return value;
+      }
+    }
+    return std::nullopt;
+  }
+
+  std::vector<std::string> get_all(std::string_view name) const {
+    std::vector<std::string> all;
+    for (const auto& [key, value] : values_) {
+      if (key == name) {
+        all.push_back(value);
+      }
+    }
+    return all;
+  }
+
+  std::string require(std::string_view name) const {
+    auto value = get(name);
+    if (!value) {
+      throw std::invalid_argument(std::string(name) + " is required");
+    }
+    return *value;
+  }
+
+ private:
+  std::vector<std::pair<std::string_view, std::string>> values_;
+};
+
+int check_config(const Options& options) {
+  const auto path = options.require("--config");
+  const auto config = load_agent_config(path);
+  if (config.api.enabled) {
+    // The files must exist, parse, and the key must match the certificate: fail here, not at 3am.
+    net::TlsConfig::load(net::TlsConfig::Role::server, {.ca = config.api.ca,
+                                                        .crl = config.api.crl,
+                                                        .certificate = config.api.certificate,
+                                                        .key = config.api.key});
+  }
+  std::cout << path << ": ok (agent " << config.agent_id << ", " << config.images.size()
+            << " images, " << config.flavors.size() << " flavors, libvirt " << config.libvirt.uri
+            << ")\n";
+  return 0;
+}
+
+int serve_command(const Options& options) {
+  const auto config = load_agent_config(options.require("--config"));
+  StderrLogger logger;
+  return serve(config, logger);
+}
+
+int reconcile_once(const Options& options) {
+  const auto config = load_agent_config(options.require("--config"));
+  hypervisor::LibvirtHypervisor hypervisor(config.libvirt);
+  FileInstanceStore store(config.state_dir);
+  SystemClock clock;
+  StderrLogger logger;
+  InstanceService service(config, hypervisor, store, clock, logger);
+  const auto report = service.reconcile();
+  const auto summary = summarize(report);
+  std::cout << (summary.empty() ? "nothing to do" : summary) << "\n";
+  return report.failures == 0 ? 0 : 1;
+}
+
+constexpr const char* kDefaultPkiDir = "/etc/garm-edge/pki";
+
+std::string host_name() {
+  char name[256] = {};
+  return ::gethostname(name, sizeof name - 1) == 0 && name[0] != '\0' ? name : "localhost";
+}
+
+int pki(int argc, char** argv) {
+  const std::string_view action = argc > 2 ? argv[2] : "";
+  if (action == "init") {
+    const Options options(argc, argv, {"--dir", "--dns", "--ip", "--client"}, 3);
+    net::PkiInitOptions init;
+    init.directory = options.get("--dir").value_or(kDefaultPkiDir);
+    init.agent_dns_names = options.get_all("--dns");
+    if (init.agent_dns_names.empty()) {
+      init.agent_dns_names = {host_name(), "localhost"};
+    }
+    init.agent_ip_addresses = options.get_all("--ip");
+    if (init.agent_ip_addresses.empty()) {
+      init.agent_ip_addresses = {"127.0.0.1"};
+    }
+    init.client_name = options.get("--client").value_or(init.client_name);
+    net::pki_init(init);
+    std::cout << "wrote " << (init.directory / "ca.crt").string() << ", "
+              << (init.directory / "agent.crt").string() << " and "
+              << (init.directory / "clients" / (init.client_name + ".crt")).string()
+              << " (keys 0600 beside them)\n";
+    return 0;
+  }
+  if (action == "issue-client" && argc > 3) {
+    const Options options(argc, argv, {"--dir"}, 4);
+    const auto files =
+        net::pki_issue_client(options.get("--dir").value_or(kDefaultPkiDir), argv[3]);
+    std::cout << "wrote " << files.certificate.string() << " and " << files.key.string() << "\n";
+    return 0;
+  }
+  throw std::invalid_argument(
+      "usage: pki init [--dir DIR] [--dns NAME]... [--ip ADDR]... [--client NAME] | "
+      "pki issue-client NAME [--dir DIR]");
+}
+
+int demo(const Options& options) {
+  DemoOptions demo;
+  demo.uri = options.get("--uri").value_or(demo.uri);
+  demo.storage_pool = options.get("--storage-pool").value_or(demo.storage_pool);
+  demo.network = options.get("--network").value_or(demo.network);
+  demo.base_image = options.get("--base-image").value_or(demo.base_image);
+  demo.state_dir = options.get("--state-dir").value_or("");
+  if (const auto type = options.get("--virt-type"); type && *type != "auto") {
+    demo.virt_type = hypervisor::parse_virt_type(*type);
+    if (!demo.virt_type) {
+      throw std::invalid_argument("--virt-type must be auto, kvm, qemu or test");
+    }
+  }
+  return run_demo(demo, std::cout);
+}
+
+}  // namespace
+
+int run_cli(int argc, char** argv) {
+  const std::string_view command = argc > 1 ? argv[1] : "--help";
+  try {
+    if (command == "--version") {
+      std::cout << "garm-edge-agent " << GARM_EDGE_VERSION << "\n";
+      return 0;
+    }
+    if (command == "--help" || command == "-h") {
+      std::cout << kUsage;
+      return 0;
+    }
+    if (command == "check-config") {
+      return check_config(Options(argc, argv, {"--config"}));
+    }
+    if (command == "serve") {
+      return serve_command(Options(argc, argv, {"--config"}));
+    }
+    if (command == "reconcile") {
+      return reconcile_once(Options(argc, argv, {"--config"}));
+    }
+    if (command == "pki") {
+      return pki(argc, argv);
+    }
+    if (command == "demo") {
+      return demo(Options(
+          argc, argv,
+          {"--uri", "--state-dir", "--storage-pool", "--network", "--base-image", "--virt-type"}));
+    }
+    std::cerr << "garm-edge-agent: unknown command \"" << command << "\"\n\n" << kUsage;
+    return 2;
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "garm-edge-agent " << command << ": " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "garm-edge-agent " << command << ": " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace garm_edge::agent

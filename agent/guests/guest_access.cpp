@@ -1,0 +1,156 @@
+#include "agent/guests/guest_access.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "net/secret_token.hpp"
+#include "userdata/userdata.hpp"
+
+namespace garm_edge::agent {
+namespace {
+
+constexpr const char* kCleanTraffic = "clean-traffic";
+constexpr const char* kSourceIpFilter = "garm-edge-source-ip";
+
+/// garm's instance-facing URL layout, which the relay serves under the agent's address.
+constexpr const char* kCallbackPath = "/api/v1/callbacks";
+constexpr const char* kMetadataPath = "/api/v1/metadata";
+
+}  // namespace
+
+GuestAccess::GuestAccess(const AgentConfig& config, hypervisor::Hypervisor& hypervisor, Logger& log)
+    : config_(config), hypervisor_(hypervisor), log_(log), port_(config.guests.port) {}
+
+void GuestAccess::start() {
+  const auto network = hypervisor_.network(config_.network);
+  address_ = config_.guests.address.empty() ? network.gateway : config_.guests.address;
+  if (!parse_ipv4(address_)) {
+    throw std::runtime_error("network " + config_.network +
+                             " has no IPv4 address for the guest service; set [guests] address");
+  }
+  try {
+    range_ = reservable_addresses(network, config_.guests.addresses);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(e.what());
+  }
+  switch (config_.guests.anti_spoofing) {
+    case AntiSpoofing::off:
+      log_.warning("[guests] anti_spoofing is off: a guest can take another guest's address");
+      break;
+    case AntiSpoofing::clean_traffic:
+      if (!hypervisor_.has_filter(kCleanTraffic)) {
+        throw std::runtime_error(
+            "nwfilter clean-traffic is not defined (install libvirt-daemon-config-nwfilter) ");
+      }
+      filter_ = kCleanTraffic;
+      break;
+    case AntiSpoofing::source_ip:
+      hypervisor_.define_source_ip_filter(kSourceIpFilter);
+      filter_ = kSourceIpFilter;
+      break;
+    case AntiSpoofing::automatic:
+      try {
+        if (hypervisor_.has_filter(kCleanTraffic)) {
+          filter_ = kCleanTraffic;
+        } else {
+          hypervisor_.define_source_ip_filter(kSourceIpFilter);
+          filter_ = kSourceIpFilter;
+        }
+      } catch (const hypervisor::HypervisorError& e) {
+        throw std::runtime_error(
+            std::string(
+                "guests need an anti-spoofing nwfilter and this libvirt cannot define one (") +
+            e.what() +
+            "); set [guests] anti_spoofing = \"off\" only where guests cannot reach each other");
+      }
+      break;
+  }
+  log_.info("guest service for network " + config_.network + " at " + address_ + ", addresses " +
+            format_ipv4(range_.first) + "-" + format_ipv4(range_.last) +
+            (filter_.empty() ? ", no nwfilter" : ", nwfilter " + filter_));
+}
+
+std::string GuestAccess::base_url() const {
+  return "http://" + address_ + ":" + std::to_string(port_);
+}
+
+GuestPlan GuestAccess::plan(const InstanceRecord& record,
+                            const wire::BootstrapInstance& bootstrap) {
+  GuestPlan plan;
+  auto& guest = plan.record;
+  guest.network = config_.network;
+  guest.mac = random_mac();
+  const auto seed_token = net::random_token();
+  guest.seed_token_hash = net::sha256_hex(seed_token);
+  guest.bearer_token_hash = net::sha256_hex(bootstrap.instance_token);
+  guest.callback_url = bootstrap.callback_url;
+  guest.metadata_url = bootstrap.metadata_url;
+  guest.ca_cert_bundle = bootstrap.ca_cert_bundle.value_or("");
+
+  userdata::SeedRequest request;
+  request.instance_id = record.domain_uuid;
+  request.hostname = record.name;
+  request.endpoints =
+      config_.guests.relay
+          ? userdata::GuestEndpoints{base_url() + kCallbackPath, base_url() + kMetadataPath}
+          : userdata::GuestEndpoints{bootstrap.callback_url, bootstrap.metadata_url};
+  auto seed = userdata::render_seed(bootstrap, request);
+  guest.meta_data = std::move(seed.meta_data);
+  guest.user_data = std::move(seed.user_data);
+  guest.vendor_data = std::move(seed.vendor_data);
+
+  // cloud-init 22.4 needs nocloud-net for an http seed, and the trailing slash.
+  plan.smbios_serial = "ds=nocloud-net;s=" + base_url() + "/" + seed_token + "/";
+  plan.interface = {.network = config_.network, .mac = guest.mac, .filter = "", .filter_ip = ""};
+  return plan;
+}
+
+void GuestAccess::assign_address(GuestPlan& plan, const std::set<std::string>& taken) {
+  const auto network = hypervisor_.network(config_.network);
+  const auto ip = allocator_.pick(range_, network, taken);
+  if (!ip) {
+    throw std::runtime_error("no free guest address left in " + format_ipv4(range_.first) + "-" +
+                             format_ipv4(range_.last));
+  }
+  plan.record.ip = *ip;
+  plan.record.mac = mac_for_address(*parse_ipv4(*ip));
+  plan.interface.mac = plan.record.mac;
+  if (!filter_.empty()) {
+    plan.interface.filter = filter_;
+    plan.interface.filter_ip = *ip;
+  }
+}
+
+void GuestAccess::reserve(const GuestRecord& guest) {
+  if (!guest.ip.empty()) {
+    hypervisor_.add_dhcp_host(guest.network, {.mac = guest.mac, .ip = guest.ip});
+  }
+}
+
+void GuestAccess::release(const GuestRecord& guest) {
+  if (guest.ip.empty()) {
+    return;
+  }
+  hypervisor_.remove_dhcp_host(guest.network, {.mac = guest.mac, .ip = guest.ip});
+  allocator_.release(guest.ip);
+}
+
+}  // namespace garm_edge::agent
+
+namespace garm_edge::agent {
+
+std::size_t GuestAccess::release_unheld(const std::set<std::string>& held) {
+  std::size_t released = 0;
+  for (const auto& host : hypervisor_.network(config_.network).hosts) {
+    const auto address = parse_ipv4(host.ip);
+    if (address && range_.contains(*address) && held.count(host.ip) == 0) {
+      hypervisor_.remove_dhcp_host(config_.network, host);
+      log_.warning("reconcile: released reservation " + host.ip + " for " + host.mac +
+                   ", which no instance holds");
+      ++released;
+    }
+  }
+  return released;
+}
+
+}  // namespace garm_edge::agent

@@ -1,0 +1,53 @@
+#include "agent/guests/guest_attachments.hpp"
+
+namespace garm_edge::agent {
+
+std::optional<GuestPlan> GuestAttachments::plan(const InstanceRecord& record,
+                                                const wire::BootstrapInstance& bootstrap) {
+  return access_.plan(record, bootstrap);
+}
+
+void GuestAttachments::assign_address(
+    GuestPlan& plan, const std::function<InstanceRecord(const GuestPlan&)>& persist) {
+  std::lock_guard lock(address_mutex_);
+  access_.assign_address(plan, index_.addresses());
+  index_.put(persist(plan));
+}
+
+void GuestAttachments::reserve(const GuestRecord& guest) {
+  access_.reserve(guest);
+}
+
+void GuestAttachments::admit(const InstanceRecord& record) {
+  index_.put(record);
+}
+
+void GuestAttachments::revoke(std::string_view domain_name) {
+  index_.remove(domain_name);
+}
+
+void GuestAttachments::release(const GuestRecord& guest) {
+  access_.release(guest);
+}
+
+std::size_t GuestAttachments::release_unheld(
+    const std::function<std::set<std::string>()>& recorded) {
+  std::lock_guard lock(address_mutex_);  // no create is between choosing and recording
+  auto held = index_.addresses();
+  held.merge(recorded());
+  return access_.release_unheld(held);
+}
+
+std::optional<GuestView> GuestAttachments::view(std::string_view domain_name) const {
+  const auto entry = index_.get(domain_name);
+  if (!entry) {
+    return std::nullopt;
+  }
+  return GuestView{.ip = entry->ip,
+                   .os_name = entry->os_name,
+                   .os_version = entry->os_version,
+                   .runner_status = entry->runner_status,
+                   .last_message = entry->last_message};
+}
+
+}  // namespace garm_edge::agent

@@ -1,0 +1,36 @@
+#pragma once
+
+#include <mutex>
+
+#include "agent/guests/guest_access.hpp"
+#include "agent/guests/guest_index.hpp"
+#include "agent/instances/guest_side.hpp"
+
+namespace garm_edge::agent {
+
+/// The guest side of an agent with `[guests]`: host resources through GuestAccess, request
+/// admission through GuestIndex.
+class GuestAttachments final : public GuestSide {
+ public:
+  GuestAttachments(GuestAccess& access, GuestIndex& index) : access_(access), index_(index) {}
+
+  bool enabled() const override { return true; }
+  std::optional<GuestPlan> plan(const InstanceRecord& record,
+                                const wire::BootstrapInstance& bootstrap) override;
+  void assign_address(GuestPlan& plan,
+                      const std::function<InstanceRecord(const GuestPlan&)>& persist) override;
+  void reserve(const GuestRecord& guest) override;
+  void admit(const InstanceRecord& record) override;
+  void revoke(std::string_view domain_name) override;
+  void release(const GuestRecord& guest) override;
+  std::size_t release_unheld(const std::function<std::set<std::string>()>& recorded) override;
+  std::optional<GuestView> view(std::string_view domain_name) const override;
+
+ private:
+  GuestAccess& access_;
+  GuestIndex& index_;
+  /// Held from choosing an address until the instance holding it is recorded and admitted.
+  std::mutex address_mutex_;
+};
+
+}  // namespace garm_edge::agent

@@ -1,0 +1,52 @@
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include "agent/instances/instance_store.hpp"
+
+namespace garm_edge::agent {
+
+/// Who may use the guest service: per instance, the hashes of its two tokens, its reserved
+/// address and whether its access is still open. Kept in memory for the request path and
+/// rebuilt from the records at startup.
+class GuestIndex {
+ public:
+  struct Entry {
+    std::string domain_name;
+    std::string seed_token_hash;
+    std::string bearer_token_hash;
+    std::string ip;  // the reserved address; a guest without one is never admitted
+    bool closed = false;
+    // What the guest reported, for GetInstance and ListInstances.
+    std::string os_name;
+    std::string os_version;
+    std::string runner_status;
+    std::string last_message;
+  };
+
+  void put(const InstanceRecord& record);
+  void remove(std::string_view domain_name);
+  std::optional<Entry> get(std::string_view domain_name) const;
+  /// Every address held by an instance, reserved in the network yet or not.
+  std::set<std::string> addresses() const;
+
+  /// The open instance whose seed token hashes to `token_hash` and whose reserved address is
+  /// `source_ip`. Every entry is compared in constant time, whatever matches.
+  std::optional<Entry> by_seed_token(std::string_view token_hash, std::string_view source_ip) const;
+  std::optional<Entry> by_bearer_token(std::string_view token_hash,
+                                       std::string_view source_ip) const;
+
+ private:
+  std::optional<Entry> find(std::string Entry::*hash, std::string_view token_hash,
+                            std::string_view source_ip) const;
+
+  mutable std::mutex mutex_;
+  std::map<std::string, Entry, std::less<>> entries_;
+};
+
+}  // namespace garm_edge::agent

@@ -1,0 +1,95 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "agent/base/clock.hpp"
+#include "agent/base/config.hpp"
+#include "agent/base/log.hpp"
+#include "agent/guests/garm_relay.hpp"
+#include "agent/guests/guest_access.hpp"
+#include "agent/guests/guest_index.hpp"
+#include "agent/instances/instance_service.hpp"
+#include "agent/instances/instance_store.hpp"
+#include "net/http_request.hpp"
+#include "net/http_response.hpp"
+
+namespace garm_edge::agent {
+
+/// Counts requests that identified no instance, per source address, and says when one
+/// address has missed too often lately (a guest guessing tokens).
+class MissLimiter {
+ public:
+  MissLimiter(const Clock& clock, std::size_t max_misses, std::chrono::seconds window)
+      : clock_(clock), max_misses_(max_misses), window_(window) {}
+
+  bool blocked(const std::string& source);
+  void miss(const std::string& source);
+
+ private:
+  struct Window {
+    std::chrono::system_clock::time_point start;
+    std::size_t misses = 0;
+  };
+  const Clock& clock_;
+  std::size_t max_misses_;
+  std::chrono::seconds window_;
+  std::mutex mutex_;
+  std::map<std::string, Window> windows_;
+};
+
+/// What guests can ask of the agent over plain HTTP: their NoCloud seed at
+/// `/<seed token>/{meta-data,user-data,vendor-data}`, and (relay mode) garm's callback and
+/// metadata endpoints under /api/v1/callbacks and /api/v1/metadata, forwarded to the garm that
+/// created them. A request is served only when its token belongs to an instance whose access is
+/// still open and its source address is that instance's reserved address; anything else gets
+/// the same plain 404. Transport-free, so it is tested without sockets.
+class GuestService {
+ public:
+  GuestService(const AgentConfig& config, InstanceService& instances, InstanceStore& store,
+               GuestIndex& index, GuestAccess& access, GarmRelay& relay, const Clock& clock,
+               Logger& log);
+
+  /// `source_ip` is the peer address of the connection, never a header.
+  net::HttpResponse handle(const net::HttpRequest& request, const std::string& source_ip);
+
+  struct Counters {
+    std::atomic<std::uint64_t> seed_served{0};
+    std::atomic<std::uint64_t> relayed{0};
+    std::atomic<std::uint64_t> relay_failures{0};
+    std::atomic<std::uint64_t> refused{0};
+    std::atomic<std::uint64_t> rate_limited{0};
+  };
+  const Counters& counters() const { return counters_; }
+  /// The counters as Prometheus text.
+  std::string render_metrics() const;
+
+ private:
+  net::HttpResponse route(const net::HttpRequest& request, const std::string& source_ip);
+  net::HttpResponse serve_seed(const net::HttpRequest& request, const std::string& source_ip,
+                               std::string_view token, std::string_view file);
+  net::HttpResponse relay(const net::HttpRequest& request, const std::string& source_ip,
+                          bool callback, std::string_view suffix);
+  void record_report(const std::string& domain_name, std::string_view suffix,
+                     const std::string& body);
+  net::HttpResponse refuse(const std::string& source_ip);
+
+  const AgentConfig& config_;
+  InstanceService& instances_;
+  InstanceStore& store_;
+  GuestIndex& index_;
+  GuestAccess& access_;
+  GarmRelay& relay_;
+  const Clock& clock_;
+  Logger& log_;
+  MissLimiter misses_;
+  Counters counters_;
+};
+
+}  // namespace garm_edge::agent

@@ -1,0 +1,282 @@
+#include "agent/instances/domain_view.hpp"
+#include "agent/instances/identifiers.hpp"
+#include "agent/instances/instance_service.hpp"
+#include "common/text.hpp"
+#include "hypervisor/domain_xml.hpp"
+#include "wire/schemas.hpp"
+#include "wire/validate.hpp"
+
+namespace garm_edge::agent {
+namespace {
+
+using Code = ServiceError::Code;
+
+hypervisor::GuestArch guest_arch_for(wire::OsArch arch) {
+  switch (arch) {
+    case wire::OsArch::arm64:
+      return hypervisor::GuestArch::aarch64;
+    case wire::OsArch::arm:
+      return hypervisor::GuestArch::armv7l;
+    default:
+      return hypervisor::GuestArch::x86_64;
+  }
+}
+
+template <class Named>
+std::string names_of(const std::vector<Named>& items) {
+  std::string names;
+  for (const auto& item : items) {
+    names += (names.empty() ? "" : ", ") + item.name;
+  }
+  return names;
+}
+
+}  // namespace
+
+wire::ProviderInstance InstanceService::create(std::string_view controller_id,
+                                               const wire::BootstrapInstance& bootstrap) {
+  try {
+    return guarded("create " + printable_excerpt(bootstrap.name), [&] {
+      auto plan = plan_create(controller_id, bootstrap);
+      auto lock = instance_locks_.lock(plan.record.domain_name);
+      if (auto existing = reuse_existing(plan)) {
+        return *existing;
+      }
+      events_.record("creating", plan.record.name, plan.record.controller_id,
+                     "image " + plan.record.image + ", flavor " + plan.record.flavor);
+      auto slot = create_gate_.acquire();
+      return run_create(plan);
+    });
+  } catch (const ServiceError& e) {
+    // Every failed create leaves one line, refusals before any libvirt step included.
+    const bool agent_fault = e.code() != Code::invalid_argument && e.code() != Code::conflict;
+    log_.log(agent_fault ? Level::error : Level::warning, e.what());
+    throw;
+  }
+}
+
+DryRunResult InstanceService::dry_run_create(std::string_view controller_id,
+                                             const wire::BootstrapInstance& bootstrap) {
+  return guarded("dry run of " + printable_excerpt(bootstrap.name), [&] {
+    auto plan = plan_create(controller_id, bootstrap);
+    plan.domain.disk_path = hypervisor_.pool_path(plan.volume.pool) + "/" + plan.volume.name;
+    const auto existing = find_owned_domain(controller_id, plan.record.domain_name);
+    DryRunResult result;
+    result.already_exists = existing.has_value();
+    result.domain_name = plan.record.domain_name;
+    result.domain_xml = hypervisor_.domain_xml(plan.domain);
+    result.volume_xml = render_overlay_volume_xml(plan.volume);
+    if (plan.guest) {
+      result.user_data = plan.guest->record.user_data;
+    }
+    hypervisor::Domain would_be{.name = plan.record.domain_name,
+                                .uuid = plan.record.domain_uuid,
+                                .state = hypervisor::PowerState::running,
+                                .tags = plan.domain.tags,
+                                .addresses = {}};
+    result.instance = describe(existing ? *existing : would_be);
+    return result;
+  });
+}
+
+InstanceService::CreatePlan InstanceService::plan_create(std::string_view controller_id,
+                                                         const wire::BootstrapInstance& b) {
+  wire::validate_uuid(controller_id, "controller_id");
+  wire::validate_bootstrap(b);
+  const auto [image, flavor] = fit_pool(b.image, b.flavor, b.os_type, b.arch);
+
+  CreatePlan plan;
+  auto& r = plan.record;
+  r.domain_name = domain_name_for(controller_id, b.name);
+  r.domain_uuid = random_uuid();
+  r.controller_id = std::string(controller_id);
+  r.pool_id = b.pool_id;
+  r.name = b.name;
+  r.image = image->name;
+  r.flavor = flavor->name;
+  r.os_type = image->os_type;
+  r.os_name = image->os_name;
+  r.os_version = image->os_version;
+  r.os_arch = image->arch;
+  r.volume_pool = config_.storage_pool;
+  r.volume_name = volume_name_for(r.domain_name);
+  r.created_at = format_rfc3339(clock_.now());
+  r.intent = Intent::creating;
+
+  plan.volume = hypervisor::VolumeSpec{
+      .pool = r.volume_pool,
+      .name = r.volume_name,
+      .capacity_bytes = flavor->disk_gib << 30U,
+      .backing_path = base_image_path(*image),
+      .backing_format = image->base_format,
+  };
+  plan.domain.name = r.domain_name;
+  plan.domain.uuid = r.domain_uuid;
+  plan.domain.arch = guest_arch_for(image->arch);
+  plan.domain.vcpus = flavor->vcpus;
+  plan.domain.memory_mib = flavor->memory_mib;
+  plan.guest = guests_->plan(r, b);
+  if (plan.guest) {
+    plan.domain.smbios_serial = plan.guest->smbios_serial;
+    plan.domain.interfaces = {plan.guest->interface};  // the filter follows with the address
+  } else if (!config_.network.empty()) {
+    plan.domain.interfaces.push_back(
+        {.network = config_.network, .mac = "", .filter = "", .filter_ip = ""});
+  }
+  plan.domain.tags = tags_for(r);
+  return plan;
+}
+
+std::pair<const ImageConfig*, const FlavorConfig*> InstanceService::fit_pool(
+    const std::string& image_name, const std::string& flavor_name,
+    std::optional<wire::OsType> os_type, std::optional<wire::OsArch> arch) const {
+  const auto* image = config_.find_image(image_name);
+  if (image == nullptr) {
+    throw ServiceError(
+        Code::invalid_argument,
+        "unknown image \"" + image_name + "\"; this agent offers: " + names_of(config_.images));
+  }
+  const auto* flavor = config_.find_flavor(flavor_name);
+  if (flavor == nullptr) {
+    throw ServiceError(
+        Code::invalid_argument,
+        "unknown flavor \"" + flavor_name + "\"; this agent offers: " + names_of(config_.flavors));
+  }
+  if (arch && *arch != image->arch) {
+    throw ServiceError(Code::invalid_argument, "image \"" + image->name + "\" is " +
+                                                   std::string(wire::to_string(image->arch)) +
+                                                   " but the pool asks for " +
+                                                   std::string(wire::to_string(*arch)));
+  }
+  if (os_type && *os_type != wire::OsType::unknown && *os_type != image->os_type) {
+    throw ServiceError(Code::invalid_argument, "image \"" + image->name + "\" is " +
+                                                   std::string(wire::to_string(image->os_type)) +
+                                                   " but the pool asks for " +
+                                                   std::string(wire::to_string(*os_type)));
+  }
+  return {image, flavor};
+}
+
+void InstanceService::validate_pool(const std::string& image_name, const std::string& flavor_name,
+                                    std::optional<wire::OsType> os_type,
+                                    std::optional<wire::OsArch> arch,
+                                    const std::optional<nlohmann::json>& extra_specs) {
+  guarded("validate pool", [&] {
+    wire::validate_resource_name(image_name, "image");
+    wire::validate_resource_name(flavor_name, "flavor");
+    wire::validate_extra_specs(extra_specs);
+    if (extra_specs) {
+      wire::validate_extra_spec_keys(*extra_specs);
+    }
+    const auto [image, flavor] = fit_pool(image_name, flavor_name, os_type, arch);
+    base_image_path(*image);  // the base image must be there, not only named in the config
+  });
+}
+
+std::string InstanceService::base_image_path(const ImageConfig& image) {
+  if (!image.base_path.empty()) {
+    return image.base_path;
+  }
+  const auto volume = hypervisor_.find_volume(config_.storage_pool, image.base_volume);
+  if (!volume) {
+    throw ServiceError(Code::internal, "image \"" + image.name + "\": base volume \"" +
+                                           image.base_volume + "\" is not in storage pool \"" +
+                                           config_.storage_pool + "\"");
+  }
+  return volume->path;
+}
+
+std::optional<wire::ProviderInstance> InstanceService::reuse_existing(const CreatePlan& plan) {
+  const auto& wanted = plan.record;
+  const auto record = store_.get(wanted.domain_name);
+  auto domain = hypervisor_.find_by_name(wanted.domain_name);
+  const bool domain_is_ours =
+      domain && owned_by(*domain, config_.agent_id, wanted.controller_id) &&
+      domain->tags.get(tag::kName) == std::optional<std::string_view>(wanted.name);
+  if ((domain && !domain_is_ours) || (record && record->controller_id != wanted.controller_id)) {
+    throw ServiceError(Code::conflict,
+                       "a domain named " + wanted.domain_name +
+                           " exists and is not this agent's instance; nothing was changed");
+  }
+  if (record && record->intent == Intent::created && domain &&
+      domain->uuid == record->domain_uuid) {
+    if (domain->state == hypervisor::PowerState::shutoff) {
+      hypervisor_.start(domain->uuid);
+      domain = hypervisor_.find_by_uuid(domain->uuid);
+    }
+    if (domain && domain->state == hypervisor::PowerState::running) {
+      log_.info("create " + wanted.name + ": exists as " + domain->uuid + "; nothing created");
+      return describe(*domain);
+    }
+    // Paused (e.g. out of disk space) or crashed: garm needs a running instance, so the broken
+    // one is replaced below.
+    log_.warning("create " + wanted.name + ": the existing instance is not running; replacing it");
+  }
+  // Leftovers of an interrupted create or delete: clear them, then create afresh.
+  if (record) {
+    teardown(*record);
+  }
+  if (domain && (!record || domain->uuid != record->domain_uuid)) {
+    teardown(record_for_orphan(*domain, config_.storage_pool));
+  }
+  return std::nullopt;
+}
+
+void InstanceService::record_create_intent(CreatePlan& plan) {
+  if (!plan.guest) {
+    store_.put(plan.record);
+    return;
+  }
+  guests_->assign_address(*plan.guest, [&](const GuestPlan& guest) {
+    plan.record.guest = guest.record;
+    plan.domain.interfaces = {guest.interface};
+    store_.put(plan.record);
+    return plan.record;
+  });
+}
+
+wire::ProviderInstance InstanceService::run_create(CreatePlan& plan) {
+  auto& record = plan.record;
+  std::string step = "record the intent";
+  try {
+    record_create_intent(plan);
+    if (record.guest) {
+      step = "reserve the guest's address " + record.guest->ip;
+      guests_->reserve(*record.guest);
+    }
+    events_.record("requesting", record.name, record.controller_id, "domain " + record.domain_name);
+    step = "create the overlay volume";
+    const auto volume = hypervisor_.create_overlay(plan.volume);
+    plan.domain.disk_path = volume.path;
+    step = "define the domain";
+    hypervisor_.define(plan.domain);
+    step = "start the domain";
+    hypervisor_.start(record.domain_uuid);
+    step = "confirm the domain runs";
+    const auto domain = hypervisor_.find_by_uuid(record.domain_uuid);
+    if (!domain || domain->state != hypervisor::PowerState::running) {
+      throw ServiceError(Code::internal, "the domain is not running after start");
+    }
+    step = "record the result";
+    record.intent = Intent::created;
+    store_.put(record);
+    events_.record("created", record.name, record.controller_id,
+                   "domain " + record.domain_name + " (" + record.domain_uuid + ")" +
+                       (record.guest ? ", address " + record.guest->ip : ""));
+    return describe(*domain);
+  } catch (const std::exception& error) {
+    std::string reason = "failed to " + step + ": " + error.what();
+    try {
+      teardown(record);
+      reason += "; everything it made was removed";
+    } catch (const std::exception& cleanup) {
+      reason += "; cleanup is incomplete (" + std::string(cleanup.what()) +
+                ") and the reconcile loop will finish it";
+      log_.error("create " + record.name + ": cleanup after the failure is incomplete (" +
+                 cleanup.what() + "); the reconcile loop will finish it");
+    }
+    throw ServiceError(code_of(error), "create " + record.name + " " + reason);
+  }
+}
+
+}  // namespace garm_edge::agent

@@ -1,0 +1,168 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agent/base/clock.hpp"
+#include "agent/base/config.hpp"
+#include "agent/base/log.hpp"
+#include "agent/instances/create_gate.hpp"
+#include "agent/instances/event_log.hpp"
+#include "agent/instances/guest_side.hpp"
+#include "agent/instances/instance_store.hpp"
+#include "agent/instances/keyed_mutex.hpp"
+#include "agent/instances/service_error.hpp"
+#include "hypervisor/hypervisor.hpp"
+#include "wire/bootstrap.hpp"
+#include "wire/provider_instance.hpp"
+
+namespace garm_edge::agent {
+
+struct DryRunResult {
+  bool already_exists = false;  // create would return the existing instance
+  std::string domain_name;
+  std::string domain_xml;
+  std::string volume_xml;
+  std::string user_data;            // what the guest would boot with; empty without [guests]
+  wire::ProviderInstance instance;  // what create would return
+};
+
+struct ReconcileReport {
+  std::size_t rolled_back_creates = 0;
+  std::size_t finished_deletes = 0;
+  std::size_t vanished_domains = 0;     // record kept, domain gone behind our back
+  std::size_t orphan_domains = 0;       // our tag and state ID, no record
+  std::size_t orphan_volumes = 0;       // our naming, no record and no domain
+  std::size_t orphan_reservations = 0;  // in our address range, held by no instance
+  std::size_t other_state = 0;          // our tag, but made with another state directory: kept
+  std::size_t busy = 0;                 // in use by a live operation: left for the next pass
+  std::size_t failures = 0;
+};
+
+/// garm's command set over libvirt, free of any transport. Every operation acts only on
+/// domains that carry this agent's tag and the caller's controller ID. Operations on one
+/// instance are serialized; creates beyond the configured cap wait their turn.
+class InstanceService {
+ public:
+  InstanceService(const AgentConfig& config, hypervisor::Hypervisor& hypervisor,
+                  InstanceStore& store, const Clock& clock, Logger& logger);
+
+  /// From now on every created instance gets guest access (address, filter, seed) through
+  /// `guests`, which is told of every recorded instance first. Without this: NoGuests.
+  void serve_guests(GuestSide& guests);
+  /// Under the instance's lock: reads its record, lets `change` edit the guest part, and writes
+  /// it back when `change` returns true. Nothing when there is no such record with a guest.
+  std::optional<InstanceRecord> update_guest(std::string_view domain_name,
+                                             const std::function<bool(GuestRecord&)>& change);
+  EventLog& events() { return events_; }
+  /// What the instance's guest reported and how it reaches the agent, without its seed or
+  /// token hashes. Nothing when there is no such instance or it has no guest access.
+  std::optional<GuestRecord> guest_status(std::string_view controller_id,
+                                          std::string_view instance);
+
+  /// Idempotent by instance name. Returns a running instance or throws; whatever a failed
+  /// create made is removed before the error is thrown.
+  wire::ProviderInstance create(std::string_view controller_id,
+                                const wire::BootstrapInstance& bootstrap);
+  /// Validates a create and renders what it would define, creating nothing.
+  DryRunResult dry_run_create(std::string_view controller_id,
+                              const wire::BootstrapInstance& bootstrap);
+
+  /// Would a pool with this image, flavor and extra specs work here? Throws invalid_argument
+  /// naming what would not.
+  void validate_pool(const std::string& image, const std::string& flavor,
+                     std::optional<wire::OsType> os_type, std::optional<wire::OsArch> arch,
+                     const std::optional<nlohmann::json>& extra_specs);
+
+  /// `instance` is a provider ID or a garm instance name.
+  std::optional<wire::ProviderInstance> get(std::string_view controller_id,
+                                            std::string_view instance);
+  std::vector<wire::ProviderInstance> list(std::string_view controller_id,
+                                           std::string_view pool_id);
+  /// False when there was nothing to delete (which is success).
+  bool remove(std::string_view controller_id, std::string_view instance);
+  void start(std::string_view controller_id, std::string_view instance);
+  /// `force`: power off at once; otherwise ACPI shutdown, then power off after the grace time.
+  void stop(std::string_view controller_id, std::string_view instance, bool force);
+  /// Deletes every instance of the controller; returns how many there were.
+  std::size_t remove_all(std::string_view controller_id);
+
+  /// Finishes or rolls back interrupted intents, drops records of vanished domains and removes
+  /// tagged domains without a record. Never touches a domain without this agent's tag.
+  ReconcileReport reconcile();
+
+  /// This agent's domains by power state (running, shutoff, ...), for metrics.
+  std::map<std::string, std::size_t> count_by_state();
+
+  const AgentConfig& config() const { return config_; }
+
+ private:
+  struct CreatePlan {
+    InstanceRecord record;
+    hypervisor::VolumeSpec volume;
+    hypervisor::DomainSpec domain;
+    std::optional<GuestPlan> guest;
+  };
+
+  CreatePlan plan_create(std::string_view controller_id, const wire::BootstrapInstance& bootstrap);
+  std::optional<wire::ProviderInstance> reuse_existing(const CreatePlan& plan);
+  wire::ProviderInstance run_create(CreatePlan& plan);
+  /// Gives the guest its address and records the intent, atomically with respect to other
+  /// creates, so no two guests are given one address.
+  void record_create_intent(CreatePlan& plan);
+  std::string base_image_path(const ImageConfig& image);
+  std::pair<const ImageConfig*, const FlavorConfig*> fit_pool(
+      const std::string& image, const std::string& flavor, std::optional<wire::OsType> os_type,
+      std::optional<wire::OsArch> arch) const;
+
+  /// What a provider ID or instance name refers to. `uuid` is set when the reference was a
+  /// provider ID, so the instance can be re-checked once its lock is held.
+  struct Target {
+    std::string domain_name;
+    std::optional<std::string> uuid;
+  };
+  /// The instance a reference resolves to for this controller, if any.
+  std::optional<Target> resolve(std::string_view controller_id, std::string_view instance);
+  /// Under the instance's lock: the domain `target` still refers to, if it exists.
+  std::optional<hypervisor::Domain> locate(std::string_view controller_id, const Target& target);
+  /// Resolves and locks an instance that must exist (start, stop); throws not_found.
+  std::pair<KeyedMutex::Guard, hypervisor::Domain> lock_existing(std::string_view controller_id,
+                                                                 std::string_view instance);
+  std::optional<hypervisor::Domain> find_owned_domain(std::string_view controller_id,
+                                                      std::string_view domain_name);
+  bool remove_locked(std::string_view controller_id, const Target& target);
+  /// Removes domain, overlay and record; each step is idempotent so it can run again.
+  void teardown(const InstanceRecord& record);
+  void reconcile_record(const InstanceRecord& record, ReconcileReport& report);
+  void reconcile_domain(const hypervisor::Domain& domain, ReconcileReport& report);
+  void reconcile_volume(const std::string& volume_name, const std::string& domain_name,
+                        ReconcileReport& report);
+  /// Logs the unreadable records when their set differs from the last one logged.
+  void report_unreadable(const std::vector<std::string>& unreadable);
+
+  wire::ProviderInstance describe(const hypervisor::Domain& domain) const;
+  hypervisor::Tags tags_for(const InstanceRecord& record) const;
+
+  const AgentConfig& config_;
+  hypervisor::Hypervisor& hypervisor_;
+  InstanceStore& store_;
+  const Clock& clock_;
+  Logger& log_;
+  KeyedMutex instance_locks_;
+  CreateGate create_gate_;
+  EventLog events_;
+  NoGuests no_guests_;
+  GuestSide* guests_ = &no_guests_;
+  std::mutex unreadable_mutex_;
+  std::vector<std::string> reported_unreadable_;
+};
+
+}  // namespace garm_edge::agent

@@ -1,0 +1,417 @@
+#include "agent/instances/instance_store.hpp"
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/instances/identifiers.hpp"
+#include "common/unique_fd.hpp"
+#include "wire/error.hpp"
+#include "wire/json_fields.hpp"
+#include "wire/validate.hpp"
+
+namespace garm_edge::agent {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kRecordVersion = 1;
+
+[[noreturn]] void fail_errno(const std::string& what) {
+  throw StoreError(what + ": " + std::strerror(errno));
+}
+
+void make_private_directory(const fs::path& path) {
+  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
+    fail_errno("cannot create state directory " + path.string());
+  }
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
+    throw StoreError(path.string() + " is not a directory");
+  }
+}
+
+void fsync_directory(const fs::path& directory) {
+  UniqueFd dir(::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir.get() < 0 || ::fsync(dir.get()) != 0) {
+    fail_errno("cannot sync directory " + directory.string());
+  }
+}
+
+void write_all(int fd, std::string_view data, const fs::path& path) {
+  while (!data.empty()) {
+    const ssize_t written = ::write(fd, data.data(), data.size());
+    if (written < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      fail_errno("cannot write " + path.string());
+    }
+    data.remove_prefix(static_cast<std::size_t>(written));
+  }
+}
+
+void write_atomically(const fs::path& target, std::string_view contents) {
+  static std::atomic<unsigned> counter{0};
+  const fs::path temp = target.parent_path() /
+                        ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()) +
+                         "." + std::to_string(counter.fetch_add(1)));
+  UniqueFd file(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (file.get() < 0) {
+    fail_errno("cannot create " + temp.string());
+  }
+  try {
+    write_all(file.get(), contents, temp);
+    if (::fsync(file.get()) != 0) {
+      fail_errno("cannot sync " + temp.string());
+    }
+    if (::close(file.release()) != 0) {
+      fail_errno("cannot close " + temp.string());
+    }
+    if (::rename(temp.c_str(), target.c_str()) != 0) {
+      fail_errno("cannot rename " + temp.string() + " to " + target.string());
+    }
+  } catch (...) {
+    ::unlink(temp.c_str());
+    throw;
+  }
+  fsync_directory(target.parent_path());
+}
+
+std::optional<std::string> read_file(const fs::path& path) {
+  UniqueFd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (file.get() < 0) {
+    if (errno == ENOENT) {
+      return std::nullopt;
+    }
+    fail_errno("cannot open " + path.string());
+  }
+  std::string text;
+  char buffer[8192];
+  for (;;) {
+    const ssize_t got = ::read(file.get(), buffer, sizeof buffer);
+    if (got < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      fail_errno("cannot read " + path.string());
+    }
+    if (got == 0) {
+      return text;
+    }
+    text.append(buffer, static_cast<std::size_t>(got));
+  }
+}
+
+/// Temp files of writes a crash interrupted; the rename never happened, so they hold nothing
+/// the store has promised.
+void remove_stale_temp_files(const fs::path& directory) {
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(directory, error)) {
+    const auto name = entry.path().filename().string();
+    if (name.front() == '.' && name.find(".tmp.") != std::string::npos) {
+      fs::remove(entry.path(), error);
+    }
+  }
+}
+
+/// Holds an exclusive flock on `<state_dir>/lock` for as long as the descriptor is open.
+int lock_state_directory(const fs::path& state_dir) {
+  const auto path = state_dir / "lock";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    fail_errno("cannot open " + path.string());
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    ::close(fd);
+    if (error == EWOULDBLOCK) {
+      throw StoreError("state directory " + state_dir.string() +
+                       " is in use by another garm-edge-agent process");
+    }
+    errno = error;
+    fail_errno("cannot lock " + path.string());
+  }
+  return fd;
+}
+
+std::string load_or_create_state_id(const fs::path& state_dir) {
+  const auto path = state_dir / "state-id";
+  if (auto text = read_file(path)) {
+    while (!text->empty() && (text->back() == '\n' || text->back() == ' ')) {
+      text->pop_back();
+    }
+    if (!wire::is_uuid(*text)) {
+      throw StoreError(path.string() + " does not hold a UUID; refusing to guess");
+    }
+    return *text;
+  }
+  const auto id = random_uuid();
+  write_atomically(path, id + "\n");
+  return id;
+}
+
+bool is_safe_file_stem(std::string_view name) {
+  if (name.empty() || name.size() > 200 || name.front() == '.' ||
+      name.find("..") != std::string_view::npos) {
+    return false;
+  }
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '_' || c == '.';
+    if (!ok) {
+      return false;
+    }
+  }
+  return true;
+}
+
+Intent parse_intent(std::string_view text) {
+  for (auto intent : {Intent::creating, Intent::created, Intent::deleting}) {
+    if (to_string(intent) == text) {
+      return intent;
+    }
+  }
+  throw StoreError("unknown intent \"" + std::string(text) + "\"");
+}
+
+}  // namespace
+
+std::string_view to_string(Intent intent) {
+  switch (intent) {
+    case Intent::creating:
+      return "creating";
+    case Intent::created:
+      return "created";
+    case Intent::deleting:
+      return "deleting";
+  }
+  return "creating";
+}
+
+namespace {
+
+nlohmann::ordered_json guest_to_json(const GuestRecord& g) {
+  auto messages = nlohmann::ordered_json::array();
+  for (const auto& m : g.messages) {
+    messages.push_back({{"time", m.time}, {"status", m.status}, {"message", m.message}});
+  }
+  return {
+      {"network", g.network},
+      {"mac", g.mac},
+      {"ip", g.ip},
+      {"seed_token_hash", g.seed_token_hash},
+      {"bearer_token_hash", g.bearer_token_hash},
+      {"callback_url", g.callback_url},
+      {"metadata_url", g.metadata_url},
+      {"ca_cert_bundle", g.ca_cert_bundle},
+      {"meta_data", g.meta_data},
+      {"user_data", g.user_data},
+      {"vendor_data", g.vendor_data},
+      {"closed", g.closed},
+      {"seed_served_at", g.seed_served_at},
+      {"runner_status", g.runner_status},
+      {"agent_id", g.agent_id ? nlohmann::ordered_json(*g.agent_id) : nlohmann::ordered_json()},
+      {"os_name", g.os_name},
+      {"os_version", g.os_version},
+      {"messages", messages},
+  };
+}
+
+GuestRecord guest_from_json(const nlohmann::json& document) {
+  const wire::ObjectReader in(document, "guest");
+  GuestRecord g;
+  g.network = in.string_or_empty("network");
+  g.mac = in.string_or_empty("mac");
+  g.ip = in.string_or_empty("ip");
+  g.seed_token_hash = in.required_string("seed_token_hash");
+  g.bearer_token_hash = in.string_or_empty("bearer_token_hash");
+  g.callback_url = in.string_or_empty("callback_url");
+  g.metadata_url = in.string_or_empty("metadata_url");
+  g.ca_cert_bundle = in.string_or_empty("ca_cert_bundle");
+  g.meta_data = in.string_or_empty("meta_data");
+  g.user_data = in.string_or_empty("user_data");
+  g.vendor_data = in.string_or_empty("vendor_data");
+  g.closed = in.boolean("closed");
+  g.seed_served_at = in.string_or_empty("seed_served_at");
+  g.runner_status = in.string_or_empty("runner_status");
+  if (const auto* agent_id = in.find("agent_id"); agent_id && agent_id->is_number_integer()) {
+    g.agent_id = agent_id->get<std::int64_t>();
+  }
+  g.os_name = in.string_or_empty("os_name");
+  g.os_version = in.string_or_empty("os_version");
+  if (const auto* messages = in.find("messages"); messages && messages->is_array()) {
+    for (const auto& item : *messages) {
+      if (!item.is_object()) {
+        throw wire::WireError("guest.messages", "must hold objects");
+      }
+      const wire::ObjectReader message(item, "guest.messages[]");
+      g.messages.push_back({.time = message.string_or_empty("time"),
+                            .status = message.string_or_empty("status"),
+                            .message = message.string_or_empty("message")});
+    }
+  }
+  return g;
+}
+
+}  // namespace
+
+std::string serialize_record(const InstanceRecord& r) {
+  nlohmann::ordered_json out = {
+      {"version", kRecordVersion},
+      {"intent", to_string(r.intent)},
+      {"domain_name", r.domain_name},
+      {"domain_uuid", r.domain_uuid},
+      {"controller_id", r.controller_id},
+      {"pool_id", r.pool_id},
+      {"name", r.name},
+      {"image", r.image},
+      {"flavor", r.flavor},
+      {"os_type", wire::to_string(r.os_type)},
+      {"os_name", r.os_name},
+      {"os_version", r.os_version},
+      {"os_arch", wire::to_string(r.os_arch)},
+      {"volume_pool", r.volume_pool},
+      {"volume_name", r.volume_name},
+      {"created_at", r.created_at},
+  };
+  if (r.guest) {
+    out["guest"] = guest_to_json(*r.guest);
+  }
+  return out.dump(2) + "\n";
+}
+
+InstanceRecord parse_record(std::string_view text) {
+  try {
+    const auto document = wire::parse_json_text(text, "instance record");
+    const wire::ObjectReader in(document, "");
+    const auto* version = in.find("version");
+    if (version == nullptr || !version->is_number_integer() ||
+        version->get<int>() != kRecordVersion) {
+      throw StoreError("unsupported instance record version");
+    }
+    InstanceRecord r;
+    r.intent = parse_intent(in.required_string("intent"));
+    r.domain_name = in.required_string("domain_name");
+    r.domain_uuid = in.required_string("domain_uuid");
+    r.controller_id = in.required_string("controller_id");
+    r.pool_id = in.required_string("pool_id");
+    r.name = in.required_string("name");
+    r.image = in.string_or_empty("image");
+    r.flavor = in.string_or_empty("flavor");
+    r.os_type = in.enum_value<wire::OsType>("os_type").value_or(wire::OsType::unknown);
+    r.os_name = in.string_or_empty("os_name");
+    r.os_version = in.string_or_empty("os_version");
+    r.os_arch = in.enum_value<wire::OsArch>("os_arch").value_or(wire::OsArch::amd64);
+    r.volume_pool = in.required_string("volume_pool");
+    r.volume_name = in.required_string("volume_name");
+    r.created_at = in.string_or_empty("created_at");
+    if (const auto* guest = in.find("guest"); guest && guest->is_object()) {
+      r.guest = guest_from_json(*guest);
+    }
+    return r;
+  } catch (const wire::WireError& e) {
+    throw StoreError(std::string("invalid instance record: ") + e.what());
+  }
+}
+
+FileInstanceStore::FileInstanceStore(const fs::path& state_dir)
+    : directory_(state_dir / "instances") {
+  make_private_directory(state_dir);
+  lock_fd_ = lock_state_directory(state_dir);
+  try {
+    make_private_directory(directory_);
+    remove_stale_temp_files(directory_);
+    state_id_ = load_or_create_state_id(state_dir);
+  } catch (...) {
+    ::close(lock_fd_);
+    throw;
+  }
+}
+
+FileInstanceStore::~FileInstanceStore() {
+  ::close(lock_fd_);
+}
+
+fs::path FileInstanceStore::path_for(std::string_view domain_name) const {
+  if (!is_safe_file_stem(domain_name)) {
+    throw StoreError("refusing unsafe record name \"" + std::string(domain_name.substr(0, 64)) +
+                     "\"");
+  }
+  return directory_ / (std::string(domain_name) + ".json");
+}
+
+void FileInstanceStore::put(const InstanceRecord& record) {
+  write_atomically(path_for(record.domain_name), serialize_record(record));
+}
+
+std::optional<InstanceRecord> FileInstanceStore::get(std::string_view domain_name) {
+  const auto path = path_for(domain_name);
+  auto text = read_file(path);
+  if (!text) {
+    return std::nullopt;
+  }
+  try {
+    return parse_record(*text);
+  } catch (const StoreError& e) {
+    throw StoreError("instance record " + path.string() + " is unreadable (" + e.what() +
+                     "); its instance is left as it is until the file is repaired or removed");
+  }
+}
+
+void FileInstanceStore::remove(std::string_view domain_name) {
+  const auto path = path_for(domain_name);
+  if (::unlink(path.c_str()) != 0) {
+    if (errno == ENOENT) {
+      return;
+    }
+    fail_errno("cannot remove " + path.string());
+  }
+  fsync_directory(directory_);
+}
+
+std::vector<InstanceRecord> FileInstanceStore::list() {
+  std::vector<InstanceRecord> records;
+  std::vector<std::string> skipped;
+  scan(records, skipped);
+  return records;
+}
+
+std::vector<std::string> FileInstanceStore::unreadable() {
+  std::vector<InstanceRecord> records;
+  std::vector<std::string> skipped;
+  scan(records, skipped);
+  return skipped;
+}
+
+void FileInstanceStore::scan(std::vector<InstanceRecord>& records,
+                             std::vector<std::string>& unreadable) {
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(directory_, error)) {
+    const auto& path = entry.path();
+    if (path.extension() != ".json" || path.filename().string().front() == '.') {
+      continue;
+    }
+    const auto text = read_file(path);
+    if (!text) {
+      continue;  // removed since the directory was read
+    }
+    try {
+      records.push_back(parse_record(*text));
+    } catch (const StoreError&) {
+      // left in place: get() keeps refusing it, so nothing acts on that instance
+      unreadable.push_back(path.stem().string());
+    }
+  }
+  if (error) {
+    throw StoreError("cannot list " + directory_.string() + ": " + error.message());
+  }
+}
+
+}  // namespace garm_edge::agent
