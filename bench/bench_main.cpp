@@ -64,7 +64,7 @@ double ms_since(Clock::time_point start) {
 }
 
 /// Creates `count` instances from `threads` threads at once; returns the wall time in ms.
-double create_concurrently(agent::InstanceService& service, const std::string& controller,
+double create_concurrently(agent::InstanceService& service, const agent::ControllerId& controller,
                            const std::string& pool, const std::string& prefix, int count) {
   std::vector<std::thread> threads;
   std::atomic<int> failures{0};
@@ -90,12 +90,12 @@ double create_concurrently(agent::InstanceService& service, const std::string& c
   return elapsed;
 }
 
-double median_list_ms(agent::InstanceService& service, const std::string& controller,
+double median_list_ms(agent::InstanceService& service, const agent::ControllerId& controller,
                       const std::string& pool, std::size_t expected) {
   std::vector<double> samples;
   for (int run = 0; run < 15; ++run) {
     const auto start = Clock::now();
-    const auto listed = service.list(controller, pool);
+    const auto listed = service.list(controller, agent::PoolId::parse(pool));
     samples.push_back(ms_since(start));
     if (listed.size() != expected) {
       std::fprintf(stderr, "list returned %zu instances, expected %zu\n", listed.size(), expected);
@@ -110,7 +110,7 @@ double median_list_ms(agent::InstanceService& service, const std::string& contro
 
 int main() {
   Bench bench;
-  const std::string controller = agent::random_uuid();
+  const auto controller = agent::ControllerId::parse(agent::random_uuid());
 
   const std::string burst_pool = agent::random_uuid();
   const double burst_ms =

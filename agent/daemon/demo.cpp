@@ -87,10 +87,10 @@ int run_demo(const DemoOptions& options, std::ostream& out) {
   StderrLogger logger(Level::warning);
   InstanceService service(config, hypervisor, store, clock, logger);
 
-  const std::string controller = random_uuid();
+  const auto controller = ControllerId::parse(random_uuid());
   const std::string pool = random_uuid();
   const std::string other_pool = random_uuid();
-  out << "controller " << controller << ", pool " << pool << "\n";
+  out << "controller " << controller.str() << ", pool " << pool << "\n";
   bool ok = true;
 
   std::vector<wire::ProviderInstance> created;
@@ -112,22 +112,23 @@ int run_demo(const DemoOptions& options, std::ostream& out) {
     Step step(out, "dry run of garm-demo00005: the domain XML it would define");
     const auto dry = service.dry_run_create(controller, demo_bootstrap("garm-demo00005", pool));
     out << dry.domain_xml;
-    ok &= expect(out, !service.get(controller, "garm-demo00005"), "nothing was created");
+    ok &= expect(out, !service.get(controller, InstanceRef::parse("garm-demo00005")),
+                 "nothing was created");
   }
   {
     Step step(out, "list the pool");
-    const auto listed = service.list(controller, pool);
+    const auto listed = service.list(controller, PoolId::parse(pool));
     out << "   " << wire::to_json(listed).dump() << "\n";
     ok &= expect(out, listed.size() == 3, "three instances in the pool");
   }
   {
     Step step(out, "stop garm-demo00002, then start it again");
-    service.stop(controller, "garm-demo00002", true);
-    const auto stopped = service.get(controller, "garm-demo00002");
+    service.stop(controller, InstanceRef::parse("garm-demo00002"), true);
+    const auto stopped = service.get(controller, InstanceRef::parse("garm-demo00002"));
     ok &=
         expect(out, stopped && stopped->status == wire::InstanceStatus::stopped, "status stopped");
-    service.start(controller, created[1].provider_id);
-    const auto started = service.get(controller, created[1].provider_id);
+    service.start(controller, InstanceRef::parse(created[1].provider_id));
+    const auto started = service.get(controller, InstanceRef::parse(created[1].provider_id));
     ok &=
         expect(out, started && started->status == wire::InstanceStatus::running, "status running");
   }
@@ -143,16 +144,19 @@ int run_demo(const DemoOptions& options, std::ostream& out) {
   }
   {
     Step step(out, "delete by provider ID, by name, and one that is already gone");
-    ok &= expect(out, service.remove(controller, created[0].provider_id), "deleted by provider ID");
-    ok &= expect(out, service.remove(controller, "garm-demo00002"), "deleted by name");
-    ok &= expect(out, !service.remove(controller, "garm-demo00002"),
+    ok &= expect(out, service.remove(controller, InstanceRef::parse(created[0].provider_id)),
+                 "deleted by provider ID");
+    ok &= expect(out, service.remove(controller, InstanceRef::parse("garm-demo00002")),
+                 "deleted by name");
+    ok &= expect(out, !service.remove(controller, InstanceRef::parse("garm-demo00002")),
                  "second delete: already gone (success)");
   }
   {
     Step step(out, "remove all of the controller's instances");
     out << "   removed " << service.remove_all(controller) << "\n";
-    ok &= expect(out, service.list(controller, pool).empty(), "pool is empty: []");
-    ok &= expect(out, service.list(controller, other_pool).empty(), "other pool is empty: []");
+    ok &= expect(out, service.list(controller, PoolId::parse(pool)).empty(), "pool is empty: []");
+    ok &= expect(out, service.list(controller, PoolId::parse(other_pool)).empty(),
+                 "other pool is empty: []");
   }
   out << "\n" << (ok ? "demo finished: every step behaved" : "demo FAILED") << "\n";
   return ok ? 0 : 1;

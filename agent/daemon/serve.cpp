@@ -85,7 +85,7 @@ int serve(const AgentConfig& config, Logger& log,
   }
   ReconcileLoop reconcile_loop(service, config.reconcile_interval, log);
 
-  ControlApi api(config, service, hypervisor);
+  ControlApi api(config, service);
   if (config.guests.enabled) {
     api.add_metrics_source([&guests] { return guests.render_metrics(); });
   }

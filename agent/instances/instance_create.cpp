@@ -3,7 +3,6 @@
 #include "agent/instances/instance_service.hpp"
 #include "common/text.hpp"
 #include "hypervisor/domain_xml.hpp"
-#include "wire/schemas.hpp"
 #include "wire/validate.hpp"
 
 namespace garm_edge::agent {
@@ -33,11 +32,11 @@ std::string names_of(const std::vector<Named>& items) {
 
 }  // namespace
 
-wire::ProviderInstance InstanceService::create(std::string_view controller_id,
+wire::ProviderInstance InstanceService::create(const ControllerId& controller,
                                                const wire::BootstrapInstance& bootstrap) {
   try {
     return guarded("create " + printable_excerpt(bootstrap.name), [&] {
-      auto plan = plan_create(controller_id, bootstrap);
+      auto plan = plan_create(controller, bootstrap);
       auto lock = instance_locks_.lock(plan.record.domain_name);
       if (auto existing = reuse_existing(plan)) {
         return *existing;
@@ -55,12 +54,12 @@ wire::ProviderInstance InstanceService::create(std::string_view controller_id,
   }
 }
 
-DryRunResult InstanceService::dry_run_create(std::string_view controller_id,
+DryRunResult InstanceService::dry_run_create(const ControllerId& controller,
                                              const wire::BootstrapInstance& bootstrap) {
   return guarded("dry run of " + printable_excerpt(bootstrap.name), [&] {
-    auto plan = plan_create(controller_id, bootstrap);
+    auto plan = plan_create(controller, bootstrap);
     plan.domain.disk_path = hypervisor_.pool_path(plan.volume.pool) + "/" + plan.volume.name;
-    const auto existing = find_owned_domain(controller_id, plan.record.domain_name);
+    const auto existing = find_owned_domain(controller, plan.record.domain_name);
     DryRunResult result;
     result.already_exists = existing.has_value();
     result.domain_name = plan.record.domain_name;
@@ -79,17 +78,16 @@ DryRunResult InstanceService::dry_run_create(std::string_view controller_id,
   });
 }
 
-InstanceService::CreatePlan InstanceService::plan_create(std::string_view controller_id,
+InstanceService::CreatePlan InstanceService::plan_create(const ControllerId& controller,
                                                          const wire::BootstrapInstance& b) {
-  wire::validate_uuid(controller_id, "controller_id");
   wire::validate_bootstrap(b);
   const auto [image, flavor] = fit_pool(b.image, b.flavor, b.os_type, b.arch);
 
   CreatePlan plan;
   auto& r = plan.record;
-  r.domain_name = domain_name_for(controller_id, b.name);
+  r.domain_name = domain_name_for(controller, b.name);
   r.domain_uuid = random_uuid();
-  r.controller_id = std::string(controller_id);
+  r.controller_id = controller.str();
   r.pool_id = b.pool_id;
   r.name = b.name;
   r.image = image->name;
@@ -157,18 +155,9 @@ std::pair<const ImageConfig*, const FlavorConfig*> InstanceService::fit_pool(
   return {image, flavor};
 }
 
-void InstanceService::validate_pool(const std::string& image_name, const std::string& flavor_name,
-                                    std::optional<wire::OsType> os_type,
-                                    std::optional<wire::OsArch> arch,
-                                    const std::optional<nlohmann::json>& extra_specs) {
+void InstanceService::validate_pool(const PoolSpec& pool) {
   guarded("validate pool", [&] {
-    wire::validate_resource_name(image_name, "image");
-    wire::validate_resource_name(flavor_name, "flavor");
-    wire::validate_extra_specs(extra_specs);
-    if (extra_specs) {
-      wire::validate_extra_spec_keys(*extra_specs);
-    }
-    const auto [image, flavor] = fit_pool(image_name, flavor_name, os_type, arch);
+    const auto [image, flavor] = fit_pool(pool.image, pool.flavor, pool.os_type, pool.arch);
     base_image_path(*image);  // the base image must be there, not only named in the config
   });
 }

@@ -2,8 +2,6 @@
 
 #include "agent/instances/domain_view.hpp"
 #include "agent/instances/instance_service.hpp"
-#include "common/text.hpp"
-#include "wire/validate.hpp"
 
 namespace garm_edge::agent {
 namespace {
@@ -12,24 +10,21 @@ using Code = ServiceError::Code;
 
 }  // namespace
 
-bool InstanceService::remove(std::string_view controller_id, std::string_view instance) {
-  return guarded("delete " + printable_excerpt(instance), [&] {
-    const auto target = resolve(controller_id, instance);
-    if (!target) {
-      return false;
-    }
-    auto lock = instance_locks_.lock(target->domain_name);
-    return remove_locked(controller_id, *target);
+bool InstanceService::remove(const ControllerId& controller, const InstanceRef& instance) {
+  return guarded("delete " + instance.str(), [&] {
+    const auto target = resolve(controller, instance);
+    auto lock = instance_locks_.lock(target.domain_name);
+    return remove_locked(controller, target);
   });
 }
 
-bool InstanceService::remove_locked(std::string_view controller_id, const Target& target) {
+bool InstanceService::remove_locked(const ControllerId& controller, const Target& target) {
   auto record = store_.get(target.domain_name);
-  if (record && (record->controller_id != controller_id ||
+  if (record && (record->controller_id != controller.str() ||
                  (target.uuid && record->domain_uuid != *target.uuid))) {
     record.reset();  // another controller's, or an older instance of this name
   }
-  const auto domain = locate(controller_id, target);
+  const auto domain = locate(controller, target);
   if (!record && !domain) {
     return false;
   }
@@ -45,9 +40,9 @@ bool InstanceService::remove_locked(std::string_view controller_id, const Target
   return true;
 }
 
-void InstanceService::start(std::string_view controller_id, std::string_view instance) {
-  guarded("start " + printable_excerpt(instance), [&] {
-    const auto [lock, domain] = lock_existing(controller_id, instance);
+void InstanceService::start(const ControllerId& controller, const InstanceRef& instance) {
+  guarded("start " + instance.str(), [&] {
+    const auto [lock, domain] = lock_existing(controller, instance);
     const auto record = store_.get(domain.name);
     if (record && record->intent == Intent::deleting) {
       throw ServiceError(Code::conflict, "instance " + record->name + " is being deleted");
@@ -56,9 +51,10 @@ void InstanceService::start(std::string_view controller_id, std::string_view ins
   });
 }
 
-void InstanceService::stop(std::string_view controller_id, std::string_view instance, bool force) {
-  guarded("stop " + printable_excerpt(instance), [&] {
-    const auto [lock, domain] = lock_existing(controller_id, instance);
+void InstanceService::stop(const ControllerId& controller, const InstanceRef& instance,
+                           bool force) {
+  guarded("stop " + instance.str(), [&] {
+    const auto [lock, domain] = lock_existing(controller, instance);
     if (force) {
       hypervisor_.destroy(domain.uuid);
     } else {
@@ -68,30 +64,26 @@ void InstanceService::stop(std::string_view controller_id, std::string_view inst
 }
 
 std::pair<KeyedMutex::Guard, hypervisor::Domain> InstanceService::lock_existing(
-    std::string_view controller_id, std::string_view instance) {
-  const auto target = resolve(controller_id, instance);
-  if (!target) {
-    throw ServiceError(Code::not_found, "no instance " + printable_excerpt(instance));
-  }
-  auto lock = instance_locks_.lock(target->domain_name);
-  auto domain = locate(controller_id, *target);
+    const ControllerId& controller, const InstanceRef& instance) {
+  const auto target = resolve(controller, instance);
+  auto lock = instance_locks_.lock(target.domain_name);
+  auto domain = locate(controller, target);
   if (!domain) {
-    throw ServiceError(Code::not_found, "no instance " + printable_excerpt(instance));
+    throw ServiceError(Code::not_found, "no instance " + instance.str());
   }
   return {std::move(lock), std::move(*domain)};
 }
 
-std::size_t InstanceService::remove_all(std::string_view controller_id) {
+std::size_t InstanceService::remove_all(const ControllerId& controller) {
   return guarded("remove all instances", [&] {
-    wire::validate_uuid(controller_id, "controller_id");
     std::set<std::string> domain_names;
     const hypervisor::Tags filter{{tag::kAgent, config_.agent_id},
-                                  {tag::kController, std::string(controller_id)}};
+                                  {tag::kController, controller.str()}};
     for (const auto& domain : hypervisor_.list(filter)) {
       domain_names.insert(domain.name);
     }
     for (const auto& record : store_.list()) {
-      if (record.controller_id == controller_id) {
+      if (record.controller_id == controller.str()) {
         domain_names.insert(record.domain_name);
       }
     }
@@ -100,7 +92,7 @@ std::size_t InstanceService::remove_all(std::string_view controller_id) {
     for (const auto& name : domain_names) {
       try {
         auto lock = instance_locks_.lock(name);
-        if (remove_locked(controller_id, Target{name, std::nullopt})) {
+        if (remove_locked(controller, Target{name, std::nullopt})) {
           ++removed;
         }
       } catch (const std::exception& e) {

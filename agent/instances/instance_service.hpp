@@ -17,6 +17,7 @@
 #include "agent/instances/create_gate.hpp"
 #include "agent/instances/event_log.hpp"
 #include "agent/instances/guest_side.hpp"
+#include "agent/instances/instance_ids.hpp"
 #include "agent/instances/instance_store.hpp"
 #include "agent/instances/keyed_mutex.hpp"
 #include "agent/instances/service_error.hpp"
@@ -65,35 +66,36 @@ class InstanceService {
   EventLog& events() { return events_; }
   /// What the instance's guest reported and how it reaches the agent, without its seed or
   /// token hashes. Nothing when there is no such instance or it has no guest access.
-  std::optional<GuestRecord> guest_status(std::string_view controller_id,
-                                          std::string_view instance);
+  std::optional<GuestRecord> guest_status(const ControllerId& controller,
+                                          const InstanceRef& instance);
 
   /// Idempotent by instance name. Returns a running instance or throws; whatever a failed
   /// create made is removed before the error is thrown.
-  wire::ProviderInstance create(std::string_view controller_id,
+  wire::ProviderInstance create(const ControllerId& controller,
                                 const wire::BootstrapInstance& bootstrap);
   /// Validates a create and renders what it would define, creating nothing.
-  DryRunResult dry_run_create(std::string_view controller_id,
+  DryRunResult dry_run_create(const ControllerId& controller,
                               const wire::BootstrapInstance& bootstrap);
 
   /// Would a pool with this image, flavor and extra specs work here? Throws invalid_argument
   /// naming what would not.
-  void validate_pool(const std::string& image, const std::string& flavor,
-                     std::optional<wire::OsType> os_type, std::optional<wire::OsArch> arch,
-                     const std::optional<nlohmann::json>& extra_specs);
+  void validate_pool(const PoolSpec& pool);
 
-  /// `instance` is a provider ID or a garm instance name.
-  std::optional<wire::ProviderInstance> get(std::string_view controller_id,
-                                            std::string_view instance);
-  std::vector<wire::ProviderInstance> list(std::string_view controller_id,
-                                           std::string_view pool_id);
+  std::optional<wire::ProviderInstance> get(const ControllerId& controller,
+                                            const InstanceRef& instance);
+  std::vector<wire::ProviderInstance> list(const ControllerId& controller, const PoolId& pool);
   /// False when there was nothing to delete (which is success).
-  bool remove(std::string_view controller_id, std::string_view instance);
-  void start(std::string_view controller_id, std::string_view instance);
+  bool remove(const ControllerId& controller, const InstanceRef& instance);
+  void start(const ControllerId& controller, const InstanceRef& instance);
   /// `force`: power off at once; otherwise ACPI shutdown, then power off after the grace time.
-  void stop(std::string_view controller_id, std::string_view instance, bool force);
+  void stop(const ControllerId& controller, const InstanceRef& instance, bool force);
   /// Deletes every instance of the controller; returns how many there were.
-  std::size_t remove_all(std::string_view controller_id);
+  std::size_t remove_all(const ControllerId& controller);
+
+  /// The host's CPUs and memory, as libvirt reports them.
+  hypervisor::HostCapacity capacity();
+  /// Whether libvirt answers, for /healthz.
+  hypervisor::HypervisorHealth health();
 
   /// Finishes or rolls back interrupted intents, drops records of vanished domains and removes
   /// tagged domains without a record. Never touches a domain without this agent's tag.
@@ -112,7 +114,7 @@ class InstanceService {
     std::optional<GuestPlan> guest;
   };
 
-  CreatePlan plan_create(std::string_view controller_id, const wire::BootstrapInstance& bootstrap);
+  CreatePlan plan_create(const ControllerId& controller, const wire::BootstrapInstance& bootstrap);
   std::optional<wire::ProviderInstance> reuse_existing(const CreatePlan& plan);
   wire::ProviderInstance run_create(CreatePlan& plan);
   /// Gives the guest its address and records the intent, atomically with respect to other
@@ -130,15 +132,15 @@ class InstanceService {
     std::optional<std::string> uuid;
   };
   /// The instance a reference resolves to for this controller, if any.
-  std::optional<Target> resolve(std::string_view controller_id, std::string_view instance);
+  Target resolve(const ControllerId& controller, const InstanceRef& instance);
   /// Under the instance's lock: the domain `target` still refers to, if it exists.
-  std::optional<hypervisor::Domain> locate(std::string_view controller_id, const Target& target);
+  std::optional<hypervisor::Domain> locate(const ControllerId& controller, const Target& target);
   /// Resolves and locks an instance that must exist (start, stop); throws not_found.
-  std::pair<KeyedMutex::Guard, hypervisor::Domain> lock_existing(std::string_view controller_id,
-                                                                 std::string_view instance);
-  std::optional<hypervisor::Domain> find_owned_domain(std::string_view controller_id,
+  std::pair<KeyedMutex::Guard, hypervisor::Domain> lock_existing(const ControllerId& controller,
+                                                                 const InstanceRef& instance);
+  std::optional<hypervisor::Domain> find_owned_domain(const ControllerId& controller,
                                                       std::string_view domain_name);
-  bool remove_locked(std::string_view controller_id, const Target& target);
+  bool remove_locked(const ControllerId& controller, const Target& target);
   /// Removes domain, overlay and record; each step is idempotent so it can run again.
   void teardown(const InstanceRecord& record);
   void reconcile_record(const InstanceRecord& record, ReconcileReport& report);

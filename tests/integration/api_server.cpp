@@ -22,7 +22,7 @@ ApiServer::ApiServer()
                  .client_name = "garm"});
   net::pki_issue_client(pki_, "stranger");
   service_ = host_.service();
-  api_ = std::make_unique<agent::ControlApi>(host_.config, *service_, host_.hypervisor);
+  api_ = std::make_unique<agent::ControlApi>(host_.config, *service_);
   net::TlsServerOptions options;
   options.handshake_timeout = std::chrono::seconds(2);
   options.request_timeout = std::chrono::seconds(2);

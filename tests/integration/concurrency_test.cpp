@@ -64,7 +64,7 @@ TEST_CASE("200 concurrent creates with distinct names all succeed, none duplicat
 
   const auto provider_ids = run_concurrently(kCreates, [&](int i) {
     const auto instance =
-        service->create(kController, bootstrap_for("garm-burst" + std::to_string(i)));
+        service->create(kControllerId, bootstrap_for("garm-burst" + std::to_string(i)));
     return instance.status == wire::InstanceStatus::running ? instance.provider_id : "not running";
   });
   const std::set<std::string> unique(provider_ids.begin(), provider_ids.end());
@@ -72,7 +72,7 @@ TEST_CASE("200 concurrent creates with distinct names all succeed, none duplicat
     CHECK_THAT(id, !Catch::StartsWith("error") && !Catch::Equals("not running"));
   }
   CHECK(unique.size() == kCreates);
-  CHECK(service->list(kController, kPool).size() == kCreates);
+  CHECK(service->list(kControllerId, pool_id(kPool)).size() == kCreates);
   CHECK(host.tagged_domain_count() == kCreates);
   CHECK(host.store.list().size() == kCreates);
   CHECK(most_in_flight <= static_cast<int>(kCap));
@@ -83,7 +83,7 @@ TEST_CASE("concurrent creates of one name make one instance", "[concurrency]") {
   Host host("concurrency.xml");
   auto service = host.service();
   const auto provider_ids = run_concurrently(20, [&](int) {
-    return service->create(kController, bootstrap_for("garm-racer")).provider_id;
+    return service->create(kControllerId, bootstrap_for("garm-racer")).provider_id;
   });
   CHECK(std::set<std::string>(provider_ids.begin(), provider_ids.end()).size() == 1);
   CHECK_THAT(provider_ids.front(), !Catch::StartsWith("error"));
@@ -93,10 +93,10 @@ TEST_CASE("concurrent creates of one name make one instance", "[concurrency]") {
 TEST_CASE("concurrent deletes of one instance all succeed and leave nothing", "[concurrency]") {
   Host host("concurrency.xml");
   auto service = host.service();
-  const auto created = service->create(kController, bootstrap_for("garm-deleted"));
+  const auto created = service->create(kControllerId, bootstrap_for("garm-deleted"));
   const auto results = run_concurrently(10, [&](int i) {
-    const bool removed =
-        service->remove(kController, i % 2 == 0 ? created.provider_id : "garm-deleted");
+    const bool removed = service->remove(
+        kControllerId, instance_ref(i % 2 == 0 ? created.provider_id : "garm-deleted"));
     return std::string(removed ? "removed" : "absent");
   });
   CHECK(std::count(results.begin(), results.end(), "removed") == 1);
@@ -109,24 +109,25 @@ TEST_CASE("listing while instances are deleted returns whole answers and never f
   Host host("concurrency.xml");
   auto service = host.service();
   for (int i = 0; i < 60; ++i) {
-    service->create(kController, bootstrap_for("garm-churn" + std::to_string(i)));
+    service->create(kControllerId, bootstrap_for("garm-churn" + std::to_string(i)));
   }
   std::atomic<bool> deleting{true};
   std::thread deleter([&] {
     for (int i = 0; i < 60; ++i) {
-      service->remove(kController, "garm-churn" + std::to_string(i));
+      service->remove(kControllerId, instance_ref("garm-churn" + std::to_string(i)));
     }
     deleting = false;
   });
   std::size_t lists = 0;
   std::size_t previous = 61;
   while (deleting) {
-    const auto listed = service->list(kController, kPool);  // throws on any libvirt failure
+    const auto listed =
+        service->list(kControllerId, pool_id(kPool));  // throws on any libvirt failure
     CHECK(listed.size() <= previous);
     previous = listed.size();
     ++lists;
   }
   deleter.join();
   CHECK(lists > 0);
-  CHECK(service->list(kController, kPool).empty());
+  CHECK(service->list(kControllerId, pool_id(kPool)).empty());
 }

@@ -27,7 +27,7 @@ TEST_CASE("a create whose call took effect but then failed removes everything it
   hypervisor.fail_after(step.fault);
   auto service = host.service(hypervisor, host.store);
   CHECK_THROWS_WITH(
-      service->create(kController, bootstrap_for("garm-fail03")),
+      service->create(kControllerId, bootstrap_for("garm-fail03")),
       Catch::Contains(std::string("failed to ") + step.reported) && Catch::Contains("took effect"));
   CHECK(host.holds_nothing_of(kController, "garm-fail03"));
   CHECK(host.tagged_domain_count() == 0);
@@ -48,7 +48,7 @@ TEST_CASE("a create that fails at any step removes everything it made", "[create
   (step.in_store ? store.fail_on(step.fault) : hypervisor.fail_on(step.fault));
   auto service = host.service(hypervisor, store);
 
-  CHECK_THROWS_WITH(service->create(kController, bootstrap_for("garm-fail01")),
+  CHECK_THROWS_WITH(service->create(kControllerId, bootstrap_for("garm-fail01")),
                     Catch::Contains(std::string("failed to ") + step.reported) &&
                         Catch::Contains("injected failure"));
   CHECK(host.holds_nothing_of(kController, "garm-fail01"));
@@ -58,7 +58,7 @@ TEST_CASE("a create that fails at any step removes everything it made", "[create
   // garm retries with the same name; with the fault gone it succeeds.
   hypervisor.fail_on("");
   store.fail_on("");
-  const auto retried = service->create(kController, bootstrap_for("garm-fail01"));
+  const auto retried = service->create(kControllerId, bootstrap_for("garm-fail01"));
   CHECK(retried.status == wire::InstanceStatus::running);
   CHECK(host.tagged_domain_count() == 1);
 }
@@ -71,7 +71,7 @@ TEST_CASE("when cleanup itself fails the error says so and reconcile finishes it
   FaultyStore store(host.store, crash);
   hypervisor.crash_after("define");  // the domain exists, then every call fails
   auto service = host.service(hypervisor, store);
-  CHECK_THROWS_WITH(service->create(kController, bootstrap_for("garm-fail02")),
+  CHECK_THROWS_WITH(service->create(kControllerId, bootstrap_for("garm-fail02")),
                     Catch::Contains("failed to start the domain") &&
                         Catch::Contains("cleanup is incomplete") &&
                         Catch::Contains("reconcile loop will finish it"));
@@ -88,8 +88,8 @@ TEST_CASE("a hypervisor that cannot list makes list fail, never return a partial
   CrashSwitch never;
   FaultyHypervisor hypervisor(host.hypervisor, never);
   auto service = host.service(hypervisor, host.store);
-  service->create(kController, bootstrap_for("garm-list01"));
+  service->create(kControllerId, bootstrap_for("garm-list01"));
   hypervisor.fail_on("list");
-  CHECK_THROWS_AS(service->list(kController, kPool), agent::ServiceError);
-  CHECK_THROWS_AS(service->remove_all(kController), agent::ServiceError);
+  CHECK_THROWS_AS(service->list(kControllerId, pool_id(kPool)), agent::ServiceError);
+  CHECK_THROWS_AS(service->remove_all(kControllerId), agent::ServiceError);
 }

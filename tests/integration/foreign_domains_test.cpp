@@ -29,39 +29,42 @@ void check_foreign_domains_intact(Host& host) {
 TEST_CASE("foreign domains are invisible to list and get", "[foreign]") {
   Host host("foreign.xml");
   auto service = host.service();
-  const auto mine = service->create(kController, bootstrap_for("garm-mine01"));
-  CHECK(service->list(kController, kPool) == listed({mine}));
-  CHECK_FALSE(service->get(kController, kPlainUuid));
-  CHECK_FALSE(service->get(kController, kOtherAgentUuid));
-  CHECK_FALSE(service->get(kController, "garm-other"));
-  CHECK_FALSE(service->get(kController, "foreign-plain"));
+  const auto mine = service->create(kControllerId, bootstrap_for("garm-mine01"));
+  CHECK(service->list(kControllerId, pool_id(kPool)) == listed({mine}));
+  CHECK_FALSE(service->get(kControllerId, instance_ref(kPlainUuid)));
+  CHECK_FALSE(service->get(kControllerId, instance_ref(kOtherAgentUuid)));
+  CHECK_FALSE(service->get(kControllerId, instance_ref("garm-other")));
+  CHECK_FALSE(service->get(kControllerId, instance_ref("foreign-plain")));
 }
 
 TEST_CASE("delete, start, stop and remove-all never touch foreign domains", "[foreign]") {
   Host host("foreign.xml");
   auto service = host.service();
-  service->create(kOtherController, bootstrap_for("garm-theirs1"));
-  const auto theirs = service->get(kOtherController, "garm-theirs1");
+  service->create(kOtherControllerId, bootstrap_for("garm-theirs1"));
+  const auto theirs = service->get(kOtherControllerId, instance_ref("garm-theirs1"));
   REQUIRE(theirs);
 
-  CHECK_FALSE(service->remove(kController, kPlainUuid));
-  CHECK_FALSE(service->remove(kController, kOtherAgentUuid));
-  CHECK_FALSE(service->remove(kController, "garm-other"));
-  CHECK_FALSE(service->remove(kController, theirs->provider_id));
-  CHECK_THROWS_AS(service->stop(kController, kPlainUuid, true), agent::ServiceError);
-  CHECK_THROWS_AS(service->stop(kController, theirs->provider_id, true), agent::ServiceError);
-  CHECK(service->remove_all(kController) == 0);
+  CHECK_FALSE(service->remove(kControllerId, instance_ref(kPlainUuid)));
+  CHECK_FALSE(service->remove(kControllerId, instance_ref(kOtherAgentUuid)));
+  CHECK_FALSE(service->remove(kControllerId, instance_ref("garm-other")));
+  CHECK_FALSE(service->remove(kControllerId, instance_ref(theirs->provider_id)));
+  CHECK_THROWS_AS(service->stop(kControllerId, instance_ref(kPlainUuid), true),
+                  agent::ServiceError);
+  CHECK_THROWS_AS(service->stop(kControllerId, instance_ref(theirs->provider_id), true),
+                  agent::ServiceError);
+  CHECK(service->remove_all(kControllerId) == 0);
   check_foreign_domains_intact(host);
-  CHECK(service->get(kOtherController, "garm-theirs1")->status == wire::InstanceStatus::running);
+  CHECK(service->get(kOtherControllerId, instance_ref("garm-theirs1"))->status ==
+        wire::InstanceStatus::running);
 }
 
 TEST_CASE("a foreign domain squatting on an instance's domain name is a conflict, left alone",
           "[foreign]") {
   Host host("foreign.xml");
   auto service = host.service();
-  CHECK_THROWS_WITH(service->create(kController, bootstrap_for("garm-squatted")),
+  CHECK_THROWS_WITH(service->create(kControllerId, bootstrap_for("garm-squatted")),
                     Catch::Contains("exists and is not this agent's instance"));
-  CHECK_FALSE(service->remove(kController, "garm-squatted"));
+  CHECK_FALSE(service->remove(kControllerId, instance_ref("garm-squatted")));
   check_foreign_domains_intact(host);
 }
 

@@ -67,7 +67,7 @@ TEST_CASE("a failed create leaves no reservation behind", "[guests]") {
   FaultyHypervisor hypervisor(host.hypervisor, never);
   GuestAgent agent(host, hypervisor, host.store);
   hypervisor.fail_on("start");
-  CHECK_THROWS_AS(agent.service->create(kController, bootstrap_for("garm-fail01")),
+  CHECK_THROWS_AS(agent.service->create(kControllerId, bootstrap_for("garm-fail01")),
                   agent::ServiceError);
   CHECK(reserved(host).empty());
   CHECK(agent.index.addresses().empty());
@@ -82,7 +82,7 @@ TEST_CASE("after kill -9 between reserving and defining, reconcile releases the 
     FaultyHypervisor hypervisor(host.hypervisor, crash);
     GuestAgent doomed(host, hypervisor, host.store);
     hypervisor.crash_after("add_dhcp_host");
-    CHECK_THROWS(doomed.service->create(kController, bootstrap_for("garm-crash01")));
+    CHECK_THROWS(doomed.service->create(kControllerId, bootstrap_for("garm-crash01")));
     REQUIRE(crash.dead);
   }
   CHECK(reserved(host) == std::vector<std::string>{"192.168.150.10"});
@@ -92,7 +92,7 @@ TEST_CASE("after kill -9 between reserving and defining, reconcile releases the 
   CHECK(reserved(host).empty());
   CHECK(host.holds_nothing_of(kController, "garm-crash01"));
   // garm's retry: the same name again gets an instance and an address.
-  const auto again = restarted.service->create(kController, bootstrap_for("garm-crash01"));
+  const auto again = restarted.service->create(kControllerId, bootstrap_for("garm-crash01"));
   REQUIRE(again.addresses.size() == 1);
   CHECK(reserved(host) == std::vector<std::string>{again.addresses[0].address});
 }
@@ -101,7 +101,7 @@ TEST_CASE("reconcile releases reservations in the agent's range that no instance
           "[guests]") {
   Host host("reconcile.xml", enable_guests);
   GuestAgent agent(host, host.hypervisor, host.store);
-  const auto kept = agent.service->create(kController, bootstrap_for("garm-keep01"));
+  const auto kept = agent.service->create(kControllerId, bootstrap_for("garm-keep01"));
   host.hypervisor.add_dhcp_host("edge-net", {.mac = "52:54:00:00:00:99", .ip = "192.168.150.19"});
   // Outside the agent's range: the operator's, never touched.
   host.hypervisor.add_dhcp_host("edge-net", {.mac = "52:54:00:00:00:98", .ip = "192.168.150.50"});
@@ -115,16 +115,17 @@ TEST_CASE("a restarted agent knows its guests' addresses from the records", "[gu
   std::string address;
   {
     GuestAgent first(host, host.hypervisor, host.store);
-    address =
-        first.service->create(kController, bootstrap_for("garm-restart1")).addresses.at(0).address;
+    address = first.service->create(kControllerId, bootstrap_for("garm-restart1"))
+                  .addresses.at(0)
+                  .address;
   }
   GuestAgent second(host, host.hypervisor, host.store);
   CHECK(second.index.addresses() == std::set<std::string>{address});
-  const auto got = second.service->get(kController, "garm-restart1");
+  const auto got = second.service->get(kControllerId, instance_ref("garm-restart1"));
   REQUIRE(got);
   CHECK(got->addresses.at(0).address == address);
   // The next guest gets another address.
-  const auto next = second.service->create(kController, bootstrap_for("garm-restart2"));
+  const auto next = second.service->create(kControllerId, bootstrap_for("garm-restart2"));
   CHECK(next.addresses.at(0).address != address);
   CHECK(second.service->reconcile().orphan_reservations == 0);
 }

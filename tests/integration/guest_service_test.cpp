@@ -182,8 +182,8 @@ TEST_CASE("a guest reads its own seed with cloud-init's reader, and only its own
           "[guests][integration]") {
   FakeGarm garm(two_instances());
   GuestHost agent(garm);
-  const auto a = agent.service->create(kController, agent.bootstrap("garm-guest-a", kTokenA));
-  const auto b = agent.service->create(kController, agent.bootstrap("garm-guest-b", kTokenB));
+  const auto a = agent.service->create(kControllerId, agent.bootstrap("garm-guest-a", kTokenA));
+  const auto b = agent.service->create(kControllerId, agent.bootstrap("garm-guest-b", kTokenB));
   REQUIRE(a.addresses.size() == 1);
   CHECK(a.addresses.at(0).address == "127.0.0.2");
   CHECK(b.addresses.at(0).address == "127.0.0.3");
@@ -223,7 +223,7 @@ TEST_CASE("a guest reads its own seed with cloud-init's reader, and only its own
     CHECK(curl_from("127.0.0.2", agent.base_url() + "/meta-data", "").status == 404);
   }
   SECTION("after delete, the seed and the reservation are gone") {
-    CHECK(agent.service->remove(kController, "garm-guest-a"));
+    CHECK(agent.service->remove(kControllerId, instance_ref("garm-guest-a")));
     CHECK_FALSE(read_seed(seed_a, "127.0.0.2").ok);
     const auto after = agent.host.hypervisor.network("edge-net");
     REQUIRE(after.hosts.size() == 1);
@@ -241,8 +241,8 @@ TEST_CASE("the relay passes a guest's garm calls through and closes access after
           "[guests][integration]") {
   FakeGarm garm(two_instances());
   GuestHost agent(garm);
-  agent.service->create(kController, agent.bootstrap("garm-guest-a", kTokenA));
-  agent.service->create(kController, agent.bootstrap("garm-guest-b", kTokenB));
+  agent.service->create(kControllerId, agent.bootstrap("garm-guest-a", kTokenA));
+  agent.service->create(kControllerId, agent.bootstrap("garm-guest-b", kTokenB));
   const auto callbacks = agent.base_url() + "/api/v1/callbacks";
   const auto metadata = agent.base_url() + "/api/v1/metadata";
   const auto json = std::string("-H 'Content-Type: application/json' ");
@@ -294,11 +294,11 @@ TEST_CASE("the relay passes a guest's garm calls through and closes access after
                         "--data '{\"status\":\"idle\",\"message\":\"runner successfully "
                         "installed\",\"agent_id\":7}'")
               .status == 200);
-    const auto got = agent.service->get(kController, "garm-guest-a");
+    const auto got = agent.service->get(kControllerId, instance_ref("garm-guest-a"));
     REQUIRE(got);
     CHECK(got->os_name == "Debian GNU/Linux");
     CHECK(got->addresses.at(0).address == "127.0.0.2");
-    const auto guest = agent.service->guest_status(kController, "garm-guest-a");
+    const auto guest = agent.service->guest_status(kControllerId, instance_ref("garm-guest-a"));
     REQUIRE(guest);
     CHECK(guest->runner_status == "idle");
     CHECK(guest->agent_id == std::optional<std::int64_t>(7));
@@ -342,7 +342,7 @@ TEST_CASE("in direct mode guests keep garm's URLs and the agent relays nothing",
   FakeGarm garm(two_instances());
   GuestHost agent(garm, false);
   const auto bootstrap = agent.bootstrap("garm-direct1", kTokenA);
-  agent.service->create(kController, bootstrap);
+  agent.service->create(kControllerId, bootstrap);
   const auto read = read_seed(agent.seed_url("garm-direct1"), "127.0.0.2");
   REQUIRE(read.ok);
   const std::string user_data = read.documents["user_data"];
@@ -359,7 +359,7 @@ TEST_CASE("the relay forwards only garm's instance endpoints, to the right base"
   GuestHost agent(garm);
   auto bootstrap = agent.bootstrap("garm-guest-a", kTokenA);
   bootstrap.callback_url += "/status";  // garm allows a callback URL that already ends in it
-  agent.service->create(kController, bootstrap);
+  agent.service->create(kControllerId, bootstrap);
   const auto status = curl_from("127.0.0.2", agent.base_url() + "/api/v1/callbacks/status/",
                                 bearer(kTokenA) +
                                     " -H 'Content-Type: application/json' --data "
@@ -381,7 +381,7 @@ TEST_CASE("an unreadable record fails its guest's request, not the agent",
           "[guests][integration]") {
   FakeGarm garm(two_instances());
   GuestHost agent(garm);
-  agent.service->create(kController, agent.bootstrap("garm-guest-a", kTokenA));
+  agent.service->create(kControllerId, agent.bootstrap("garm-guest-a", kTokenA));
   const auto seed = agent.seed_url("garm-guest-a");
   std::ofstream(agent.host.config.state_dir / "instances" /
                 (agent::domain_name_for(kController, "garm-guest-a") + ".json"))
@@ -451,7 +451,7 @@ TEST_CASE("a bootstrap the user-data renderer refuses is garm's error, logged wi
     auto bootstrap = host.bootstrap("garm-refused01", kTokenA);
     c.spoil(bootstrap);
     try {
-      host.service->create(kController, bootstrap);
+      host.service->create(kControllerId, bootstrap);
       FAIL("the create was accepted");
     } catch (const agent::ServiceError& e) {
       CHECK(e.code() == agent::ServiceError::Code::invalid_argument);

@@ -12,7 +12,7 @@ TEST_CASE("health says what is broken when libvirt does not answer", "[api][heal
   CrashSwitch crash;
   FaultyHypervisor hypervisor(host.hypervisor, crash);
   auto service = host.service(hypervisor, host.store);
-  agent::ControlApi api(host.config, *service, hypervisor);
+  agent::ControlApi api(host.config, *service);
   net::HttpRequest request;
   request.method = "GET";
   request.target = request.path = "/healthz";

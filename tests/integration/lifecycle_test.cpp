@@ -2,6 +2,7 @@
 
 #include "agent/instances/identifiers.hpp"
 #include "integration/test_support.hpp"
+#include "wire/error.hpp"
 #include "wire/validate.hpp"
 
 using namespace garm_edge;
@@ -21,7 +22,7 @@ TEST_CASE("an instance goes through create, get, list, stop, start and delete", 
   Host host("lifecycle.xml");
   auto service = host.service();
 
-  const auto created = service->create(kController, bootstrap_for("garm-life01"));
+  const auto created = service->create(kControllerId, bootstrap_for("garm-life01"));
   CHECK(created.status == wire::InstanceStatus::running);
   CHECK(wire::is_uuid(created.provider_id));
   CHECK(created.name == "garm-life01");
@@ -44,44 +45,46 @@ TEST_CASE("an instance goes through create, get, list, stop, start and delete", 
   CHECK(host.hypervisor.find_volume("edge-pool", agent::volume_name_for(domain_name)));
   CHECK(host.store.get(domain_name)->intent == agent::Intent::created);
 
-  CHECK(service->get(kController, created.provider_id) == created);
-  CHECK(service->get(kController, "garm-life01") == created);
-  CHECK(service->list(kController, kPool) == listed({created}));
-  CHECK(service->list(kController, kOtherPool).empty());
+  CHECK(service->get(kControllerId, instance_ref(created.provider_id)) == created);
+  CHECK(service->get(kControllerId, instance_ref("garm-life01")) == created);
+  CHECK(service->list(kControllerId, pool_id(kPool)) == listed({created}));
+  CHECK(service->list(kControllerId, pool_id(kOtherPool)).empty());
 
-  service->stop(kController, "garm-life01", false);
-  CHECK(service->get(kController, "garm-life01")->status == wire::InstanceStatus::stopped);
-  service->start(kController, created.provider_id);
-  CHECK(service->get(kController, "garm-life01")->status == wire::InstanceStatus::running);
-  service->stop(kController, created.provider_id, true);
-  CHECK(service->list(kController, kPool).at(0).status == wire::InstanceStatus::stopped);
+  service->stop(kControllerId, instance_ref("garm-life01"), false);
+  CHECK(service->get(kControllerId, instance_ref("garm-life01"))->status ==
+        wire::InstanceStatus::stopped);
+  service->start(kControllerId, instance_ref(created.provider_id));
+  CHECK(service->get(kControllerId, instance_ref("garm-life01"))->status ==
+        wire::InstanceStatus::running);
+  service->stop(kControllerId, instance_ref(created.provider_id), true);
+  CHECK(service->list(kControllerId, pool_id(kPool)).at(0).status == wire::InstanceStatus::stopped);
 
-  CHECK(service->remove(kController, created.provider_id));
-  CHECK_FALSE(service->get(kController, created.provider_id));
-  CHECK(service->list(kController, kPool).empty());
+  CHECK(service->remove(kControllerId, instance_ref(created.provider_id)));
+  CHECK_FALSE(service->get(kControllerId, instance_ref(created.provider_id)));
+  CHECK(service->list(kControllerId, pool_id(kPool)).empty());
   CHECK(host.holds_nothing_of(kController, "garm-life01"));
-  CHECK_FALSE(service->remove(kController, created.provider_id));
-  CHECK_FALSE(service->remove(kController, "garm-life01"));
+  CHECK_FALSE(service->remove(kControllerId, instance_ref(created.provider_id)));
+  CHECK_FALSE(service->remove(kControllerId, instance_ref("garm-life01")));
 }
 
 TEST_CASE("create is idempotent by instance name", "[lifecycle]") {
   Host host("lifecycle.xml");
   auto service = host.service();
-  const auto first = service->create(kController, bootstrap_for("garm-idem01"));
-  const auto second = service->create(kController, bootstrap_for("garm-idem01"));
+  const auto first = service->create(kControllerId, bootstrap_for("garm-idem01"));
+  const auto second = service->create(kControllerId, bootstrap_for("garm-idem01"));
   CHECK(second.provider_id == first.provider_id);
   CHECK(host.tagged_domain_count() == 1);
 
   SECTION("a stopped instance is started again and returned running") {
-    service->stop(kController, "garm-idem01", true);
-    const auto third = service->create(kController, bootstrap_for("garm-idem01"));
+    service->stop(kControllerId, instance_ref("garm-idem01"), true);
+    const auto third = service->create(kControllerId, bootstrap_for("garm-idem01"));
     CHECK(third.provider_id == first.provider_id);
     CHECK(third.status == wire::InstanceStatus::running);
     CHECK(host.tagged_domain_count() == 1);
   }
   SECTION("after a delete the same name is created afresh") {
-    CHECK(service->remove(kController, "garm-idem01"));
-    const auto again = service->create(kController, bootstrap_for("garm-idem01"));
+    CHECK(service->remove(kControllerId, instance_ref("garm-idem01")));
+    const auto again = service->create(kControllerId, bootstrap_for("garm-idem01"));
     CHECK(again.provider_id != first.provider_id);
     CHECK(host.tagged_domain_count() == 1);
   }
@@ -95,13 +98,13 @@ TEST_CASE("re-creating an instance that is paused or crashed replaces it with a 
   CrashSwitch never;
   FaultyHypervisor hypervisor(host.hypervisor, never);
   auto service = host.service(hypervisor, host.store);
-  const auto first = service->create(kController, bootstrap_for("garm-stuck01"));
+  const auto first = service->create(kControllerId, bootstrap_for("garm-stuck01"));
   hypervisor.rewrite_found = [&](hypervisor::Domain& domain) {
     if (domain.uuid == first.provider_id) {
       domain.state = broken_state;  // e.g. QEMU paused the guest when the disk filled up
     }
   };
-  const auto second = service->create(kController, bootstrap_for("garm-stuck01"));
+  const auto second = service->create(kControllerId, bootstrap_for("garm-stuck01"));
   CHECK(second.status == wire::InstanceStatus::running);
   CHECK(second.provider_id != first.provider_id);
   CHECK_FALSE(host.hypervisor.find_by_uuid(first.provider_id));
@@ -111,19 +114,19 @@ TEST_CASE("re-creating an instance that is paused or crashed replaces it with a 
 TEST_CASE("two controllers may use the same instance name without meeting", "[lifecycle]") {
   Host host("lifecycle.xml");
   auto service = host.service();
-  const auto mine = service->create(kController, bootstrap_for("garm-same01"));
-  const auto theirs = service->create(kOtherController, bootstrap_for("garm-same01"));
+  const auto mine = service->create(kControllerId, bootstrap_for("garm-same01"));
+  const auto theirs = service->create(kOtherControllerId, bootstrap_for("garm-same01"));
   CHECK(mine.provider_id != theirs.provider_id);
-  CHECK_FALSE(service->get(kController, theirs.provider_id));
-  CHECK_FALSE(service->remove(kController, theirs.provider_id));
-  CHECK(service->remove(kController, "garm-same01"));
-  CHECK(service->get(kOtherController, "garm-same01") == theirs);
+  CHECK_FALSE(service->get(kControllerId, instance_ref(theirs.provider_id)));
+  CHECK_FALSE(service->remove(kControllerId, instance_ref(theirs.provider_id)));
+  CHECK(service->remove(kControllerId, instance_ref("garm-same01")));
+  CHECK(service->get(kOtherControllerId, instance_ref("garm-same01")) == theirs);
 }
 
 TEST_CASE("a dry run renders the domain and creates nothing", "[lifecycle]") {
   Host host("lifecycle.xml");
   auto service = host.service();
-  const auto dry = service->dry_run_create(kController, bootstrap_for("garm-dry01"));
+  const auto dry = service->dry_run_create(kControllerId, bootstrap_for("garm-dry01"));
   CHECK_FALSE(dry.already_exists);
   CHECK_THAT(dry.domain_xml,
              Catch::Contains("<garm-edge:instance-name>garm-dry01</garm-edge:instance-name>"));
@@ -142,25 +145,24 @@ TEST_CASE("requests the agent cannot serve are refused before anything is made",
   auto service = host.service();
   auto unknown_image = bootstrap_for("garm-bad01");
   unknown_image.image = "windows-11";
-  CHECK_THROWS_MATCHES(service->create(kController, unknown_image), ServiceError,
+  CHECK_THROWS_MATCHES(service->create(kControllerId, unknown_image), ServiceError,
                        has_code(ServiceError::Code::invalid_argument));
-  CHECK_THROWS_WITH(service->create(kController, unknown_image),
+  CHECK_THROWS_WITH(service->create(kControllerId, unknown_image),
                     Catch::Contains("unknown image \"windows-11\"; this agent offers: debian-12"));
   auto unknown_flavor = bootstrap_for("garm-bad01");
   unknown_flavor.flavor = "huge";
-  CHECK_THROWS_WITH(service->create(kController, unknown_flavor),
+  CHECK_THROWS_WITH(service->create(kControllerId, unknown_flavor),
                     Catch::Contains("unknown flavor \"huge\""));
   auto wrong_arch = bootstrap_for("garm-bad01");
   wrong_arch.image = "ubuntu-arm";
-  CHECK_THROWS_WITH(service->create(kController, wrong_arch),
+  CHECK_THROWS_WITH(service->create(kControllerId, wrong_arch),
                     Catch::Contains("is arm64 but the pool asks for amd64"));
   auto missing_base = bootstrap_for("garm-bad01");
   missing_base.image = "missing-base";
   CHECK_THROWS_WITH(
-      service->create(kController, missing_base),
+      service->create(kControllerId, missing_base),
       Catch::Contains("base volume \"not-there.qcow2\" is not in storage pool \"edge-pool\""));
-  CHECK_THROWS_MATCHES(service->create("not-a-uuid", bootstrap_for("garm-bad01")), ServiceError,
-                       has_code(ServiceError::Code::invalid_argument));
+  CHECK_THROWS_AS(agent::ControllerId::parse("not-a-uuid"), wire::WireError);  // never reaches it
   CHECK(host.tagged_domain_count() == 0);
   CHECK(host.holds_nothing_of(kController, "garm-bad01"));
 }
@@ -171,43 +173,44 @@ TEST_CASE("arm64 images become aarch64 guests", "[lifecycle]") {
   auto arm = bootstrap_for("garm-arm01");
   arm.image = "ubuntu-arm";
   arm.arch = wire::OsArch::arm64;
-  const auto dry = service->dry_run_create(kController, arm);
+  const auto dry = service->dry_run_create(kControllerId, arm);
   CHECK_THAT(dry.domain_xml,
              Catch::Contains("arch=\"aarch64\"") && Catch::Contains("firmware=\"efi\""));
-  const auto created = service->create(kController, arm);
+  const auto created = service->create(kControllerId, arm);
   CHECK(created.os_arch == wire::OsArch::arm64);
-  CHECK(service->remove(kController, created.provider_id));
+  CHECK(service->remove(kControllerId, instance_ref(created.provider_id)));
   CHECK(host.holds_nothing_of(kController, "garm-arm01"));
 }
 
 TEST_CASE("start and stop of an unknown instance are not-found errors", "[lifecycle]") {
   Host host("lifecycle.xml");
   auto service = host.service();
-  CHECK_THROWS_MATCHES(service->start(kController, "garm-nothere"), ServiceError,
+  CHECK_THROWS_MATCHES(service->start(kControllerId, instance_ref("garm-nothere")), ServiceError,
                        has_code(ServiceError::Code::not_found));
-  CHECK_THROWS_MATCHES(service->stop(kController, "0b6f5b8e-3a52-4c8e-9c1f-2a3b4c5d6e7f", true),
-                       ServiceError, has_code(ServiceError::Code::not_found));
-  CHECK_FALSE(service->get(kController, "garm-nothere"));
+  CHECK_THROWS_MATCHES(
+      service->stop(kControllerId, instance_ref("0b6f5b8e-3a52-4c8e-9c1f-2a3b4c5d6e7f"), true),
+      ServiceError, has_code(ServiceError::Code::not_found));
+  CHECK_FALSE(service->get(kControllerId, instance_ref("garm-nothere")));
 }
 
 TEST_CASE("remove-all deletes every instance of one controller and nothing else", "[lifecycle]") {
   Host host("lifecycle.xml");
   auto service = host.service();
-  service->create(kController, bootstrap_for("garm-all01"));
-  service->create(kController, bootstrap_for("garm-all02", kOtherPool));
-  const auto survivor = service->create(kOtherController, bootstrap_for("garm-all03"));
-  CHECK(service->remove_all(kController) == 2);
+  service->create(kControllerId, bootstrap_for("garm-all01"));
+  service->create(kControllerId, bootstrap_for("garm-all02", kOtherPool));
+  const auto survivor = service->create(kOtherControllerId, bootstrap_for("garm-all03"));
+  CHECK(service->remove_all(kControllerId) == 2);
   CHECK(host.holds_nothing_of(kController, "garm-all01"));
   CHECK(host.holds_nothing_of(kController, "garm-all02"));
-  CHECK(service->list(kOtherController, kPool) == listed({survivor}));
-  CHECK(service->remove_all(kController) == 0);
+  CHECK(service->list(kOtherControllerId, pool_id(kPool)) == listed({survivor}));
+  CHECK(service->remove_all(kControllerId) == 0);
 }
 
 TEST_CASE("instance tokens and other secrets never reach the logs", "[lifecycle]") {
   Host host("lifecycle.xml");
   auto service = host.service();
-  service->create(kController, bootstrap_for("garm-log01"));
-  service->remove(kController, "garm-log01");
+  service->create(kControllerId, bootstrap_for("garm-log01"));
+  service->remove(kControllerId, instance_ref("garm-log01"));
   const auto lines = host.log.lines();
   CHECK_FALSE(lines.empty());
   for (const auto& line : lines) {
@@ -219,11 +222,13 @@ TEST_CASE("a delete by an old provider ID never removes a newer instance of the 
           "[lifecycle]") {
   Host host("lifecycle.xml");
   auto service = host.service();
-  const auto old_one = service->create(kController, bootstrap_for("garm-reborn"));
-  CHECK(service->remove(kController, "garm-reborn"));
-  const auto new_one = service->create(kController, bootstrap_for("garm-reborn"));
-  CHECK_FALSE(service->remove(kController, old_one.provider_id));
-  CHECK_THROWS_AS(service->stop(kController, old_one.provider_id, true), ServiceError);
-  CHECK(service->get(kController, new_one.provider_id)->status == wire::InstanceStatus::running);
-  CHECK_FALSE(service->get(kController, old_one.provider_id));
+  const auto old_one = service->create(kControllerId, bootstrap_for("garm-reborn"));
+  CHECK(service->remove(kControllerId, instance_ref("garm-reborn")));
+  const auto new_one = service->create(kControllerId, bootstrap_for("garm-reborn"));
+  CHECK_FALSE(service->remove(kControllerId, instance_ref(old_one.provider_id)));
+  CHECK_THROWS_AS(service->stop(kControllerId, instance_ref(old_one.provider_id), true),
+                  ServiceError);
+  CHECK(service->get(kControllerId, instance_ref(new_one.provider_id))->status ==
+        wire::InstanceStatus::running);
+  CHECK_FALSE(service->get(kControllerId, instance_ref(old_one.provider_id)));
 }

@@ -38,7 +38,7 @@ void run_until_crash(Host& host, const CrashPoint& point,
 
 void crash_during_create(Host& host, const CrashPoint& point, const std::string& name) {
   run_until_crash(host, point, [&](agent::InstanceService& service) {
-    service.create(kController, bootstrap_for(name));
+    service.create(kControllerId, bootstrap_for(name));
   });
 }
 
@@ -61,8 +61,8 @@ TEST_CASE("reconcile after a crash mid-create leaves nothing behind", "[reconcil
   CHECK(host.tagged_domain_count() == 1);  // only other-agent-vm from the fixture
 
   // garm's next attempt with the same name works and makes exactly one instance.
-  restarted->create(kController, bootstrap_for("garm-crash01"));
-  CHECK(restarted->list(kController, kPool).size() == 1);
+  restarted->create(kControllerId, bootstrap_for("garm-crash01"));
+  CHECK(restarted->list(kControllerId, pool_id(kPool)).size() == 1);
 }
 
 TEST_CASE("a crash after the create finished keeps the instance; garm's delete removes it",
@@ -72,8 +72,9 @@ TEST_CASE("a crash after the create finished keeps the instance; garm's delete r
   auto restarted = host.service();
   const auto report = restarted->reconcile();
   CHECK(report.rolled_back_creates == 0);
-  CHECK(restarted->get(kController, "garm-crash02")->status == wire::InstanceStatus::running);
-  CHECK(restarted->remove(kController, "garm-crash02"));
+  CHECK(restarted->get(kControllerId, instance_ref("garm-crash02"))->status ==
+        wire::InstanceStatus::running);
+  CHECK(restarted->remove(kControllerId, instance_ref("garm-crash02")));
   CHECK(host.holds_nothing_of(kController, "garm-crash02"));
 }
 
@@ -82,9 +83,9 @@ TEST_CASE("reconcile finishes a delete interrupted at any step", "[reconcile]") 
                               CrashPoint{"undefine", false}, CrashPoint{"delete_volume", false});
   INFO("killed after " << point.operation);
   Host host("reconcile.xml");
-  host.service()->create(kController, bootstrap_for("garm-crash03"));
+  host.service()->create(kControllerId, bootstrap_for("garm-crash03"));
   run_until_crash(host, point, [](agent::InstanceService& service) {
-    service.remove(kController, "garm-crash03");
+    service.remove(kControllerId, instance_ref("garm-crash03"));
   });
 
   const auto report = host.service()->reconcile();
@@ -95,7 +96,7 @@ TEST_CASE("reconcile finishes a delete interrupted at any step", "[reconcile]") 
 TEST_CASE("reconcile notices domains removed behind the agent's back", "[reconcile]") {
   Host host("reconcile.xml");
   auto service = host.service();
-  const auto created = service->create(kController, bootstrap_for("garm-gone01"));
+  const auto created = service->create(kControllerId, bootstrap_for("garm-gone01"));
   host.hypervisor.destroy(created.provider_id);
   host.hypervisor.undefine(created.provider_id);
   const auto report = service->reconcile();
@@ -106,7 +107,7 @@ TEST_CASE("reconcile notices domains removed behind the agent's back", "[reconci
 TEST_CASE("reconcile removes this agent's tagged domains that have no record", "[reconcile]") {
   Host host("reconcile.xml");
   auto service = host.service();
-  service->create(kController, bootstrap_for("garm-lost01"));
+  service->create(kControllerId, bootstrap_for("garm-lost01"));
   host.store.remove(agent::domain_name_for(kController, "garm-lost01"));  // state dir lost
   const auto report = service->reconcile();
   CHECK(report.orphan_domains == 1);
@@ -118,18 +119,18 @@ TEST_CASE("reconcile removes this agent's tagged domains that have no record", "
 TEST_CASE("reconcile leaves healthy instances and busy ones alone", "[reconcile]") {
   Host host("reconcile.xml");
   auto service = host.service();
-  const auto healthy = service->create(kController, bootstrap_for("garm-ok01"));
+  const auto healthy = service->create(kControllerId, bootstrap_for("garm-ok01"));
   const auto report = service->reconcile();
   CHECK(report.rolled_back_creates + report.finished_deletes + report.vanished_domains +
             report.orphan_domains ==
         0);
-  CHECK(service->get(kController, "garm-ok01") == healthy);
+  CHECK(service->get(kControllerId, instance_ref("garm-ok01")) == healthy);
 }
 
 TEST_CASE("the reconcile loop runs passes on its own", "[reconcile]") {
   Host host("reconcile.xml");
   auto service = host.service();
-  const auto created = service->create(kController, bootstrap_for("garm-loop01"));
+  const auto created = service->create(kControllerId, bootstrap_for("garm-loop01"));
   host.hypervisor.destroy(created.provider_id);
   host.hypervisor.undefine(created.provider_id);
   {
@@ -145,7 +146,7 @@ TEST_CASE("the reconcile loop runs passes on its own", "[reconcile]") {
 TEST_CASE("reconcile removes overlay volumes no instance uses and nothing else", "[reconcile]") {
   Host host("reconcile.xml");
   auto service = host.service();
-  const auto kept = service->create(kController, bootstrap_for("garm-vol01"));
+  const auto kept = service->create(kControllerId, bootstrap_for("garm-vol01"));
   const std::string stray =
       agent::volume_name_for(agent::domain_name_for(kController, "garm-late"));
   host.hypervisor.create_overlay({.pool = "edge-pool",
@@ -159,13 +160,13 @@ TEST_CASE("reconcile removes overlay volumes no instance uses and nothing else",
   CHECK(host.hypervisor.find_volume("edge-pool", "debian-12.qcow2"));  // a base image: not ours
   CHECK(host.hypervisor.find_volume(
       "edge-pool", agent::volume_name_for(agent::domain_name_for(kController, "garm-vol01"))));
-  CHECK(service->get(kController, kept.provider_id));
+  CHECK(service->get(kControllerId, instance_ref(kept.provider_id)));
 }
 
 TEST_CASE("a wiped state directory does not make reconcile destroy running instances",
           "[reconcile]") {
   Host host("reconcile.xml");
-  const auto created = host.service()->create(kController, bootstrap_for("garm-wiped"));
+  const auto created = host.service()->create(kControllerId, bootstrap_for("garm-wiped"));
 
   // The same agent restarted on an empty state directory (wiped, or not mounted).
   TempDir fresh;
@@ -177,15 +178,15 @@ TEST_CASE("a wiped state directory does not make reconcile destroy running insta
   CHECK(host.hypervisor.find_by_uuid(created.provider_id)->state ==
         hypervisor::PowerState::running);
   // garm can still see and delete it.
-  CHECK(restarted->get(kController, "garm-wiped"));
-  CHECK(restarted->remove(kController, created.provider_id));
+  CHECK(restarted->get(kControllerId, instance_ref("garm-wiped")));
+  CHECK(restarted->remove(kControllerId, instance_ref(created.provider_id)));
   CHECK_FALSE(host.hypervisor.find_by_uuid(created.provider_id));
 }
 
 TEST_CASE("an unreadable record keeps reconcile away from its instance", "[reconcile]") {
   Host host("reconcile.xml");
   auto service = host.service();
-  const auto created = service->create(kController, bootstrap_for("garm-torn01"));
+  const auto created = service->create(kControllerId, bootstrap_for("garm-torn01"));
   const auto domain_name = agent::domain_name_for(kController, "garm-torn01");
   std::ofstream(host.config.state_dir / "instances" / (domain_name + ".json")) << "{ torn";
   const auto report = service->reconcile();
@@ -203,6 +204,7 @@ TEST_CASE("an unreadable record keeps reconcile away from its instance", "[recon
   CHECK_THROWS_WITH(host.store.get(domain_name),
                     Catch::Contains(domain_name + ".json is unreadable"));
   // Everything else is served.
-  const auto other = service->create(kController, bootstrap_for("garm-whole01"));
-  CHECK(service->get(kController, "garm-whole01")->provider_id == other.provider_id);
+  const auto other = service->create(kControllerId, bootstrap_for("garm-whole01"));
+  CHECK(service->get(kControllerId, instance_ref("garm-whole01"))->provider_id ==
+        other.provider_id);
 }

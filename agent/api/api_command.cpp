@@ -1,0 +1,213 @@
+#include "agent/api/api_command.hpp"
+
+#include <array>
+
+#include "common/text.hpp"
+#include "wire/error.hpp"
+
+namespace garm_edge::agent {
+namespace {
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
+  return -1;
+}
+
+/// Percent-decodes one path segment; nothing for malformed escapes or a NUL.
+std::optional<std::string> decode_segment(std::string_view segment) {
+  std::string out;
+  for (std::size_t i = 0; i < segment.size(); ++i) {
+    if (segment[i] != '%') {
+      out += segment[i];
+      continue;
+    }
+    if (i + 2 >= segment.size()) {
+      return std::nullopt;
+    }
+    const int high = hex_value(segment[i + 1]);
+    const int low = hex_value(segment[i + 2]);
+    if (high < 0 || low < 0 || (high == 0 && low == 0)) {
+      return std::nullopt;
+    }
+    out += static_cast<char>(high * 16 + low);
+    i += 2;
+  }
+  return out;
+}
+
+/// The percent-decoded value of `name` in the query string; nothing when absent. A value that
+/// is malformed or not plain text is the client's error, never read as "absent".
+std::optional<std::string> query_value(const net::HttpRequest& request, std::string_view name) {
+  std::string_view query = request.query;
+  while (!query.empty()) {
+    const auto amp = query.find('&');
+    const auto pair = query.substr(0, amp);
+    if (pair.size() > name.size() && pair.starts_with(name) && pair[name.size()] == '=') {
+      auto value = decode_segment(pair.substr(name.size() + 1));
+      if (!value || !is_plain_text(*value)) {
+        throw wire::WireError("query parameter " + std::string(name),
+                              "malformed percent-encoding, invalid UTF-8 or a control character");
+      }
+      return value;
+    }
+    if (amp == std::string_view::npos) {
+      break;
+    }
+    query.remove_prefix(amp + 1);
+  }
+  return std::nullopt;
+}
+
+bool query_flag(const net::HttpRequest& request, std::string_view name) {
+  return query_value(request, name).value_or("") == "true";
+}
+
+InstanceRef instance_arg(const RouteArgs& args) {
+  return InstanceRef::parse(args.text.at(0));
+}
+
+ApiCommand parse_create(const RouteArgs& args, const net::HttpRequest& request) {
+  auto bootstrap = wire::parse_bootstrap_instance(request.body);
+  if (query_flag(request, "dry_run")) {
+    return DryRunCreate{.controller = *args.controller, .bootstrap = std::move(bootstrap)};
+  }
+  return CreateInstance{.controller = *args.controller, .bootstrap = std::move(bootstrap)};
+}
+
+// Order matters only where two patterns could match one path: none do.
+const std::array kRoutes{
+    Route{"GET", "/healthz",
+          [](const RouteArgs&, const net::HttpRequest&) -> ApiCommand { return Health{}; }},
+    Route{"GET", "/metrics",
+          [](const RouteArgs&, const net::HttpRequest&) -> ApiCommand { return ShowMetrics{}; }},
+    Route{"GET", "/v1/images",
+          [](const RouteArgs&, const net::HttpRequest&) -> ApiCommand { return ListImages{}; }},
+    Route{"GET", "/v1/flavors",
+          [](const RouteArgs&, const net::HttpRequest&) -> ApiCommand { return ListFlavors{}; }},
+    Route{"GET", "/v1/capacity",
+          [](const RouteArgs&, const net::HttpRequest&) -> ApiCommand { return ShowCapacity{}; }},
+    Route{
+        "GET", "/v1/schemas/extra-specs",
+        [](const RouteArgs&, const net::HttpRequest&) -> ApiCommand { return ExtraSpecsSchema{}; }},
+    Route{"GET", "/v1/schemas/config",
+          [](const RouteArgs&, const net::HttpRequest&) -> ApiCommand { return ConfigSchema{}; }},
+    Route{"POST", "/v1/controllers/{controller}/instances", parse_create},
+    Route{"DELETE", "/v1/controllers/{controller}/instances",
+          [](const RouteArgs& args, const net::HttpRequest&) -> ApiCommand {
+            return DeleteAllInstances{.controller = *args.controller};
+          }},
+    Route{"GET", "/v1/controllers/{controller}/instances/{instance}",
+          [](const RouteArgs& args, const net::HttpRequest&) -> ApiCommand {
+            return GetInstance{.controller = *args.controller, .instance = instance_arg(args)};
+          }},
+    Route{"DELETE", "/v1/controllers/{controller}/instances/{instance}",
+          [](const RouteArgs& args, const net::HttpRequest&) -> ApiCommand {
+            return DeleteInstance{.controller = *args.controller, .instance = instance_arg(args)};
+          }},
+    Route{"GET", "/v1/controllers/{controller}/instances/{instance}/guest",
+          [](const RouteArgs& args, const net::HttpRequest&) -> ApiCommand {
+            return GetGuest{.controller = *args.controller, .instance = instance_arg(args)};
+          }},
+    Route{"POST", "/v1/controllers/{controller}/instances/{instance}/start",
+          [](const RouteArgs& args, const net::HttpRequest&) -> ApiCommand {
+            return StartInstance{.controller = *args.controller, .instance = instance_arg(args)};
+          }},
+    Route{"POST", "/v1/controllers/{controller}/instances/{instance}/stop",
+          [](const RouteArgs& args, const net::HttpRequest& request) -> ApiCommand {
+            return StopInstance{.controller = *args.controller,
+                                .instance = instance_arg(args),
+                                .force = query_flag(request, "force")};
+          }},
+    Route{"GET", "/v1/controllers/{controller}/events",
+          [](const RouteArgs& args, const net::HttpRequest& request) -> ApiCommand {
+            return ListEvents{.controller = *args.controller,
+                              .instance = query_value(request, "instance").value_or("")};
+          }},
+    Route{"POST", "/v1/controllers/{controller}/pools/validate",
+          [](const RouteArgs& args, const net::HttpRequest& request) -> ApiCommand {
+            return ValidatePool{.controller = *args.controller,
+                                .pool = PoolSpec::parse(request.body)};
+          }},
+    Route{"GET", "/v1/controllers/{controller}/pools/{pool}/instances",
+          [](const RouteArgs& args, const net::HttpRequest&) -> ApiCommand {
+            return ListInstances{.controller = *args.controller,
+                                 .pool = PoolId::parse(args.text.at(0))};
+          }},
+};
+
+/// The `{…}` segments of `parts` when they follow `pattern`; nothing when they do not.
+std::optional<std::vector<std::string>> match_pattern(std::string_view pattern,
+                                                      const std::vector<std::string>& parts) {
+  std::vector<std::string> segments;
+  std::size_t i = 0;
+  std::string_view rest = pattern.substr(1);  // patterns start with '/'
+  for (;; ++i) {
+    const auto slash = rest.find('/');
+    const auto expected = rest.substr(0, slash);
+    if (i >= parts.size()) {
+      return std::nullopt;
+    }
+    if (expected.starts_with('{')) {
+      segments.push_back(parts[i]);
+    } else if (expected != parts[i]) {
+      return std::nullopt;
+    }
+    if (slash == std::string_view::npos) {
+      break;
+    }
+    rest.remove_prefix(slash + 1);
+  }
+  if (i + 1 != parts.size()) {
+    return std::nullopt;
+  }
+  return segments;
+}
+
+}  // namespace
+
+std::string_view route_of(const ApiCommand& command) {
+  return std::visit([](const auto& c) { return std::decay_t<decltype(c)>::kRoute; }, command);
+}
+
+std::optional<std::vector<std::string>> split_path(std::string_view path) {
+  std::vector<std::string> parts;
+  std::size_t start = 1;  // the path starts with '/'
+  while (start <= path.size()) {
+    const auto slash = path.find('/', start);
+    const auto segment = path.substr(
+        start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
+    if (!segment.empty()) {
+      auto decoded = decode_segment(segment);
+      // Names, IDs and pool IDs are text: refused here, no invalid UTF-8 travels further in.
+      if (!decoded || !is_plain_text(*decoded)) {
+        return std::nullopt;
+      }
+      parts.push_back(std::move(*decoded));
+    }
+    if (slash == std::string_view::npos) {
+      break;
+    }
+    start = slash + 1;
+  }
+  return parts;
+}
+
+std::optional<RouteMatch> match_route(std::string_view method,
+                                      const std::vector<std::string>& parts) {
+  for (const auto& route : kRoutes) {
+    if (route.method != method) {
+      continue;
+    }
+    if (auto segments = match_pattern(route.pattern, parts)) {
+      return RouteMatch{.route = &route, .segments = std::move(*segments)};
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace garm_edge::agent

@@ -1,0 +1,134 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "agent/instances/instance_ids.hpp"
+#include "net/http_request.hpp"
+#include "wire/bootstrap.hpp"
+
+namespace garm_edge::agent {
+
+// One type per request the control API answers, each carrying only parsed values. `kRoute` is
+// its label in /metrics.
+struct Health {
+  static constexpr std::string_view kRoute = "healthz";
+};
+struct ShowMetrics {
+  static constexpr std::string_view kRoute = "metrics";
+};
+struct ListImages {
+  static constexpr std::string_view kRoute = "images";
+};
+struct ListFlavors {
+  static constexpr std::string_view kRoute = "flavors";
+};
+struct ShowCapacity {
+  static constexpr std::string_view kRoute = "capacity";
+};
+struct ExtraSpecsSchema {
+  static constexpr std::string_view kRoute = "schemas";
+};
+struct ConfigSchema {
+  static constexpr std::string_view kRoute = "schemas";
+};
+struct CreateInstance {
+  static constexpr std::string_view kRoute = "create";
+  ControllerId controller;
+  wire::BootstrapInstance bootstrap;
+};
+struct DryRunCreate {
+  static constexpr std::string_view kRoute = "dry_run";
+  ControllerId controller;
+  wire::BootstrapInstance bootstrap;
+};
+struct GetInstance {
+  static constexpr std::string_view kRoute = "get";
+  ControllerId controller;
+  InstanceRef instance;
+};
+struct GetGuest {
+  static constexpr std::string_view kRoute = "guest";
+  ControllerId controller;
+  InstanceRef instance;
+};
+struct ListInstances {
+  static constexpr std::string_view kRoute = "list";
+  ControllerId controller;
+  PoolId pool;
+};
+struct ListEvents {
+  static constexpr std::string_view kRoute = "events";
+  ControllerId controller;
+  std::string instance;  // empty: every instance's
+};
+struct DeleteInstance {
+  static constexpr std::string_view kRoute = "delete";
+  ControllerId controller;
+  InstanceRef instance;
+};
+struct DeleteAllInstances {
+  static constexpr std::string_view kRoute = "remove_all";
+  ControllerId controller;
+};
+struct StartInstance {
+  static constexpr std::string_view kRoute = "start";
+  ControllerId controller;
+  InstanceRef instance;
+};
+struct StopInstance {
+  static constexpr std::string_view kRoute = "stop";
+  ControllerId controller;
+  InstanceRef instance;
+  bool force = false;
+};
+struct ValidatePool {
+  static constexpr std::string_view kRoute = "validate_pool";
+  ControllerId controller;
+  PoolSpec pool;
+};
+
+using ApiCommand = std::variant<Health, ShowMetrics, ListImages, ListFlavors, ShowCapacity,
+                                ExtraSpecsSchema, ConfigSchema, CreateInstance, DryRunCreate,
+                                GetInstance, GetGuest, ListInstances, ListEvents, DeleteInstance,
+                                DeleteAllInstances, StartInstance, StopInstance, ValidatePool>;
+
+/// The route name of a command, for /metrics.
+std::string_view route_of(const ApiCommand& command);
+
+/// What a route's `{…}` path segments hold once its controller, if any, is parsed.
+struct RouteArgs {
+  std::optional<ControllerId> controller;
+  std::vector<std::string> text;  // the other `{…}` segments, in order
+};
+
+/// One endpoint of the control API: method, path pattern and the parser of its command.
+struct Route {
+  std::string_view method;
+  std::string_view pattern;  // e.g. "/v1/controllers/{controller}/instances/{instance}"
+  /// Throws wire::WireError for an argument, query or body that is not valid.
+  ApiCommand (*parse)(const RouteArgs& args, const net::HttpRequest& request);
+
+  bool has_controller() const { return pattern.find("{controller}") != std::string_view::npos; }
+  /// Under /v1: only for clients in [[api.clients]].
+  bool needs_client() const { return pattern.starts_with("/v1/"); }
+};
+
+/// A route and its `{…}` segments as the path spells them (the controller's first).
+struct RouteMatch {
+  const Route* route;
+  std::vector<std::string> segments;
+};
+
+/// The path's segments, percent-decoded; nothing when one is malformed, holds a NUL or a
+/// control character, or is not valid UTF-8.
+std::optional<std::vector<std::string>> split_path(std::string_view path);
+
+/// The route `method` on `parts` names; nothing when no route does.
+std::optional<RouteMatch> match_route(std::string_view method,
+                                      const std::vector<std::string>& parts);
+
+}  // namespace garm_edge::agent
