@@ -27,7 +27,9 @@ constexpr std::string_view kUsage = R"(usage: garm-edge-agent COMMAND [OPTIONS]
 Runs garm runner instances as local libvirt VMs.
 
 commands:
-  serve --config FILE          run the agent: reconcile, then serve the mTLS control API
+  serve --config FILE [--ready-file PATH]
+                               run the agent: reconcile, then serve the mTLS control API;
+                               once listening, write api_port= and guest_url= lines to PATH
   check-config --config FILE   validate an agent config; exit 1 with the exact problem
   reconcile --config FILE      one reconcile pass: roll back interrupted creates, finish
                                interrupted deletes, remove leftovers; prints what it did
@@ -115,7 +117,9 @@ int check_config(const Options& options) {
 int serve_command(const Options& options) {
   const auto config = load_agent_config(options.require("--config"));
   StderrLogger logger;
-  return serve(config, logger);
+  return serve(
+      config, logger,
+      ServeOptions{.on_listening = {}, .ready_file = options.get("--ready-file").value_or("")});
 }
 
 int reconcile_once(const Options& options) {
@@ -205,7 +209,7 @@ int run_cli(int argc, char** argv) {
       return check_config(Options(argc, argv, {"--config"}));
     }
     if (command == "serve") {
-      return serve_command(Options(argc, argv, {"--config"}));
+      return serve_command(Options(argc, argv, {"--config", "--ready-file"}));
     }
     if (command == "reconcile") {
       return reconcile_once(Options(argc, argv, {"--config"}));

@@ -1,17 +1,99 @@
 #pragma once
 
+#include <chrono>
+#include <filesystem>
 #include <functional>
+#include <memory>
 #include <string>
 
+#include <asio.hpp>
+
+#include "agent/api/control_api.hpp"
+#include "agent/base/clock.hpp"
 #include "agent/base/config.hpp"
 #include "agent/base/log.hpp"
+#include "agent/daemon/systemd_notify.hpp"
+#include "agent/guests/garm_relay.hpp"
+#include "agent/guests/guest_access.hpp"
+#include "agent/guests/guest_attachments.hpp"
+#include "agent/guests/guest_index.hpp"
+#include "agent/guests/guest_service.hpp"
+#include "agent/instances/instance_service.hpp"
+#include "agent/instances/instance_store.hpp"
+#include "agent/instances/reconcile_loop.hpp"
+#include "hypervisor/libvirt_hypervisor.hpp"
+#include "net/http_server.hpp"
+#include "net/tls_server.hpp"
 
 namespace garm_edge::agent {
 
+struct ServeOptions {
+  /// Gets the bound port of the control API (tests listen on port 0).
+  std::function<void(unsigned short)> on_listening;
+  /// Once both services listen, written atomically: `api_port=…` and `guest_url=…` lines, for
+  /// scripts that start the agent on port 0. Empty: none.
+  std::filesystem::path ready_file;
+};
+
+/// The running agent, from its checks of the host to its last answered request. Construction
+/// does everything that can fail because of the host (certificates, libvirt, the guest
+/// network), so it fails before any port opens; run() serves until SIGINT or SIGTERM.
+class AgentDaemon {
+ public:
+  AgentDaemon(const AgentConfig& config, Logger& log, ServeOptions options);
+  ~AgentDaemon();
+  AgentDaemon(const AgentDaemon&) = delete;
+  AgentDaemon& operator=(const AgentDaemon&) = delete;
+
+  /// Reconciles, serves both APIs, and returns the exit code once stopped and drained.
+  int run();
+
+ private:
+  void start_guest_service();
+  void reconcile_at_startup();
+  void start_control_api();
+  void announce_ready();
+  void wait_for_signal();
+  void on_signal(int signal);
+  void reload_certificates();
+  void begin_stopping();
+  void drain(std::chrono::steady_clock::time_point deadline);
+  void feed_watchdog();
+
+  const AgentConfig& config_;
+  Logger& log_;
+  ServeOptions options_;
+  std::shared_ptr<const net::TlsConfig> tls_;
+  hypervisor::LibvirtHypervisor hypervisor_;
+  FileInstanceStore store_;
+  SystemClock clock_;
+  InstanceService service_;
+
+  asio::io_context io_;
+  // Relayed calls may wait on garm for seconds: they get their own threads, so a slow garm
+  // holds up neither the control API nor the seed fetches of booting guests.
+  asio::thread_pool relay_workers_;
+  asio::thread_pool seed_workers_;
+  asio::thread_pool api_workers_;
+  GuestIndex guest_index_;
+  GuestAccess guest_access_;
+  GuestAttachments guest_attachments_;
+  HttpGarmRelay relay_;
+  GuestService guests_;
+  std::unique_ptr<net::HttpServer> guest_server_;
+  std::unique_ptr<ReconcileLoop> reconcile_loop_;
+  ControlApi api_;
+  std::unique_ptr<net::TlsServer> api_server_;
+
+  const SystemdNotifier systemd_;
+  asio::steady_timer watchdog_timer_;
+  asio::steady_timer drain_timer_;
+  asio::signal_set signals_;
+};
+
 /// Runs the agent: reconciles, then serves the control API over mutual TLS until SIGINT or
 /// SIGTERM; SIGHUP reloads certificates, key, CA and CRL without dropping connections.
-/// `on_listening` gets the bound port (tests listen on port 0). Returns the exit code.
-int serve(const AgentConfig& config, Logger& log,
-          const std::function<void(unsigned short)>& on_listening = {});
+/// Returns the exit code.
+int serve(const AgentConfig& config, Logger& log, ServeOptions options = {});
 
 }  // namespace garm_edge::agent

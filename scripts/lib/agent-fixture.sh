@@ -5,6 +5,8 @@
 
 # shellcheck source-path=SCRIPTDIR source=agent-toml.sh
 . "$(dirname "${BASH_SOURCE[0]}")/agent-toml.sh"
+# shellcheck source-path=SCRIPTDIR source=agent-ready.sh
+. "$(dirname "${BASH_SOURCE[0]}")/agent-ready.sh"
 agent=$build/agent/garm-edge-agent
 provider=$build/provider/garm-provider-edge
 work=$(mktemp -d /tmp/garm-edge.XXXXXX)
@@ -50,12 +52,10 @@ disk_gib = 20
 TOML
 announce "garm-edge-agent check-config, then serve (mTLS control API on a free loopback port)"
 "$agent" check-config --config "$work/agent.toml"
-"$agent" serve --config "$work/agent.toml" 2> "$work/agent.log" &
+"$agent" serve --config "$work/agent.toml" --ready-file "$work/agent.ready" 2> "$work/agent.log" &
 agent_pid=$!
-for _ in $(seq 100); do grep -q ' (agent ' "$work/agent.log" 2>/dev/null && break; sleep 0.05; done
-port=$(sed -n 's/^<[0-9]>listening on 127.0.0.1:\([0-9]*\) (agent.*/\1/p' "$work/agent.log")
-guest_url=$(sed -n 's/.*guest service listening on \(http[^ ]*\).*/\1/p' "$work/agent.log")
-[ -n "$port" ] || { cat "$work/agent.log"; exit 1; }
+wait_for_agent_ready "$agent_pid" "$work/agent.ready" "$work/agent.log" 200 || exit 1
+port=$api_port
 echo "agent listening on 127.0.0.1:$port; guests reach it at $guest_url"
 
 provider_toml demo-host "$port" "$work/pki" "$work/sessions" > "$work/provider.toml"

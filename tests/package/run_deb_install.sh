@@ -16,6 +16,8 @@ else
   (cd "$1" && cmake --preset package >/dev/null && cmake --build --preset package)
   build=$(cd "$1/build/package" && pwd)
 fi
+# shellcheck source-path=SCRIPTDIR source=../../scripts/lib/agent-ready.sh
+. "$1/scripts/lib/agent-ready.sh"
 fail() { echo "FAILED: $*"; [ -f "${work:-/nonexistent}/agent.log" ] && cat "$work/agent.log"; exit 1; }
 section() { printf '\n== %s\n' "$*"; }
 command -v lintian >/dev/null || DEBIAN_FRONTEND=noninteractive timeout 600 \
@@ -84,11 +86,11 @@ sed -e 's|^uri = .*|uri = "test:///default"|' -e 's|^storage_pool = .*|storage_p
 sed -i 's|^base_volume = .*|base_path = "/var/lib/garm-edge/images/debian-12.qcow2"|' "$work/agent.toml"
 chown garm-edge "$work" "$work/agent.toml"
 runuser -u garm-edge -- garm-edge-agent check-config --config "$work/agent.toml"
-runuser -u garm-edge -- /usr/bin/garm-edge-agent serve --config "$work/agent.toml" 2> "$work/agent.log" &
+runuser -u garm-edge -- /usr/bin/garm-edge-agent serve --config "$work/agent.toml" \
+  --ready-file "$work/agent.ready" 2> "$work/agent.log" &
 agent_pid=$!
-for _ in $(seq 200); do grep -q ' (agent ' "$work/agent.log" 2>/dev/null && break; sleep 0.05; done
-port=$(sed -n 's/^<[0-9]>listening on 127.0.0.1:\([0-9]*\) (agent.*/\1/p' "$work/agent.log")
-[ -n "$port" ] || fail "the installed agent did not start"
+wait_for_agent_ready "$agent_pid" "$work/agent.ready" "$work/agent.log" 200 || fail "the installed agent did not start"
+port=$api_port
 pgrep -u garm-edge -f '/usr/bin/garm-edge-agent serve' >/dev/null || fail "the agent does not run as garm-edge"
 echo "installed agent listening on 127.0.0.1:$port as user garm-edge"
 

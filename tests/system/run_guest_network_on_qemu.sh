@@ -15,7 +15,6 @@ tiny_subnet=151
 fail() { echo "FAILED: $*"; [ -f "$work/agent.log" ] && cat "$work/agent.log"; exit 1; }
 
 start_agent
-guest_url=$(sed -n 's/.*guest service listening on \(http[^ ]*\).*/\1/p' "$work/agent.log")
 echo "guest service: $guest_url"
 case "$guest_url" in "http://$subnet.1:"*) ;; *) fail "the guest service is not on the bridge address" ;; esac
 virsh nwfilter-list | grep -q garm-edge-source-ip || fail "the agent defined no nwfilter"

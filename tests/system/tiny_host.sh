@@ -54,6 +54,8 @@ system_cleanup() {
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # shellcheck source-path=SCRIPTDIR source=../../scripts/lib/agent-toml.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/agent-toml.sh"
+# shellcheck source-path=SCRIPTDIR source=../../scripts/lib/agent-ready.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/agent-ready.sh"
 
 claim_test_host "$tiny"
 made_host=1
@@ -101,19 +103,12 @@ TOML
 # Starts `garm-edge-agent serve` with its log appended to $work/agent.log; sets agent_pid and
 # port, and writes the provider's config for that port.
 start_agent() {
-  local mark
-  touch "$work/agent.log"
-  mark=$(wc -l < "$work/agent.log")
-  "$agent" serve --config "$work/agent.toml" 2>> "$work/agent.log" {test_host_lock}>&- &
+  rm -f "$work/agent.ready"
+  "$agent" serve --config "$work/agent.toml" --ready-file "$work/agent.ready" \
+    2>> "$work/agent.log" {test_host_lock}>&- &
   agent_pid=$!
-  port=
-  for _ in $(seq 400); do
-    port=$(tail -n +"$((mark + 1))" "$work/agent.log" | sed -n 's/^<[0-9]>listening on 127.0.0.1:\([0-9]*\) (agent.*/\1/p')
-    [ -n "$port" ] && break
-    kill -0 "$agent_pid" 2>/dev/null || break
-    sleep 0.05
-  done
-  [ -n "$port" ] || { tail -n 20 "$work/agent.log"; echo "FAILED: the agent did not start"; exit 1; }
+  wait_for_agent_ready "$agent_pid" "$work/agent.ready" "$work/agent.log" 400 || exit 1
+  port=$api_port
   provider_toml "$tiny" "$port" "$work/pki" "$work/sessions" > "$work/provider.toml"
 }
 

@@ -58,6 +58,8 @@ system_cleanup() {
 . "$here/lib.sh"
 # shellcheck source-path=SCRIPTDIR source=../../scripts/lib/agent-toml.sh
 . "$here/../../scripts/lib/agent-toml.sh"
+# shellcheck source-path=SCRIPTDIR source=../../scripts/lib/agent-ready.sh
+. "$here/../../scripts/lib/agent-ready.sh"
 
 stamp() { date +%s.%N; }
 seconds_since() { awk -v a="$1" -v b="$(stamp)" 'BEGIN { printf "%.1f", b - a }'; }
@@ -174,12 +176,11 @@ if [ -n "${vm_fixture_extra_config:-}" ]; then printf '%s\n' "$vm_fixture_extra_
 # Starts `garm-edge-agent serve` with its log in LOGFILE; sets agent_pid, api_port, guest_url.
 start_agent() {
   local log=$1
-  "$agent" serve --config "$work/agent.toml" 2> "$log" {test_host_lock}>&- &
+  rm -f "$work/agent.ready"
+  "$agent" serve --config "$work/agent.toml" --ready-file "$work/agent.ready" 2> "$log" \
+    {test_host_lock}>&- &
   agent_pid=$!
-  for _ in $(seq 600); do grep -q ' (agent ' "$log" 2>/dev/null && break; sleep 0.05; done
-  api_port=$(sed -n 's/^<[0-9]>listening on 127.0.0.1:\([0-9]*\) (agent.*/\1/p' "$log")
-  guest_url=$(sed -n 's/.*guest service listening on \(http[^ ]*\).*/\1/p' "$log")
-  [ -n "$api_port" ] || { cat "$log"; echo "FAILED: the agent did not start"; exit 1; }
+  wait_for_agent_ready "$agent_pid" "$work/agent.ready" "$log" || exit 1
   write_provider_config
 }
 
