@@ -1,9 +1,13 @@
 #include "hypervisor/libvirt_support.hpp"
 
+#include <algorithm>
+#include <array>
+#include <cstring>
 #include <set>
 
 #include <pugixml.hpp>
 
+#include "common/hex.hpp"
 #include "hypervisor/domain_xml.hpp"
 
 namespace garm_edge::hypervisor::libvirt {
@@ -141,18 +145,9 @@ Identity identity_of(virDomainPtr domain) {
 }
 
 std::string format_uuid(std::string_view raw_uuid) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string text;
-  text.reserve(36);
-  for (std::size_t i = 0; i < raw_uuid.size(); ++i) {
-    if (i == 4 || i == 6 || i == 8 || i == 10) {
-      text += '-';
-    }
-    const auto byte = static_cast<unsigned char>(raw_uuid[i]);
-    text += kHex[byte >> 4U];
-    text += kHex[byte & 0x0fU];
-  }
-  return text;
+  std::array<unsigned char, 16> bytes{};
+  std::memcpy(bytes.data(), raw_uuid.data(), std::min(raw_uuid.size(), bytes.size()));
+  return garm_edge::format_uuid(bytes);
 }
 
 std::optional<Tags> read_tags(virDomainPtr domain) {

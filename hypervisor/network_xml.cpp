@@ -6,6 +6,7 @@
 
 #include <pugixml.hpp>
 
+#include "common/hex.hpp"
 #include "common/text.hpp"
 
 namespace garm_edge::hypervisor {
@@ -41,8 +42,7 @@ bool is_mac_address(std::string_view mac) {
   }
   for (std::size_t i = 0; i < mac.size(); ++i) {
     const char c = mac[i];
-    const bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-    if (i % 3 == 2 ? c != ':' : !hex) {
+    if (i % 3 == 2 ? c != ':' : !is_hex_digit(c)) {
       return false;
     }
   }

@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/hex.hpp"
+
 namespace garm_edge::net::http_syntax {
 
 inline bool is_digit(char c) {
@@ -21,9 +23,7 @@ inline bool is_alpha(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
 }
 
-inline bool is_hex_digit(char c) {
-  return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
+using garm_edge::is_hex_digit;
 
 /// tchar: what header names and methods are made of.
 inline bool is_token_char(char c) {

@@ -16,7 +16,7 @@
 #include <mbedtls/pk.h>
 #include <mbedtls/x509_crt.h>
 
-#include "net/random.hpp"
+#include "net/drbg.hpp"
 
 namespace garm_edge::net {
 namespace {

@@ -6,6 +6,8 @@
 
 #include <mbedtls/entropy.h>
 
+#include "net/drbg.hpp"
+
 namespace garm_edge::net {
 
 mbedtls_ctr_drbg_context& random_generator() {
@@ -23,6 +25,12 @@ mbedtls_ctr_drbg_context& random_generator() {
     }
   });
   return drbg;
+}
+
+void random_bytes(std::span<unsigned char> bytes) {
+  if (mbedtls_ctr_drbg_random(&random_generator(), bytes.data(), bytes.size()) != 0) {
+    throw std::runtime_error("the random generator failed");
+  }
 }
 
 }  // namespace garm_edge::net

@@ -1,11 +1,12 @@
 #pragma once
 
-#include <mbedtls/ctr_drbg.h>
+#include <span>
 
 namespace garm_edge::net {
 
-/// The process's CTR-DRBG, seeded once from the platform entropy source. With Debian's
-/// MBEDTLS_THREADING_C, mbedtls_ctr_drbg_random may be called from any thread.
-mbedtls_ctr_drbg_context& random_generator();
+/// Fills `bytes` from the process's one random source: mbedTLS's CTR-DRBG, seeded once from
+/// the platform entropy source (getrandom). Safe from any thread. Throws std::runtime_error
+/// when the generator fails.
+void random_bytes(std::span<unsigned char> bytes);
 
 }  // namespace garm_edge::net

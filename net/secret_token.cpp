@@ -5,6 +5,7 @@
 
 #include <mbedtls/sha256.h>
 
+#include "common/hex.hpp"
 #include "net/random.hpp"
 
 namespace garm_edge::net {
@@ -19,9 +20,7 @@ constexpr std::size_t kTokenLength = 43;  // 256 bits in 6-bit characters, unpad
 
 std::string random_token() {
   std::array<unsigned char, kTokenBytes + 1> bytes{};  // one spare: 43 * 6 > 32 * 8
-  if (mbedtls_ctr_drbg_random(&random_generator(), bytes.data(), kTokenBytes) != 0) {
-    throw std::runtime_error("the random generator failed");
-  }
+  random_bytes(std::span(bytes).first(kTokenBytes));
   std::string token;
   unsigned bits = 0;
   unsigned buffer = 0;
@@ -41,13 +40,7 @@ std::string sha256_hex(std::string_view data) {
   std::array<unsigned char, 32> digest{};
   mbedtls_sha256_ret(reinterpret_cast<const unsigned char*>(data.data()), data.size(),
                      digest.data(), 0);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string hex;
-  for (const unsigned char byte : digest) {
-    hex += kHex[byte >> 4U];
-    hex += kHex[byte & 0x0FU];
-  }
-  return hex;
+  return to_hex(digest);
 }
 
 bool constant_time_equal(std::string_view a, std::string_view b) {

@@ -3,7 +3,7 @@
 #include <mbedtls/ctr_drbg.h>
 #include <mbedtls/error.h>
 
-#include "net/random.hpp"
+#include "net/drbg.hpp"
 
 namespace garm_edge::net {
 namespace {

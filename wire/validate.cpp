@@ -3,15 +3,12 @@
 #include <algorithm>
 #include <cctype>
 
+#include "common/hex.hpp"
 #include "common/text.hpp"
 #include "wire/error.hpp"
 
 namespace garm_edge::wire {
 namespace {
-
-bool is_hex(char c) {
-  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
 
 bool is_alnum(char c) {
   return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
@@ -51,7 +48,7 @@ bool is_uuid(std::string_view value) {
   }
   for (std::size_t i = 0; i < value.size(); ++i) {
     const bool dash_position = i == 8 || i == 13 || i == 18 || i == 23;
-    if (dash_position ? value[i] != '-' : !is_hex(value[i])) {
+    if (dash_position ? value[i] != '-' : !is_hex_digit(value[i])) {
       return false;
     }
   }

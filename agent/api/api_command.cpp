@@ -2,21 +2,12 @@
 
 #include <array>
 
+#include "common/hex.hpp"
 #include "common/text.hpp"
 #include "wire/error.hpp"
 
 namespace garm_edge::agent {
 namespace {
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
-}
 
 /// Percent-decodes one path segment; nothing for malformed escapes or a NUL.
 std::optional<std::string> decode_segment(std::string_view segment) {
@@ -29,8 +20,8 @@ std::optional<std::string> decode_segment(std::string_view segment) {
     if (i + 2 >= segment.size()) {
       return std::nullopt;
     }
-    const int high = hex_value(segment[i + 1]);
-    const int low = hex_value(segment[i + 2]);
+    const int high = hex_digit_value(segment[i + 1]);
+    const int low = hex_digit_value(segment[i + 2]);
     if (high < 0 || low < 0 || (high == 0 && low == 0)) {
       return std::nullopt;
     }

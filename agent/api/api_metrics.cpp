@@ -1,6 +1,6 @@
 #include "agent/api/api_metrics.hpp"
 
-#include <sstream>
+#include "agent/base/prometheus_text.hpp"
 
 namespace garm_edge::agent {
 
@@ -20,34 +20,31 @@ void ApiMetrics::record_error(std::string_view code) {
 
 std::string ApiMetrics::render(const std::map<std::string, std::size_t>& instances_by_state) const {
   std::lock_guard lock(mutex_);
-  std::ostringstream out;
-  out << "# HELP garm_edge_requests_total Control API requests by route, method and status.\n"
-         "# TYPE garm_edge_requests_total counter\n";
+  PrometheusText text;
+  text.family("garm_edge_requests_total", "counter",
+              "Control API requests by route, method and status.");
   for (const auto& [key, count] : requests_) {
     const auto& [route, method, status] = key;
-    out << "garm_edge_requests_total{route=\"" << route << "\",method=\"" << method << "\",code=\""
-        << status << "\"} " << count << "\n";
+    const auto code = std::to_string(status);
+    text.sample("garm_edge_requests_total", {{"route", route}, {"method", method}, {"code", code}},
+                count);
   }
-  out << "# HELP garm_edge_request_duration_seconds Time to answer control API requests.\n"
-         "# TYPE garm_edge_request_duration_seconds summary\n";
+  text.family("garm_edge_request_duration_seconds", "summary",
+              "Time to answer control API requests.");
   for (const auto& [route, totals] : latency_) {
-    out << "garm_edge_request_duration_seconds_sum{route=\"" << route << "\"} " << totals.first
-        << "\n"
-        << "garm_edge_request_duration_seconds_count{route=\"" << route << "\"} " << totals.second
-        << "\n";
+    text.sample("garm_edge_request_duration_seconds_sum", {{"route", route}}, totals.first);
+    text.sample("garm_edge_request_duration_seconds_count", {{"route", route}}, totals.second);
   }
-  out << "# HELP garm_edge_command_errors_total Failed commands by error code (unavailable and "
-         "timeout mean "
-         "libvirt trouble).\n# TYPE garm_edge_command_errors_total counter\n";
+  text.family("garm_edge_command_errors_total", "counter",
+              "Failed commands by error code (unavailable and timeout mean libvirt trouble).");
   for (const auto& [code, count] : errors_) {
-    out << "garm_edge_command_errors_total{code=\"" << code << "\"} " << count << "\n";
+    text.sample("garm_edge_command_errors_total", {{"code", code}}, count);
   }
-  out << "# HELP garm_edge_instances Instances on this host by state.\n# TYPE garm_edge_instances "
-         "gauge\n";
+  text.family("garm_edge_instances", "gauge", "Instances on this host by state.");
   for (const auto& [state, count] : instances_by_state) {
-    out << "garm_edge_instances{state=\"" << state << "\"} " << count << "\n";
+    text.sample("garm_edge_instances", {{"state", state}}, std::uint64_t{count});
   }
-  return out.str();
+  return text.str();
 }
 
 }  // namespace garm_edge::agent

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "common/hex.hpp"
 #include "common/text.hpp"
 #include "net/random.hpp"
 
@@ -111,12 +112,10 @@ AddressRange reservable_addresses(const hypervisor::NetworkInfo& network,
 namespace {
 
 std::string mac_with(std::string_view prefix, const std::array<unsigned char, 3>& bytes) {
-  static constexpr char kHex[] = "0123456789abcdef";
   std::string mac(prefix);
   for (const unsigned char byte : bytes) {
     mac += ':';
-    mac += kHex[byte >> 4U];
-    mac += kHex[byte & 0x0FU];
+    append_hex(mac, byte);
   }
   return mac;
 }
@@ -125,9 +124,7 @@ std::string mac_with(std::string_view prefix, const std::array<unsigned char, 3>
 
 std::string random_mac() {
   std::array<unsigned char, 3> bytes{};
-  if (mbedtls_ctr_drbg_random(&net::random_generator(), bytes.data(), bytes.size()) != 0) {
-    throw std::runtime_error("the random generator failed");
-  }
+  net::random_bytes(bytes);
   return mac_with("52:54:00", bytes);
 }
 

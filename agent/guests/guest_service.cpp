@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/base/prometheus_text.hpp"
 #include "common/text.hpp"
 #include "net/secret_token.hpp"
 #include "userdata/userdata.hpp"
@@ -203,9 +204,8 @@ net::HttpResponse GuestService::route(const net::HttpRequest& request,
 }
 
 std::string GuestService::render_metrics() const {
-  std::string text =
-      "# HELP garm_edge_guest_requests_total Guest service requests by outcome.\n"
-      "# TYPE garm_edge_guest_requests_total counter\n";
+  PrometheusText text;
+  text.family("garm_edge_guest_requests_total", "counter", "Guest service requests by outcome.");
   const std::pair<const char*, const std::atomic<std::uint64_t>*> outcomes[] = {
       {"seed_served", &counters_.seed_served},
       {"relayed", &counters_.relayed},
@@ -213,10 +213,9 @@ std::string GuestService::render_metrics() const {
       {"refused", &counters_.refused},
       {"rate_limited", &counters_.rate_limited}};
   for (const auto& [outcome, count] : outcomes) {
-    text += "garm_edge_guest_requests_total{outcome=\"" + std::string(outcome) + "\"} " +
-            std::to_string(count->load()) + "\n";
+    text.sample("garm_edge_guest_requests_total", {{"outcome", outcome}}, count->load());
   }
-  return text;
+  return text.str();
 }
 
 net::HttpResponse GuestService::refuse(const std::string& source_ip) {

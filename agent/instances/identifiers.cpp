@@ -1,29 +1,18 @@
 #include "agent/instances/identifiers.hpp"
 
 #include <array>
-#include <cstdint>
-#include <cstdio>
-#include <random>
+
+#include "common/hex.hpp"
+#include "net/random.hpp"
 
 namespace garm_edge::agent {
 
 std::string random_uuid() {
-  std::random_device entropy;  // getrandom(2) on Linux
-  std::array<std::uint8_t, 16> bytes{};
-  for (std::size_t i = 0; i < bytes.size(); i += 4) {
-    const auto word = entropy();
-    for (std::size_t k = 0; k < 4; ++k) {
-      bytes[i + k] = static_cast<std::uint8_t>(word >> (8 * k));
-    }
-  }
-  bytes[6] = static_cast<std::uint8_t>((bytes[6] & 0x0f) | 0x40);  // version 4
-  bytes[8] = static_cast<std::uint8_t>((bytes[8] & 0x3f) | 0x80);  // RFC 4122 variant
-  char text[37] = {};
-  std::snprintf(text, sizeof text,
-                "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", bytes[0],
-                bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7], bytes[8],
-                bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]);
-  return text;
+  std::array<unsigned char, 16> bytes{};
+  net::random_bytes(bytes);
+  bytes[6] = static_cast<unsigned char>((bytes[6] & 0x0fU) | 0x40U);  // version 4
+  bytes[8] = static_cast<unsigned char>((bytes[8] & 0x3fU) | 0x80U);  // RFC 4122 variant
+  return format_uuid(bytes);
 }
 
 std::string domain_name_for(std::string_view controller_id, std::string_view instance_name) {

@@ -1,0 +1,32 @@
+#include "common/hex.hpp"
+
+namespace garm_edge {
+
+void append_hex(std::string& out, unsigned char byte) {
+  static constexpr std::string_view kDigits = "0123456789abcdef";
+  out += kDigits[byte >> 4U];
+  out += kDigits[byte & 0x0FU];
+}
+
+std::string to_hex(std::span<const unsigned char> bytes) {
+  std::string hex;
+  hex.reserve(bytes.size() * 2);
+  for (const unsigned char byte : bytes) {
+    append_hex(hex, byte);
+  }
+  return hex;
+}
+
+std::string format_uuid(std::span<const unsigned char, 16> uuid) {
+  std::string text;
+  text.reserve(36);
+  for (std::size_t i = 0; i < uuid.size(); ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) {
+      text += '-';
+    }
+    append_hex(text, uuid[i]);
+  }
+  return text;
+}
+
+}  // namespace garm_edge

@@ -1,0 +1,37 @@
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace garm_edge {
+
+inline bool is_hex_digit(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+/// The value of one hex digit; -1 when `c` is none.
+inline int hex_digit_value(char c) {
+  if (c >= '0' && c <= '9') {
+    return c - '0';
+  }
+  if (c >= 'a' && c <= 'f') {
+    return c - 'a' + 10;
+  }
+  if (c >= 'A' && c <= 'F') {
+    return c - 'A' + 10;
+  }
+  return -1;
+}
+
+/// Appends `byte` as two lower-case hex digits.
+void append_hex(std::string& out, unsigned char byte);
+
+/// Lower-case hex of `bytes`, two digits each.
+std::string to_hex(std::span<const unsigned char> bytes);
+
+/// The 8-4-4-4-12 lower-case text of a 16-byte binary UUID.
+std::string format_uuid(std::span<const unsigned char, 16> uuid);
+
+}  // namespace garm_edge
