@@ -29,7 +29,7 @@ struct ProviderConfig {
   const AgentEndpoint* find_agent(const std::string& name) const;
 };
 
-/// Throws std::runtime_error naming the file, line and key that are wrong.
+/// Throws ConfigError naming the file, line, column and key that are wrong.
 ProviderConfig load_provider_config(const std::filesystem::path& path);
 ProviderConfig parse_provider_config(const std::string& text, const std::string& source);
 

@@ -9,7 +9,7 @@
 #include <toml++/toml.h>
 
 #include "common/text.hpp"
-#include "common/toml_guard.hpp"
+#include "common/toml_reader.hpp"
 #include "hypervisor/guest_arch.hpp"
 #include "wire/error.hpp"
 #include "wire/validate.hpp"
@@ -17,105 +17,7 @@
 namespace garm_edge::agent {
 namespace {
 
-/// Reads one TOML table, remembering which keys were used so the rest can be reported.
-class TableReader {
- public:
-  TableReader(const toml::table& table, std::string source, std::string where)
-      : table_(table), source_(std::move(source)), where_(std::move(where)) {}
-
-  [[noreturn]] void fail(const toml::node* node, const std::string& problem) const {
-    std::ostringstream message;
-    message << source_;
-    if (node != nullptr && node->source().begin.line > 0) {
-      message << ":" << node->source().begin.line << ":" << node->source().begin.column;
-    }
-    message << ": " << where_ << ": " << problem;
-    throw ConfigError(message.str());
-  }
-
-  const toml::node* node(std::string_view key) {
-    used_.insert(std::string(key));
-    return table_.get(key);
-  }
-
-  std::optional<std::string> string(std::string_view key) {
-    const auto* value = node(key);
-    if (value == nullptr) {
-      return std::nullopt;
-    }
-    if (!value->is_string()) {
-      fail(value, std::string(key) + " must be a string");
-    }
-    auto text = value->value<std::string>().value_or("");
-    if (!is_plain_text(text)) {
-      fail(value, std::string(key) + " must be UTF-8 text without control characters");
-    }
-    return text;
-  }
-
-  std::string required_string(std::string_view key) {
-    auto text = string(key);
-    if (!text || text->empty()) {
-      fail(table_.get(key), std::string(key) + " is required");
-    }
-    return *text;
-  }
-
-  template <class Int>
-  std::optional<Int> integer(std::string_view key, std::int64_t min, std::int64_t max) {
-    const auto* value = node(key);
-    if (value == nullptr) {
-      return std::nullopt;
-    }
-    if (!value->is_integer()) {
-      fail(value, std::string(key) + " must be an integer");
-    }
-    const auto number = value->value<std::int64_t>().value_or(0);
-    if (number < min || number > max) {
-      fail(value, std::string(key) + " must be between " + std::to_string(min) + " and " +
-                      std::to_string(max));
-    }
-    return static_cast<Int>(number);
-  }
-
-  const toml::table* table(std::string_view key) {
-    const auto* value = node(key);
-    if (value == nullptr) {
-      return nullptr;
-    }
-    if (!value->is_table()) {
-      fail(value, "[" + std::string(key) + "] must be a table");
-    }
-    return value->as_table();
-  }
-
-  const toml::array* array_of_tables(std::string_view key) {
-    const auto* value = node(key);
-    if (value == nullptr) {
-      return nullptr;
-    }
-    if (!value->is_array_of_tables()) {
-      fail(value, std::string(key) + " must be an array of tables ([[" + std::string(key) + "]])");
-    }
-    return value->as_array();
-  }
-
-  void reject_unknown_keys() const {
-    for (const auto& [key, value] : table_) {
-      if (used_.count(std::string(key.str())) == 0) {
-        fail(&value, "unknown key \"" + printable_excerpt(key.str()) + "\"");
-      }
-    }
-  }
-
-  const std::string& source() const { return source_; }
-
- private:
-  const toml::table& table_;
-  std::string source_;
-  std::string where_;
-  std::set<std::string> used_;
-};
+using TableReader = TomlTableReader;
 
 template <class Enum>
 Enum enum_or_fail(TableReader& in, std::string_view key, Enum fallback) {
@@ -191,14 +93,6 @@ void read_libvirt_section(TableReader& root, AgentConfig& config) {
   in.reject_unknown_keys();
 }
 
-std::filesystem::path absolute_path(TableReader& in, std::string_view key, bool required) {
-  const auto text = required ? in.required_string(key) : in.string(key).value_or("");
-  if (!text.empty() && text.front() != '/') {
-    in.fail(in.node(key), std::string(key) + " must be an absolute path");
-  }
-  return text;
-}
-
 ApiClient read_api_client(const toml::table& table, const std::string& source, std::size_t index) {
   TableReader in(table, source, "[[api.clients]] #" + std::to_string(index + 1));
   ApiClient client;
@@ -228,10 +122,10 @@ void read_api_section(TableReader& root, AgentConfig& config) {
   api.enabled = true;
   api.address = in.string("address").value_or(api.address);
   api.port = in.integer<std::uint16_t>("port", 0, 65535).value_or(api.port);  // 0: any free port
-  api.ca = absolute_path(in, "ca", true);
-  api.crl = absolute_path(in, "crl", false);
-  api.certificate = absolute_path(in, "certificate", true);
-  api.key = absolute_path(in, "key", true);
+  api.ca = in.absolute_path("ca", true);
+  api.crl = in.absolute_path("crl", false);
+  api.certificate = in.absolute_path("certificate", true);
+  api.key = in.absolute_path("key", true);
   api.max_connections =
       in.integer<std::size_t>("max_connections", 1, 65536).value_or(api.max_connections);
   api.workers = in.integer<std::size_t>("workers", 1, 256).value_or(api.workers);
@@ -406,18 +300,7 @@ const FlavorConfig* AgentConfig::find_flavor(std::string_view name) const {
 }
 
 AgentConfig parse_agent_config(std::string_view toml_text, const std::string& source_name) {
-  if (const auto found = find_unreadable_toml_character(toml_text)) {
-    throw ConfigError(describe_unreadable_toml_character(source_name, *found));
-  }
-  toml::table document;
-  try {
-    document = toml::parse(toml_text, source_name);
-  } catch (const toml::parse_error& e) {
-    std::ostringstream message;
-    message << source_name << ":" << e.source().begin.line << ":" << e.source().begin.column << ": "
-            << e.description();
-    throw ConfigError(message.str());
-  }
+  const auto document = parse_toml_document(toml_text, source_name);
   AgentConfig config;
   config.agent_id = default_agent_id();
   TableReader root(document, source_name, "top level");
@@ -435,13 +318,7 @@ AgentConfig parse_agent_config(std::string_view toml_text, const std::string& so
 }
 
 AgentConfig load_agent_config(const std::filesystem::path& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    throw ConfigError(path.string() + ": cannot open the config file");
-  }
-  std::ostringstream text;
-  text << file.rdbuf();
-  return parse_agent_config(text.str(), path.string());
+  return parse_agent_config(read_config_file(path, "config file"), path.string());
 }
 
 std::string agent_config_json_schema() {

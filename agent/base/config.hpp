@@ -9,16 +9,13 @@
 #include <string_view>
 #include <vector>
 
+#include "common/config_error.hpp"
 #include "hypervisor/libvirt_options.hpp"
 #include "wire/enums.hpp"
 
 namespace garm_edge::agent {
 
-/// A config file that cannot be used; the message says where (file:line:column) and why.
-class ConfigError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+using garm_edge::ConfigError;
 
 /// A base image guests boot from. The agent never writes to it: every guest gets a qcow2
 /// overlay backed by it.
