@@ -16,9 +16,15 @@ std::string extra_specs_json_schema() {
 }
 
 void validate_extra_spec_keys(const nlohmann::json& extra_specs) {
-  static const std::set<std::string> kKnown = {"runner_install_template", "pre_install_scripts",
-                                               "extra_context",           "enable_boot_debug",
-                                               "disable_updates",         "extra_packages"};
+  // The schema is the one list of keys: what it publishes is exactly what is accepted.
+  static const std::set<std::string> kKnown = [] {
+    std::set<std::string> keys;
+    const auto schema = nlohmann::json::parse(extra_specs_json_schema());
+    for (const auto& [key, property] : schema.at("properties").items()) {
+      keys.insert(key);
+    }
+    return keys;
+  }();
   if (!extra_specs.is_object()) {
     return;
   }

@@ -336,7 +336,7 @@ std::string agent_config_json_schema() {
          R"json("api":{"type":"object","additionalProperties":false,"required":["ca","certificate","key","clients"],)json"
          R"json("properties":{"address":{"type":"string"},"port":{"type":"integer","minimum":0,"maximum":65535},)json"
          R"json("ca":{"type":"string"},"crl":{"type":"string"},"certificate":{"type":"string"},"key":{"type":"string"},)json"
-         R"json("max_connections":{"type":"integer","minimum":1},"workers":{"type":"integer","minimum":1,"maximum":256},)json"
+         R"json("max_connections":{"type":"integer","minimum":1,"maximum":65536},"workers":{"type":"integer","minimum":1,"maximum":256},)json"
          R"json("clients":{"type":"array","minItems":1,"items":{"type":"object","additionalProperties":false,)json"
          R"json("required":["identity","controllers"],"properties":{"identity":{"type":"string"},)json"
          R"json("controllers":{"type":"array","minItems":1,"items":{"type":"string"}}}}}}},)json"
@@ -344,7 +344,7 @@ std::string agent_config_json_schema() {
          R"json("port":{"type":"integer","minimum":0,"maximum":65535},"mode":{"enum":["relay","direct"]},)json"
          R"json("addresses":{"type":"string"},"anti_spoofing":{"enum":["auto","clean-traffic","source-ip","off"]},)json"
          R"json("relay_timeout_seconds":{"type":"integer","minimum":1,"maximum":600},)json"
-         R"json("max_connections":{"type":"integer","minimum":1},)json"
+         R"json("max_connections":{"type":"integer","minimum":1,"maximum":65536},)json"
          R"json("address_quarantine_seconds":{"type":"integer","minimum":0,"maximum":86400}}},)json"
          R"json("images":{"type":"array","minItems":1,"items":{"type":"object","additionalProperties":false,)json"
          R"json("required":["name"],"properties":{"name":{"type":"string"},"base_volume":{"type":"string"},)json"
@@ -354,7 +354,8 @@ std::string agent_config_json_schema() {
          R"json("flavors":{"type":"array","minItems":1,"items":{"type":"object","additionalProperties":false,)json"
          R"json("required":["name"],"properties":{"name":{"type":"string"},)json"
          R"json("vcpus":{"type":"integer","minimum":1,"maximum":512},)json"
-         R"json("memory_mib":{"type":"integer","minimum":64},"disk_gib":{"type":"integer","minimum":1}}}}}})json";
+         R"json("memory_mib":{"type":"integer","minimum":64,"maximum":4194304},)json"
+         R"json("disk_gib":{"type":"integer","minimum":1,"maximum":65536}}}}}})json";
 }
 
 }  // namespace garm_edge::agent

@@ -1,6 +1,10 @@
 #include "provider/provider_config.hpp"
 
+#include <set>
+#include <sstream>
+
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include "common/config_error.hpp"
 
@@ -67,4 +71,43 @@ key = "/c"
              Catch::Contains("name must be UTF-8 text without control characters"));
   CHECK_THAT(error_for("x = \"\xc2\xa1\"\n"), Catch::Contains("U+00A1"));
   CHECK_THAT(error_for("[[agents]\n"), Catch::StartsWith("provider.toml:1:"));
+}
+
+TEST_CASE("the provider's config schema and its reader agree key by key", "[config][schema]") {
+  const auto schema = nlohmann::json::parse(garm_edge::provider::provider_config_json_schema());
+  const auto reader_error = [](const std::string& text) { return error_for(text); };
+  const auto& properties = schema.at("properties");
+  for (const auto& [key, property] : properties.at("timeouts").at("properties").items()) {
+    INFO(key);
+    const auto with = [&](std::int64_t seconds) {
+      return reader_error(kAgent + "[timeouts]\n" + key + " = " + std::to_string(seconds) + "\n");
+    };
+    CHECK(with(property.at("minimum")) == "no error");
+    CHECK(with(property.at("maximum")) == "no error");
+    CHECK_THAT(with(property.at("minimum").get<std::int64_t>() - 1), Catch::Contains(key));
+    CHECK_THAT(with(property.at("maximum").get<std::int64_t>() + 1), Catch::Contains(key));
+  }
+  const auto& agent = properties.at("agents").at("items");
+  std::set<std::string> required;
+  for (const auto& key : agent.at("required")) {
+    required.insert(key.get<std::string>());
+  }
+  std::set<std::string> listed;
+  for (const auto& [key, property] : agent.at("properties").items()) {
+    listed.insert(key);
+    // Each required key, left out, is what the reader names.
+    std::string without;
+    std::istringstream lines(kAgent);
+    for (std::string line; std::getline(lines, line);) {
+      if (!line.starts_with(key + " =")) {
+        without += line + "\n";
+      }
+    }
+    INFO(key);
+    CHECK(required.count(key) == 1);
+    CHECK_THAT(reader_error(without), Catch::Contains(key + " is required"));
+  }
+  CHECK(listed == required);
+  CHECK(reader_error("session_dir = \"/x\"\n" + kAgent) == "no error");
+  CHECK(properties.contains("session_dir"));
 }
