@@ -2,10 +2,11 @@
 
 namespace garm_edge {
 
-void append_hex(std::string& out, unsigned char byte) {
-  static constexpr std::string_view kDigits = "0123456789abcdef";
-  out += kDigits[byte >> 4U];
-  out += kDigits[byte & 0x0FU];
+void append_hex(std::string& out, unsigned char byte, HexCase letters) {
+  const std::string_view digits =
+      letters == HexCase::upper ? "0123456789ABCDEF" : "0123456789abcdef";
+  out += digits[byte >> 4U];
+  out += digits[byte & 0x0FU];
 }
 
 std::string to_hex(std::span<const unsigned char> bytes) {

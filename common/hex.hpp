@@ -25,8 +25,10 @@ inline int hex_digit_value(char c) {
   return -1;
 }
 
-/// Appends `byte` as two lower-case hex digits.
-void append_hex(std::string& out, unsigned char byte);
+enum class HexCase { lower, upper };
+
+/// Appends `byte` as two hex digits (upper case where a standard asks for it: percent-encoding).
+void append_hex(std::string& out, unsigned char byte, HexCase letters = HexCase::lower);
 
 /// Lower-case hex of `bytes`, two digits each.
 std::string to_hex(std::span<const unsigned char> bytes);

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <stdlib.h>
 #include <string>
+#include <system_error>
 
 namespace garm_edge {
 
@@ -12,8 +13,8 @@ std::filesystem::path create_temp_directory(std::string_view prefix) {
   std::string pattern =
       (std::filesystem::temp_directory_path() / (std::string(prefix) + ".XXXXXX")).string();
   if (::mkdtemp(pattern.data()) == nullptr) {
-    throw std::runtime_error("cannot create a temporary directory " + pattern + ": " +
-                             std::strerror(errno));
+    throw std::system_error(errno, std::generic_category(),
+                            "cannot create a temporary directory " + pattern);
   }
   return pattern;
 }

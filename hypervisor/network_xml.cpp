@@ -177,7 +177,7 @@ std::string with_filter_uuid(const std::string& filter_xml, const std::string& u
   }
   pugi::xml_document document;
   if (!document.load_string(filter_xml.c_str())) {
-    throw std::invalid_argument("nwfilter XML does not parse");
+    throw HypervisorError(HypervisorError::Kind::invalid_argument, "nwfilter XML does not parse");
   }
   auto filter = document.child("filter");
   filter.remove_child("uuid");

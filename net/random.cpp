@@ -7,6 +7,7 @@
 #include <mbedtls/entropy.h>
 
 #include "net/drbg.hpp"
+#include "net/tls_config.hpp"
 
 namespace garm_edge::net {
 
@@ -21,7 +22,7 @@ mbedtls_ctr_drbg_context& random_generator() {
     if (mbedtls_ctr_drbg_seed(&drbg, mbedtls_entropy_func, &entropy,
                               reinterpret_cast<const unsigned char*>(kPersonalization.data()),
                               kPersonalization.size()) != 0) {
-      throw std::runtime_error("cannot seed the random generator from the platform entropy");
+      throw TlsError("cannot seed the random generator from the platform entropy");
     }
   });
   return drbg;
@@ -29,7 +30,7 @@ mbedtls_ctr_drbg_context& random_generator() {
 
 void random_bytes(std::span<unsigned char> bytes) {
   if (mbedtls_ctr_drbg_random(&random_generator(), bytes.data(), bytes.size()) != 0) {
-    throw std::runtime_error("the random generator failed");
+    throw TlsError("the random generator failed");
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/hex.hpp"
 #include "net/https_client.hpp"
 #include "net/tls_config.hpp"
 #include "provider/provider_config.hpp"
@@ -35,7 +36,6 @@ struct CommandFailure : std::runtime_error {
 };
 
 std::string percent_encode(const std::string& segment) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
   std::string out;
   for (const char c : segment) {
     const auto byte = static_cast<unsigned char>(c);
@@ -45,8 +45,7 @@ std::string percent_encode(const std::string& segment) {
       out += c;
     } else {
       out += '%';
-      out += kHex[byte >> 4U];
-      out += kHex[byte & 0x0fU];
+      append_hex(out, byte, HexCase::upper);  // RFC 3986 2.1
     }
   }
   return out;

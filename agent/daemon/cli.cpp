@@ -22,6 +22,12 @@
 namespace garm_edge::agent {
 namespace {
 
+/// The command line itself is wrong: exit 2 with the usage, as getopt-style tools do.
+class UsageError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
 constexpr std::string_view kUsage = R"(usage: garm-edge-agent COMMAND [OPTIONS]
 
 Runs garm runner instances as local libvirt VMs.
@@ -62,7 +68,7 @@ class Options {
         }
       }
       if (!matched) {
-        throw std::invalid_argument("unexpected argument \"" + std::string(arg) + "\"");
+        throw UsageError("unexpected argument \"" + std::string(arg) + "\"");
       }
     }
   }
@@ -89,7 +95,7 @@ class Options {
   std::string require(std::string_view name) const {
     auto value = get(name);
     if (!value) {
-      throw std::invalid_argument(std::string(name) + " is required");
+      throw UsageError(std::string(name) + " is required");
     }
     return *value;
   }
@@ -171,7 +177,7 @@ int pki(int argc, char** argv) {
     std::cout << "wrote " << files.certificate.string() << " and " << files.key.string() << "\n";
     return 0;
   }
-  throw std::invalid_argument(
+  throw UsageError(
       "usage: pki init [--dir DIR] [--dns NAME]... [--ip ADDR]... [--client NAME] | "
       "pki issue-client NAME [--dir DIR]");
 }
@@ -186,7 +192,7 @@ int demo(const Options& options) {
   if (const auto type = options.get("--virt-type"); type && *type != "auto") {
     demo.virt_type = hypervisor::parse_virt_type(*type);
     if (!demo.virt_type) {
-      throw std::invalid_argument("--virt-type must be auto, kvm, qemu or test");
+      throw UsageError("--virt-type must be auto, kvm, qemu or test");
     }
   }
   return run_demo(demo, std::cout);
@@ -224,7 +230,7 @@ int run_cli(int argc, char** argv) {
     }
     std::cerr << "garm-edge-agent: unknown command \"" << command << "\"\n\n" << kUsage;
     return 2;
-  } catch (const std::invalid_argument& e) {
+  } catch (const UsageError& e) {
     std::cerr << "garm-edge-agent " << command << ": " << e.what() << "\n";
     return 2;
   } catch (const std::exception& e) {

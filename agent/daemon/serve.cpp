@@ -2,6 +2,7 @@
 
 #include <csignal>
 #include <fstream>
+#include <system_error>
 #include <thread>
 
 namespace garm_edge::agent {
@@ -41,7 +42,7 @@ void write_ready_file(const std::filesystem::path& path, const std::string& text
     std::ofstream out(temporary, std::ios::trunc);
     out << text;
     if (!out.flush()) {
-      throw std::runtime_error("cannot write " + temporary.string());
+      throw std::system_error(errno, std::generic_category(), "cannot write " + temporary.string());
     }
   }
   std::filesystem::rename(temporary, path);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "agent/instances/service_error.hpp"
 #include "net/secret_token.hpp"
 #include "userdata/userdata.hpp"
 
@@ -25,21 +26,17 @@ void GuestAccess::start() {
   const auto network = hypervisor_.network(config_.network);
   address_ = config_.guests.address.empty() ? network.gateway : config_.guests.address;
   if (!parse_ipv4(address_)) {
-    throw std::runtime_error("network " + config_.network +
-                             " has no IPv4 address for the guest service; set [guests] address");
+    throw GuestSetupError("network " + config_.network +
+                          " has no IPv4 address for the guest service; set [guests] address");
   }
-  try {
-    range_ = reservable_addresses(network, config_.guests.addresses);
-  } catch (const std::invalid_argument& e) {
-    throw std::runtime_error(e.what());
-  }
+  range_ = reservable_addresses(network, config_.guests.addresses);
   switch (config_.guests.anti_spoofing) {
     case AntiSpoofing::off:
       log_.warning("[guests] anti_spoofing is off: a guest can take another guest's address");
       break;
     case AntiSpoofing::clean_traffic:
       if (!hypervisor_.has_filter(kCleanTraffic)) {
-        throw std::runtime_error(
+        throw GuestSetupError(
             "nwfilter clean-traffic is not defined (install libvirt-daemon-config-nwfilter) ");
       }
       filter_ = kCleanTraffic;
@@ -57,11 +54,13 @@ void GuestAccess::start() {
           filter_ = kSourceIpFilter;
         }
       } catch (const hypervisor::HypervisorError& e) {
-        throw std::runtime_error(
+        throw hypervisor::HypervisorError(
+            e.kind(),
             std::string(
                 "guests need an anti-spoofing nwfilter and this libvirt cannot define one (") +
-            e.what() +
-            "); set [guests] anti_spoofing = \"off\" only where guests cannot reach each other");
+                e.what() +
+                "); set [guests] anti_spoofing = \"off\" only where guests cannot reach each "
+                "other");
       }
       break;
   }
@@ -109,8 +108,10 @@ void GuestAccess::assign_address(GuestPlan& plan, const std::set<std::string>& t
   const auto network = hypervisor_.network(config_.network);
   const auto ip = allocator_.pick(range_, network, taken);
   if (!ip) {
-    throw std::runtime_error("no free guest address left in " + format_ipv4(range_.first) + "-" +
-                             format_ipv4(range_.last));
+    // The host is full for now: garm may retry, or place the runner elsewhere.
+    throw ServiceError(ServiceError::Code::unavailable, "no free guest address left in " +
+                                                            format_ipv4(range_.first) + "-" +
+                                                            format_ipv4(range_.last));
   }
   plan.record.ip = *ip;
   plan.record.mac = mac_for_address(*parse_ipv4(*ip));

@@ -24,7 +24,8 @@ class GuestAccess {
   GuestAccess(const AgentConfig& config, hypervisor::Hypervisor& hypervisor, Logger& log);
 
   /// Resolves the network, the service address and the reservable range; defines the
-  /// anti-spoofing filter when needed. Throws std::runtime_error.
+  /// anti-spoofing filter when needed. Throws GuestSetupError, or HypervisorError when libvirt
+  /// fails.
   void start();
   /// The port guests are told (the bound one when the config says 0).
   void set_port(std::uint16_t port) { port_ = port; }
@@ -37,7 +38,8 @@ class GuestAccess {
   /// userdata::UserDataError for a bootstrap that cannot become user-data.
   GuestPlan plan(const InstanceRecord& record, const wire::BootstrapInstance& bootstrap);
   /// Picks the guest's address: one neither reserved in the network nor in `taken` (held by
-  /// instances whose reservation may not be made yet). Throws std::runtime_error when full.
+  /// instances whose reservation may not be made yet). Throws ServiceError (unavailable) when
+  /// the range is full.
   void assign_address(GuestPlan& plan, const std::set<std::string>& taken);
   /// Adds the plan's DHCP reservation. Throws HypervisorError.
   void reserve(const GuestRecord& guest);

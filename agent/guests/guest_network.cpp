@@ -30,8 +30,8 @@ namespace {
 AddressRange subnet_of(const hypervisor::NetworkInfo& network) {
   const auto gateway = parse_ipv4(network.gateway);
   if (!gateway || network.prefix < 8 || network.prefix > 30) {
-    throw std::invalid_argument("network " + network.name +
-                                " has no IPv4 subnet between /8 and /30 the agent can use");
+    throw GuestSetupError("network " + network.name +
+                          " has no IPv4 subnet between /8 and /30 the agent can use");
   }
   const std::uint32_t mask = ~((1U << (32U - network.prefix)) - 1U);
   const std::uint32_t base = *gateway & mask;
@@ -45,12 +45,12 @@ AddressRange parse_configured(std::string_view configured, const AddressRange& s
   const auto last =
       dash == std::string_view::npos ? std::nullopt : parse_ipv4(configured.substr(dash + 1));
   if (!first || !last || *first > *last) {
-    throw std::invalid_argument("[guests] addresses \"" + printable_excerpt(configured) +
-                                "\" must be \"first-last\", two IPv4 addresses in order");
+    throw GuestSetupError("[guests] addresses \"" + printable_excerpt(configured) +
+                          "\" must be \"first-last\", two IPv4 addresses in order");
   }
   if (!subnet.contains(*first) || !subnet.contains(*last)) {
-    throw std::invalid_argument("[guests] addresses \"" + printable_excerpt(configured) +
-                                "\" are not all inside network " + network + "'s subnet");
+    throw GuestSetupError("[guests] addresses \"" + printable_excerpt(configured) +
+                          "\" are not all inside network " + network + "'s subnet");
   }
   return {.first = *first, .last = *last};
 }
@@ -102,7 +102,7 @@ AddressRange reservable_addresses(const hypervisor::NetworkInfo& network,
     consider(next_free, subnet.last);
   }
   if (!best) {
-    throw std::invalid_argument(
+    throw GuestSetupError(
         "network " + network.name +
         " hands out its whole subnet by DHCP: shrink its DHCP range or set [guests] addresses");
   }

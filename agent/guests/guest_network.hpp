@@ -6,12 +6,20 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
 #include "hypervisor/hypervisor.hpp"
 
 namespace garm_edge::agent {
+
+/// The host cannot serve guests as configured (network, address range, filters): the agent
+/// does not start. The message says what to change.
+class GuestSetupError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 /// IPv4 addresses in host order, first to last inclusive.
 struct AddressRange {
@@ -26,7 +34,7 @@ std::string format_ipv4(std::uint32_t address);
 
 /// The addresses the agent may reserve for guests: `configured` ("first-last", inside the
 /// network's subnet), or else the subnet minus its network, broadcast and gateway addresses
-/// and minus the DHCP ranges dnsmasq hands out on its own. Throws std::invalid_argument saying
+/// and minus the DHCP ranges dnsmasq hands out on its own. Throws GuestSetupError saying
 /// what to change.
 AddressRange reservable_addresses(const hypervisor::NetworkInfo& network,
                                   std::string_view configured);

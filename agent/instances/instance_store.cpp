@@ -122,15 +122,15 @@ void remove_stale_temp_files(const fs::path& directory) {
 }
 
 /// Holds an exclusive flock on `<state_dir>/lock` for as long as the descriptor is open.
-int lock_state_directory(const fs::path& state_dir) {
+UniqueFd lock_state_directory(const fs::path& state_dir) {
+  make_private_directory(state_dir);
   const auto path = state_dir / "lock";
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) {
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (fd.get() < 0) {
     fail_errno("cannot open " + path.string());
   }
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     const int error = errno;
-    ::close(fd);
     if (error == EWOULDBLOCK) {
       throw StoreError("state directory " + state_dir.string() +
                        " is in use by another garm-edge-agent process");
@@ -322,22 +322,13 @@ InstanceRecord parse_record(std::string_view text) {
 }
 
 FileInstanceStore::FileInstanceStore(const fs::path& state_dir)
-    : directory_(state_dir / "instances") {
-  make_private_directory(state_dir);
-  lock_fd_ = lock_state_directory(state_dir);
-  try {
-    make_private_directory(directory_);
-    remove_stale_temp_files(directory_);
-    state_id_ = load_or_create_state_id(state_dir);
-  } catch (...) {
-    ::close(lock_fd_);
-    throw;
-  }
+    : lock_(lock_state_directory(state_dir)), directory_(state_dir / "instances") {
+  make_private_directory(directory_);
+  remove_stale_temp_files(directory_);
+  state_id_ = load_or_create_state_id(state_dir);
 }
 
-FileInstanceStore::~FileInstanceStore() {
-  ::close(lock_fd_);
-}
+FileInstanceStore::~FileInstanceStore() = default;
 
 fs::path FileInstanceStore::path_for(std::string_view domain_name) const {
   if (!is_safe_file_stem(domain_name)) {

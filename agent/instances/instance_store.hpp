@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/unique_fd.hpp"
 #include "wire/enums.hpp"
 
 namespace garm_edge::agent {
@@ -124,7 +125,7 @@ class FileInstanceStore final : public InstanceStore {
   void scan(std::vector<InstanceRecord>& records, std::vector<std::string>& unreadable);
   std::filesystem::path path_for(std::string_view domain_name) const;
 
-  int lock_fd_ = -1;
+  UniqueFd lock_;  // first: held from before anything is read until the last member is gone
   std::filesystem::path directory_;
   std::string state_id_;
 };

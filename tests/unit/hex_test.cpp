@@ -49,3 +49,10 @@ TEST_CASE("token hashes are the hex SHA-256 of the token", "[hex]") {
   CHECK(net::sha256_hex("abc") ==
         "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
+
+TEST_CASE("upper-case hex where a standard asks for it", "[hex]") {
+  std::string out;
+  append_hex(out, 0xab, HexCase::upper);
+  append_hex(out, 0xab);
+  CHECK(out == "ABab");
+}
