@@ -35,6 +35,7 @@ class ApiServer {
   void reload_from(const std::filesystem::path& pki, const std::filesystem::path& crl = "");
   std::uint16_t port() const { return server_->port(); }
   std::uint64_t handshake_evictions() const { return server_->handshake_evictions(); }
+  std::size_t open_connections() const { return server_->open_connections(); }
   Host& host() { return host_; }
 
  private:

@@ -127,22 +127,32 @@ TEST_CASE("connections without an acceptable client certificate or protocol are 
 
 TEST_CASE("a slow client does not hold up others", "[api][mtls]") {
   ApiServer server;
-  // Three connections that never finish a handshake, and one that sends half a request line.
+  // Three connections that send the first bytes of a TLS record and then nothing for 3 s.
+  constexpr std::size_t kStallers = 3;
+  const auto stall = "python3 -c \"import socket, time; s = socket.create_connection(('127.0.0.1', " +
+                     std::to_string(server.port()) +
+                     ")); s.sendall(b'\\x16\\x03\\x01'); print('held', flush=True); "
+                     "time.sleep(3)\"";
+  std::vector<std::string> said(kStallers);
   std::vector<std::thread> stallers;
-  for (int i = 0; i < 3; ++i) {
-    stallers.emplace_back([&server] {
-      run_command(
-          "(printf '\\026\\003\\001'; sleep 3) | timeout 4 openssl s_client -quiet -connect "
-          "127.0.0.1:" +
-          std::to_string(server.port()) + " >/dev/null 2>&1; true");
-    });
+  for (std::size_t i = 0; i < kStallers; ++i) {
+    stallers.emplace_back([&stall, &said, i] { said[i] = run_command(stall).output; });
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (server.open_connections() < kStallers && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE(server.open_connections() == kStallers);  // all three are held by the server now
   const auto started = std::chrono::steady_clock::now();
   CHECK(server.curl(server.url("/healthz")).output == R"({"status":"ok"})");
   CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(2));
+  // And still were while it was answered (curl's own may not be closed yet).
+  CHECK(server.open_connections() >= kStallers);
   for (auto& thread : stallers) {
     thread.join();
+  }
+  for (const auto& output : said) {
+    CHECK(output == "held\n");
   }
 }
 
@@ -158,12 +168,18 @@ TEST_CASE("an idle connection is closed at its deadline", "[api][mtls]") {
   ApiServer server;  // idle deadline 2 s
   const auto started = std::chrono::steady_clock::now();
   // -ign_eof: the client keeps the connection open (saying nothing) until the server closes it.
-  run_command(
-      "timeout 15 openssl s_client -ign_eof -connect 127.0.0.1:" + std::to_string(server.port()) +
-      " -cert " + (server.pki() / "clients/garm.crt").string() + " -key " +
+  const auto client = run_command(
+      "timeout 15 openssl s_client -ign_eof -CAfile " + (server.pki() / "ca.crt").string() +
+      " -connect 127.0.0.1:" + std::to_string(server.port()) + " -cert " +
+      (server.pki() / "clients/garm.crt").string() + " -key " +
       (server.pki() / "clients/garm.key").string() + " < /dev/null");
   const auto waited = std::chrono::steady_clock::now() - started;
-  CHECK(waited < std::chrono::seconds(8));  // the server hung up, not the 15 s timeout
+  // The session was up (a client that failed at once would pass the timing alone) ...
+  CHECK_THAT(client.output, Catch::Contains("Verify return code: 0 (ok)"));
+  CHECK(client.exit_code != 124);  // not killed by the 15 s timeout (openssl exits 1 on the close)
+  // ... and the server hung up at its 2 s idle deadline, not before and not much after.
+  CHECK(waited >= std::chrono::milliseconds(1900));
+  CHECK(waited < std::chrono::seconds(8));
 }
 
 TEST_CASE("a reload switches CA and certificates without a restart", "[api][mtls]") {
