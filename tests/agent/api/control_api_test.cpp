@@ -1,0 +1,148 @@
+// The control API's routes called directly, without TLS: each request becomes its typed command,
+// is authorized, and answers with the status and body garm-provider-edge relies on.
+#include "agent/api/control_api.hpp"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "integration/test_support.hpp"
+#include "wire/bootstrap.hpp"
+
+using namespace garm_edge;
+using namespace garm_edge::testing;
+using nlohmann::json;
+
+namespace {
+
+const net::PeerIdentity kGarm{.common_name = "garm", .uri_names = {}};
+const net::PeerIdentity kStranger{.common_name = "stranger", .uri_names = {}};
+
+struct Api {
+  Api()
+      : host("api.xml",
+             [](agent::AgentConfig& config) {
+               config.api.enabled = true;
+               config.api.clients = {{.identity = "garm", .controllers = {kController}}};
+             }),
+        service(host.service()),
+        api(host.config, *service) {}
+
+  net::HttpResponse call(const std::string& method, const std::string& target,
+                         const std::string& body = "", const net::PeerIdentity& peer = kGarm) {
+    net::HttpRequest request;
+    request.method = method;
+    request.target = target;
+    const auto query = target.find('?');
+    request.path = target.substr(0, query);
+    request.query = query == std::string::npos ? "" : target.substr(query + 1);
+    request.body = body;
+    return api.handle(request, peer);
+  }
+
+  Host host;
+  std::unique_ptr<agent::InstanceService> service;
+  agent::ControlApi api;
+};
+
+std::string instances(const std::string& rest = "") {
+  return "/v1/controllers/" + kController + "/instances" + rest;
+}
+
+std::string code_of(const net::HttpResponse& response) {
+  return json::parse(response.body).value("code", "");
+}
+
+}  // namespace
+
+TEST_CASE("control API: the instance lifecycle route by route", "[api]") {
+  Api api;
+  const auto body = wire::to_json(bootstrap_for("garm-route01")).dump();
+
+  const auto dry = api.call("POST", instances("?dry_run=true"), body);
+  CHECK(dry.status == 200);
+  CHECK(json::parse(dry.body).at("already_exists") == false);
+  CHECK(api.call("GET", instances("/garm-route01")).status == 404);  // a dry run makes nothing
+
+  const auto created = api.call("POST", instances(), body);
+  REQUIRE(created.status == 200);
+  const auto provider_id = json::parse(created.body).at("provider_id").get<std::string>();
+  CHECK(json::parse(created.body).at("status") == "running");
+
+  CHECK(json::parse(api.call("GET", instances("/garm-route01")).body).at("provider_id") ==
+        provider_id);
+  CHECK(json::parse(api.call("GET", instances("/" + provider_id)).body).at("name") ==
+        "garm-route01");
+  const auto listed =
+      api.call("GET", "/v1/controllers/" + kController + "/pools/" + kPool + "/instances");
+  CHECK(json::parse(listed.body).size() == 1);
+
+  CHECK(api.call("POST", instances("/garm-route01/stop?force=true")).status == 200);
+  CHECK(json::parse(api.call("GET", instances("/garm-route01")).body).at("status") == "stopped");
+  CHECK(api.call("POST", instances("/garm-route01/start")).status == 200);
+
+  const auto events =
+      api.call("GET", "/v1/controllers/" + kController + "/events?instance=garm-route01");
+  CHECK(json::parse(events.body).front().at("event") == "creating");
+
+  CHECK(json::parse(api.call("DELETE", instances("/garm-route01")).body).at("deleted") == true);
+  CHECK(json::parse(api.call("DELETE", instances("/garm-route01")).body).at("deleted") == false);
+  CHECK(json::parse(api.call("DELETE", instances()).body).at("removed") == 0);
+}
+
+TEST_CASE("control API: what every refusal looks like", "[api]") {
+  Api api;
+  SECTION("no such endpoint, or no such method on it: 404") {
+    CHECK(api.call("GET", "/v2/images").status == 404);
+    CHECK(api.call("PUT", instances()).status == 404);
+    CHECK(api.call("GET", instances("/a/b/c")).status == 404);
+    CHECK(code_of(api.call("GET", "/nope")) == "not_found");
+  }
+  SECTION("an unknown client is refused anything under /v1, whether it exists or not") {
+    CHECK(api.call("GET", "/v1/images", "", kStranger).status == 403);
+    CHECK(api.call("GET", "/v1/nothing-here", "", kStranger).status == 403);
+    CHECK(api.call("GET", "/healthz", "", kStranger).status == 200);  // monitoring needs no grant
+  }
+  SECTION("another controller is refused before its request is read") {
+    const auto other = "/v1/controllers/" + kOtherController + "/instances/not..valid";
+    const auto refused = api.call("GET", other);
+    CHECK(refused.status == 403);
+    CHECK(code_of(refused) == "forbidden");
+  }
+  SECTION("values are parsed at the edge: 400 naming the field, nothing done") {
+    CHECK_THAT(api.call("GET", "/v1/controllers/not-a-uuid/instances/x").body,
+               Catch::Contains("controller ID in the path"));
+    CHECK_THAT(api.call("GET", instances("/..x")).body, Catch::Contains("instance"));
+    CHECK(
+        api.call("GET", "/v1/controllers/" + kController + "/pools/not-a-pool/instances").status ==
+        400);
+    CHECK(api.call("POST", instances(), "{").status == 400);
+    CHECK(api.call("POST", instances("/x/stop?force=%ff")).status == 400);
+    CHECK(api.call("GET", instances("/a%ffb")).status == 400);
+    CHECK(api.host.tagged_domain_count() == 0);
+  }
+  SECTION("a missing instance is 404 for get and guest, and for start and stop") {
+    CHECK(api.call("GET", instances("/garm-none")).status == 404);
+    CHECK(api.call("GET", instances("/garm-none/guest")).status == 404);
+    CHECK(api.call("POST", instances("/garm-none/start")).status == 404);
+    CHECK(code_of(api.call("POST", instances("/garm-none/stop"))) == "not_found");
+  }
+}
+
+TEST_CASE("control API: host, pool and schema routes", "[api]") {
+  Api api;
+  CHECK(json::parse(api.call("GET", "/v1/images").body).front().at("name") == "debian-12");
+  CHECK(json::parse(api.call("GET", "/v1/flavors").body).front().contains("vcpus"));
+  const auto capacity = json::parse(api.call("GET", "/v1/capacity").body);
+  CHECK(capacity.at("cpus").get<int>() > 0);
+  CHECK(capacity.at("agent_id") == kAgentId);
+  CHECK(api.call("GET", "/v1/schemas/config").body == agent::agent_config_json_schema());
+  const auto validate = "/v1/controllers/" + kController + "/pools/validate";
+  CHECK(api.call("POST", validate, R"({"image":"debian-12","flavor":"small"})").status == 200);
+  CHECK_THAT(api.call("POST", validate, R"({"image":"debian-12","flavor":"huge"})").body,
+             Catch::Contains("unknown flavor"));
+  CHECK(api.call("POST", validate, R"({"image":"../x","flavor":"small"})").status == 400);
+  // Every answered route is counted under its command's name.
+  CHECK_THAT(api.call("GET", "/metrics").body,
+             Catch::Contains("route=\"capacity\",method=\"GET\",code=\"200\"") &&
+                 Catch::Contains("route=\"validate_pool\",method=\"POST\",code=\"400\""));
+}
