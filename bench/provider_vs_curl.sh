@@ -10,7 +10,7 @@ build=$(cd "$1" && pwd)
 runs=${2:-41}
 uri=test:///default
 announce() { :; }
-# shellcheck source=../scripts/lib/agent-fixture.sh
+# shellcheck source-path=SCRIPTDIR source=../scripts/lib/agent-fixture.sh
 . "$(dirname "$0")/../scripts/lib/agent-fixture.sh" > /dev/null
 
 url="https://localhost:$port/v1/controllers/$controller/instances/garm-bench"

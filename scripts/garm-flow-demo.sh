@@ -10,7 +10,7 @@ uri=${2:-test:///default}
 step() { printf '\n== %s\n' "$*"; }
 announce() { step "$@"; }
 expect() { [ "$1" = "$2" ] || { echo "FAILED: $3 (got '$1', wanted '$2')"; exit 1; }; }
-# shellcheck source=lib/agent-fixture.sh
+# shellcheck source-path=SCRIPTDIR source=lib/agent-fixture.sh
 . "$(dirname "$0")/lib/agent-fixture.sh"
 
 # garm's exec: only GARM_* variables (no PATH, no HOME), stdin a pipe.
@@ -28,21 +28,22 @@ garm() {
   return 0
 }
 # garm's wrapper, as garm puts it into extra_specs.runner_install_template (base64).
+# shellcheck disable=SC2016 # the guest's shell expands these, not this one
 wrapper=$(printf '#!/bin/bash\nset -ex\nCALLBACK_URL="https://garm.example/api/v1/callbacks"\nMETADATA_URL="https://garm.example/api/v1/metadata"\ncurl -fsSL -H "Authorization: Bearer $BEARER_TOKEN" "$METADATA_URL/install-script/" -o /tmp/real-install.sh\n' | base64 -w0)
 bootstrap() {
   printf '{"name":"%s","tools":[],"repo_url":"https://github.com/example","callback-url":"https://garm.example/api/v1/callbacks","metadata-url":"https://garm.example/api/v1/metadata","instance-token":"not-printed","ssh-keys":null,"extra_specs":{"runner_install_template":"%s"},"github-runner-group":"","ca-cert-bundle":null,"arch":"amd64","os_type":"linux","flavor":"small","image":"debian-12","labels":null,"pool_id":"%s","user_data_options":{"disable_updates_on_boot":false,"extra_packages":null,"enable_boot_debug":false},"jit_config_enabled":true,"proxy_config":{"http_proxy":"","https_proxy":"","no_proxy":""}}' "$1" "$wrapper" "$pool" > "$work/bootstrap.json"
 }
 
 step "CreateInstance twice (BootstrapInstance on stdin)"
-bootstrap garm-demo00001; stdin_file=$work/bootstrap.json garm CreateInstance GARM_POOL_ID=$pool
+bootstrap garm-demo00001; stdin_file=$work/bootstrap.json garm CreateInstance GARM_POOL_ID="$pool"
 first_id=$(printf '%s' "$out" | sed -n 's/.*"provider_id":"\([^"]*\)".*/\1/p')
 expect "${first_id%%:*}" demo-host "CreateInstance returns a provider ID routed to its agent"
-bootstrap garm-demo00002; stdin_file=$work/bootstrap.json garm CreateInstance GARM_POOL_ID=$pool
+bootstrap garm-demo00002; stdin_file=$work/bootstrap.json garm CreateInstance GARM_POOL_ID="$pool"
 step "CreateInstance again for garm-demo00001 (garm retries): the same instance"
-bootstrap garm-demo00001; stdin_file=$work/bootstrap.json garm CreateInstance GARM_POOL_ID=$pool
+bootstrap garm-demo00001; stdin_file=$work/bootstrap.json garm CreateInstance GARM_POOL_ID="$pool"
 expect "$(printf '%s' "$out" | sed -n 's/.*"provider_id":"\([^"]*\)".*/\1/p')" "$first_id" "a repeated create returns the same instance"
 step "ListInstances for the pool"
-garm ListInstances GARM_POOL_ID=$pool
+garm ListInstances GARM_POOL_ID="$pool"
 step "GetInstance by provider ID, StopInstance, GetInstance, StartInstance"
 garm GetInstance GARM_INSTANCE_ID="$first_id"
 garm StopInstance GARM_INSTANCE_ID="$first_id"
@@ -66,7 +67,7 @@ garm DeleteInstance GARM_INSTANCE_ID=garm-demo00002
 garm GetInstance GARM_INSTANCE_ID=garm-demo00002
 expect "$last_status" 30 "GetInstance of a deleted instance exits 30"
 step "ListInstances of the now empty pool, and GetVersion"
-garm ListInstances GARM_POOL_ID=$pool
+garm ListInstances GARM_POOL_ID="$pool"
 expect "$out" "[]" "an empty pool lists as []"
 garm GetVersion
 step "what the agent logged"

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build ccache pkg-config clang-format clang libclang-rt-14-dev
+  build-essential cmake ninja-build ccache pkg-config clang-format clang clang-tidy libclang-rt-14-dev
   openssl curl cloud-init shellcheck
   libvirt-dev libasio-dev nlohmann-json3-dev libmbedtls-dev catch2
   libtomlplusplus-dev libpugixml-dev

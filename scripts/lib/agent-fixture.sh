@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034,SC2154 # shares its variables with the script that sources it
 # Sourced by the demo and the benchmark: certificates from `pki init`, an agent serving its mTLS
 # API on a free loopback port over libvirt URI $uri, and a provider config for it. Expects $build
 # (a build directory), $uri and an `announce` function; sets $agent, $provider, $work (removed

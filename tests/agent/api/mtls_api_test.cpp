@@ -129,10 +129,11 @@ TEST_CASE("a slow client does not hold up others", "[api][mtls]") {
   ApiServer server;
   // Three connections that send the first bytes of a TLS record and then nothing for 3 s.
   constexpr std::size_t kStallers = 3;
-  const auto stall = "python3 -c \"import socket, time; s = socket.create_connection(('127.0.0.1', " +
-                     std::to_string(server.port()) +
-                     ")); s.sendall(b'\\x16\\x03\\x01'); print('held', flush=True); "
-                     "time.sleep(3)\"";
+  const auto stall =
+      "python3 -c \"import socket, time; s = socket.create_connection(('127.0.0.1', " +
+      std::to_string(server.port()) +
+      ")); s.sendall(b'\\x16\\x03\\x01'); print('held', flush=True); "
+      "time.sleep(3)\"";
   std::vector<std::string> said(kStallers);
   std::vector<std::thread> stallers;
   for (std::size_t i = 0; i < kStallers; ++i) {

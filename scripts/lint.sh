@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The lint tier: clang-format over the tree, shellcheck over every shell script, the layering
+# rules (which folder may include which), and clang-tidy's agreed checks (.clang-tidy) over the
+# product code. Prints every finding and fails when there is one.
+# Usage: scripts/lint.sh SOURCE_DIR BUILD_DIR   (BUILD_DIR holds compile_commands.json)
+set -euo pipefail
+source_dir=$(cd "$1" && pwd)
+build=$(cd "$2" && pwd)
+cd "$source_dir"
+failed=()
+
+section() { printf '\n== %s\n' "$*"; }
+
+section "clang-format (.clang-format)"
+git ls-files '*.cpp' '*.hpp' | xargs clang-format --dry-run --Werror || failed+=(clang-format)
+
+section "shellcheck"
+mapfile -t scripts < <(git ls-files '*.sh' .ci/run packaging/agent/postinst packaging/agent/prerm \
+  packaging/agent/postrm)
+shellcheck -x "${scripts[@]}" && echo "${#scripts[@]} scripts clean" || failed+=(shellcheck)
+
+section "layering: arrows point down"
+# folder: the folders its files may include from (besides itself and the standard library).
+declare -A allowed=(
+  [common]=""
+  [wire]="common"
+  [userdata]="wire common"
+  [net]="common"
+  [hypervisor]="common"
+  [agent/base]="hypervisor wire common"
+  [agent/instances]="agent/base hypervisor userdata wire net common"
+  [agent/guests]="agent/instances agent/base hypervisor userdata wire net common"
+  [agent/api]="agent/instances agent/base hypervisor wire net common"
+  [agent/daemon]="agent/api agent/guests agent/instances agent/base hypervisor userdata wire net common"
+  [provider]="wire net common"
+)
+layering_ok=1
+for folder in "${!allowed[@]}"; do
+  for file in $(git ls-files "$folder/*.cpp" "$folder/*.hpp"); do
+    while IFS= read -r included; do
+      target=${included%/*}
+      [ "$target" = "$folder" ] && continue
+      ok=0
+      for permitted in ${allowed[$folder]}; do
+        [ "$target" = "$permitted" ] && ok=1
+      done
+      if [ "$ok" = 0 ]; then
+        echo "$file includes $included: $folder may not depend on $target"
+        layering_ok=0
+      fi
+    done < <(sed -n 's/^#include "\(.*\)"$/\1/p' "$file")
+  done
+done
+if [ "$layering_ok" = 1 ]; then echo "every include points down"; else failed+=(layering); fi
+
+section "clang-tidy (.clang-tidy)"
+if git ls-files 'agent/*.cpp' 'common/*.cpp' 'hypervisor/*.cpp' 'net/*.cpp' 'provider/*.cpp' \
+  'userdata/*.cpp' 'wire/*.cpp' |
+  xargs -P "$(nproc)" -n 4 clang-tidy -p "$build" --quiet \
+    --extra-arg=-Wno-unknown-warning-option 2>&1 | grep -E -A3 '(warning|error):'; then
+  failed+=(clang-tidy)
+else
+  echo "no findings"
+fi
+
+if [ "${#failed[@]}" -gt 0 ]; then
+  echo "FAILED: ${failed[*]}"
+  exit 1
+fi
+echo "lint: clean"
