@@ -100,8 +100,7 @@ launch() {
   name=$(printf 'garm-churn%04d' "$launched")
   token=jwt-churn-$launched-$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')
   token_of[$name]=$token
-  garm_instance "$token" "$(/usr/bin/python3 -c 'import json,sys; print(json.dumps({"install_script": sys.argv[1]}))' \
-    "$(install_script "$token" "$((200 + launched))")")"
+  garm_instance "$token" "$(vm_helpers garm-instance-data "$(install_script "$token" "$((200 + launched))")")"
   bootstrap_json "$name" "$token" "$(garm_wrapper "$token")" > "$work/$name.json"
   created_at[$name]=$(stamp)
   (

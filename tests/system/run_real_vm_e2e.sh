@@ -63,8 +63,8 @@ token1=jwt-first-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
 token2=jwt-second-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
 # The first guest's `idle` is answered only once the second guest has made its attempts: until
 # garm answers, its seed stays open, so a refusal is the identity check and not a closed door.
-garm_instance "$token1" "$(/usr/bin/python3 -c 'import json,sys; print(json.dumps({"install_script": sys.argv[1], "hold_idle_until": sys.argv[2]}))' \
-  "$(install_script "$token1" 101)" "$work/second-guest-done")"
+garm_instance "$token1" "$(vm_helpers garm-instance-data "$(install_script "$token1" 101)" \
+  "$work/second-guest-done")"
 bootstrap_json garm-guest00001 "$token1" "$(garm_wrapper "$token1")" > "$work/guest1.json"
 created1=$(stamp)
 stdin_file=$work/guest1.json garm CreateInstance GARM_POOL_ID="$pool_id"
@@ -85,24 +85,14 @@ dev=\$(ip -o -4 route show default | awk '{print \$5; exit}')
 mac=\$(cat /sys/class/net/\$dev/address)
 # Claim the first guest's address over ARP (gratuitous replies) and send from it.
 sudo sysctl -qw net.ipv4.conf.all.arp_ignore=8 net.ipv4.conf.all.arp_announce=2
-sudo /usr/bin/python3 - "\$dev" "\$mac" '$address1' <<'PY'
-import socket, sys, time
-dev, mac, ip = sys.argv[1], bytes.fromhex(sys.argv[2].replace(":", "")), socket.inet_aton(sys.argv[3])
-frame = b"\xff" * 6 + mac + b"\x08\x06" + b"\x00\x01\x08\x00\x06\x04\x00\x02" + mac + ip + b"\xff" * 6 + ip
-s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-s.bind((dev, 0))
-for _ in range(8):
-    s.send(frame)
-    time.sleep(0.5)
-PY
+echo '$(vm_helpers arp-claim-program)' | base64 -d | sudo /usr/bin/python3 - "\$dev" "\$mac" '$address1'
 sudo ip addr add '$address1/32' dev "\$dev"
 spoofed=\$(curl -s -o /dev/null -w '%{http_code}' --max-time 15 --interface '$address1' '${seed1}meta-data' || true)
 sudo ip addr del '$address1/32' dev "\$dev"
 post /status "{\"status\": \"installing\", \"message\": \"probe: peer seed HTTP \$peer_seed, from the peer address HTTP \$spoofed\"}"
 SH
 )
-garm_instance "$token2" "$(/usr/bin/python3 -c 'import json,sys; print(json.dumps({"install_script": sys.argv[1]}))' \
-  "$(install_script "$token2" 102 "$probe")")"
+garm_instance "$token2" "$(vm_helpers garm-instance-data "$(install_script "$token2" 102 "$probe")")"
 bootstrap_json garm-guest00002 "$token2" "$(garm_wrapper "$token2")" > "$work/guest2.json"
 created2=$(stamp)
 stdin_file=$work/guest2.json garm CreateInstance GARM_POOL_ID="$pool_id"
@@ -147,12 +137,7 @@ for expected in '/api/v1/callbacks/status .*fetching the install script' \
   '/api/v1/callbacks/status {"status": "idle"'; do
   printf '%s\n' "$requests1" | grep -q "$expected" || fail "the fake garm did not receive $expected: $requests1"
 done
-strangers=$(/usr/bin/python3 - "$work/garm.log" "$token1" "$token2" token-crash <<'PY'
-import json, sys
-print(sum(1 for line in open(sys.argv[1])
-          if json.loads(line)["headers"].get("Authorization") not in ["Bearer " + t for t in sys.argv[2:]]))
-PY
-)
+strangers=$(vm_helpers count-strangers "$work/garm.log" "$token1" "$token2" token-crash)
 expect "$strangers" 0 "every request reached the fake garm with its guest's bearer token"
 # The agent records a report once garm has answered it, a moment after garm logged it.
 agent_saw_idle() { [ "$(control instances/garm-guest00001/guest | json_field runner_status)" = idle ]; }
@@ -172,7 +157,7 @@ expect "$(printf '%s' "$out" | json_field addresses.0.address)" "$address1" "Get
 expect "$(printf '%s' "$out" | json_field os_name)" "Debian GNU/Linux" "GetInstance shows the OS the guest reported"
 seed_at=$(printf '%s' "$guest1" | json_field seed_served_at)
 idle_at=$(garm_requests "$token1" | awk '/callbacks\/status {"status": "idle"/ {print $1; exit}')
-to_seed=$(/usr/bin/python3 -c 'import sys,datetime; print("%.1f" % (datetime.datetime.fromisoformat(sys.argv[1].replace("Z","+00:00")).timestamp() - float(sys.argv[2])))' "$seed_at" "$created1")
+to_seed=$(vm_helpers seconds-between "$seed_at" "$created1")
 to_idle=$(awk -v a="$created1" -v b="$idle_at" 'BEGIN { printf "%.1f", b - a }')
 echo "guest 1 (TCG, 1 vCPU, two guests booting at once): seed fetched ${to_seed}s and idle reported ${to_idle}s after CreateInstance was called"
 

@@ -56,6 +56,7 @@ system_cleanup() {
 }
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$here/lib.sh"
+vm_helpers() { /usr/bin/python3 "$here/vm_helpers.py" "$@"; }
 # shellcheck source-path=SCRIPTDIR source=../../scripts/lib/agent-toml.sh
 . "$here/../../scripts/lib/agent-toml.sh"
 # shellcheck source-path=SCRIPTDIR source=../../scripts/lib/agent-ready.sh
@@ -117,16 +118,7 @@ echo "fake garm listening at $fake_garm_url"
 
 # Adds (or replaces) an instance in the fake garm: TOKEN, then a JSON object.
 garm_instance() {
-  /usr/bin/python3 - "$work/garm-instances.json" "$1" "$2" <<'PY'
-import json, os, sys
-path, token, data = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-with open(path) as f:
-    instances = json.load(f)
-instances[token] = data
-with open(path + ".tmp", "w") as f:
-    json.dump(instances, f)
-os.replace(path + ".tmp", path)
-PY
+  vm_helpers set-garm-instance "$work/garm-instances.json" "$1" "$2"
 }
 
 # ---- the agent, as it runs in production ----------------------------------------------------
@@ -208,24 +200,7 @@ garm() {
 # A BootstrapInstance as garm sends it: NAME, TOKEN, then the runner_install_template script
 # (garm's wrapper). URLs point at the fake garm; its CA is the ca-cert-bundle.
 bootstrap_json() {
-  /usr/bin/python3 - "$1" "$2" "$3" "$fake_garm_url" "$work/garm-pki/ca.crt" "$pool_id" <<'PY'
-import base64, json, sys
-name, token, wrapper, garm_url, ca_path, pool = sys.argv[1:7]
-with open(ca_path, "rb") as f:
-    ca = f.read()
-print(json.dumps({
-    "name": name, "tools": [], "repo_url": "https://github.com/example-org/example",
-    "callback-url": garm_url + "/api/v1/callbacks", "metadata-url": garm_url + "/api/v1/metadata",
-    "instance-token": token, "ssh-keys": None,
-    "extra_specs": {"runner_install_template": base64.b64encode(wrapper.encode()).decode()},
-    "github-runner-group": "", "ca-cert-bundle": base64.b64encode(ca).decode(),
-    "arch": "amd64", "os_type": "linux", "flavor": "small", "image": "debian-12",
-    "labels": ["self-hosted", "edge"], "pool_id": pool,
-    "user_data_options": {"disable_updates_on_boot": True, "extra_packages": None,
-                          "enable_boot_debug": False},
-    "jit_config_enabled": True,
-    "proxy_config": {"http_proxy": "", "https_proxy": "", "no_proxy": ""}}))
-PY
+  vm_helpers bootstrap-json "$1" "$2" "$3" "$fake_garm_url" "$work/garm-pki/ca.crt" "$pool_id"
 }
 
 # garm's Linux wrapper (linux_wrapper.tmpl) in short: garm's URLs and the token substituted,
@@ -262,40 +237,17 @@ fail() {
     [ -f "$log" ] && { echo "---- $log (last 60 lines)"; tail -n 60 "$log"; }
   done
   echo "---- fake garm requests"
-  /usr/bin/python3 - "$work/garm.log" <<'PY' || true
-import json, sys
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    print(r["method"], r["path"], r["headers"].get("Authorization", "")[:20] + "...")
-PY
+  vm_helpers garm-log-summary "$work/garm.log" || true
   exit 1
 }
 expect() { [ "$1" = "$2" ] || fail "$3 (got '$1', wanted '$2')"; }
 domain_of() { echo "garm-edge-$controller-$1"; }
 json_field() {  # DOTTED.PATH of the JSON on stdin (list indexes are numbers)
-  /usr/bin/python3 -c '
-import json, sys
-value = json.load(sys.stdin)
-for key in sys.argv[1].split("."):
-    value = value[int(key)] if isinstance(value, list) else value.get(key)
-print("" if value is None else value)' "$1"
+  vm_helpers json-field "$1"
 }
 # The fake garm's requests carrying TOKEN, one line each: "TIME PATH BODY".
 garm_requests() {
-  /usr/bin/python3 - "$work/garm.log" "$1" <<'PY'
-import base64, json, os, sys
-try:
-    for line in open(sys.argv[1]):
-        r = json.loads(line)
-        if r["headers"].get("Authorization") == "Bearer " + sys.argv[2]:
-            body = base64.b64decode(r["body"]).decode(errors="replace").replace("\n", " ")
-            print("%.3f %s %s" % (r["time"], r["path"], body))
-    sys.stdout.flush()
-except BrokenPipeError:
-    # A reader that stops at the first match (grep -q, awk exit) is no error: under pipefail a
-    # failing writer would turn its match into a miss.
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-PY
+  vm_helpers garm-requests "$work/garm.log" "$1"
 }
 wait_for() {  # DESCRIPTION SECONDS COMMAND...
   local what=$1 seconds=$2 started

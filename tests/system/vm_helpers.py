@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""What the VM-tier shell scripts need from Python, in one place: `vm_helpers.py COMMAND ARGS...`.
+
+Each command prints its answer on stdout. The scripts call it instead of inline Python, so no
+Python sits inside shell quoting.
+"""
+import base64
+import datetime
+import json
+import os
+import sys
+
+
+def set_garm_instance(path, token, data):
+    """Adds (or replaces) an instance in the fake garm's instances file: TOKEN, a JSON object."""
+    with open(path) as f:
+        instances = json.load(f)
+    instances[token] = json.loads(data)
+    with open(path + ".tmp", "w") as f:
+        json.dump(instances, f)
+    os.replace(path + ".tmp", path)
+
+
+def garm_instance_data(install_script, hold_idle_until=None):
+    """The fake garm's view of one instance: its install script, and a file whose appearance
+    it waits for before it answers the instance's `idle`."""
+    data = {"install_script": install_script}
+    if hold_idle_until:
+        data["hold_idle_until"] = hold_idle_until
+    print(json.dumps(data))
+
+
+def bootstrap_json(name, token, wrapper, garm_url, ca_path, pool):
+    """A BootstrapInstance as garm sends it; URLs point at the fake garm, its CA is the bundle."""
+    with open(ca_path, "rb") as f:
+        ca = f.read()
+    print(json.dumps({
+        "name": name, "tools": [], "repo_url": "https://github.com/example-org/example",
+        "callback-url": garm_url + "/api/v1/callbacks",
+        "metadata-url": garm_url + "/api/v1/metadata",
+        "instance-token": token, "ssh-keys": None,
+        "extra_specs": {"runner_install_template": base64.b64encode(wrapper.encode()).decode()},
+        "github-runner-group": "", "ca-cert-bundle": base64.b64encode(ca).decode(),
+        "arch": "amd64", "os_type": "linux", "flavor": "small", "image": "debian-12",
+        "labels": ["self-hosted", "edge"], "pool_id": pool,
+        "user_data_options": {"disable_updates_on_boot": True, "extra_packages": None,
+                              "enable_boot_debug": False},
+        "jit_config_enabled": True,
+        "proxy_config": {"http_proxy": "", "https_proxy": "", "no_proxy": ""}}))
+
+
+def garm_log_summary(log):
+    """Every request the fake garm received: method, path, the start of its token."""
+    for line in open(log):
+        r = json.loads(line)
+        print(r["method"], r["path"], r["headers"].get("Authorization", "")[:20] + "...")
+
+
+def json_field(path):
+    """DOTTED.PATH of the JSON on stdin (list indexes are numbers); empty for null."""
+    value = json.load(sys.stdin)
+    for key in path.split("."):
+        value = value[int(key)] if isinstance(value, list) else value.get(key)
+    print("" if value is None else value)
+
+
+def garm_requests(log, token):
+    """The fake garm's requests carrying TOKEN, one line each: "TIME PATH BODY"."""
+    for line in open(log):
+        r = json.loads(line)
+        if r["headers"].get("Authorization") == "Bearer " + token:
+            body = base64.b64decode(r["body"]).decode(errors="replace").replace("\n", " ")
+            print("%.3f %s %s" % (r["time"], r["path"], body))
+
+
+def count_strangers(log, *tokens):
+    """How many requests reached the fake garm with none of TOKENS as their bearer token."""
+    allowed = ["Bearer " + t for t in tokens]
+    print(sum(1 for line in open(log)
+              if json.loads(line)["headers"].get("Authorization") not in allowed))
+
+
+def seconds_between(rfc3339, epoch_seconds):
+    """RFC3339 time minus EPOCH_SECONDS, to a tenth of a second."""
+    moment = datetime.datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
+    print("%.1f" % (moment - float(epoch_seconds)))
+
+
+ARP_CLAIM = r'''
+import socket, sys, time
+dev, mac, ip = sys.argv[1], bytes.fromhex(sys.argv[2].replace(":", "")), socket.inet_aton(sys.argv[3])
+frame = b"\xff" * 6 + mac + b"\x08\x06" + b"\x00\x01\x08\x00\x06\x04\x00\x02" + mac + ip + b"\xff" * 6 + ip
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind((dev, 0))
+for _ in range(8):
+    s.send(frame)
+    time.sleep(0.5)
+'''
+
+
+def arp_claim_program():
+    """A program a guest runs (`python3 - DEV MAC IP`) to claim IP over ARP with gratuitous
+    replies, base64-encoded so it travels inside a shell script unquoted."""
+    print(base64.b64encode(ARP_CLAIM.encode()).decode())
+
+
+COMMANDS = {
+    "set-garm-instance": set_garm_instance,
+    "garm-instance-data": garm_instance_data,
+    "bootstrap-json": bootstrap_json,
+    "garm-log-summary": garm_log_summary,
+    "json-field": json_field,
+    "garm-requests": garm_requests,
+    "count-strangers": count_strangers,
+    "seconds-between": seconds_between,
+    "arp-claim-program": arp_claim_program,
+}
+
+
+def main():
+    if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
+        sys.exit("usage: vm_helpers.py {%s} ARGS..." % ",".join(COMMANDS))
+    try:
+        COMMANDS[sys.argv[1]](*sys.argv[2:])
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # A reader that stops at the first match (grep -q, awk exit) is no error: under pipefail
+        # a failing writer would turn its match into a miss.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+if __name__ == "__main__":
+    main()
