@@ -15,7 +15,9 @@ class ApiMetrics {
  public:
   void record(std::string_view route, std::string_view method, int status,
               std::chrono::steady_clock::duration elapsed);
+  /// One failed command, by its error code (ServiceError::Code's name).
   void record_error(std::string_view code);
+  /// Prometheus text of the counters, with the instance gauge from `instances_by_state`.
   std::string render(const std::map<std::string, std::size_t>& instances_by_state) const;
 
  private:

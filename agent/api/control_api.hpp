@@ -30,7 +30,8 @@ class ControlApi {
     metrics_sources_.push_back(std::move(source));
   }
 
-  // One per command: what the API answers for it.
+  /// One per command: its answer on success; failures are thrown as ServiceError or
+  /// wire::WireError and rendered by handle().
   net::HttpResponse run(const Health&);
   net::HttpResponse run(const ShowMetrics&);
   net::HttpResponse run(const ListImages&);

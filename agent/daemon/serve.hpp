@@ -52,11 +52,14 @@ class AgentDaemon {
   void start_guest_service();
   void reconcile_at_startup();
   void start_control_api();
+  /// The log line, the ready file, the on_listening callback and systemd's READY=1.
   void announce_ready();
   void wait_for_signal();
+  /// SIGHUP reloads the certificates; SIGINT and SIGTERM stop.
   void on_signal(int signal);
   void reload_certificates();
   void begin_stopping();
+  /// Stops the event loop once no connection is open, or at `deadline`.
   void drain(std::chrono::steady_clock::time_point deadline);
   void feed_watchdog();
 

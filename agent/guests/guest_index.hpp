@@ -29,7 +29,9 @@ class GuestIndex {
     std::string last_message;
   };
 
+  /// Admits (or updates) `record`'s guest; a record without a guest removes its entry.
   void put(const InstanceRecord& record);
+  /// From now on nothing of this instance is served or relayed.
   void remove(std::string_view domain_name);
   std::optional<Entry> get(std::string_view domain_name) const;
   /// Every address held by an instance, reserved in the network yet or not.

@@ -60,6 +60,7 @@ class AddressAllocator {
   /// in quarantine. Nothing when the range is full.
   std::optional<std::string> pick(const AddressRange& range, const hypervisor::NetworkInfo& network,
                                   const std::set<std::string>& taken);
+  /// `address` rests in quarantine before pick() hands it out again.
   void release(const std::string& address);
 
  private:

@@ -29,7 +29,9 @@ class MissLimiter {
   MissLimiter(const Clock& clock, std::size_t max_misses, std::chrono::seconds window)
       : clock_(clock), max_misses_(max_misses), window_(window) {}
 
+  /// Has `source` missed too often in the current window?
   bool blocked(const std::string& source);
+  /// Counts one request from `source` that identified no instance.
   void miss(const std::string& source);
 
  private:
@@ -78,6 +80,7 @@ class GuestService {
                           bool callback, std::string_view suffix);
   void record_report(const std::string& domain_name, std::string_view suffix,
                      const std::string& body);
+  /// The uniform 404, counted as a miss of `source_ip`.
   net::HttpResponse refuse(const std::string& source_ip);
 
   const AgentConfig& config_;

@@ -38,6 +38,7 @@ class GuestSide {
  public:
   virtual ~GuestSide() = default;
 
+  /// False for NoGuests: instances get no address, seed or relay.
   virtual bool enabled() const = 0;
   /// Everything the guest needs but its address; nothing when guests are not served. Throws
   /// userdata::UserDataError for a bootstrap that cannot become user-data.
@@ -59,6 +60,7 @@ class GuestSide {
   /// Removes reservations in the agent's range held by no admitted instance and by none of
   /// `recorded()` (records whose teardown is unfinished). Returns how many.
   virtual std::size_t release_unheld(const std::function<std::set<std::string>()>& recorded) = 0;
+  /// What the guest reported and its reserved address; nothing for an unknown instance.
   virtual std::optional<GuestView> view(std::string_view domain_name) const = 0;
 };
 

@@ -83,9 +83,11 @@ class InstanceService {
 
   std::optional<wire::ProviderInstance> get(const ControllerId& controller,
                                             const InstanceRef& instance);
+  /// The pool's instances, by name; from the domains' tags, so a lost record hides nothing.
   std::vector<wire::ProviderInstance> list(const ControllerId& controller, const PoolId& pool);
   /// False when there was nothing to delete (which is success).
   bool remove(const ControllerId& controller, const InstanceRef& instance);
+  /// Throws not_found for no such instance, conflict for one being deleted.
   void start(const ControllerId& controller, const InstanceRef& instance);
   /// `force`: power off at once; otherwise ACPI shutdown, then power off after the grace time.
   void stop(const ControllerId& controller, const InstanceRef& instance, bool force);
@@ -115,11 +117,15 @@ class InstanceService {
   };
 
   CreatePlan plan_create(const ControllerId& controller, const wire::BootstrapInstance& bootstrap);
+  /// garm's retry of a create that finished: the running instance. Leftovers of one that did
+  /// not finish are removed first; a domain of that name that is not ours is a conflict.
   std::optional<wire::ProviderInstance> reuse_existing(const CreatePlan& plan);
+  /// Records the intent, then volume, domain and start; on any failure removes what it made.
   wire::ProviderInstance run_create(CreatePlan& plan);
   /// Gives the guest its address and records the intent, atomically with respect to other
   /// creates, so no two guests are given one address.
   void record_create_intent(CreatePlan& plan);
+  /// The image's base file; throws internal when its volume is not in the storage pool.
   std::string base_image_path(const ImageConfig& image);
   std::pair<const ImageConfig*, const FlavorConfig*> fit_pool(
       const std::string& image, const std::string& flavor, std::optional<wire::OsType> os_type,
@@ -140,6 +146,8 @@ class InstanceService {
                                                                  const InstanceRef& instance);
   std::optional<hypervisor::Domain> find_owned_domain(const ControllerId& controller,
                                                       std::string_view domain_name);
+  /// Under the instance's lock: marks the record deleting, then tears down; false when there
+  /// was nothing of `target`.
   bool remove_locked(const ControllerId& controller, const Target& target);
   /// Removes domain, overlay and record; each step is idempotent so it can run again.
   void teardown(const InstanceRecord& record);
