@@ -34,60 +34,77 @@ void InstanceService::report_unreadable(const std::vector<std::string>& unreadab
 
 ReconcileReport InstanceService::reconcile() {
   ReconcileReport report;
-  const auto run_locked = [&](const std::string& domain_name, const auto& action) {
-    auto lock = instance_locks_.try_lock(domain_name);
-    if (!lock) {
-      ++report.busy;
-      return;
-    }
-    try {
-      action();
-    } catch (const std::exception& e) {
-      ++report.failures;
-      log_.error("reconcile " + domain_name + ": " + e.what());
-    }
-  };
   try {
-    for (const auto& listed : store_.list()) {
-      run_locked(listed.domain_name, [&] {
-        if (const auto record = store_.get(listed.domain_name)) {
-          reconcile_record(*record, report);
-        }
-      });
-    }
-    for (const auto& domain : hypervisor_.list({{tag::kAgent, config_.agent_id}})) {
-      run_locked(domain.name, [&] {
-        if (!store_.get(domain.name)) {
-          reconcile_domain(domain, report);
-        }
-      });
-    }
-    for (const auto& volume : hypervisor_.list_volumes(config_.storage_pool)) {
-      if (const auto domain_name = domain_name_of_volume(volume)) {
-        run_locked(*domain_name, [&] { reconcile_volume(volume, *domain_name, report); });
-      }
-    }
+    reconcile_records(report);
+    reconcile_domains(report);
+    reconcile_volumes(report);
     const auto unreadable = store_.unreadable();
     report_unreadable(unreadable);
-    if (!unreadable.empty()) {
-      // An unreadable record may hold a running guest's address: releasing "unheld"
-      // reservations could hand it to a second guest.
-    } else {
-      report.orphan_reservations += guests_->release_unheld([&] {
-        std::set<std::string> recorded;  // also those whose teardown is unfinished
-        for (const auto& record : store_.list()) {
-          if (record.guest && !record.guest->ip.empty()) {
-            recorded.insert(record.guest->ip);
-          }
-        }
-        return recorded;
-      });
+    // An unreadable record may hold a running guest's address: releasing "unheld" reservations
+    // could hand it to a second guest.
+    if (unreadable.empty()) {
+      release_unheld_addresses(report);
     }
   } catch (const std::exception& e) {
     ++report.failures;
     log_.error(std::string("reconcile pass stopped: ") + e.what());
   }
   return report;
+}
+
+void InstanceService::run_if_idle(const std::string& domain_name, ReconcileReport& report,
+                                  const std::function<void()>& action) {
+  auto lock = instance_locks_.try_lock(domain_name);
+  if (!lock) {
+    ++report.busy;
+    return;
+  }
+  try {
+    action();
+  } catch (const std::exception& e) {
+    ++report.failures;
+    log_.error("reconcile " + domain_name + ": " + e.what());
+  }
+}
+
+void InstanceService::reconcile_records(ReconcileReport& report) {
+  for (const auto& listed : store_.list()) {
+    run_if_idle(listed.domain_name, report, [&] {
+      if (const auto record = store_.get(listed.domain_name)) {  // as it is under the lock
+        reconcile_record(*record, report);
+      }
+    });
+  }
+}
+
+void InstanceService::reconcile_domains(ReconcileReport& report) {
+  for (const auto& domain : hypervisor_.list({{tag::kAgent, config_.agent_id}})) {
+    run_if_idle(domain.name, report, [&] {
+      if (!store_.get(domain.name)) {
+        reconcile_domain(domain, report);
+      }
+    });
+  }
+}
+
+void InstanceService::reconcile_volumes(ReconcileReport& report) {
+  for (const auto& volume : hypervisor_.list_volumes(config_.storage_pool)) {
+    if (const auto domain_name = domain_name_of_volume(volume)) {
+      run_if_idle(*domain_name, report, [&] { reconcile_volume(volume, *domain_name, report); });
+    }
+  }
+}
+
+void InstanceService::release_unheld_addresses(ReconcileReport& report) {
+  report.orphan_reservations += guests_->release_unheld([&] {
+    std::set<std::string> recorded;  // also those whose teardown is unfinished
+    for (const auto& record : store_.list()) {
+      if (record.guest && !record.guest->ip.empty()) {
+        recorded.insert(record.guest->ip);
+      }
+    }
+    return recorded;
+  });
 }
 
 void InstanceService::reconcile_record(const InstanceRecord& record, ReconcileReport& report) {

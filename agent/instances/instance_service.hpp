@@ -151,6 +151,14 @@ class InstanceService {
   bool remove_locked(const ControllerId& controller, const Target& target);
   /// Removes domain, overlay and record; each step is idempotent so it can run again.
   void teardown(const InstanceRecord& record);
+  /// Runs `action` under the instance's lock, unless a live operation holds it (counted busy);
+  /// its failure is counted and logged, and the pass goes on.
+  void run_if_idle(const std::string& domain_name, ReconcileReport& report,
+                   const std::function<void()>& action);
+  void reconcile_records(ReconcileReport& report);
+  void reconcile_domains(ReconcileReport& report);
+  void reconcile_volumes(ReconcileReport& report);
+  void release_unheld_addresses(ReconcileReport& report);
   void reconcile_record(const InstanceRecord& record, ReconcileReport& report);
   void reconcile_domain(const hypervisor::Domain& domain, ReconcileReport& report);
   void reconcile_volume(const std::string& volume_name, const std::string& domain_name,

@@ -254,6 +254,11 @@ TEST_CASE("invalid UTF-8 in a path is a JSON error on every route, never an end 
 TEST_CASE("1,000 silent connections from one address do not lock a client out", "[api][mtls]") {
   raise_descriptor_limit(4096);
   ApiServer server;
+  // What one curl takes on this machine right now, so a loaded machine is not mistaken for a
+  // locked-out client: the silent connections may add at most 1 s to it.
+  const auto before = std::chrono::steady_clock::now();
+  REQUIRE(server.curl(server.url("/healthz")).output == R"({"status":"ok"})");
+  const auto baseline = std::chrono::steady_clock::now() - before;
   std::vector<UniqueFd> silent;
   for (int i = 0; i < 1000; ++i) {
     silent.push_back(connect_loopback(server.port()));
@@ -262,9 +267,8 @@ TEST_CASE("1,000 silent connections from one address do not lock a client out", 
   const auto started = std::chrono::steady_clock::now();
   const auto answer = server.curl(server.url("/healthz"));
   const auto took = std::chrono::steady_clock::now() - started;
-  INFO(answer.output);
-  CHECK(answer.exit_code == 0);
-  CHECK(took < std::chrono::seconds(1));
+  CHECK(answer.output == R"({"status":"ok"})");
+  CHECK(took < baseline + std::chrono::seconds(1));
   CHECK(server.handshake_evictions() >= 1000 - 64);
 }
 
