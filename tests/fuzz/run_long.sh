@@ -22,7 +22,11 @@ fuzz_one() {
   cp "$source_dir"/tests/fuzz/corpus/"$target"/* "$work/$target"/ 2>/dev/null || true
   local started status=0
   started=$(date +%s)
-  "$build/tests/fuzz/fuzz_$target" -runs="$runs" -max_len=65536 -print_final_stats=1 \
+  # A domain's names and tag values are short: past 4 KiB an input only repeats the tag shape,
+  # and each extra tag costs a linear search, so domain_xml's long inputs buy time, not coverage.
+  local max_len=65536
+  [ "$target" = domain_xml ] && max_len=4096
+  "$build/tests/fuzz/fuzz_$target" -runs="$runs" -max_len="$max_len" -print_final_stats=1 \
     -artifact_prefix="$work/$target-" "$work/$target" > "$work/$target.log" 2>&1 || status=$?
   printf '%-15s exit %d, %s executions in %ss, %s\n' "$target" "$status" \
     "$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/$target.log")" \
