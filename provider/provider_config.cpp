@@ -62,7 +62,9 @@ ProviderConfig parse_provider_config(const std::string& text, const std::string&
     config.create_timeout = seconds_or(in, "create_seconds", config.create_timeout);
     in.reject_unknown_keys();
   }
-  config.session_dir = root.absolute_path("session_dir", false);
+  if (root.node("session_dir") != nullptr) {
+    config.session_dir = root.absolute_path("session_dir", true);  // present: not empty either
+  }
   root.reject_unknown_keys();
   return config;
 }

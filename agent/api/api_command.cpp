@@ -72,59 +72,59 @@ ApiCommand parse_create(const RouteArgs& args, const net::HttpRequest& request) 
 
 // Order matters only where two patterns could match one path: none do.
 const std::array kRoutes{
-    Route{"GET", "/healthz",
+    Route{"GET", "/healthz", "healthz",
           [](const RouteArgs&, const net::HttpRequest&) -> ApiCommand { return Health{}; }},
-    Route{"GET", "/metrics",
+    Route{"GET", "/metrics", "metrics",
           [](const RouteArgs&, const net::HttpRequest&) -> ApiCommand { return ShowMetrics{}; }},
-    Route{"GET", "/v1/images",
+    Route{"GET", "/v1/images", "images",
           [](const RouteArgs&, const net::HttpRequest&) -> ApiCommand { return ListImages{}; }},
-    Route{"GET", "/v1/flavors",
+    Route{"GET", "/v1/flavors", "flavors",
           [](const RouteArgs&, const net::HttpRequest&) -> ApiCommand { return ListFlavors{}; }},
-    Route{"GET", "/v1/capacity",
+    Route{"GET", "/v1/capacity", "capacity",
           [](const RouteArgs&, const net::HttpRequest&) -> ApiCommand { return ShowCapacity{}; }},
     Route{
-        "GET", "/v1/schemas/extra-specs",
+        "GET", "/v1/schemas/extra-specs", "schemas",
         [](const RouteArgs&, const net::HttpRequest&) -> ApiCommand { return ExtraSpecsSchema{}; }},
-    Route{"GET", "/v1/schemas/config",
+    Route{"GET", "/v1/schemas/config", "schemas",
           [](const RouteArgs&, const net::HttpRequest&) -> ApiCommand { return ConfigSchema{}; }},
-    Route{"POST", "/v1/controllers/{controller}/instances", parse_create},
-    Route{"DELETE", "/v1/controllers/{controller}/instances",
+    Route{"POST", "/v1/controllers/{controller}/instances", "create", parse_create},
+    Route{"DELETE", "/v1/controllers/{controller}/instances", "remove_all",
           [](const RouteArgs& args, const net::HttpRequest&) -> ApiCommand {
             return DeleteAllInstances{.controller = *args.controller};
           }},
-    Route{"GET", "/v1/controllers/{controller}/instances/{instance}",
+    Route{"GET", "/v1/controllers/{controller}/instances/{instance}", "get",
           [](const RouteArgs& args, const net::HttpRequest&) -> ApiCommand {
             return GetInstance{.controller = *args.controller, .instance = instance_arg(args)};
           }},
-    Route{"DELETE", "/v1/controllers/{controller}/instances/{instance}",
+    Route{"DELETE", "/v1/controllers/{controller}/instances/{instance}", "delete",
           [](const RouteArgs& args, const net::HttpRequest&) -> ApiCommand {
             return DeleteInstance{.controller = *args.controller, .instance = instance_arg(args)};
           }},
-    Route{"GET", "/v1/controllers/{controller}/instances/{instance}/guest",
+    Route{"GET", "/v1/controllers/{controller}/instances/{instance}/guest", "guest",
           [](const RouteArgs& args, const net::HttpRequest&) -> ApiCommand {
             return GetGuest{.controller = *args.controller, .instance = instance_arg(args)};
           }},
-    Route{"POST", "/v1/controllers/{controller}/instances/{instance}/start",
+    Route{"POST", "/v1/controllers/{controller}/instances/{instance}/start", "start",
           [](const RouteArgs& args, const net::HttpRequest&) -> ApiCommand {
             return StartInstance{.controller = *args.controller, .instance = instance_arg(args)};
           }},
-    Route{"POST", "/v1/controllers/{controller}/instances/{instance}/stop",
+    Route{"POST", "/v1/controllers/{controller}/instances/{instance}/stop", "stop",
           [](const RouteArgs& args, const net::HttpRequest& request) -> ApiCommand {
             return StopInstance{.controller = *args.controller,
                                 .instance = instance_arg(args),
                                 .force = query_flag(request, "force")};
           }},
-    Route{"GET", "/v1/controllers/{controller}/events",
+    Route{"GET", "/v1/controllers/{controller}/events", "events",
           [](const RouteArgs& args, const net::HttpRequest& request) -> ApiCommand {
             return ListEvents{.controller = *args.controller,
                               .instance = query_value(request, "instance").value_or("")};
           }},
-    Route{"POST", "/v1/controllers/{controller}/pools/validate",
+    Route{"POST", "/v1/controllers/{controller}/pools/validate", "validate_pool",
           [](const RouteArgs& args, const net::HttpRequest& request) -> ApiCommand {
             return ValidatePool{.controller = *args.controller,
                                 .pool = PoolSpec::parse(request.body)};
           }},
-    Route{"GET", "/v1/controllers/{controller}/pools/{pool}/instances",
+    Route{"GET", "/v1/controllers/{controller}/pools/{pool}/instances", "list",
           [](const RouteArgs& args, const net::HttpRequest&) -> ApiCommand {
             return ListInstances{.controller = *args.controller,
                                  .pool = PoolId::parse(args.text.at(0))};

@@ -109,12 +109,12 @@ struct RouteArgs {
 struct Route {
   std::string_view method;
   std::string_view pattern;  // e.g. "/v1/controllers/{controller}/instances/{instance}"
+  /// Its label in /metrics, also for requests refused while their arguments are parsed.
+  std::string_view name;
   /// Throws wire::WireError for an argument, query or body that is not valid.
   ApiCommand (*parse)(const RouteArgs& args, const net::HttpRequest& request);
 
   bool has_controller() const { return pattern.find("{controller}") != std::string_view::npos; }
-  /// Under /v1: only for clients in [[api.clients]].
-  bool needs_client() const { return pattern.starts_with("/v1/"); }
 };
 
 /// A route and its `{…}` segments as the path spells them (the controller's first).

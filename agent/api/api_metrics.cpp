@@ -35,8 +35,10 @@ std::string ApiMetrics::render(const std::map<std::string, std::size_t>& instanc
     text.sample("garm_edge_request_duration_seconds_sum", {{"route", route}}, totals.first);
     text.sample("garm_edge_request_duration_seconds_count", {{"route", route}}, totals.second);
   }
-  text.family("garm_edge_command_errors_total", "counter",
-              "Failed commands by error code (unavailable and timeout mean libvirt trouble).");
+  text.family(
+      "garm_edge_command_errors_total", "counter",
+      "Failed commands by error code (unavailable: libvirt unreachable or no guest address free; "
+      "timeout: a libvirt call past its deadline).");
   for (const auto& [code, count] : errors_) {
     text.sample("garm_edge_command_errors_total", {{"code", code}}, count);
   }

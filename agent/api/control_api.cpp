@@ -143,7 +143,6 @@ net::HttpResponse ControlApi::route(const net::HttpRequest& request, const net::
                           "the path holds a malformed percent-encoding, invalid UTF-8 or a "
                           "control character");
   }
-  const auto match = match_route(request.method, *parts);
   std::vector<std::string> identities = peer.uri_names;
   identities.push_back(peer.common_name);
   // Anything under /v1 is for known clients only, whether or not the endpoint exists.
@@ -154,23 +153,29 @@ net::HttpResponse ControlApi::route(const net::HttpRequest& request, const net::
         403, "forbidden",
         "client \"" + printable_excerpt(peer.common_name) + "\" is not in [[api.clients]]");
   }
-  if (!match) {
-    return error_response(404, "not_found", "no such endpoint");
-  }
-  RouteArgs args{.controller = std::nullopt, .text = match->segments};
-  if (match->route->has_controller()) {
-    // Authorized before the rest of the request is read.
-    args.controller = ControllerId::parse(args.text.front(), "controller ID in the path");
-    args.text.erase(args.text.begin());
-    if (!config_.api.allows(identities, *args.controller)) {
+  // Anything under a controller is for its clients only, whether or not the endpoint exists, and
+  // they are told so before the rest of the request is read.
+  std::optional<ControllerId> controller;
+  if (under_v1 && parts->size() >= 3 && (*parts)[1] == "controllers") {
+    controller = ControllerId::parse((*parts)[2], "controller ID in the path");
+    if (!config_.api.allows(identities, *controller)) {
       route_name = "forbidden";
       return error_response(403, "forbidden",
                             "client \"" + printable_excerpt(peer.common_name) +
-                                "\" may not act for controller " + args.controller->str());
+                                "\" may not act for controller " + controller->str());
     }
   }
+  const auto match = match_route(request.method, *parts);
+  if (!match) {
+    return error_response(404, "not_found", "no such endpoint");
+  }
+  route_name = match->route->name;
+  RouteArgs args{.controller = controller, .text = match->segments};
+  if (match->route->has_controller()) {
+    args.text.erase(args.text.begin());  // the controller, parsed above
+  }
   const auto command = match->route->parse(args, request);
-  route_name = route_of(command);
+  route_name = route_of(command);  // dry runs are told from creates only now
   return std::visit([this](const auto& c) { return run(c); }, command);
 }
 

@@ -42,7 +42,8 @@ void write_ready_file(const std::filesystem::path& path, const std::string& text
     std::ofstream out(temporary, std::ios::trunc);
     out << text;
     if (!out.flush()) {
-      throw std::system_error(errno, std::generic_category(), "cannot write " + temporary.string());
+      throw std::system_error(std::make_error_code(std::errc::io_error),
+                              "cannot write " + temporary.string());
     }
   }
   std::filesystem::rename(temporary, path);
@@ -69,8 +70,7 @@ AgentDaemon::AgentDaemon(const AgentConfig& config, Logger& log, ServeOptions op
       guests_(config, service_, store_, guest_index_, guest_access_, relay_, clock_, log),
       api_(config, service_),
       watchdog_timer_(io_),
-      drain_timer_(io_),
-      signals_(io_, SIGINT, SIGTERM, SIGHUP) {
+      drain_timer_(io_) {
   if (config.guests.enabled) {
     start_guest_service();
   }
@@ -86,6 +86,7 @@ int AgentDaemon::run() {
   reconcile_at_startup();
   reconcile_loop_ = std::make_unique<ReconcileLoop>(service_, config_.reconcile_interval, log_);
   start_control_api();
+  signals_.emplace(io_, SIGINT, SIGTERM, SIGHUP);
   wait_for_signal();
   announce_ready();
   if (systemd_.watchdog_interval()) {
@@ -158,7 +159,7 @@ void AgentDaemon::announce_ready() {
 }
 
 void AgentDaemon::wait_for_signal() {
-  signals_.async_wait([this](const asio::error_code& error, int signal) {
+  signals_->async_wait([this](const asio::error_code& error, int signal) {
     if (!error) {
       on_signal(signal);
     }

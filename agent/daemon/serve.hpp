@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <asio.hpp>
@@ -91,7 +92,9 @@ class AgentDaemon {
   const SystemdNotifier systemd_;
   asio::steady_timer watchdog_timer_;
   asio::steady_timer drain_timer_;
-  asio::signal_set signals_;
+  /// From run() on: until the agent serves, SIGTERM and SIGINT end it at once, as before any
+  /// work it would have to drain.
+  std::optional<asio::signal_set> signals_;
 };
 
 /// Runs the agent: reconciles, then serves the control API over mutual TLS until SIGINT or

@@ -17,7 +17,7 @@ wait_for_agent_ready() {
   # shellcheck disable=SC2034
   guest_url=$(sed -n 's/^guest_url=//p' "$ready" 2>/dev/null || true)
   if [ -z "$api_port" ]; then
-    tail -n 20 "$log"
+    tail -n 60 "$log"
     echo "FAILED: the agent did not start"
     return 1
   fi

@@ -111,3 +111,9 @@ TEST_CASE("the provider's config schema and its reader agree key by key", "[conf
   CHECK(reader_error("session_dir = \"/x\"\n" + kAgent) == "no error");
   CHECK(properties.contains("session_dir"));
 }
+
+TEST_CASE("provider config: an empty session_dir is a mistake, not 'no sessions'",
+          "[config][provider]") {
+  CHECK_THAT(error_for("session_dir = \"\"\n" + kAgent),
+             Catch::Contains("session_dir is required"));
+}

@@ -107,6 +107,9 @@ TEST_CASE("control API: what every refusal looks like", "[api]") {
     const auto refused = api.call("GET", other);
     CHECK(refused.status == 403);
     CHECK(code_of(refused) == "forbidden");
+    // Whether or not the endpoint exists, as the agent always answered.
+    CHECK(api.call("PUT", "/v1/controllers/" + kOtherController + "/instances").status == 403);
+    CHECK(api.call("GET", "/v1/controllers/not-a-uuid/nothing").status == 400);
   }
   SECTION("values are parsed at the edge: 400 naming the field, nothing done") {
     CHECK_THAT(api.call("GET", "/v1/controllers/not-a-uuid/instances/x").body,
@@ -141,8 +144,10 @@ TEST_CASE("control API: host, pool and schema routes", "[api]") {
   CHECK_THAT(api.call("POST", validate, R"({"image":"debian-12","flavor":"huge"})").body,
              Catch::Contains("unknown flavor"));
   CHECK(api.call("POST", validate, R"({"image":"../x","flavor":"small"})").status == 400);
+  CHECK(api.call("GET", instances("/..x")).status == 400);
   // Every answered route is counted under its command's name.
   CHECK_THAT(api.call("GET", "/metrics").body,
              Catch::Contains("route=\"capacity\",method=\"GET\",code=\"200\"") &&
-                 Catch::Contains("route=\"validate_pool\",method=\"POST\",code=\"400\""));
+                 Catch::Contains("route=\"validate_pool\",method=\"POST\",code=\"400\"") &&
+                 Catch::Contains("route=\"get\",method=\"GET\",code=\"400\""));
 }
