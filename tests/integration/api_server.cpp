@@ -10,7 +10,7 @@
 
 namespace garm_edge::testing {
 
-ApiServer::ApiServer()
+ApiServer::ApiServer(std::chrono::seconds handshake_timeout)
     : host_("api.xml", [](agent::AgentConfig& config) {
         config.api.enabled = true;
         config.api.clients = {{.identity = "garm", .controllers = {kController}}};
@@ -24,7 +24,7 @@ ApiServer::ApiServer()
   service_ = host_.service();
   api_ = std::make_unique<agent::ControlApi>(host_.config, *service_);
   net::TlsServerOptions options;
-  options.handshake_timeout = std::chrono::seconds(2);
+  options.handshake_timeout = handshake_timeout;
   options.request_timeout = std::chrono::seconds(2);
   options.idle_timeout = std::chrono::seconds(2);
   server_ = std::make_unique<net::TlsServer>(

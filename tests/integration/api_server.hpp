@@ -20,7 +20,8 @@ namespace garm_edge::testing {
 /// process on the libvirt test driver; clients are real processes (curl, openssl, the provider).
 class ApiServer {
  public:
-  ApiServer();
+  /// `handshake_timeout`: how long a connection may take to complete its TLS handshake.
+  explicit ApiServer(std::chrono::seconds handshake_timeout = std::chrono::seconds(2));
   ~ApiServer();
   ApiServer(const ApiServer&) = delete;
   ApiServer& operator=(const ApiServer&) = delete;

@@ -31,7 +31,7 @@ void openssl(const std::string& arguments) {
   }
 }
 
-constexpr auto kStartTimeout = std::chrono::seconds(10);
+constexpr auto kStartTimeout = std::chrono::seconds(30);  // Python starts slowly on a loaded host
 
 }  // namespace
 
