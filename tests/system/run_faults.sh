@@ -33,6 +33,7 @@ fail() {
   echo "FAILED: $*"
   echo "---- agent log (last 40 lines)"
   tail -n 40 "$work/agent.log" | grep -v 'event=' || true
+  echo "FAILED: $*"  # again, last: CI shows only the end of a failed test's output
   exit 1
 }
 mkdir -p "$tiny_state_dir" "$work/runs"

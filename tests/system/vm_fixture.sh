@@ -234,10 +234,11 @@ SH
 fail() {
   echo "FAILED: $*"
   for log in "$work"/agent*.log "$work"/console-*.log; do
-    [ -f "$log" ] && { echo "---- $log (last 60 lines)"; tail -n 60 "$log"; }
+    [ -f "$log" ] && { echo "---- $log (last 30 lines)"; tail -n 30 "$log"; }
   done
   echo "---- fake garm requests"
   vm_helpers garm-log-summary "$work/garm.log" || true
+  echo "FAILED: $*"  # again, last: CI shows only the end of a failed test's output
   exit 1
 }
 expect() { [ "$1" = "$2" ] || fail "$3 (got '$1', wanted '$2')"; }
