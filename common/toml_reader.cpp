@@ -78,6 +78,53 @@ std::filesystem::path TomlTableReader::absolute_path(std::string_view key, bool 
   return text;
 }
 
+std::optional<double> TomlTableReader::number(std::string_view key, double min, double max) {
+  const auto* value = node(key);
+  if (value == nullptr) {
+    return std::nullopt;
+  }
+  if (!value->is_number()) {
+    fail(value, std::string(key) + " must be a number");
+  }
+  const auto number = value->value<double>().value_or(0.0);
+  if (!(number >= min && number <= max)) {  // also refuses nan
+    std::ostringstream range;
+    range << key << " must be between " << min << " and " << max;
+    fail(value, range.str());
+  }
+  return number;
+}
+
+std::optional<bool> TomlTableReader::boolean(std::string_view key) {
+  const auto* value = node(key);
+  if (value == nullptr) {
+    return std::nullopt;
+  }
+  if (!value->is_boolean()) {
+    fail(value, std::string(key) + " must be true or false");
+  }
+  return value->value<bool>();
+}
+
+std::vector<std::string> TomlTableReader::string_list(std::string_view key) {
+  std::vector<std::string> items;
+  const auto* value = node(key);
+  if (value == nullptr) {
+    return items;
+  }
+  if (!value->is_array()) {
+    fail(value, std::string(key) + " must be a list of strings");
+  }
+  for (const auto& item : *value->as_array()) {
+    const auto text = item.value<std::string>();
+    if (!text || !is_plain_text(*text)) {
+      fail(&item, std::string(key) + ": each entry must be UTF-8 text without control characters");
+    }
+    items.push_back(*text);
+  }
+  return items;
+}
+
 const toml::table* TomlTableReader::table(std::string_view key) {
   const auto* value = node(key);
   if (value == nullptr) {

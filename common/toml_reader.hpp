@@ -6,6 +6,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <toml++/toml.h>
 
@@ -36,6 +37,11 @@ class TomlTableReader {
   std::string required_string(std::string_view key);
   /// An absolute path (or, when not `required`, an empty one when absent).
   std::filesystem::path absolute_path(std::string_view key, bool required);
+  /// An integer or a float within [min, max].
+  std::optional<double> number(std::string_view key, double min, double max);
+  std::optional<bool> boolean(std::string_view key);
+  /// A list of strings, each UTF-8 text without control characters; empty when absent.
+  std::vector<std::string> string_list(std::string_view key);
   const toml::table* table(std::string_view key);
   const toml::array* array_of_tables(std::string_view key);
   /// Fails on the first key nothing asked for: a typo must not fall back to a default.

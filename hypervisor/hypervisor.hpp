@@ -146,6 +146,7 @@ struct NetworkInfo {
 struct HostCapacity {
   unsigned cpus = 0;
   std::uint64_t memory_mib = 0;
+  std::string machine;  // the host's CPU architecture as libvirt names it: x86_64, aarch64, ...
 };
 
 /// Whether the hypervisor answers now, and if not, why (for health checks and operators).

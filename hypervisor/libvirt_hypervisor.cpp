@@ -2,6 +2,7 @@
 
 #include <array>
 #include <condition_variable>
+#include <cstring>
 #include <mutex>
 #include <thread>
 
@@ -420,7 +421,9 @@ HostCapacity LibvirtHypervisor::capacity() {
     if (virNodeGetInfo(conn, &info) < 0) {
       throw_last_error("read host capacity");
     }
-    return HostCapacity{.cpus = info.cpus, .memory_mib = info.memory / 1024};
+    return HostCapacity{.cpus = info.cpus,
+                        .memory_mib = info.memory / 1024,
+                        .machine = std::string(info.model, strnlen(info.model, sizeof info.model))};
   });
 }
 

@@ -1,5 +1,6 @@
 #include "net/https_client.hpp"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <fcntl.h>
@@ -48,7 +49,8 @@ void save_session(TlsSession& ssl, const std::filesystem::path& file) {
   std::size_t length = 0;
   if (mbedtls_ssl_get_session(ssl.context(), &session) == 0 &&
       mbedtls_ssl_session_save(&session, buffer.data(), buffer.size(), &length) == 0) {
-    const auto temp = file.string() + ".tmp." + std::to_string(::getpid());
+    // Per thread: a provider probing many agents at once may save two sessions of one agent.
+    const auto temp = file.string() + ".tmp." + std::to_string(::gettid());
     const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd >= 0) {
       const bool written = ::write(fd, buffer.data(), length) == static_cast<ssize_t>(length);
@@ -90,9 +92,18 @@ HttpsResponse exchange(const HttpsTarget& target, const TlsConfig& tls,
                        const HttpsClientOptions& options, const std::string& method,
                        const std::string& path, const std::string& body) {
   const auto where = describe_endpoint(target.host, target.port);
-  const UniqueFd socket =
-      connect_before(target.host, target.port, SteadyClock::now() + options.connect_timeout);
-  Transport transport{socket.get(), SteadyClock::now() + options.request_timeout};
+  const auto within_deadline = [&options](SteadyClock::time_point at) {
+    return options.deadline ? std::min(at, *options.deadline) : at;
+  };
+  const UniqueFd socket = [&] {
+    try {
+      return connect_before(target.host, target.port,
+                            within_deadline(SteadyClock::now() + options.connect_timeout));
+    } catch (const TransportError& e) {
+      throw HttpsError(e.what(), false);
+    }
+  }();
+  Transport transport{socket.get(), within_deadline(SteadyClock::now() + options.request_timeout)};
   // The host name is also the name the agent's certificate must carry.
   TlsSession ssl(tls.ssl_config(), target.host, transport);
   load_session(ssl, options.session_file);

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -16,7 +17,13 @@ namespace garm_edge::net {
 /// answer that is not HTTP. The message says which step failed and where.
 class HttpsError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit HttpsError(const std::string& message, bool request_sent = true)
+      : std::runtime_error(message), request_sent_(request_sent) {}
+  /// False when no connection was made, so the request cannot have taken effect.
+  bool request_sent() const noexcept { return request_sent_; }
+
+ private:
+  bool request_sent_;
 };
 
 struct HttpsTarget {
@@ -38,6 +45,9 @@ struct HttpsClientOptions {
   std::chrono::milliseconds request_timeout{std::chrono::seconds(60)};
   /// Where the TLS session is kept between processes (0600); empty: no resumption.
   std::filesystem::path session_file;
+  /// When set, no step runs past it, whatever the two timeouts above allow (a probe of many
+  /// agents in parallel has one deadline for all).
+  std::optional<std::chrono::steady_clock::time_point> deadline;
 };
 
 /// One short exchange over mutual TLS: connect, handshake (resuming a saved session when it

@@ -1,14 +1,17 @@
 #include "net/socket_io.hpp"
 
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <vector>
 
 #include <mbedtls/net_sockets.h>
 
@@ -66,6 +69,19 @@ int connect_to(int fd, const addrinfo& address, SteadyClock::time_point deadline
   return errno == EINPROGRESS ? finish_connect(fd, deadline) : errno;
 }
 
+bool is_localhost(std::string_view host) {
+  const auto lower = [](std::string_view text) {
+    std::string out(text);
+    for (auto& c : out) {
+      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    }
+    return out;
+  };
+  const auto name = lower(host);
+  return name == "localhost" || name == "localhost." || name.ends_with(".localhost") ||
+         name.ends_with(".localhost.");
+}
+
 }  // namespace
 
 std::string describe_endpoint(const std::string& host, std::uint16_t port) {
@@ -75,32 +91,42 @@ std::string describe_endpoint(const std::string& host, std::uint16_t port) {
 
 UniqueFd connect_before(const std::string& host, std::uint16_t port,
                         SteadyClock::time_point deadline) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  const auto service = std::to_string(port);
-  if (const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0) {
-    throw TransportError("cannot resolve " + host + ": " + ::gai_strerror(rc));
-  }
+  // As curl does (RFC 6761 6.3): never asked of a resolver, so it works without /etc/hosts.
+  const bool loopback = is_localhost(host);
+  const std::vector<std::string> names =
+      loopback ? std::vector<std::string>{"127.0.0.1", "::1"} : std::vector<std::string>{host};
   std::string last_error = "no address";
-  for (addrinfo* address = found; address != nullptr; address = address->ai_next) {
-    UniqueFd fd(
-        ::socket(address->ai_family, address->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-    if (fd.get() < 0) {
+  for (const auto& name : names) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = loopback ? AI_NUMERICHOST : 0;
+    addrinfo* found = nullptr;
+    const auto service = std::to_string(port);
+    if (const int rc = ::getaddrinfo(name.c_str(), service.c_str(), &hints, &found); rc != 0) {
+      last_error = std::string("cannot resolve ") + host + ": " + ::gai_strerror(rc);
       continue;
     }
-    if (const int error = connect_to(fd.get(), *address, deadline); error != 0) {
-      last_error = std::strerror(error);
-      continue;
+    const std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> addresses(found, ::freeaddrinfo);
+    for (addrinfo* address = found; address != nullptr; address = address->ai_next) {
+      UniqueFd fd(
+          ::socket(address->ai_family, address->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+      if (fd.get() < 0) {
+        continue;
+      }
+      if (const int error = connect_to(fd.get(), *address, deadline); error != 0) {
+        last_error = std::strerror(error);
+        continue;
+      }
+      const int one = 1;
+      // No Nagle wait between the small writes of a handshake or a request head.
+      ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      return fd;
     }
-    ::freeaddrinfo(found);
-    const int one = 1;
-    // No Nagle wait between the small writes of a handshake or a request head.
-    ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    return fd;
   }
-  ::freeaddrinfo(found);
+  if (last_error.starts_with("cannot resolve")) {
+    throw TransportError(last_error);
+  }
   throw TransportError("cannot connect to " + describe_endpoint(host, port) + ": " + last_error);
 }
 

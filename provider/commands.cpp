@@ -1,5 +1,7 @@
 #include "provider/commands.hpp"
 
+#include <algorithm>
+#include <future>
 #include <memory>
 #include <optional>
 #include <set>
@@ -9,9 +11,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/hex.hpp"
 #include "net/https_client.hpp"
-#include "net/tls_config.hpp"
+#include "provider/agent_client.hpp"
+#include "provider/fleet.hpp"
+#include "provider/placement.hpp"
 #include "provider/provider_config.hpp"
 #include "wire/base64.hpp"
 #include "wire/bootstrap.hpp"
@@ -35,80 +38,14 @@ struct CommandFailure : std::runtime_error {
   int exit_code;
 };
 
-std::string percent_encode(const std::string& segment) {
-  std::string out;
-  for (const char c : segment) {
-    const auto byte = static_cast<unsigned char>(c);
-    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                       c == '-' || c == '.' || c == '_' || c == '~';
-    if (plain) {
-      out += c;
-    } else {
-      out += '%';
-      append_hex(out, byte, HexCase::upper);  // RFC 3986 2.1
-    }
-  }
-  return out;
+std::string controller_path(const std::string& controller) {
+  return "/v1/controllers/" + controller;
 }
-
-/// One agent as this process talks to it.
-class Agent {
- public:
-  Agent(const AgentEndpoint& endpoint, const ProviderConfig& config)
-      : endpoint_(endpoint), config_(config) {}
-
-  const std::string& name() const { return endpoint_.name; }
-
-  net::HttpsResponse call(const std::string& method, const std::string& path,
-                          const std::string& body = "", bool long_running = false) {
-    if (!tls_) {
-      tls_ =
-          net::TlsConfig::load(net::TlsConfig::Role::client, {.ca = endpoint_.ca,
-                                                              .crl = "",
-                                                              .certificate = endpoint_.certificate,
-                                                              .key = endpoint_.key});
-    }
-    net::HttpsClientOptions options;
-    options.connect_timeout = config_.connect_timeout;
-    options.request_timeout = long_running ? config_.create_timeout : config_.request_timeout;
-    if (!config_.session_dir.empty()) {
-      // Private to garm's user; a directory that cannot be made just means full handshakes.
-      ::mkdir(config_.session_dir.c_str(), 0700);
-      options.session_file = config_.session_dir / (endpoint_.name + ".tls-session");
-    }
-    try {
-      return net::HttpsClient(net::parse_https_url(endpoint_.url), tls_, options)
-          .request(method, path, body);
-    } catch (const net::HttpsError& e) {
-      throw CommandFailure(1, "agent " + endpoint_.name + " (" + endpoint_.url + "): " + e.what());
-    }
-  }
-
-  /// The agent's error message for a non-200 answer.
-  std::string describe(const net::HttpsResponse& response) const {
-    std::string message = "HTTP " + std::to_string(response.status);
-    try {
-      const auto body = nlohmann::json::parse(response.body);
-      message = body.value("message", message) + " (" + body.value("code", std::string("error")) +
-                ", HTTP " + std::to_string(response.status) + ")";
-    } catch (const nlohmann::json::exception&) {
-    }
-    return "agent " + endpoint_.name + ": " + message;
-  }
-
- private:
-  const AgentEndpoint& endpoint_;
-  const ProviderConfig& config_;
-  std::shared_ptr<const net::TlsConfig> tls_;
-};
 
 class Provider {
  public:
   Provider(const std::map<std::string, std::string>& environment, ProviderConfig config)
-      : env_(environment), config_(std::move(config)) {
-    for (const auto& endpoint : config_.agents) {
-      agents_.push_back(std::make_unique<Agent>(endpoint, config_));
-    }
+      : env_(environment), config_(std::move(config)), fleet_(config_) {
     controller_ = get("GARM_CONTROLLER_ID");
     try {
       wire::validate_uuid(controller_, "GARM_CONTROLLER_ID");
@@ -119,123 +56,236 @@ class Provider {
 
   Outcome create(const std::string& stdin_text) {
     wire::BootstrapInstance bootstrap;
+    PlacementRequest request;
     try {
       bootstrap = wire::parse_bootstrap_instance(stdin_text);
+      request = placement_request_for(bootstrap);
     } catch (const wire::WireError& e) {
       throw CommandFailure(
           1, std::string("CreateInstance: stdin is not a usable BootstrapInstance: ") + e.what());
     }
-    auto& agent = *agents_.front();  // placement across several agents comes with the fleet work
-    const auto response = agent.call("POST", controller_path() + "/instances",
-                                     wire::to_go_json_text(wire::to_json(bootstrap)), true);
-    if (response.status != 200) {
-      throw CommandFailure(1, agent.describe(response));
+    PlacementPlan plan{.order = {0}, .skipped = {}};
+    // With one agent there is no choice to make, and the agent itself is idempotent by name
+    // and refuses what it has no room for: no probe round trip.
+    if (fleet_.agents().size() > 1) {
+      auto probed = probe_fleet(bootstrap.name);
+      if (probed.holder != nullptr) {
+        return {0, print_instance(*probed.holder, probed.holder_answer), ""};
+      }
+      plan = plan_placement(request, probed.inputs, config_.placement);
     }
-    return {0, print_instance(agent, response.body), ""};
+    return create_on_first_taker(bootstrap, std::move(plan));
   }
 
   Outcome get_instance() {
-    for (const auto& [agent, ref] : route(get("GARM_INSTANCE_ID"))) {
-      const auto response =
-          agent->call("GET", controller_path() + "/instances/" + percent_encode(ref));
-      if (response.status == 200) {
-        return {0, print_instance(*agent, response.body), ""};
-      }
-      if (response.status != 404) {
-        throw CommandFailure(1, agent->describe(response));
+    const auto id = get("GARM_INSTANCE_ID");
+    auto [agents, ref] = route(id);
+    const auto replies = ask(agents, [&](AgentClient& agent) {
+      return agent.call("GET", instance_path(ref), "", CallKind::request);
+    });
+    for (std::size_t i = 0; i < replies.size(); ++i) {
+      if (replies[i].answered(200)) {
+        return {0, print_instance(*agents[i], replies[i].response->body), ""};
       }
     }
-    throw CommandFailure(kExitNotFound, "no instance " + get("GARM_INSTANCE_ID"));
+    fail_unless_all_answered(agents, replies, {200, 404}, "GetInstance " + id);
+    throw CommandFailure(kExitNotFound, "no instance " + id);
   }
 
   Outcome delete_instance() {
     // Absent everywhere is success: garm deletes by name after failed creates.
-    for (const auto& [agent, ref] : route(get("GARM_INSTANCE_ID"))) {
-      const auto response =
-          agent->call("DELETE", controller_path() + "/instances/" + percent_encode(ref));
-      if (response.status != 200) {
-        throw CommandFailure(1, agent->describe(response));
-      }
-    }
+    const auto id = get("GARM_INSTANCE_ID");
+    auto [agents, ref] = route(id);
+    const auto replies = ask(agents, [&](AgentClient& agent) {
+      return agent.call("DELETE", instance_path(ref), "", CallKind::request);
+    });
+    fail_unless_all_answered(agents, replies, {200}, "DeleteInstance " + id);
     return {0, "", ""};
   }
 
   Outcome start_or_stop(bool start) {
     const std::string action = start ? "/start" : "/stop?force=true";
-    for (const auto& [agent, ref] : route(get("GARM_INSTANCE_ID"))) {
-      const auto response =
-          agent->call("POST", controller_path() + "/instances/" + percent_encode(ref) + action);
-      if (response.status == 200) {
-        return {0, "", ""};
-      }
-      if (response.status != 404) {
-        throw CommandFailure(1, agent->describe(response));
-      }
+    const auto id = get("GARM_INSTANCE_ID");
+    auto [agents, ref] = route(id);
+    const auto replies = ask(agents, [&](AgentClient& agent) {
+      return agent.call("POST", instance_path(ref) + action, "", CallKind::request);
+    });
+    if (std::any_of(replies.begin(), replies.end(),
+                    [](const AgentReply& reply) { return reply.answered(200); })) {
+      return {0, "", ""};
     }
-    throw CommandFailure(kExitNotFound, "no instance " + get("GARM_INSTANCE_ID"));
+    fail_unless_all_answered(agents, replies, {200, 404},
+                             std::string(start ? "StartInstance " : "StopInstance ") + id);
+    throw CommandFailure(kExitNotFound, "no instance " + id);
   }
 
   Outcome list_instances() {
     const auto pool = get("GARM_POOL_ID");
+    const auto replies = fleet_.request_all(
+        "GET", controller_path(controller_) + "/pools/" + percent_encode(pool) + "/instances",
+        CallKind::request);
+    // Complete from every agent, or a failure: garm takes a missing runner for a gone one.
+    fail_unless_all_answered(all_agents(), replies, {200}, "ListInstances");
     nlohmann::ordered_json all = nlohmann::ordered_json::array();
-    for (const auto& agent : agents_) {  // complete from every agent, or a failure: never partial
-      const auto response =
-          agent->call("GET", controller_path() + "/pools/" + percent_encode(pool) + "/instances");
-      if (response.status != 200) {
-        throw CommandFailure(1, agent->describe(response));
-      }
-      for (auto instance : wire::parse_provider_instance_list(response.body)) {
-        all.push_back(wire::to_json(checked_for_garm(*agent, std::move(instance))));
+    for (std::size_t i = 0; i < replies.size(); ++i) {
+      auto& agent = *fleet_.agents()[i];
+      for (auto instance : parse_instances(agent, replies[i].response->body)) {
+        all.push_back(wire::to_json(checked_for_garm(agent, std::move(instance))));
       }
     }
     return {0, wire::to_go_json_text(all), ""};
   }
 
   Outcome remove_all() {
-    for (const auto& agent : agents_) {
-      const auto response = agent->call("DELETE", controller_path() + "/instances", "", true);
-      if (response.status != 200) {
-        throw CommandFailure(1, agent->describe(response));
-      }
-    }
+    const auto replies =
+        fleet_.request_all("DELETE", controller_path(controller_) + "/instances", CallKind::create);
+    fail_unless_all_answered(all_agents(), replies, {200}, "RemoveAllInstances");
     return {0, "", ""};
   }
 
  private:
+  struct FleetProbe {
+    AgentClient* holder = nullptr;  // an agent that has the instance already
+    std::string holder_answer;
+    std::vector<PlacementInput> inputs;
+  };
+
+  /// Every agent at once, under one deadline: does it have `name`, and what can it take?
+  FleetProbe probe_fleet(const std::string& name) {
+    const auto deadline = std::chrono::steady_clock::now() + config_.probe_timeout;
+    auto lookup = std::async(std::launch::async, [&] {
+      return fleet_.ask_all([&](AgentClient& agent) {
+        return agent.call("GET", instance_path(name), "", CallKind::probe, deadline);
+      });
+    });
+    auto capacities = fleet_.probe_capacity(deadline);
+    const auto found = lookup.get();
+    FleetProbe probe;
+    for (std::size_t i = 0; i < found.size(); ++i) {
+      auto& agent = *fleet_.agents()[i];
+      if (found[i].answered(200) && probe.holder == nullptr) {
+        probe.holder = &agent;
+        probe.holder_answer = found[i].response->body;
+      }
+      PlacementInput input{.agent = &agent.endpoint(),
+                           .capacity = std::move(capacities[i].capacity),
+                           .error = capacities[i].error};
+      if (!found[i].answered(404)) {  // it might hold the instance: never place beside it
+        input.capacity.reset();
+        input.error = found[i].response ? agent.describe(*found[i].response) : found[i].error;
+      }
+      probe.inputs.push_back(std::move(input));
+    }
+    return probe;
+  }
+
+  /// Asks the planned agents in order; one that refuses with no_capacity or draining, or
+  /// cannot be reached at all, passes the instance on to the next.
+  Outcome create_on_first_taker(const wire::BootstrapInstance& bootstrap, PlacementPlan plan) {
+    const auto body = wire::to_go_json_text(wire::to_json(bootstrap));
+    for (const auto index : plan.order) {
+      auto& agent = *fleet_.agents()[index];
+      const auto reply = reply_of([&] {
+        return agent.call("POST", controller_path(controller_) + "/instances", body,
+                          CallKind::create);
+      });
+      if (reply.answered(200)) {
+        return {0, print_instance(agent, reply.response->body), ""};
+      }
+      const auto code = reply.response ? error_code_of(*reply.response) : "";
+      const bool refused = code == "no_capacity" || code == "draining";
+      const auto why = reply.response ? agent.describe(*reply.response) : reply.error;
+      if (!refused && reply.request_sent) {
+        // It may have taken effect: trying another agent could make a second instance.
+        throw CommandFailure(1, why);
+      }
+      plan.skipped.push_back({agent.name(), why});
+    }
+    throw CommandFailure(1, "no agent can take instance " + bootstrap.name + " (image " +
+                                bootstrap.image + ", flavor " + bootstrap.flavor +
+                                "):" + describe_skipped(plan.skipped));
+  }
+
   std::string get(const std::string& name) const {
     const auto it = env_.find(name);
     return it == env_.end() ? std::string() : it->second;
   }
 
-  std::string controller_path() const { return "/v1/controllers/" + controller_; }
+  std::string instance_path(const std::string& ref) const {
+    return controller_path(controller_) + "/instances/" + percent_encode(ref);
+  }
+
+  std::vector<AgentClient*> all_agents() {
+    std::vector<AgentClient*> all;
+    for (auto& agent : fleet_.agents()) {
+      all.push_back(agent.get());
+    }
+    return all;
+  }
+
+  /// `call` on each of `agents` at once (the whole fleet's replies, filtered when fewer).
+  std::vector<AgentReply> ask(const std::vector<AgentClient*>& agents,
+                              const std::function<net::HttpsResponse(AgentClient&)>& call) {
+    if (agents.size() == fleet_.agents().size()) {
+      return fleet_.ask_all(call);
+    }
+    std::vector<AgentReply> replies;
+    for (auto* agent : agents) {
+      replies.push_back(reply_of([&] { return call(*agent); }));
+    }
+    return replies;
+  }
+
+  /// Fails, naming every agent that did not answer or answered another status than `accepted`:
+  /// an instance on an agent that is down is not gone.
+  void fail_unless_all_answered(const std::vector<AgentClient*>& agents,
+                                const std::vector<AgentReply>& replies,
+                                std::initializer_list<int> accepted, const std::string& what) {
+    std::string failures;
+    for (std::size_t i = 0; i < replies.size(); ++i) {
+      const auto& reply = replies[i];
+      if (!reply.response) {
+        failures += "\n  " + reply.error;
+      } else if (std::find(accepted.begin(), accepted.end(), reply.response->status) ==
+                 accepted.end()) {
+        failures += "\n  " + agents[i]->describe(*reply.response);
+      }
+    }
+    if (!failures.empty()) {
+      throw CommandFailure(1, what + ": not every agent answered:" + failures);
+    }
+  }
 
   /// "<agent>:<uuid>" goes to that agent; a bare instance name (garm's fallback before it has
   /// a provider ID) is asked of every agent.
-  std::vector<std::pair<Agent*, std::string>> route(const std::string& instance_id) const {
+  std::pair<std::vector<AgentClient*>, std::string> route(const std::string& instance_id) {
     if (instance_id.empty()) {
       throw CommandFailure(1, "GARM_INSTANCE_ID is not set");
     }
     const auto colon = instance_id.rfind(':');
     if (colon != std::string::npos && wire::is_uuid(instance_id.substr(colon + 1))) {
-      for (const auto& agent : agents_) {
-        if (agent->name() == instance_id.substr(0, colon)) {
-          return {{agent.get(), instance_id.substr(colon + 1)}};
-        }
+      if (auto* agent = fleet_.find(instance_id.substr(0, colon))) {
+        return {{agent}, instance_id.substr(colon + 1)};
       }
       // Not "not found": garm would drop its record while the VM lives on an agent this config
       // no longer names.
       throw CommandFailure(1, "provider ID " + instance_id + " names no configured agent");
     }
-    std::vector<std::pair<Agent*, std::string>> all;
-    for (const auto& agent : agents_) {
-      all.emplace_back(agent.get(), instance_id);
+    return {all_agents(), instance_id};
+  }
+
+  static std::vector<wire::ProviderInstance> parse_instances(const AgentClient& agent,
+                                                             const std::string& body) {
+    try {
+      return wire::parse_provider_instance_list(body);
+    } catch (const wire::WireError& e) {
+      throw CommandFailure(1, "agent " + agent.name() + " answered an unusable list: " + e.what());
     }
-    return all;
   }
 
   /// garm rejects an instance without name, provider ID or one of its four statuses; one bad
   /// element fails a whole list, so refuse here with a clear message instead.
-  static wire::ProviderInstance checked_for_garm(const Agent& agent,
+  static wire::ProviderInstance checked_for_garm(const AgentClient& agent,
                                                  wire::ProviderInstance instance) {
     if (!instance.status || !wire::is_reportable_by_provider(*instance.status) ||
         instance.name.empty() || instance.provider_id.empty()) {
@@ -245,14 +295,20 @@ class Provider {
     return instance;
   }
 
-  static std::string print_instance(const Agent& agent, const std::string& body) {
-    return wire::to_go_json_text(
-        wire::to_json(checked_for_garm(agent, wire::parse_provider_instance(body))));
+  static std::string print_instance(const AgentClient& agent, const std::string& body) {
+    wire::ProviderInstance instance;
+    try {
+      instance = wire::parse_provider_instance(body);
+    } catch (const wire::WireError& e) {
+      throw CommandFailure(1,
+                           "agent " + agent.name() + " answered an unusable instance: " + e.what());
+    }
+    return wire::to_go_json_text(wire::to_json(checked_for_garm(agent, std::move(instance))));
   }
 
   const std::map<std::string, std::string>& env_;
   ProviderConfig config_;
-  std::vector<std::unique_ptr<Agent>> agents_;
+  Fleet fleet_;
   std::string controller_;
 };
 

@@ -3,10 +3,12 @@
 #include <map>
 #include <string>
 #include <unistd.h>
+#include <vector>
 
 #include "provider/commands.hpp"
+#include "provider/fleet_status.hpp"
 
-int main() {
+int main(int argc, char** argv) {
   std::map<std::string, std::string> environment;
   for (char** entry = environ; *entry != nullptr; ++entry) {
     const std::string text(*entry);
@@ -14,9 +16,16 @@ int main() {
       environment.emplace(text.substr(0, equals), text.substr(equals + 1));
     }
   }
-  const auto outcome = garm_edge::provider::run_command(environment, [] {
-    return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-  });
+  garm_edge::provider::Outcome outcome;
+  // garm runs the provider with GARM_COMMAND set and no arguments: that stays exactly so.
+  if (environment.count("GARM_COMMAND") == 0 && argc >= 2 && std::string(argv[1]) == "status") {
+    outcome = garm_edge::provider::run_status(std::vector<std::string>(argv + 2, argv + argc));
+  } else {
+    outcome = garm_edge::provider::run_command(environment, [] {
+      return std::string(std::istreambuf_iterator<char>(std::cin),
+                         std::istreambuf_iterator<char>());
+    });
+  }
   std::cout << outcome.out << std::flush;
   std::cerr << outcome.err << std::flush;
   return outcome.exit_code;

@@ -25,7 +25,9 @@ AgentEndpoint read_agent(const toml::table& table, const std::string& source, st
                       .url = in.required_string("url"),
                       .ca = in.absolute_path("ca", true),
                       .certificate = in.absolute_path("certificate", true),
-                      .key = in.absolute_path("key", true)};
+                      .key = in.absolute_path("key", true),
+                      .weight = in.integer<unsigned>("weight", 1, 1000).value_or(100),
+                      .labels = in.string_list("labels")};
   if (!is_agent_name(agent.name) || config.find_agent(agent.name) != nullptr) {
     in.fail(in.node("name"), "name must be unique and 1-64 of [A-Za-z0-9._-]");
   }
@@ -55,11 +57,18 @@ ProviderConfig parse_provider_config(const std::string& text, const std::string&
   for (std::size_t i = 0; i < agents->size(); ++i) {
     config.agents.push_back(read_agent(*agents->get(i)->as_table(), source, i, config));
   }
+  if (const auto placement = root.string("placement")) {
+    if (*placement != "spread" && *placement != "pack") {
+      root.fail(root.node("placement"), "placement must be spread or pack");
+    }
+    config.placement = *placement == "pack" ? Placement::pack : Placement::spread;
+  }
   if (const auto* timeouts = root.table("timeouts")) {
     TomlTableReader in(*timeouts, source, "[timeouts]");
     config.connect_timeout = seconds_or(in, "connect_seconds", config.connect_timeout);
     config.request_timeout = seconds_or(in, "request_seconds", config.request_timeout);
     config.create_timeout = seconds_or(in, "create_seconds", config.create_timeout);
+    config.probe_timeout = seconds_or(in, "probe_seconds", config.probe_timeout);
     in.reject_unknown_keys();
   }
   if (root.node("session_dir") != nullptr) {
@@ -80,11 +89,15 @@ std::string provider_config_json_schema() {
          R"json("required":["name","url","ca","certificate","key"],"properties":{)json"
          R"json("name":{"type":"string","pattern":"^[A-Za-z0-9._-]{1,64}$"},)json"
          R"json("url":{"type":"string","pattern":"^https://"},"ca":{"type":"string"},)json"
-         R"json("certificate":{"type":"string"},"key":{"type":"string"}}}},)json"
+         R"json("certificate":{"type":"string"},"key":{"type":"string"},)json"
+         R"json("weight":{"type":"integer","minimum":1,"maximum":1000},)json"
+         R"json("labels":{"type":"array","items":{"type":"string"}}}}},)json"
+         R"json("placement":{"enum":["spread","pack"]},)json"
          R"json("timeouts":{"type":"object","additionalProperties":false,"properties":{)json"
          R"json("connect_seconds":{"type":"integer","minimum":1,"maximum":3600},)json"
          R"json("request_seconds":{"type":"integer","minimum":1,"maximum":3600},)json"
-         R"json("create_seconds":{"type":"integer","minimum":1,"maximum":3600}}},)json"
+         R"json("create_seconds":{"type":"integer","minimum":1,"maximum":3600},)json"
+         R"json("probe_seconds":{"type":"integer","minimum":1,"maximum":3600}}},)json"
          R"json("session_dir":{"type":"string"}}})json";
 }
 

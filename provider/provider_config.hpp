@@ -13,16 +13,30 @@ struct AgentEndpoint {
   std::filesystem::path ca;
   std::filesystem::path certificate;
   std::filesystem::path key;
+  /// Placement prefers agents of higher weight (see Placement); 1-1000.
+  unsigned weight = 100;
+  /// What a pool can ask for in its extra specs (`agent_labels`): a GPU, a rack, ...
+  std::vector<std::string> labels;
+};
+
+/// How CreateInstance chooses among the agents that can take an instance.
+enum class Placement {
+  spread,  // the most free memory (scaled by weight): load spread over the fleet
+  pack,    // the highest weight, then config order: fill one host before the next
 };
 
 /// garm-provider-edge's TOML config (GARM_PROVIDER_CONFIG_FILE).
 struct ProviderConfig {
   std::vector<AgentEndpoint> agents;
+  Placement placement = Placement::spread;
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(5)};
   /// Every call but create; below garm's exec_timeout_seconds when that is set.
   std::chrono::milliseconds request_timeout{std::chrono::seconds(60)};
   /// CreateInstance; below the pool's runner_bootstrap_timeout (20 min by default).
   std::chrono::milliseconds create_timeout{std::chrono::seconds(300)};
+  /// The one deadline for asking every agent in parallel (lookups by name, placement's
+  /// capacity): an agent that does not answer within it is skipped, not waited for.
+  std::chrono::milliseconds probe_timeout{std::chrono::seconds(3)};
   /// Where TLS sessions are kept between invocations (garm gives no HOME); empty: none.
   std::filesystem::path session_dir;
 

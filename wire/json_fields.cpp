@@ -66,6 +66,17 @@ bool ObjectReader::boolean(std::string_view key) const {
   return value->get<bool>();
 }
 
+std::uint64_t ObjectReader::unsigned_integer(std::string_view key) const {
+  const auto* value = find(key);
+  if (value == nullptr || value->is_null()) {
+    return 0;
+  }
+  if (!value->is_number_unsigned()) {
+    throw WireError(path_of(key), "expected a non-negative integer, got " + type_name(*value));
+  }
+  return value->get<std::uint64_t>();
+}
+
 std::optional<std::vector<std::string>> ObjectReader::string_list(std::string_view key) const {
   const auto* value = find(key);
   if (value == nullptr || value->is_null()) {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,6 +26,8 @@ class ObjectReader {
   std::string string_or_empty(std::string_view key) const;
   std::optional<std::string> optional_string(std::string_view key) const;
   bool boolean(std::string_view key) const;
+  /// A non-negative integer; 0 when absent or null.
+  std::uint64_t unsigned_integer(std::string_view key) const;
   std::optional<std::vector<std::string>> string_list(std::string_view key) const;
   /// A Go []byte: base64 text or null.
   std::optional<std::string> base64_bytes(std::string_view key) const;

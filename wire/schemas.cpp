@@ -12,7 +12,9 @@ std::string extra_specs_json_schema() {
          R"("pre_install_scripts":{"type":"object","additionalProperties":{"type":"string"}},)"
          R"("extra_context":{"type":"object","additionalProperties":{"type":"string"}},)"
          R"("enable_boot_debug":{"type":"boolean"},"disable_updates":{"type":"boolean"},)"
-         R"("extra_packages":{"type":"array","items":{"type":"string"}}},"additionalProperties":false})";
+         R"("extra_packages":{"type":"array","items":{"type":"string"}},)"
+         R"("agent_labels":{"type":"array","items":{"type":"string"},"description":"garm-provider-edge places the pool's instances only on agents with every one of these labels"}},)"
+         R"("additionalProperties":false})";
 }
 
 void validate_extra_spec_keys(const nlohmann::json& extra_specs) {

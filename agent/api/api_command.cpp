@@ -82,6 +82,14 @@ const std::array kRoutes{
           [](const RouteArgs&, const net::HttpRequest&) -> ApiCommand { return ListFlavors{}; }},
     Route{"GET", "/v1/capacity", "capacity",
           [](const RouteArgs&, const net::HttpRequest&) -> ApiCommand { return ShowCapacity{}; }},
+    Route{"POST", "/v1/draining", "draining",
+          [](const RouteArgs&, const net::HttpRequest&) -> ApiCommand {
+            return SetDraining{.draining = true};
+          }},
+    Route{"DELETE", "/v1/draining", "draining",
+          [](const RouteArgs&, const net::HttpRequest&) -> ApiCommand {
+            return SetDraining{.draining = false};
+          }},
     Route{
         "GET", "/v1/schemas/extra-specs", "schemas",
         [](const RouteArgs&, const net::HttpRequest&) -> ApiCommand { return ExtraSpecsSchema{}; }},

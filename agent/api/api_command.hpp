@@ -29,6 +29,12 @@ struct ListFlavors {
 struct ShowCapacity {
   static constexpr std::string_view kRoute = "capacity";
 };
+/// The operator's switch: a draining agent takes no new creates. Acts on the whole host, so
+/// only a client allowed for every controller ("*") may use it.
+struct SetDraining {
+  static constexpr std::string_view kRoute = "draining";
+  bool draining = true;
+};
 struct ExtraSpecsSchema {
   static constexpr std::string_view kRoute = "schemas";
 };
@@ -91,10 +97,11 @@ struct ValidatePool {
   PoolSpec pool;
 };
 
-using ApiCommand = std::variant<Health, ShowMetrics, ListImages, ListFlavors, ShowCapacity,
-                                ExtraSpecsSchema, ConfigSchema, CreateInstance, DryRunCreate,
-                                GetInstance, GetGuest, ListInstances, ListEvents, DeleteInstance,
-                                DeleteAllInstances, StartInstance, StopInstance, ValidatePool>;
+using ApiCommand =
+    std::variant<Health, ShowMetrics, ListImages, ListFlavors, ShowCapacity, SetDraining,
+                 ExtraSpecsSchema, ConfigSchema, CreateInstance, DryRunCreate, GetInstance,
+                 GetGuest, ListInstances, ListEvents, DeleteInstance, DeleteAllInstances,
+                 StartInstance, StopInstance, ValidatePool>;
 
 /// The route name of a command, for /metrics.
 std::string_view route_of(const ApiCommand& command);

@@ -3,12 +3,17 @@
 #include <nlohmann/json.hpp>
 
 #include "common/text.hpp"
+#include "wire/agent_capacity.hpp"
 #include "wire/bootstrap.hpp"
 #include "wire/error.hpp"
 #include "wire/json_fields.hpp"
 #include "wire/provider_instance.hpp"
 #include "wire/schemas.hpp"
 #include "wire/validate.hpp"
+
+#ifndef GARM_EDGE_VERSION
+#define GARM_EDGE_VERSION "0.0.0"
+#endif
 
 namespace garm_edge::agent {
 namespace {
@@ -58,6 +63,8 @@ int status_for(ServiceError::Code code) {
     case ServiceError::Code::conflict:
       return 409;
     case ServiceError::Code::unavailable:
+    case ServiceError::Code::no_capacity:
+    case ServiceError::Code::draining:
       return 503;
     case ServiceError::Code::timeout:
       return 504;
@@ -88,6 +95,42 @@ ordered_json flavors_json(const AgentConfig& config) {
                        {"disk_gib", flavor.disk_gib}});
   }
   return flavors;
+}
+
+wire::AgentCapacity capacity_answer(const AgentConfig& config, const CapacityReport& report) {
+  const auto amount = [](const Resources& r) {
+    return wire::ResourceAmount{
+        .vcpus = r.vcpus, .memory_mib = r.memory_mib, .instances = r.instances};
+  };
+  wire::AgentCapacity answer{.agent_id = config.agent_id,
+                             .version = GARM_EDGE_VERSION,
+                             .machine = report.host.machine,
+                             .cpus = report.host.cpus,
+                             .memory_mib = report.host.memory_mib,
+                             .limit = amount(report.limit),
+                             .used = amount(report.used),
+                             .free = amount(free_of(report.used, report.limit)),
+                             .draining = report.draining,
+                             .instances_by_state = {},
+                             .images = {},
+                             .flavors = {}};
+  for (const auto& [state, count] : report.by_state) {
+    answer.instances_by_state[state] = count;
+  }
+  for (const auto& image : config.images) {
+    answer.images.push_back({.name = image.name,
+                             .os_type = image.os_type,
+                             .os_name = image.os_name,
+                             .os_version = image.os_version,
+                             .arch = image.arch});
+  }
+  for (const auto& flavor : config.flavors) {
+    answer.flavors.push_back({.name = flavor.name,
+                              .vcpus = flavor.vcpus,
+                              .memory_mib = flavor.memory_mib,
+                              .disk_gib = flavor.disk_gib});
+  }
+  return answer;
 }
 
 }  // namespace
@@ -176,6 +219,12 @@ net::HttpResponse ControlApi::route(const net::HttpRequest& request, const net::
   }
   const auto command = match->route->parse(args, request);
   route_name = route_of(command);  // dry runs are told from creates only now
+  if (std::holds_alternative<SetDraining>(command) &&
+      !config_.api.allows_every_controller(identities)) {
+    return error_response(403, "forbidden",
+                          "client \"" + printable_excerpt(peer.common_name) +
+                              "\" may not drain this host: that needs controllers = [\"*\"]");
+  }
   return std::visit([this](const auto& c) { return run(c); }, command);
 }
 
@@ -208,12 +257,12 @@ net::HttpResponse ControlApi::run(const ListFlavors&) {
 }
 
 net::HttpResponse ControlApi::run(const ShowCapacity&) {
-  const auto capacity = service_.capacity();
-  return json_response(200, {{"agent_id", config_.agent_id},
-                             {"cpus", capacity.cpus},
-                             {"memory_mib", capacity.memory_mib},
-                             {"images", images_json(config_)},
-                             {"flavors", flavors_json(config_)}});
+  return json_response(200, wire::to_json(capacity_answer(config_, service_.capacity())));
+}
+
+net::HttpResponse ControlApi::run(const SetDraining& command) {
+  service_.set_draining(command.draining);
+  return json_response(200, {{"draining", service_.draining()}});
 }
 
 net::HttpResponse ControlApi::run(const ExtraSpecsSchema&) {

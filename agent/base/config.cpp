@@ -61,11 +61,30 @@ void read_agent_section(TableReader& root, AgentConfig& config) {
                                .value_or(config.reconcile_interval.count()));
   config.stop_grace = std::chrono::seconds(
       in.integer<long>("stop_grace_seconds", 0, 3600).value_or(config.stop_grace.count()));
+  config.draining = in.boolean("draining").value_or(config.draining);
   try {
     wire::validate_instance_name(config.agent_id, "id");
   } catch (const wire::WireError& e) {
     in.fail(in.node("id"), e.what());
   }
+  in.reject_unknown_keys();
+}
+
+void read_capacity_section(TableReader& root, AgentConfig& config) {
+  const auto* table = root.table("capacity");
+  if (table == nullptr) {
+    return;
+  }
+  TableReader in(*table, root.source(), "[capacity]");
+  auto& capacity = config.capacity;
+  capacity.cpu_overcommit =
+      in.number("cpu_overcommit", 0.1, 1000).value_or(capacity.cpu_overcommit);
+  capacity.memory_overcommit =
+      in.number("memory_overcommit", 0.1, 1000).value_or(capacity.memory_overcommit);
+  capacity.reserved_memory_mib = in.integer<std::uint64_t>("reserved_memory_mib", 0, 1U << 30U)
+                                     .value_or(capacity.reserved_memory_mib);
+  capacity.max_instances =
+      in.integer<std::size_t>("max_instances", 0, 100000).value_or(capacity.max_instances);
   in.reject_unknown_keys();
 }
 
@@ -281,6 +300,10 @@ bool ApiConfig::allows(const std::vector<std::string>& identities,
   return false;
 }
 
+bool ApiConfig::allows_every_controller(const std::vector<std::string>& identities) const {
+  return allows(identities, "*");
+}
+
 const ImageConfig* AgentConfig::find_image(std::string_view name) const {
   for (const auto& image : images) {
     if (image.name == name) {
@@ -305,6 +328,7 @@ AgentConfig parse_agent_config(std::string_view toml_text, const std::string& so
   config.agent_id = default_agent_id();
   TableReader root(document, source_name, "top level");
   read_agent_section(root, config);
+  read_capacity_section(root, config);
   read_libvirt_section(root, config);
   read_api_section(root, config);
   read_guests_section(root, config);
@@ -327,7 +351,12 @@ std::string agent_config_json_schema() {
          R"json("agent":{"type":"object","additionalProperties":false,"properties":{"id":{"type":"string"},)json"
          R"json("state_dir":{"type":"string"},"max_concurrent_creates":{"type":"integer","minimum":1,"maximum":1024},)json"
          R"json("reconcile_interval_seconds":{"type":"integer","minimum":5,"maximum":86400},)json"
-         R"json("stop_grace_seconds":{"type":"integer","minimum":0,"maximum":3600}}},)json"
+         R"json("stop_grace_seconds":{"type":"integer","minimum":0,"maximum":3600},"draining":{"type":"boolean"}}},)json"
+         R"json("capacity":{"type":"object","additionalProperties":false,"properties":{)json"
+         R"json("cpu_overcommit":{"type":"number","minimum":0.1,"maximum":1000},)json"
+         R"json("memory_overcommit":{"type":"number","minimum":0.1,"maximum":1000},)json"
+         R"json("reserved_memory_mib":{"type":"integer","minimum":0,"maximum":1073741824},)json"
+         R"json("max_instances":{"type":"integer","minimum":0,"maximum":100000}}},)json"
          R"json("libvirt":{"type":"object","additionalProperties":false,"properties":{"uri":{"type":"string"},)json"
          R"json("virt_type":{"enum":["auto","kvm","qemu","test"]},)json"
          R"json("call_timeout_seconds":{"type":"integer","minimum":1,"maximum":3600},)json"

@@ -61,6 +61,9 @@ struct ApiConfig {
   bool knows(const std::vector<std::string>& identities) const;
   /// May `identities` (CN and URI SANs of one certificate) act for `controller_id`?
   bool allows(const std::vector<std::string>& identities, std::string_view controller_id) const;
+  /// May `identities` act for every controller (`controllers = ["*"]`), as host-wide
+  /// operations (draining) need?
+  bool allows_every_controller(const std::vector<std::string>& identities) const;
 };
 
 /// How a guest proves which instance it is, on top of its unguessable token.
@@ -91,6 +94,19 @@ struct GuestConfig {
   std::chrono::seconds address_quarantine{120};
 };
 
+/// How much of the host the agent's instances may take. Every instance the agent holds counts,
+/// stopped ones too: garm may start them again.
+struct CapacityConfig {
+  /// vCPUs per host CPU.
+  double cpu_overcommit = 4.0;
+  /// Guest memory per MiB of host memory (after the reserve).
+  double memory_overcommit = 1.0;
+  /// Host memory kept for the host itself.
+  std::uint64_t reserved_memory_mib = 1024;
+  /// 0: no limit beyond CPUs and memory.
+  std::size_t max_instances = 0;
+};
+
 struct AgentConfig {
   /// Written into every domain's tags; reconcile touches only domains that carry it. Must stay
   /// stable for the life of the host's instances.
@@ -99,6 +115,10 @@ struct AgentConfig {
   std::size_t max_concurrent_creates = 8;
   std::chrono::seconds reconcile_interval{60};
   std::chrono::seconds stop_grace{30};
+  /// Takes no new creates (deletes, lookups and everything else go on); also settable at
+  /// runtime through the API, kept in the state directory.
+  bool draining = false;
+  CapacityConfig capacity;
 
   hypervisor::LibvirtOptions libvirt;
   std::string storage_pool = "default";

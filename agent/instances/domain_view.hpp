@@ -24,6 +24,8 @@ inline constexpr const char* kOsVersion = "os-version";
 inline constexpr const char* kOsArch = "os-arch";
 inline constexpr const char* kImage = "image";
 inline constexpr const char* kFlavor = "flavor";
+inline constexpr const char* kVcpus = "vcpus";           // the flavor's, when created
+inline constexpr const char* kMemoryMib = "memory-mib";  // the flavor's, when created
 inline constexpr const char* kCreatedAt = "created-at";
 inline constexpr const char* kStateId = "state-id";
 }  // namespace tag

@@ -41,6 +41,7 @@ wire::ProviderInstance InstanceService::create(const ControllerId& controller,
       if (auto existing = reuse_existing(plan)) {
         return *existing;
       }
+      const auto hold = admit_create(plan);
       events_.record("creating", plan.record.name, plan.record.controller_id,
                      "image " + plan.record.image + ", flavor " + plan.record.flavor);
       auto slot = create_gate_.acquire();
@@ -48,7 +49,8 @@ wire::ProviderInstance InstanceService::create(const ControllerId& controller,
     });
   } catch (const ServiceError& e) {
     // Every failed create leaves one line, refusals before any libvirt step included.
-    const bool agent_fault = e.code() != Code::invalid_argument && e.code() != Code::conflict;
+    const bool agent_fault = e.code() != Code::invalid_argument && e.code() != Code::conflict &&
+                             e.code() != Code::no_capacity && e.code() != Code::draining;
     log_.log(agent_fault ? Level::error : Level::warning, e.what());
     throw;
   }
@@ -122,7 +124,37 @@ InstanceService::CreatePlan InstanceService::plan_create(const ControllerId& con
         {.network = config_.network, .mac = "", .filter = "", .filter_ip = ""});
   }
   plan.domain.tags = tags_for(r);
+  plan.domain.tags.set(tag::kVcpus, std::to_string(flavor->vcpus));
+  plan.domain.tags.set(tag::kMemoryMib, std::to_string(flavor->memory_mib));
+  plan.resources = {.vcpus = flavor->vcpus, .memory_mib = flavor->memory_mib, .instances = 1};
   return plan;
+}
+
+CapacityLedger::Hold InstanceService::admit_create(const CreatePlan& plan) {
+  if (draining()) {
+    throw ServiceError(Code::draining,
+                       "agent " + config_.agent_id + " is draining: it takes no new instances");
+  }
+  const auto limit = limits_of(hypervisor_.capacity(), config_.capacity);
+  auto hold = capacity_ledger_.reserve(
+      [&] {
+        return used_by_domains(hypervisor_.list({{tag::kAgent, config_.agent_id}}));
+      },
+      plan.resources, limit);
+  if (!hold) {
+    const auto used = used_by_domains(hypervisor_.list({{tag::kAgent, config_.agent_id}}));
+    throw ServiceError(
+        Code::no_capacity,
+        "agent " + config_.agent_id + " has no room for flavor " + plan.record.flavor + " (" +
+            std::to_string(plan.resources.vcpus) + " vCPUs, " +
+            std::to_string(plan.resources.memory_mib) + " MiB): " + std::to_string(used.instances) +
+            " instances take " + std::to_string(used.vcpus) + " of " + std::to_string(limit.vcpus) +
+            " vCPUs and " + std::to_string(used.memory_mib) + " of " +
+            std::to_string(limit.memory_mib) + " MiB" +
+            (limit.instances > 0 ? ", limit " + std::to_string(limit.instances) + " instances"
+                                 : std::string()));
+  }
+  return std::move(*hold);
 }
 
 std::pair<const ImageConfig*, const FlavorConfig*> InstanceService::fit_pool(

@@ -1,8 +1,52 @@
+#include <algorithm>
+
 #include "agent/instances/domain_view.hpp"
 #include "agent/instances/identifiers.hpp"
 #include "agent/instances/instance_service.hpp"
 
 namespace garm_edge::agent {
+namespace {
+
+std::map<std::string, std::size_t> counts_by_state(const std::vector<hypervisor::Domain>& domains) {
+  std::map<std::string, std::size_t> counts;
+  for (const auto& domain : domains) {
+    ++counts[std::string(hypervisor::to_string(domain.state))];
+  }
+  return counts;
+}
+
+std::optional<std::uint64_t> number_tag(const hypervisor::Domain& domain, const char* key) {
+  const auto text = domain.tags.get(key);
+  if (!text || text->empty() || text->size() > 12 ||
+      text->find_first_not_of("0123456789") != std::string_view::npos) {
+    return std::nullopt;
+  }
+  return std::stoull(std::string(*text));
+}
+
+/// The flavor a domain created before its resources were tagged is counted as: the one of its
+/// name now, or else the largest configured (an unknown one is never counted as free).
+const FlavorConfig* flavor_to_count(const hypervisor::Domain& domain, const AgentConfig& config) {
+  if (const auto* named = config.find_flavor(domain.tags.get(tag::kFlavor).value_or(""))) {
+    return named;
+  }
+  const auto largest = std::max_element(
+      config.flavors.begin(), config.flavors.end(),
+      [](const FlavorConfig& a, const FlavorConfig& b) { return a.memory_mib < b.memory_mib; });
+  return largest == config.flavors.end() ? nullptr : &*largest;
+}
+
+Resources resources_of(const hypervisor::Domain& domain, const AgentConfig& config) {
+  const auto* flavor = flavor_to_count(domain, config);
+  return Resources{
+      .vcpus = number_tag(domain, tag::kVcpus).value_or(flavor != nullptr ? flavor->vcpus : 1),
+      .memory_mib =
+          number_tag(domain, tag::kMemoryMib).value_or(flavor != nullptr ? flavor->memory_mib : 0),
+      .instances = 1,
+  };
+}
+
+}  // namespace
 
 std::optional<hypervisor::Domain> InstanceService::find_owned_domain(const ControllerId& controller,
                                                                      std::string_view domain_name) {
@@ -88,15 +132,44 @@ std::optional<GuestRecord> InstanceService::guest_status(const ControllerId& con
 }
 
 std::map<std::string, std::size_t> InstanceService::count_by_state() {
-  std::map<std::string, std::size_t> counts;
-  for (const auto& domain : hypervisor_.list({{tag::kAgent, config_.agent_id}})) {
-    ++counts[std::string(hypervisor::to_string(domain.state))];
-  }
-  return counts;
+  return counts_by_state(hypervisor_.list({{tag::kAgent, config_.agent_id}}));
 }
 
-hypervisor::HostCapacity InstanceService::capacity() {
-  return hypervisor_.capacity();
+Resources InstanceService::used_by_domains(const std::vector<hypervisor::Domain>& domains) const {
+  Resources used;
+  for (const auto& domain : domains) {
+    used += resources_of(domain, config_);
+  }
+  return used;
+}
+
+CapacityReport InstanceService::capacity() {
+  return guarded("read capacity", [&] {
+    CapacityReport report;
+    report.host = hypervisor_.capacity();
+    report.limit = limits_of(report.host, config_.capacity);
+    const auto domains = hypervisor_.list({{tag::kAgent, config_.agent_id}});
+    report.used = used_by_domains(domains);
+    report.used += capacity_ledger_.pending();
+    report.by_state = counts_by_state(domains);
+    report.draining = draining();
+    return report;
+  });
+}
+
+void InstanceService::set_draining(bool draining) {
+  try {
+    drain_.set(draining);
+  } catch (const std::exception& e) {
+    throw ServiceError(ServiceError::Code::internal,
+                       std::string("cannot keep the draining switch: ") + e.what());
+  }
+  events_.record(draining ? "draining" : "undrained", "", "",
+                 draining ? "takes no new instances" : "takes new instances again");
+}
+
+bool InstanceService::draining() const {
+  return config_.draining || drain_.on();
 }
 
 hypervisor::HypervisorHealth InstanceService::health() {

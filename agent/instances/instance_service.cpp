@@ -12,6 +12,7 @@ InstanceService::InstanceService(const AgentConfig& config, hypervisor::Hypervis
       clock_(clock),
       log_(logger),
       create_gate_(config.max_concurrent_creates),
+      drain_(config.state_dir / "draining"),
       events_(clock, logger) {}
 
 void InstanceService::serve_guests(GuestSide& guests) {

@@ -14,6 +14,7 @@
 #include "agent/base/clock.hpp"
 #include "agent/base/config.hpp"
 #include "agent/base/log.hpp"
+#include "agent/instances/capacity.hpp"
 #include "agent/instances/create_gate.hpp"
 #include "agent/instances/event_log.hpp"
 #include "agent/instances/guest_side.hpp"
@@ -94,8 +95,13 @@ class InstanceService {
   /// Deletes every instance of the controller; returns how many there were.
   std::size_t remove_all(const ControllerId& controller);
 
-  /// The host's CPUs and memory, as libvirt reports them.
-  hypervisor::HostCapacity capacity();
+  /// The host's resources, what its instances and creates under way take, and whether it is
+  /// draining: what placement needs, from one listing.
+  CapacityReport capacity();
+  /// Draining: creates are refused (code draining); everything else goes on. Kept in the
+  /// state directory. Throws internal when the switch cannot be kept.
+  void set_draining(bool draining);
+  bool draining() const;
   /// Whether libvirt answers, for /healthz.
   hypervisor::HypervisorHealth health();
 
@@ -114,6 +120,7 @@ class InstanceService {
     hypervisor::VolumeSpec volume;
     hypervisor::DomainSpec domain;
     std::optional<GuestPlan> guest;
+    Resources resources;  // the flavor's, counted against the host's capacity
   };
 
   CreatePlan plan_create(const ControllerId& controller, const wire::BootstrapInstance& bootstrap);
@@ -125,6 +132,11 @@ class InstanceService {
   /// Gives the guest its address and records the intent, atomically with respect to other
   /// creates, so no two guests are given one address.
   void record_create_intent(CreatePlan& plan);
+  /// Refuses a create on a draining host or beyond its capacity; otherwise the create's
+  /// resources stay reserved until the returned hold is gone.
+  CapacityLedger::Hold admit_create(const CreatePlan& plan);
+  /// What the agent's domains take, from their tags.
+  Resources used_by_domains(const std::vector<hypervisor::Domain>& domains) const;
   /// The image's base file; throws internal when its volume is not in the storage pool.
   std::string base_image_path(const ImageConfig& image);
   std::pair<const ImageConfig*, const FlavorConfig*> fit_pool(
@@ -176,6 +188,8 @@ class InstanceService {
   Logger& log_;
   KeyedMutex instance_locks_;
   CreateGate create_gate_;
+  CapacityLedger capacity_ledger_;
+  DrainSwitch drain_;
   EventLog events_;
   NoGuests no_guests_;
   GuestSide* guests_ = &no_guests_;

@@ -44,6 +44,10 @@ std::string_view to_string(ServiceError::Code code) {
       return "timeout";
     case Code::internal:
       return "internal";
+    case Code::no_capacity:
+      return "no_capacity";
+    case Code::draining:
+      return "draining";
   }
   return "internal";
 }

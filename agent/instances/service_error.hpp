@@ -10,7 +10,16 @@ namespace garm_edge::agent {
 /// A failed command, with a stable code for transports to map (HTTP status, exit code).
 class ServiceError : public std::runtime_error {
  public:
-  enum class Code { invalid_argument, not_found, conflict, unavailable, timeout, internal };
+  enum class Code {
+    invalid_argument,
+    not_found,
+    conflict,
+    unavailable,
+    timeout,
+    internal,
+    no_capacity,  // the host is full: placement tries another agent
+    draining,     // the host takes no new creates: placement tries another agent
+  };
 
   ServiceError(Code code, const std::string& message) : std::runtime_error(message), code_(code) {}
   Code code() const noexcept { return code_; }

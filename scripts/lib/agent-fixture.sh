@@ -40,6 +40,11 @@ address = "127.0.0.1"
 port = 0
 addresses = "192.168.122.200-192.168.122.250"
 anti_spoofing = "off"
+[capacity]
+# The test driver's host is a made-up 3 GiB one whose guests run nowhere: room for hundreds.
+cpu_overcommit = 1000
+memory_overcommit = 1000
+reserved_memory_mib = 0
 [[images]]
 name = "debian-12"
 base_path = "/var/lib/garm-edge/images/debian-12.qcow2"

@@ -11,9 +11,17 @@
 namespace garm_edge::testing {
 
 ApiServer::ApiServer(std::chrono::seconds handshake_timeout)
-    : host_("api.xml", [](agent::AgentConfig& config) {
+    : ApiServer("api.xml", {}, handshake_timeout) {}
+
+ApiServer::ApiServer(const std::string& fixture,
+                     const std::function<void(agent::AgentConfig&)>& adjust,
+                     std::chrono::seconds handshake_timeout)
+    : host_(fixture, [&adjust](agent::AgentConfig& config) {
         config.api.enabled = true;
         config.api.clients = {{.identity = "garm", .controllers = {kController}}};
+        if (adjust) {
+          adjust(config);
+        }
       }) {
   pki_ = host_.state.path() / "pki";
   net::pki_init({.directory = pki_,
@@ -23,6 +31,10 @@ ApiServer::ApiServer(std::chrono::seconds handshake_timeout)
   net::pki_issue_client(pki_, "stranger");
   service_ = host_.service();
   api_ = std::make_unique<agent::ControlApi>(host_.config, *service_);
+  start(handshake_timeout);
+}
+
+void ApiServer::start(std::chrono::seconds handshake_timeout) {
   net::TlsServerOptions options;
   options.handshake_timeout = handshake_timeout;
   options.request_timeout = std::chrono::seconds(2);
@@ -44,13 +56,21 @@ ApiServer::ApiServer(std::chrono::seconds handshake_timeout)
   }
 }
 
-ApiServer::~ApiServer() {
+void ApiServer::stop() {
+  if (stopped_) {
+    return;
+  }
+  stopped_ = true;
   server_->stop();
   io_.stop();
   for (auto& thread : threads_) {
     thread.join();
   }
   workers_.join();
+}
+
+ApiServer::~ApiServer() {
+  stop();
 }
 
 void ApiServer::reload_from(const std::filesystem::path& pki, const std::filesystem::path& crl) {
@@ -74,6 +94,12 @@ CommandResult ApiServer::curl(const std::string& arguments, const std::string& c
 ProcessResult run_like_garm(const std::string& program,
                             const std::map<std::string, std::string>& environment,
                             const std::string& input) {
+  return run_program(program, {}, environment, input);
+}
+
+ProcessResult run_program(const std::string& program, const std::vector<std::string>& arguments,
+                          const std::map<std::string, std::string>& environment,
+                          const std::string& input) {
   int in[2];
   int out[2];
   int err[2];
@@ -94,8 +120,12 @@ ProcessResult run_like_garm(const std::string& program,
     ::dup2(in[0], 0);
     ::dup2(out[1], 1);
     ::dup2(err[1], 2);
-    char* argv[] = {const_cast<char*>(program.c_str()), nullptr};
-    ::execve(program.c_str(), argv, envp.data());
+    std::vector<char*> argv = {const_cast<char*>(program.c_str())};
+    for (const auto& argument : arguments) {
+      argv.push_back(const_cast<char*>(argument.c_str()));
+    }
+    argv.push_back(nullptr);
+    ::execve(program.c_str(), argv.data(), envp.data());
     ::_exit(127);
   }
   ::close(in[0]);

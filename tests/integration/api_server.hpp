@@ -2,10 +2,12 @@
 
 #include <array>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <asio.hpp>
 
@@ -22,6 +24,10 @@ class ApiServer {
  public:
   /// `handshake_timeout`: how long a connection may take to complete its TLS handshake.
   explicit ApiServer(std::chrono::seconds handshake_timeout = std::chrono::seconds(2));
+  /// An agent on its own copy of `fixture`, its config changed by `adjust` (after the API
+  /// section is set up).
+  ApiServer(const std::string& fixture, const std::function<void(agent::AgentConfig&)>& adjust,
+            std::chrono::seconds handshake_timeout = std::chrono::seconds(2));
   ~ApiServer();
   ApiServer(const ApiServer&) = delete;
   ApiServer& operator=(const ApiServer&) = delete;
@@ -38,8 +44,13 @@ class ApiServer {
   std::uint64_t handshake_evictions() const { return server_->handshake_evictions(); }
   std::size_t open_connections() const { return server_->open_connections(); }
   Host& host() { return host_; }
+  agent::InstanceService& service() { return *service_; }
+  /// As if the agent process died: its port closes, nothing answers any more.
+  void stop();
 
  private:
+  void start(std::chrono::seconds handshake_timeout);
+
   Host host_;
   std::filesystem::path pki_;
   std::unique_ptr<agent::InstanceService> service_;
@@ -48,6 +59,7 @@ class ApiServer {
   asio::thread_pool workers_{4};
   std::unique_ptr<net::TlsServer> server_;
   std::array<std::thread, 2> threads_;
+  bool stopped_ = false;
 };
 
 struct ProcessResult {
@@ -61,5 +73,10 @@ struct ProcessResult {
 ProcessResult run_like_garm(const std::string& program,
                             const std::map<std::string, std::string>& environment,
                             const std::string& input = "");
+
+/// The same with command-line `arguments` (after the program's name), as a person runs it.
+ProcessResult run_program(const std::string& program, const std::vector<std::string>& arguments,
+                          const std::map<std::string, std::string>& environment = {},
+                          const std::string& input = "");
 
 }  // namespace garm_edge::testing

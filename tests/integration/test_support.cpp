@@ -113,6 +113,11 @@ agent::AgentConfig fixture_config(const std::string& fixture,
                            .os_version = "24.04",
                            .arch = wire::OsArch::arm64});
   config.flavors.push_back({.name = "small", .vcpus = 2, .memory_mib = 2048, .disk_gib = 20});
+  // Tests create hundreds of instances on a fixture host of 8 CPUs and 32 GiB.
+  config.capacity = {.cpu_overcommit = 1000,
+                     .memory_overcommit = 1000,
+                     .reserved_memory_mib = 0,
+                     .max_instances = 0};
   if (adjust) {
     adjust(config);
   }

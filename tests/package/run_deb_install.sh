@@ -80,7 +80,9 @@ runuser -u garm-edge -- garm-edge-agent pki init --dir /etc/garm-edge/pki --dns 
 runuser -u garm-edge -- garm-edge-agent check-config --config /etc/garm-edge/agent.toml
 
 section "the installed agent on test:///default"
+# The test driver's host is a made-up 3 GiB one: room for more than one small instance.
 sed -e 's|^uri = .*|uri = "test:///default"|' -e 's|^storage_pool = .*|storage_pool = "default-pool"|' \
+  -e 's|^memory_overcommit = .*|memory_overcommit = 100.0|' \
   -e 's|^port = 8443 |port = 0 |' -e 's|^address = "0.0.0.0"|address = "127.0.0.1"|' \
   /etc/garm-edge/agent.toml | awk '/^\[guests\]/{skip=1; next} /^\[/{skip=0} !skip' > "$work/agent.toml"
 sed -i 's|^base_volume = .*|base_path = "/var/lib/garm-edge/images/debian-12.qcow2"|' "$work/agent.toml"
@@ -123,6 +125,13 @@ got=$(garm_in_jail GetInstance GARM_INSTANCE_ID=garm-packaged1) || fail "GetInst
 echo "GetInstance: $got"
 case "$got" in *'"name":"garm-packaged1"'*'"status":"running"'*) ;; *) fail "unexpected GetInstance answer" ;; esac
 garm_in_jail DeleteInstance GARM_INSTANCE_ID=garm-packaged1 || fail "DeleteInstance in the jail"
+
+section "the static provider in a jail without /etc/hosts, agent addressed as localhost"
+rm "$jail/etc/hosts"
+sed -i "s|^url = .*|url = \"https://localhost:$port\"|" "$jail/provider.toml"
+garm_in_jail GetInstance GARM_INSTANCE_ID=garm-packaged1 > /dev/null 2> "$work/localhost.err" || [ $? -eq 30 ] ||
+  fail "GetInstance by localhost without /etc/hosts: $(cat "$work/localhost.err")"
+echo "localhost resolved without /etc/hosts: the agent answered (not found, as it was deleted)"
 kill "$agent_pid"; wait "$agent_pid" 2>/dev/null || true; agent_pid=
 
 section "remove keeps config and state; purge removes them"

@@ -90,6 +90,9 @@ $(agent_api_toml "$work/pki" "$controller")
 [guests]
 port = 0
 ${tiny_guest_extra:-}
+[capacity]
+# Tiny guests that need not boot: far more of them than the host's CPUs times the default 4.
+cpu_overcommit = 100
 [[images]]
 name = "tiny"
 base_volume = "base.qcow2"

@@ -92,9 +92,13 @@ TEST_CASE("the provider's config schema and its reader agree key by key", "[conf
   for (const auto& key : agent.at("required")) {
     required.insert(key.get<std::string>());
   }
-  std::set<std::string> listed;
+  std::set<std::string> optional;
   for (const auto& [key, property] : agent.at("properties").items()) {
-    listed.insert(key);
+    INFO(key);
+    if (required.count(key) == 0) {
+      optional.insert(key);
+      continue;
+    }
     // Each required key, left out, is what the reader names.
     std::string without;
     std::istringstream lines(kAgent);
@@ -103,11 +107,26 @@ TEST_CASE("the provider's config schema and its reader agree key by key", "[conf
         without += line + "\n";
       }
     }
-    INFO(key);
-    CHECK(required.count(key) == 1);
     CHECK_THAT(reader_error(without), Catch::Contains(key + " is required"));
   }
-  CHECK(listed == required);
+  // The optional ones, at and past their limits.
+  CHECK(optional == std::set<std::string>{"labels", "weight"});
+  const auto& weight = agent.at("properties").at("weight");
+  for (const auto& [value, fine] : std::vector<std::pair<std::int64_t, bool>>{
+           {weight.at("minimum"), true},
+           {weight.at("maximum"), true},
+           {weight.at("minimum").get<std::int64_t>() - 1, false},
+           {weight.at("maximum").get<std::int64_t>() + 1, false}}) {
+    CHECK((reader_error(kAgent + "weight = " + std::to_string(value) + "\n") == "no error") ==
+          fine);
+  }
+  CHECK(reader_error(kAgent + "labels = [\"gpu\", \"rack1\"]\n") == "no error");
+  CHECK_THAT(reader_error(kAgent + "labels = [1]\n"), Catch::Contains("labels: each entry"));
+  for (const auto& policy : properties.at("placement").at("enum")) {
+    CHECK(reader_error("placement = " + policy.dump() + "\n" + kAgent) == "no error");
+  }
+  CHECK_THAT(reader_error("placement = \"random\"\n" + kAgent),
+             Catch::Contains("placement must be spread or pack"));
   CHECK(reader_error("session_dir = \"/x\"\n" + kAgent) == "no error");
   CHECK(properties.contains("session_dir"));
 }

@@ -151,3 +151,35 @@ TEST_CASE("control API: host, pool and schema routes", "[api]") {
                  Catch::Contains("route=\"validate_pool\",method=\"POST\",code=\"400\"") &&
                  Catch::Contains("route=\"get\",method=\"GET\",code=\"400\""));
 }
+
+TEST_CASE("control API: the capacity answer and the draining switch", "[api]") {
+  Api api;
+  api.host.config.api.clients.push_back({.identity = "operator", .controllers = {"*"}});
+  const net::PeerIdentity kOperator{.common_name = "operator", .uri_names = {}};
+  CHECK(api.call("POST", instances(), wire::to_json(bootstrap_for("garm-cap01")).dump()).status ==
+        200);
+  auto capacity = json::parse(api.call("GET", "/v1/capacity").body);
+  CHECK(capacity.at("machine") == "x86_64");
+  CHECK(capacity.at("used").at("instances") == 1);
+  CHECK(capacity.at("free").at("vcpus").get<int>() ==
+        capacity.at("limit").at("vcpus").get<int>() - 2);
+  CHECK(capacity.at("instances_by_state").at("running") == 1);
+  CHECK(capacity.at("draining") == false);
+
+  // Draining acts on every controller's creates: garm's own client may not switch it.
+  const auto refused = api.call("POST", "/v1/draining");
+  CHECK(refused.status == 403);
+  CHECK_THAT(refused.body, Catch::Contains("controllers = [\\\"*\\\"]"));
+  CHECK(api.call("POST", "/v1/draining", "", kOperator).status == 200);
+  CHECK(json::parse(api.call("GET", "/v1/capacity").body).at("draining") == true);
+  const auto create =
+      api.call("POST", instances(), wire::to_json(bootstrap_for("garm-cap02")).dump());
+  CHECK(create.status == 503);
+  CHECK(code_of(create) == "draining");
+  CHECK(api.call("DELETE", instances("/garm-cap01")).status == 200);
+  CHECK(api.call("DELETE", "/v1/draining", "", kOperator).status == 200);
+  CHECK(api.call("POST", instances(), wire::to_json(bootstrap_for("garm-cap02")).dump()).status ==
+        200);
+  CHECK_THAT(api.call("GET", "/metrics").body,
+             Catch::Contains("route=\"draining\",method=\"POST\",code=\"403\""));
+}

@@ -93,6 +93,22 @@ TEST_CASE("every key of the config schema is one the reader knows, within the sa
           CHECK_THAT(reader_error(section, key, std::to_string(max + 1)),
                      Catch::Contains(key + " must be between"));
         }
+      } else if (property.value("type", "") == "number") {
+        const auto min = property.at("minimum").get<double>();
+        const auto max = property.at("maximum").get<double>();
+        CHECK(reader_error(section, key, json(min).dump()).empty());
+        CHECK(reader_error(section, key, json(max).dump()).empty());
+        CHECK(reader_error(section, key, "2").empty());  // an integer is a number too
+        CHECK_THAT(reader_error(section, key, json(min / 2).dump()),
+                   Catch::Contains(key + " must be between"));
+        CHECK_THAT(reader_error(section, key, json(max * 2).dump()),
+                   Catch::Contains(key + " must be between"));
+        CHECK_THAT(reader_error(section, key, "nan"), Catch::Contains(key + " must be between"));
+      } else if (property.value("type", "") == "boolean") {
+        CHECK(reader_error(section, key, "true").empty());
+        CHECK(reader_error(section, key, "false").empty());
+        CHECK_THAT(reader_error(section, key, "\"yes\""),
+                   Catch::Contains(key + " must be true or false"));
       } else if (property.value("type", "") != "array") {
         CHECK_THAT(reader_error(section, key, "\"/x\""), !Catch::Contains("unknown key"));
       }

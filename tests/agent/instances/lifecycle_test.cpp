@@ -2,21 +2,13 @@
 
 #include "agent/instances/identifiers.hpp"
 #include "integration/test_support.hpp"
+#include "support/service_error_matcher.hpp"
 #include "wire/error.hpp"
 #include "wire/validate.hpp"
 
 using namespace garm_edge;
 using namespace garm_edge::testing;
 using agent::ServiceError;
-
-namespace {
-
-auto has_code(ServiceError::Code code) {
-  return Catch::Predicate<ServiceError>([code](const ServiceError& e) { return e.code() == code; },
-                                        "error code " + std::string(agent::to_string(code)));
-}
-
-}  // namespace
 
 TEST_CASE("an instance goes through create, get, list, stop, start and delete", "[lifecycle]") {
   Host host("lifecycle.xml");

@@ -1,0 +1,123 @@
+#include "agent/instances/capacity.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <fcntl.h>
+#include <system_error>
+#include <unistd.h>
+
+#include "common/unique_fd.hpp"
+
+namespace garm_edge::agent {
+namespace {
+
+std::uint64_t floor_at_zero(std::uint64_t value, std::uint64_t minus) {
+  return value > minus ? value - minus : 0;
+}
+
+[[noreturn]] void fail_errno(const std::string& what, const std::filesystem::path& path) {
+  throw std::filesystem::filesystem_error(what, path,
+                                          std::error_code(errno, std::generic_category()));
+}
+
+void sync_directory(const std::filesystem::path& directory) {
+  const UniqueFd dir(::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir.get() < 0 || ::fsync(dir.get()) != 0) {
+    fail_errno("cannot sync", directory);
+  }
+}
+
+}  // namespace
+
+Resources& Resources::operator+=(const Resources& other) {
+  vcpus += other.vcpus;
+  memory_mib += other.memory_mib;
+  instances += other.instances;
+  return *this;
+}
+
+Resources& Resources::operator-=(const Resources& other) {
+  vcpus = floor_at_zero(vcpus, other.vcpus);
+  memory_mib = floor_at_zero(memory_mib, other.memory_mib);
+  instances = instances > other.instances ? instances - other.instances : 0;
+  return *this;
+}
+
+Resources limits_of(const hypervisor::HostCapacity& host, const CapacityConfig& config) {
+  const auto usable_memory = floor_at_zero(host.memory_mib, config.reserved_memory_mib);
+  return Resources{
+      .vcpus = static_cast<std::uint64_t>(host.cpus * config.cpu_overcommit),
+      .memory_mib =
+          static_cast<std::uint64_t>(static_cast<double>(usable_memory) * config.memory_overcommit),
+      .instances = config.max_instances,
+  };
+}
+
+bool fits(const Resources& used, const Resources& wanted, const Resources& limit) {
+  return used.vcpus + wanted.vcpus <= limit.vcpus &&
+         used.memory_mib + wanted.memory_mib <= limit.memory_mib &&
+         (limit.instances == 0 || used.instances + wanted.instances <= limit.instances);
+}
+
+Resources free_of(const Resources& used, const Resources& limit) {
+  auto free = limit;
+  free -= used;
+  return free;
+}
+
+CapacityLedger::Hold::~Hold() {
+  if (ledger_ != nullptr) {
+    ledger_->release(held_);
+  }
+}
+
+std::optional<CapacityLedger::Hold> CapacityLedger::reserve(
+    const std::function<Resources()>& used_by_domains, const Resources& wanted,
+    const Resources& limit) {
+  const std::lock_guard lock(mutex_);
+  auto used = used_by_domains();
+  used += pending_;
+  if (!fits(used, wanted, limit)) {
+    return std::nullopt;
+  }
+  pending_ += wanted;
+  return Hold(*this, wanted);
+}
+
+Resources CapacityLedger::pending() const {
+  const std::lock_guard lock(mutex_);
+  return pending_;
+}
+
+void CapacityLedger::release(const Resources& held) {
+  const std::lock_guard lock(mutex_);
+  pending_ -= held;
+}
+
+DrainSwitch::DrainSwitch(std::filesystem::path marker) : marker_(std::move(marker)) {
+  on_ = std::filesystem::exists(marker_);
+}
+
+bool DrainSwitch::on() const {
+  const std::lock_guard lock(mutex_);
+  return on_;
+}
+
+void DrainSwitch::set(bool draining) {
+  const std::lock_guard lock(mutex_);
+  if (draining == on_) {
+    return;
+  }
+  if (draining) {
+    const UniqueFd file(::open(marker_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+    if (file.get() < 0 || ::fsync(file.get()) != 0) {
+      fail_errno("cannot create", marker_);
+    }
+  } else if (::unlink(marker_.c_str()) != 0 && errno != ENOENT) {
+    fail_errno("cannot remove", marker_);
+  }
+  sync_directory(marker_.parent_path());
+  on_ = draining;
+}
+
+}  // namespace garm_edge::agent

@@ -1,0 +1,101 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "agent/base/config.hpp"
+#include "hypervisor/hypervisor.hpp"
+
+namespace garm_edge::agent {
+
+/// What instances take of a host, or what a host offers them.
+struct Resources {
+  std::uint64_t vcpus = 0;
+  std::uint64_t memory_mib = 0;
+  std::size_t instances = 0;
+
+  Resources& operator+=(const Resources& other);
+  Resources& operator-=(const Resources& other);
+  bool operator==(const Resources&) const = default;
+};
+
+/// A host's limits: its CPUs and memory from libvirt with the configured overcommit and
+/// reserve, and max_instances (instances 0: no limit).
+Resources limits_of(const hypervisor::HostCapacity& host, const CapacityConfig& config);
+
+/// Does `used` plus `wanted` stay within `limit`?
+bool fits(const Resources& used, const Resources& wanted, const Resources& limit);
+
+/// `limit` minus `used`, each floored at 0 (instances: 0 when there is no instance limit).
+Resources free_of(const Resources& used, const Resources& limit);
+
+/// What placement needs to know of this host, in one answer.
+struct CapacityReport {
+  hypervisor::HostCapacity host;
+  Resources limit;
+  /// Every instance the agent holds, of any controller, and the creates under way.
+  Resources used;
+  bool draining = false;
+  /// The agent's domains by power state (running, shutoff, ...).
+  std::map<std::string, std::size_t> by_state;
+};
+
+/// Creates under way, counted against the host until their domain exists. A create reserves
+/// its flavor's resources, atomically with reading what the existing domains use, so two
+/// creates can never both take the last slot.
+class CapacityLedger {
+ public:
+  /// Releases its reservation when destroyed.
+  class Hold {
+   public:
+    Hold(CapacityLedger& ledger, Resources held) : ledger_(&ledger), held_(held) {}
+    Hold(Hold&& other) noexcept : ledger_(other.ledger_), held_(other.held_) {
+      other.ledger_ = nullptr;
+    }
+    Hold(const Hold&) = delete;
+    Hold& operator=(const Hold&) = delete;
+    Hold& operator=(Hold&&) = delete;
+    ~Hold();
+
+   private:
+    CapacityLedger* ledger_;
+    Resources held_;
+  };
+
+  /// `used_by_domains` reads what the host's existing domains take; it runs under the ledger's
+  /// lock, so a create that finishes meanwhile is counted once, as a domain or as a hold.
+  /// Nothing when `wanted` does not fit in `limit`.
+  std::optional<Hold> reserve(const std::function<Resources()>& used_by_domains,
+                              const Resources& wanted, const Resources& limit);
+  Resources pending() const;
+
+ private:
+  void release(const Resources& held);
+
+  mutable std::mutex mutex_;
+  Resources pending_;
+};
+
+/// The operator's runtime draining switch, kept across restarts as a file in the state
+/// directory (a host emptied for maintenance must not take creates after a crash).
+class DrainSwitch {
+ public:
+  /// Throws std::filesystem::filesystem_error when the marker cannot be read.
+  explicit DrainSwitch(std::filesystem::path marker);
+  bool on() const;
+  /// Throws std::filesystem::filesystem_error (and changes nothing) when it cannot be kept.
+  void set(bool draining);
+
+ private:
+  std::filesystem::path marker_;
+  mutable std::mutex mutex_;
+  bool on_ = false;
+};
+
+}  // namespace garm_edge::agent

@@ -1,0 +1,87 @@
+#include "provider/agent_client.hpp"
+
+#include <sys/stat.h>
+
+#include <nlohmann/json.hpp>
+
+#include "common/hex.hpp"
+#include "wire/json_fields.hpp"
+
+namespace garm_edge::provider {
+
+net::HttpsResponse AgentClient::call(
+    const std::string& method, const std::string& path, const std::string& body, CallKind kind,
+    std::optional<std::chrono::steady_clock::time_point> deadline) {
+  const auto where = "agent " + endpoint_.name + " (" + endpoint_.url + "): ";
+  try {
+    net::HttpsClientOptions options;
+    options.connect_timeout = config_.connect_timeout;
+    options.request_timeout =
+        kind == CallKind::create ? config_.create_timeout : config_.request_timeout;
+    options.deadline = deadline;
+    if (!config_.session_dir.empty()) {
+      // Private to garm's user; a directory that cannot be made just means full handshakes.
+      ::mkdir(config_.session_dir.c_str(), 0700);
+      options.session_file = config_.session_dir / (endpoint_.name + ".tls-session");
+    }
+    return net::HttpsClient(net::parse_https_url(endpoint_.url), tls(), options)
+        .request(method, path, body);
+  } catch (const net::HttpsError& e) {
+    throw net::HttpsError(where + e.what(), e.request_sent());
+  } catch (const std::exception& e) {  // certificates that cannot be loaded
+    throw net::HttpsError(where + e.what(), false);
+  }
+}
+
+std::shared_ptr<const net::TlsConfig> AgentClient::tls() {
+  const std::lock_guard lock(tls_mutex_);
+  if (!tls_) {
+    tls_ = net::TlsConfig::load(net::TlsConfig::Role::client, {.ca = endpoint_.ca,
+                                                               .crl = "",
+                                                               .certificate = endpoint_.certificate,
+                                                               .key = endpoint_.key});
+  }
+  return tls_;
+}
+
+std::string AgentClient::describe(const net::HttpsResponse& response) const {
+  std::string message = "HTTP " + std::to_string(response.status);
+  try {
+    const auto body = wire::parse_json_text(response.body, "agent answer");
+    if (body.is_object()) {
+      message = body.value("message", message) + " (" + body.value("code", std::string("error")) +
+                ", HTTP " + std::to_string(response.status) + ")";
+    }
+  } catch (const std::exception&) {
+  }
+  return "agent " + endpoint_.name + ": " + message;
+}
+
+std::string error_code_of(const net::HttpsResponse& response) {
+  try {
+    const auto body = wire::parse_json_text(response.body, "agent answer");
+    if (body.is_object() && body.contains("code") && body["code"].is_string()) {
+      return body["code"].get<std::string>();
+    }
+  } catch (const std::exception&) {
+  }
+  return "";
+}
+
+std::string percent_encode(const std::string& segment) {
+  std::string out;
+  for (const char c : segment) {
+    const auto byte = static_cast<unsigned char>(c);
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                       c == '-' || c == '.' || c == '_' || c == '~';
+    if (plain) {
+      out += c;
+    } else {
+      out += '%';
+      append_hex(out, byte, HexCase::upper);  // RFC 3986 2.1
+    }
+  }
+  return out;
+}
+
+}  // namespace garm_edge::provider

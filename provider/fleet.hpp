@@ -1,0 +1,59 @@
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "net/https_client.hpp"
+#include "provider/agent_client.hpp"
+#include "provider/provider_config.hpp"
+#include "wire/agent_capacity.hpp"
+
+namespace garm_edge::provider {
+
+/// One agent's answer to a fanned-out call, or why there was none.
+struct AgentReply {
+  std::optional<net::HttpsResponse> response;
+  std::string error;         // set when there is no response: the agent's name and what failed
+  bool request_sent = true;  // false: nothing reached the agent
+
+  bool answered(int status) const { return response && response->status == status; }
+};
+
+/// Every agent of the provider's config, each asked in its own thread when a command needs
+/// more than one of them.
+class Fleet {
+ public:
+  explicit Fleet(const ProviderConfig& config);
+
+  std::vector<std::unique_ptr<AgentClient>>& agents() { return agents_; }
+  AgentClient* find(const std::string& name);
+
+  /// Runs `call` on every agent at once; the replies in config order. A call that throws
+  /// net::HttpsError becomes a reply without a response.
+  std::vector<AgentReply> ask_all(const std::function<net::HttpsResponse(AgentClient&)>& call);
+
+  /// One request to every agent at once, each with the same `kind` of deadline.
+  std::vector<AgentReply> request_all(const std::string& method, const std::string& path,
+                                      CallKind kind);
+
+  /// Every agent's capacity, asked at once under the probe deadline: nothing (and the reason)
+  /// for an agent that did not answer in time or answered something unusable.
+  struct CapacityProbe {
+    std::optional<wire::AgentCapacity> capacity;
+    std::string error;
+  };
+  std::vector<CapacityProbe> probe_capacity(std::chrono::steady_clock::time_point deadline);
+
+ private:
+  std::vector<std::unique_ptr<AgentClient>> agents_;
+};
+
+/// The reply of one agent to a call, turning net::HttpsError into an error reply.
+AgentReply reply_of(const std::function<net::HttpsResponse()>& call);
+
+}  // namespace garm_edge::provider

@@ -1,0 +1,115 @@
+#include "provider/placement.hpp"
+
+#include <algorithm>
+
+#include "common/text.hpp"
+#include "wire/error.hpp"
+
+namespace garm_edge::provider {
+namespace {
+
+std::string resources_text(std::uint64_t vcpus, std::uint64_t memory_mib) {
+  return std::to_string(vcpus) + " vCPUs, " + std::to_string(memory_mib) + " MiB";
+}
+
+/// Why `capacity` cannot take `request`; nothing when it can.
+std::optional<std::string> unfit_reason(const PlacementRequest& request, const AgentEndpoint& agent,
+                                        const wire::AgentCapacity& capacity) {
+  if (capacity.draining) {
+    return "draining";
+  }
+  for (const auto& label : request.labels) {
+    if (std::find(agent.labels.begin(), agent.labels.end(), label) == agent.labels.end()) {
+      return "no label \"" + printable_excerpt(label) + "\"";
+    }
+  }
+  const auto* image = capacity.find_image(request.image);
+  if (image == nullptr) {
+    return "no image \"" + printable_excerpt(request.image) + "\"";
+  }
+  if (request.arch && image->arch != request.arch) {
+    return "image \"" + image->name + "\" is " +
+           std::string(image->arch ? wire::to_string(*image->arch) : "of no arch") + ", not " +
+           std::string(wire::to_string(*request.arch));
+  }
+  if (request.os_type && image->os_type != request.os_type) {
+    return "image \"" + image->name + "\" is not " + std::string(wire::to_string(*request.os_type));
+  }
+  const auto* flavor = capacity.find_flavor(request.flavor);
+  if (flavor == nullptr) {
+    return "no flavor \"" + printable_excerpt(request.flavor) + "\"";
+  }
+  const auto& free = capacity.free;
+  const bool instance_slot = capacity.limit.instances == 0 || free.instances >= 1;
+  if (flavor->vcpus > free.vcpus || flavor->memory_mib > free.memory_mib || !instance_slot) {
+    return "no capacity: flavor " + flavor->name + " needs " +
+           resources_text(flavor->vcpus, flavor->memory_mib) + ", free " +
+           resources_text(free.vcpus, free.memory_mib) +
+           (instance_slot
+                ? std::string()
+                : ", no instance slot left of " + std::to_string(capacity.limit.instances));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+PlacementRequest placement_request_for(const wire::BootstrapInstance& bootstrap) {
+  PlacementRequest request{.image = bootstrap.image,
+                           .flavor = bootstrap.flavor,
+                           .arch = bootstrap.arch,
+                           .os_type = bootstrap.os_type,
+                           .labels = {}};
+  if (!bootstrap.extra_specs || !bootstrap.extra_specs->is_object()) {
+    return request;
+  }
+  const auto labels = bootstrap.extra_specs->find("agent_labels");
+  if (labels == bootstrap.extra_specs->end() || labels->is_null()) {
+    return request;
+  }
+  if (!labels->is_array()) {
+    throw wire::WireError("extra_specs.agent_labels", "expected a list of strings");
+  }
+  for (const auto& label : *labels) {
+    if (!label.is_string()) {
+      throw wire::WireError("extra_specs.agent_labels", "expected a list of strings");
+    }
+    request.labels.push_back(label.get<std::string>());
+  }
+  return request;
+}
+
+PlacementPlan plan_placement(const PlacementRequest& request,
+                             const std::vector<PlacementInput>& inputs, Placement policy) {
+  PlacementPlan plan;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const auto& input = inputs[i];
+    if (!input.capacity) {
+      plan.skipped.push_back({input.agent->name, "unreachable: " + input.error});
+    } else if (const auto reason = unfit_reason(request, *input.agent, *input.capacity)) {
+      plan.skipped.push_back({input.agent->name, *reason});
+    } else {
+      plan.order.push_back(i);
+    }
+  }
+  const auto spread_score = [&inputs](std::size_t i) {
+    return static_cast<double>(inputs[i].capacity->free.memory_mib) * inputs[i].agent->weight;
+  };
+  std::stable_sort(plan.order.begin(), plan.order.end(), [&](std::size_t a, std::size_t b) {
+    if (policy == Placement::spread) {
+      return spread_score(a) > spread_score(b);
+    }
+    return inputs[a].agent->weight > inputs[b].agent->weight;
+  });
+  return plan;
+}
+
+std::string describe_skipped(const std::vector<SkippedAgent>& skipped) {
+  std::string text;
+  for (const auto& agent : skipped) {
+    text += "\n  " + agent.agent + ": " + agent.reason;
+  }
+  return text;
+}
+
+}  // namespace garm_edge::provider

@@ -1,0 +1,53 @@
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "provider/provider_config.hpp"
+#include "wire/agent_capacity.hpp"
+#include "wire/bootstrap.hpp"
+
+namespace garm_edge::provider {
+
+/// What an instance needs of the agent that takes it.
+struct PlacementRequest {
+  std::string image;
+  std::string flavor;
+  std::optional<wire::OsArch> arch;
+  std::optional<wire::OsType> os_type;
+  std::vector<std::string> labels;  // the pool's extra spec agent_labels: all are needed
+};
+
+/// From garm's bootstrap; throws wire::WireError when agent_labels is not a list of strings.
+PlacementRequest placement_request_for(const wire::BootstrapInstance& bootstrap);
+
+/// One agent as placement sees it: its config entry and its capacity answer, or why there is
+/// none.
+struct PlacementInput {
+  const AgentEndpoint* agent = nullptr;
+  std::optional<wire::AgentCapacity> capacity;
+  std::string error;
+};
+
+struct SkippedAgent {
+  std::string agent;
+  std::string reason;  // unreachable: ..., draining, no image ..., no capacity: ...
+};
+
+struct PlacementPlan {
+  std::vector<std::size_t> order;  // indexes into the inputs, best first
+  std::vector<SkippedAgent> skipped;
+};
+
+/// The agents that can take the instance, ordered by `policy`: spread takes the most free
+/// memory times weight/100 first, pack the highest weight and then config order; ties go to
+/// config order. Every other agent is skipped with its reason.
+PlacementPlan plan_placement(const PlacementRequest& request,
+                             const std::vector<PlacementInput>& inputs, Placement policy);
+
+/// "rack1: no capacity: ..." one line per skipped agent.
+std::string describe_skipped(const std::vector<SkippedAgent>& skipped);
+
+}  // namespace garm_edge::provider

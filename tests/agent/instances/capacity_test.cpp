@@ -1,0 +1,154 @@
+// The agent declares and enforces its host's capacity (libvirt's CPUs and memory, overcommit,
+// reserve, max_instances), counts every instance and every create under way, and refuses what
+// does not fit with no_capacity; a draining agent refuses creates and serves everything else.
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "integration/test_support.hpp"
+#include "support/service_error_matcher.hpp"
+
+using namespace garm_edge;
+using namespace garm_edge::testing;
+using agent::ServiceError;
+
+namespace {
+
+/// The lifecycle fixture's host has 8 CPUs and 32 GiB; "small" takes 2 vCPUs and 2 GiB.
+Host host_with(const agent::CapacityConfig& capacity, bool draining = false) {
+  return Host("lifecycle.xml", [&](agent::AgentConfig& config) {
+    config.capacity = capacity;
+    config.draining = draining;
+  });
+}
+
+/// Room for every test's instances, for tests about something else than the limits.
+constexpr agent::CapacityConfig kRoomy{
+    .cpu_overcommit = 100, .memory_overcommit = 100, .reserved_memory_mib = 0, .max_instances = 0};
+
+std::string name_of(int i) {
+  return "garm-cap" + std::to_string(100 + i);
+}
+
+}  // namespace
+
+TEST_CASE("creates beyond the host's vCPUs times overcommit are refused with no_capacity",
+          "[capacity]") {
+  auto host = host_with({.cpu_overcommit = 1.0,
+                         .memory_overcommit = 1.0,
+                         .reserved_memory_mib = 1024,
+                         .max_instances = 0});
+  auto service = host.service();
+  auto report = service->capacity();
+  CHECK(report.host.cpus == 8);
+  CHECK(report.host.memory_mib == 32768);
+  CHECK(report.host.machine == "x86_64");
+  CHECK(report.limit == agent::Resources{.vcpus = 8, .memory_mib = 31744, .instances = 0});
+  for (int i = 0; i < 4; ++i) {
+    service->create(kControllerId, bootstrap_for(name_of(i)));
+  }
+  CHECK_THROWS_MATCHES(service->create(kControllerId, bootstrap_for(name_of(4))), ServiceError,
+                       has_code(ServiceError::Code::no_capacity));
+  CHECK(host.holds_nothing_of(kController, name_of(4)));
+  CHECK_THAT(host.log.lines().back(), Catch::Contains("8 of 8 vCPUs"));
+  // garm's retry of a create that finished is not a new instance: it is answered, full or not.
+  CHECK(service->create(kControllerId, bootstrap_for(name_of(3))).name == name_of(3));
+  // Every controller's instances take room on the host.
+  report = service->capacity();
+  CHECK(report.used == agent::Resources{.vcpus = 8, .memory_mib = 8192, .instances = 4});
+  CHECK(agent::free_of(report.used, report.limit).vcpus == 0);
+  CHECK(report.by_state.at("running") == 4);
+
+  CHECK_THROWS_MATCHES(service->create(kOtherControllerId, bootstrap_for(name_of(5))), ServiceError,
+                       has_code(ServiceError::Code::no_capacity));
+  service->remove(kControllerId, instance_ref(name_of(0)));
+  CHECK(service->create(kOtherControllerId, bootstrap_for(name_of(5))).name == name_of(5));
+}
+
+TEST_CASE("memory after the reserve, and max_instances, bound the host too", "[capacity]") {
+  SECTION("memory") {
+    auto host = host_with({.cpu_overcommit = 100,
+                           .memory_overcommit = 1.0,
+                           .reserved_memory_mib = 32768 - 5000,
+                           .max_instances = 0});
+    auto service = host.service();
+    service->create(kControllerId, bootstrap_for(name_of(0)));
+    service->create(kControllerId, bootstrap_for(name_of(1)));
+    CHECK_THROWS_MATCHES(service->create(kControllerId, bootstrap_for(name_of(2))), ServiceError,
+                         has_code(ServiceError::Code::no_capacity));
+  }
+  SECTION("max_instances") {
+    auto host = host_with({.cpu_overcommit = 100,
+                           .memory_overcommit = 100,
+                           .reserved_memory_mib = 0,
+                           .max_instances = 1});
+    auto service = host.service();
+    service->create(kControllerId, bootstrap_for(name_of(0)));
+    CHECK_THROWS_MATCHES(service->create(kControllerId, bootstrap_for(name_of(1))), ServiceError,
+                         has_code(ServiceError::Code::no_capacity));
+    CHECK(service->capacity().limit.instances == 1);
+  }
+}
+
+TEST_CASE("parallel creates never take more than the host's last slots", "[capacity]") {
+  auto host = host_with({.cpu_overcommit = 1.0,
+                         .memory_overcommit = 100,
+                         .reserved_memory_mib = 0,
+                         .max_instances = 0});
+  auto service = host.service();
+  std::atomic<int> created{0};
+  std::atomic<int> refused{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 16; ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        service->create(kControllerId, bootstrap_for(name_of(i)));
+        ++created;
+      } catch (const ServiceError& e) {
+        if (e.code() == ServiceError::Code::no_capacity) {
+          ++refused;
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  CHECK(created == 4);
+  CHECK(refused == 12);
+  CHECK(host.tagged_domain_count() == 4);
+  CHECK(service->capacity().used.vcpus == 8);  // no hold left over
+}
+
+TEST_CASE("a draining agent refuses creates, serves the rest, and stays draining after a restart",
+          "[capacity]") {
+  auto host = host_with(kRoomy);
+  auto service = host.service();
+  service->create(kControllerId, bootstrap_for(name_of(0)));
+  service->set_draining(true);
+  CHECK(service->capacity().draining);
+  CHECK_THROWS_MATCHES(service->create(kControllerId, bootstrap_for(name_of(1))), ServiceError,
+                       has_code(ServiceError::Code::draining));
+  CHECK(host.holds_nothing_of(kController, name_of(1)));
+  CHECK(service->create(kControllerId, bootstrap_for(name_of(0))).name == name_of(0));
+  CHECK(service->get(kControllerId, instance_ref(name_of(0))));
+  CHECK(service->list(kControllerId, pool_id(kPool)).size() == 1);
+
+  auto restarted = host.service();
+  CHECK(restarted->draining());
+  CHECK(restarted->remove(kControllerId, instance_ref(name_of(0))));
+  restarted->set_draining(false);
+  CHECK(restarted->create(kControllerId, bootstrap_for(name_of(1))).name == name_of(1));
+  CHECK_FALSE(host.service()->draining());
+}
+
+TEST_CASE("draining = true in agent.toml cannot be switched off at runtime", "[capacity]") {
+  auto host = host_with({}, true);
+  auto service = host.service();
+  service->set_draining(false);
+  CHECK(service->draining());
+  CHECK_THROWS_MATCHES(service->create(kControllerId, bootstrap_for(name_of(0))), ServiceError,
+                       has_code(ServiceError::Code::draining));
+}

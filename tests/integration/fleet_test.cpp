@@ -1,0 +1,309 @@
+// One garm provider entry over a fleet of agents, each on its own test driver, with
+// garm-provider-edge run exactly as garm runs it: placement (spread, pack, arch, labels,
+// capacity), idempotent retries across agents, agents that die or never answer, and the fleet
+// view.
+#include <chrono>
+#include <fstream>
+#include <future>
+#include <map>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "integration/api_server.hpp"
+#include "wire/json_fields.hpp"
+#include "wire/provider_instance.hpp"
+
+using namespace garm_edge;
+using namespace garm_edge::testing;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+const std::string kProvider = GARM_PROVIDER_EDGE_BIN;
+
+/// Accepts TCP connections (the kernel does, from the backlog) and never says a word: a host
+/// whose agent hangs, or a black-holed route that still completes handshakes.
+class BlackHole {
+ public:
+  BlackHole() : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    REQUIRE(::bind(fd_.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+    REQUIRE(::listen(fd_.get(), 128) == 0);
+    REQUIRE(::getsockname(fd_.get(), reinterpret_cast<sockaddr*>(&address), &length) == 0);
+    port_ = ntohs(address.sin_port);
+  }
+  std::uint16_t port() const { return port_; }
+
+ private:
+  UniqueFd fd_;
+  std::uint16_t port_ = 0;
+};
+
+/// An agent as the provider config names it: a live ApiServer, or a black hole.
+struct FleetMember {
+  std::string name;
+  ApiServer* server = nullptr;
+  const BlackHole* hole = nullptr;
+  unsigned weight = 100;
+  std::vector<std::string> labels = {};
+};
+
+/// garm-provider-edge configured for a fleet, run as garm runs it.
+class FleetGarm {
+ public:
+  FleetGarm(const std::vector<FleetMember>& members, const std::string& placement = "spread") {
+    std::ofstream config(config_ = dir_.path() / "provider.toml");
+    config << "placement = \"" << placement << "\"\n"
+           << "session_dir = \"" << (dir_.path() / "sessions").string()
+           << "\"\n"
+           // Short, so the black hole costs seconds: probes 2 s, everything else 3 s.
+           << "[timeouts]\nprobe_seconds = 2\nrequest_seconds = 3\ncreate_seconds = 3\n";
+    for (const auto& member : members) {
+      // A black hole has no PKI of its own: any member's will do, it never gets that far.
+      const auto& pki = (member.server ? member.server : members.front().server)->pki();
+      const auto port = member.server ? member.server->port() : member.hole->port();
+      config << "[[agents]]\nname = \"" << member.name << "\"\nurl = \"https://localhost:" << port
+             << "\"\nca = \"" << (pki / "ca.crt").string() << "\"\n"
+             << "certificate = \"" << (pki / "clients/garm.crt").string() << "\"\n"
+             << "key = \"" << (pki / "clients/garm.key").string() << "\"\n"
+             << "weight = " << member.weight << "\nlabels = [";
+      for (std::size_t i = 0; i < member.labels.size(); ++i) {
+        config << (i ? ", " : "") << "\"" << member.labels[i] << "\"";
+      }
+      config << "]\n";
+    }
+  }
+
+  ProcessResult run(const std::string& command, std::map<std::string, std::string> extra = {},
+                    const std::string& input = "") const {
+    extra["GARM_COMMAND"] = command;
+    extra["GARM_CONTROLLER_ID"] = kController;
+    extra["GARM_PROVIDER_CONFIG_FILE"] = config_.string();
+    extra["GARM_INTERFACE_VERSION"] = "v0.1.0";
+    return run_like_garm(kProvider, extra, input);
+  }
+
+  ProcessResult create(const std::string& name, const std::string& arch = "amd64",
+                       const json& extra_specs = json::object()) const {
+    auto bootstrap = bootstrap_for(name);
+    bootstrap.arch = wire::parse_enum<wire::OsArch>(arch);
+    bootstrap.extra_specs = extra_specs;
+    return run("CreateInstance", {{"GARM_POOL_ID", kPool}},
+               wire::to_go_json_text(wire::to_json(bootstrap)));
+  }
+
+  ProcessResult list() const { return run("ListInstances", {{"GARM_POOL_ID", kPool}}); }
+
+  ProcessResult status(const std::string& extra = "") const {
+    std::vector<std::string> args = {"status", "--config", config_.string()};
+    if (!extra.empty()) {
+      args.push_back(extra);
+    }
+    return run_program(kProvider, args);
+  }
+
+ private:
+  TempDir dir_;
+  std::filesystem::path config_;
+};
+
+/// The agent a successful create or get put the instance on (its provider ID's prefix).
+std::string agent_of(const ProcessResult& result) {
+  INFO("exit " << result.exit_code << ", stderr: " << result.err);
+  REQUIRE(result.exit_code == 0);
+  const auto id = json::parse(result.out).at("provider_id").get<std::string>();
+  return id.substr(0, id.rfind(':'));
+}
+
+/// An amd64 agent whose host keeps all but `free_mib` of its 32 GiB for itself.
+ApiServer amd64_agent(std::uint64_t free_mib, std::size_t max_instances = 0) {
+  return ApiServer("api.xml", [=](agent::AgentConfig& config) {
+    config.images.resize(1);  // debian-12, amd64
+    config.capacity = {.cpu_overcommit = 100,
+                       .memory_overcommit = 1.0,
+                       .reserved_memory_mib = 32768 - free_mib,
+                       .max_instances = max_instances};
+  });
+}
+
+/// An arm64 host offering debian-12 built for arm64 only.
+ApiServer arm64_agent() {
+  return ApiServer("fleet-arm.xml", [](agent::AgentConfig& config) {
+    config.images = {debian_image("debian-12", "debian-12.qcow2")};
+    config.images.front().arch = wire::OsArch::arm64;
+    config.capacity = {.cpu_overcommit = 100,
+                       .memory_overcommit = 1.0,
+                       .reserved_memory_mib = 0,
+                       .max_instances = 0};
+  });
+}
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace
+
+TEST_CASE(
+    "fleet: spread follows free memory, arch picks the arm64 host, retries find the "
+    "instance wherever it is",
+    "[fleet]") {
+  auto big = amd64_agent(12288);
+  auto small = amd64_agent(8192);
+  auto other = amd64_agent(4096);
+  auto arm = arm64_agent();
+  const FleetGarm garm({{.name = "big", .server = &big},
+                        {.name = "small", .server = &small},
+                        {.name = "other", .server = &other},
+                        {.name = "arm", .server = &arm}});
+  // 12288, 8192, 4096 MiB free; each instance takes 2048. Spread takes the most free each time
+  // (ties in config order): big, big, then big and small alternate down to 4096 each...
+  std::vector<std::string> placed;
+  for (int i = 0; i < 6; ++i) {
+    placed.push_back(agent_of(garm.create("garm-spread0" + std::to_string(i))));
+  }
+  CHECK(placed == std::vector<std::string>{"big", "big", "big", "small", "big", "small"});
+  // ...and an arm64 runner only ever lands on the arm64 host, with the most free memory or not.
+  CHECK(agent_of(garm.create("garm-arm01", "arm64")) == "arm");
+
+  // garm retries a create with the same name: the instance on `small` is the answer, although
+  // spread would choose `big` now (4096 MiB free on each, `big` first in the config).
+  const auto first =
+      json::parse(garm.run("GetInstance", {{"GARM_INSTANCE_ID", "garm-spread03"}}).out);
+  const auto retry = garm.create("garm-spread03");
+  CHECK(agent_of(retry) == "small");
+  CHECK(json::parse(retry.out).at("provider_id") == first.at("provider_id"));
+
+  const auto list = garm.list();
+  REQUIRE(list.exit_code == 0);
+  CHECK(json::parse(list.out).size() == 7);
+}
+
+TEST_CASE(
+    "fleet: pack fills the heaviest host first, capacity refusals fall through to the "
+    "next, and labels pick hosts",
+    "[fleet]") {
+  auto first = amd64_agent(32768, 3);
+  auto second = amd64_agent(32768);
+  auto gpu = amd64_agent(4096);
+  const FleetGarm garm({{.name = "first", .server = &first, .weight = 500},
+                        {.name = "second", .server = &second},
+                        {.name = "gpu", .server = &gpu, .weight = 10, .labels = {"gpu"}}},
+                       "pack");
+  // A burst of creates at once: probes all see `first` free, first takes 3 and refuses the
+  // rest with no_capacity, which the provider takes as "try the next agent".
+  std::vector<std::future<ProcessResult>> burst;
+  for (int i = 0; i < 8; ++i) {
+    burst.push_back(std::async(std::launch::async,
+                               [&, i] { return garm.create("garm-pack0" + std::to_string(i)); }));
+  }
+  std::map<std::string, int> per_agent;
+  for (auto& create : burst) {
+    ++per_agent[agent_of(create.get())];
+  }
+  CHECK(per_agent["first"] == 3);
+  CHECK(per_agent["second"] == 5);
+  CHECK(per_agent.count("gpu") == 0);
+
+  CHECK(agent_of(garm.create("garm-gpu01", "amd64", {{"agent_labels", {"gpu"}}})) == "gpu");
+  CHECK(agent_of(garm.create("garm-gpu02", "amd64", {{"agent_labels", {"gpu"}}})) == "gpu");
+  // The only host with the label is full: a loud failure naming why each agent was skipped.
+  const auto full = garm.create("garm-gpu03", "amd64", {{"agent_labels", {"gpu"}}});
+  CHECK(full.exit_code == 1);
+  CHECK(full.out.empty());
+  CHECK_THAT(full.err,
+             Catch::Contains("no agent can take instance garm-gpu03") &&
+                 Catch::Contains("first: no label \"gpu\"") &&
+                 Catch::Contains("gpu: no capacity: flavor small needs 2 vCPUs, 2048 MiB"));
+}
+
+TEST_CASE(
+    "fleet: a dead agent and a black-holed one do not hold creates, and make lists and "
+    "lookups fail loudly",
+    "[fleet]") {
+  auto alive = amd64_agent(32768);
+  auto doomed = amd64_agent(32768);
+  auto arm = arm64_agent();
+  const BlackHole hole;
+  const FleetGarm garm({{.name = "alive", .server = &alive},
+                        {.name = "doomed", .server = &doomed, .weight = 1000},
+                        {.name = "arm", .server = &arm},
+                        {.name = "hole", .hole = &hole}},
+                       "pack");
+  const auto on_doomed = agent_of(garm.create("garm-dead01"));
+  CHECK(on_doomed == "doomed");
+  const auto doomed_id =
+      json::parse(garm.run("GetInstance", {{"GARM_INSTANCE_ID", "garm-dead01"}}).out)
+          .at("provider_id")
+          .get<std::string>();
+
+  doomed.stop();
+  const auto started = Clock::now();
+  const auto create = garm.create("garm-dead02");
+  const auto create_seconds = seconds_since(started);
+  CHECK(agent_of(create) == "alive");
+  CHECK(create_seconds < 4.0);  // the 2 s probe deadline, not the black hole's silence
+  UNSCOPED_INFO("create beside a dead and a black-holed agent took " << create_seconds << " s");
+
+  // garm must never get a partial list: it would take the dead host's runners for gone ones.
+  const auto list = garm.list();
+  CHECK(list.exit_code == 1);
+  CHECK(list.out.empty());
+  CHECK_THAT(list.err, Catch::Contains("ListInstances: not every agent answered") &&
+                           Catch::Contains("agent doomed") && Catch::Contains("agent hole"));
+  // An instance on a dead host is not gone: not exit code 30, by provider ID or by name.
+  CHECK(garm.run("GetInstance", {{"GARM_INSTANCE_ID", doomed_id}}).exit_code == 1);
+  CHECK(garm.run("GetInstance", {{"GARM_INSTANCE_ID", "garm-dead01"}}).exit_code == 1);
+  CHECK(garm.run("DeleteInstance", {{"GARM_INSTANCE_ID", "garm-dead01"}}).exit_code == 1);
+  // An instance on a live host is found by name while others are down.
+  CHECK(agent_of(garm.run("GetInstance", {{"GARM_INSTANCE_ID", "garm-dead02"}})) == "alive");
+  const auto removed = garm.run("RemoveAllInstances");
+  CHECK(removed.exit_code == 1);
+  CHECK_THAT(removed.err, Catch::Contains("agent doomed") && !Catch::Contains("agent alive"));
+
+  // Only the arm64 host takes an arm64 runner; once it drains, nobody can: one line per
+  // agent, each with its reason.
+  CHECK(agent_of(garm.create("garm-dead03", "arm64")) == "arm");
+  arm.service().set_draining(true);
+  const auto refused = garm.create("garm-dead04", "arm64");
+  CHECK(refused.exit_code == 1);
+  CHECK_THAT(refused.err, Catch::Contains("alive: image \"debian-12\" is amd64, not arm64") &&
+                              Catch::Contains("doomed: unreachable") &&
+                              Catch::Contains("arm: draining") &&
+                              Catch::Contains("hole: unreachable"));
+}
+
+TEST_CASE("fleet: the status view shows every agent, and --json is for scripts", "[fleet]") {
+  auto alive = amd64_agent(8192);
+  auto arm = arm64_agent();
+  const BlackHole hole;
+  const FleetGarm garm({{.name = "alive", .server = &alive},
+                        {.name = "arm", .server = &arm},
+                        {.name = "hole", .hole = &hole}});
+  REQUIRE(agent_of(garm.create("garm-view01")) == "alive");
+
+  const auto text = garm.status();
+  INFO(text.out << text.err);
+  CHECK(text.exit_code == 1);  // one agent did not answer
+  CHECK_THAT(text.out, Catch::Contains("AGENT") && Catch::Contains("alive") &&
+                           Catch::Contains("6144/8192") && Catch::Contains("running=1") &&
+                           Catch::Contains("aarch64") && Catch::Contains("debian-12/arm64"));
+  CHECK_THAT(text.out, Catch::Matches("(.|\n)*hole +error +agent hole(.|\n)*"));
+
+  const auto report = json::parse(garm.status("--json").out);
+  REQUIRE(report.size() == 3);
+  CHECK(report[0].at("reachable") == true);
+  CHECK(report[0].at("capacity").at("free").at("memory_mib") == 6144);
+  CHECK(report[1].at("capacity").at("machine") == "aarch64");
+  CHECK(report[2].at("reachable") == false);
+  CHECK(report[2].at("error").get<std::string>().find("hole") != std::string::npos);
+
+  CHECK(run_program(kProvider, {"status"}).exit_code == 2);
+}

@@ -1,0 +1,177 @@
+#include "provider/placement.hpp"
+
+#include <catch2/catch.hpp>
+
+#include "wire/agent_capacity.hpp"
+
+using namespace garm_edge;
+using namespace garm_edge::provider;
+
+namespace {
+
+AgentEndpoint endpoint(const std::string& name, unsigned weight = 100,
+                       std::vector<std::string> labels = {}) {
+  return {.name = name,
+          .url = "https://" + name + ":8443",
+          .ca = "/ca",
+          .certificate = "/crt",
+          .key = "/key",
+          .weight = weight,
+          .labels = std::move(labels)};
+}
+
+/// An agent with debian-12 (amd64) and a 2 vCPU / 2048 MiB flavor, and `free` memory left.
+wire::AgentCapacity capacity(std::uint64_t free_memory_mib, std::uint64_t free_vcpus = 16,
+                             wire::OsArch arch = wire::OsArch::amd64) {
+  wire::AgentCapacity c;
+  c.limit = {.vcpus = 32, .memory_mib = 65536, .instances = 0};
+  c.free = {.vcpus = free_vcpus, .memory_mib = free_memory_mib, .instances = 0};
+  c.images = {{.name = "debian-12",
+               .os_type = wire::OsType::linux,
+               .os_name = "debian",
+               .os_version = "12",
+               .arch = arch}};
+  c.flavors = {{.name = "small", .vcpus = 2, .memory_mib = 2048, .disk_gib = 20}};
+  return c;
+}
+
+PlacementRequest small_debian(std::optional<wire::OsArch> arch = wire::OsArch::amd64) {
+  return {.image = "debian-12",
+          .flavor = "small",
+          .arch = arch,
+          .os_type = wire::OsType::linux,
+          .labels = {}};
+}
+
+std::vector<std::string> names(const PlacementPlan& plan, const std::vector<PlacementInput>& in) {
+  std::vector<std::string> out;
+  for (const auto index : plan.order) {
+    out.push_back(in[index].agent->name);
+  }
+  return out;
+}
+
+std::string reason_of(const PlacementPlan& plan, const std::string& agent) {
+  for (const auto& skipped : plan.skipped) {
+    if (skipped.agent == agent) {
+      return skipped.reason;
+    }
+  }
+  return "(not skipped)";
+}
+
+}  // namespace
+
+TEST_CASE("spread puts the instance where the most memory is free, ties in config order",
+          "[placement]") {
+  const auto a = endpoint("a");
+  const auto b = endpoint("b");
+  const auto c = endpoint("c");
+  const std::vector<PlacementInput> inputs = {
+      {&a, capacity(8192), ""}, {&b, capacity(30000), ""}, {&c, capacity(8192), ""}};
+  const auto plan = plan_placement(small_debian(), inputs, Placement::spread);
+  CHECK(names(plan, inputs) == std::vector<std::string>{"b", "a", "c"});
+  CHECK(plan.skipped.empty());
+}
+
+TEST_CASE("pack fills the highest weight first, then config order, whatever is free",
+          "[placement]") {
+  const auto a = endpoint("a", 100);
+  const auto b = endpoint("b", 100);
+  const auto c = endpoint("c", 500);
+  const std::vector<PlacementInput> inputs = {
+      {&a, capacity(2048), ""}, {&b, capacity(60000), ""}, {&c, capacity(4096), ""}};
+  CHECK(names(plan_placement(small_debian(), inputs, Placement::pack), inputs) ==
+        std::vector<std::string>{"c", "a", "b"});
+}
+
+TEST_CASE("spread scales free memory by weight", "[placement]") {
+  const auto light = endpoint("light", 50);
+  const auto heavy = endpoint("heavy", 200);
+  const std::vector<PlacementInput> inputs = {{&light, capacity(20000), ""},
+                                              {&heavy, capacity(8000), ""}};
+  CHECK(names(plan_placement(small_debian(), inputs, Placement::spread), inputs) ==
+        std::vector<std::string>{"heavy", "light"});
+}
+
+TEST_CASE("every agent that cannot take the instance is skipped with its reason", "[placement]") {
+  const auto down = endpoint("down");
+  const auto draining = endpoint("draining");
+  const auto arm = endpoint("arm");
+  const auto full = endpoint("full");
+  const auto noflavor = endpoint("noflavor");
+  const auto slots = endpoint("slots");
+  const auto fits = endpoint("fits");
+  auto draining_capacity = capacity(30000);
+  draining_capacity.draining = true;
+  auto noflavor_capacity = capacity(30000);
+  noflavor_capacity.flavors.clear();
+  auto slots_capacity = capacity(30000);
+  slots_capacity.limit.instances = 4;
+  slots_capacity.free.instances = 0;
+  const std::vector<PlacementInput> inputs = {{&down, std::nullopt, "agent down: cannot connect"},
+                                              {&draining, draining_capacity, ""},
+                                              {&arm, capacity(30000, 16, wire::OsArch::arm64), ""},
+                                              {&full, capacity(30000, 1), ""},
+                                              {&noflavor, noflavor_capacity, ""},
+                                              {&slots, slots_capacity, ""},
+                                              {&fits, capacity(2048, 2), ""}};
+  const auto plan = plan_placement(small_debian(), inputs, Placement::spread);
+  CHECK(names(plan, inputs) == std::vector<std::string>{"fits"});
+  CHECK(reason_of(plan, "down") == "unreachable: agent down: cannot connect");
+  CHECK(reason_of(plan, "draining") == "draining");
+  CHECK(reason_of(plan, "arm") == "image \"debian-12\" is arm64, not amd64");
+  CHECK(reason_of(plan, "full").starts_with("no capacity: flavor small needs 2 vCPUs, 2048 MiB"));
+  CHECK(reason_of(plan, "noflavor") == "no flavor \"small\"");
+  CHECK(reason_of(plan, "slots").find("no instance slot left of 4") != std::string::npos);
+  CHECK(describe_skipped(plan.skipped).find("\n  draining: draining") != std::string::npos);
+}
+
+TEST_CASE("an arm64 request goes only to agents with an arm64 image of that name", "[placement]") {
+  const auto x86 = endpoint("x86");
+  const auto arm = endpoint("arm");
+  const std::vector<PlacementInput> inputs = {
+      {&x86, capacity(60000), ""}, {&arm, capacity(1 << 12, 16, wire::OsArch::arm64), ""}};
+  const auto plan = plan_placement(small_debian(wire::OsArch::arm64), inputs, Placement::spread);
+  CHECK(names(plan, inputs) == std::vector<std::string>{"arm"});
+}
+
+TEST_CASE("a pool's agent_labels pick the agents that carry every one of them", "[placement]") {
+  const auto plain = endpoint("plain");
+  const auto gpu = endpoint("gpu", 100, {"gpu", "rack1"});
+  const auto rack2 = endpoint("rack2", 100, {"gpu", "rack2"});
+  const std::vector<PlacementInput> inputs = {
+      {&plain, capacity(60000), ""}, {&gpu, capacity(4096), ""}, {&rack2, capacity(60000), ""}};
+  wire::BootstrapInstance bootstrap;
+  bootstrap.image = "debian-12";
+  bootstrap.flavor = "small";
+  bootstrap.extra_specs = nlohmann::json{{"agent_labels", {"gpu", "rack1"}}};
+  const auto request = placement_request_for(bootstrap);
+  const auto plan = plan_placement(request, inputs, Placement::spread);
+  CHECK(names(plan, inputs) == std::vector<std::string>{"gpu"});
+  CHECK(reason_of(plan, "plain") == "no label \"gpu\"");
+  CHECK(reason_of(plan, "rack2") == "no label \"rack1\"");
+
+  bootstrap.extra_specs = nlohmann::json{{"agent_labels", "gpu"}};
+  CHECK_THROWS(placement_request_for(bootstrap));
+}
+
+TEST_CASE("the capacity answer reads back as it was written", "[placement]") {
+  auto original = capacity(1234, 5);
+  original.agent_id = "rack1";
+  original.machine = "aarch64";
+  original.draining = true;
+  original.instances_by_state = {{"running", 3}, {"shutoff", 1}};
+  const auto text = wire::to_json(original).dump();
+  const auto back = wire::parse_agent_capacity(text);
+  CHECK(back.agent_id == "rack1");
+  CHECK(back.machine == "aarch64");
+  CHECK(back.draining);
+  CHECK(back.free == original.free);
+  CHECK(back.limit == original.limit);
+  CHECK(back.instances_by_state == original.instances_by_state);
+  CHECK(back.find_image("debian-12")->arch == wire::OsArch::amd64);
+  CHECK(back.find_flavor("small")->memory_mib == 2048);
+  CHECK_THROWS(wire::parse_agent_capacity(R"({"free":{"vcpus":-1}})"));
+  CHECK_THROWS(wire::parse_agent_capacity(R"({"images":{}})"));
+}

@@ -1,0 +1,143 @@
+#include "wire/agent_capacity.hpp"
+
+#include <algorithm>
+
+#include "wire/json_fields.hpp"
+
+namespace garm_edge::wire {
+namespace {
+
+using ordered_json = nlohmann::ordered_json;
+
+ordered_json amount_json(const ResourceAmount& amount) {
+  return {
+      {"vcpus", amount.vcpus}, {"memory_mib", amount.memory_mib}, {"instances", amount.instances}};
+}
+
+ResourceAmount amount_from(const ObjectReader& in, std::string_view key) {
+  const auto* value = in.find(key);
+  if (value == nullptr || value->is_null()) {
+    return {};
+  }
+  const ObjectReader amount(*value, in.path_of(key));
+  return {.vcpus = amount.unsigned_integer("vcpus"),
+          .memory_mib = amount.unsigned_integer("memory_mib"),
+          .instances = amount.unsigned_integer("instances")};
+}
+
+/// Each element of the array at `key` (absent or null: none), read by `read`.
+template <class Item, class Read>
+std::vector<Item> items_from(const ObjectReader& in, std::string_view key, Read read) {
+  std::vector<Item> items;
+  const auto* value = in.find(key);
+  if (value == nullptr || value->is_null()) {
+    return items;
+  }
+  if (!value->is_array()) {
+    throw WireError(in.path_of(key), std::string("expected an array, got ") + value->type_name());
+  }
+  for (std::size_t i = 0; i < value->size(); ++i) {
+    items.push_back(
+        read(ObjectReader((*value)[i], in.path_of(key) + "[" + std::to_string(i) + "]")));
+  }
+  return items;
+}
+
+std::map<std::string, std::uint64_t> counts_from(const ObjectReader& in, std::string_view key) {
+  std::map<std::string, std::uint64_t> counts;
+  const auto* value = in.find(key);
+  if (value == nullptr || value->is_null()) {
+    return counts;
+  }
+  if (!value->is_object()) {
+    throw WireError(in.path_of(key), std::string("expected an object, got ") + value->type_name());
+  }
+  const ObjectReader object(*value, in.path_of(key));
+  for (const auto& item : value->items()) {
+    counts[item.key()] = object.unsigned_integer(item.key());
+  }
+  return counts;
+}
+
+template <class Offer>
+const Offer* find_named(const std::vector<Offer>& offers, std::string_view name) {
+  const auto it = std::find_if(offers.begin(), offers.end(),
+                               [name](const Offer& offer) { return offer.name == name; });
+  return it == offers.end() ? nullptr : &*it;
+}
+
+}  // namespace
+
+const ImageOffer* AgentCapacity::find_image(std::string_view name) const {
+  return find_named(images, name);
+}
+
+const FlavorOffer* AgentCapacity::find_flavor(std::string_view name) const {
+  return find_named(flavors, name);
+}
+
+ordered_json to_json(const AgentCapacity& capacity) {
+  ordered_json images = ordered_json::array();
+  for (const auto& image : capacity.images) {
+    images.push_back({{"name", image.name},
+                      {"os_type", image.os_type ? to_string(*image.os_type) : ""},
+                      {"os_name", image.os_name},
+                      {"os_version", image.os_version},
+                      {"arch", image.arch ? to_string(*image.arch) : ""}});
+  }
+  ordered_json flavors = ordered_json::array();
+  for (const auto& flavor : capacity.flavors) {
+    flavors.push_back({{"name", flavor.name},
+                       {"vcpus", flavor.vcpus},
+                       {"memory_mib", flavor.memory_mib},
+                       {"disk_gib", flavor.disk_gib}});
+  }
+  ordered_json by_state = ordered_json::object();
+  for (const auto& [state, count] : capacity.instances_by_state) {
+    by_state[state] = count;
+  }
+  return {{"agent_id", capacity.agent_id},
+          {"version", capacity.version},
+          {"machine", capacity.machine},
+          {"cpus", capacity.cpus},
+          {"memory_mib", capacity.memory_mib},
+          {"limit", amount_json(capacity.limit)},
+          {"used", amount_json(capacity.used)},
+          {"free", amount_json(capacity.free)},
+          {"draining", capacity.draining},
+          {"instances_by_state", by_state},
+          {"images", images},
+          {"flavors", flavors}};
+}
+
+AgentCapacity parse_agent_capacity(std::string_view json_text) {
+  const auto document = parse_json_text(json_text, "agent capacity");
+  const ObjectReader in(document, "");
+  AgentCapacity capacity;
+  capacity.agent_id = in.string_or_empty("agent_id");
+  capacity.version = in.string_or_empty("version");
+  capacity.machine = in.string_or_empty("machine");
+  capacity.cpus = in.unsigned_integer("cpus");
+  capacity.memory_mib = in.unsigned_integer("memory_mib");
+  capacity.limit = amount_from(in, "limit");
+  capacity.used = amount_from(in, "used");
+  capacity.free = amount_from(in, "free");
+  capacity.draining = in.boolean("draining");
+  capacity.instances_by_state = counts_from(in, "instances_by_state");
+  capacity.images = items_from<ImageOffer>(in, "images", [](const ObjectReader& item) {
+    return ImageOffer{.name = item.string_or_empty("name"),
+                      .os_type = item.enum_value<OsType>("os_type"),
+                      .os_name = item.string_or_empty("os_name"),
+                      .os_version = item.string_or_empty("os_version"),
+                      .arch = item.enum_value<OsArch>("arch")};
+  });
+  capacity.flavors = items_from<FlavorOffer>(in, "flavors", [](const ObjectReader& item) {
+    return FlavorOffer{.name = item.string_or_empty("name"),
+                       .vcpus = item.unsigned_integer("vcpus"),
+                       .memory_mib = item.unsigned_integer("memory_mib"),
+                       .disk_gib = item.unsigned_integer("disk_gib")};
+  });
+  return capacity;
+}
+
+}  // namespace garm_edge::wire

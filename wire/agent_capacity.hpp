@@ -1,0 +1,64 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "wire/enums.hpp"
+
+namespace garm_edge::wire {
+
+/// vCPUs, memory and instances: a host's limit, what is used of it, or what is free.
+struct ResourceAmount {
+  std::uint64_t vcpus = 0;
+  std::uint64_t memory_mib = 0;
+  std::uint64_t instances = 0;  // in a limit: 0 means none
+
+  bool operator==(const ResourceAmount&) const = default;
+};
+
+struct ImageOffer {
+  std::string name;
+  std::optional<OsType> os_type;
+  std::string os_name;
+  std::string os_version;
+  std::optional<OsArch> arch;
+};
+
+struct FlavorOffer {
+  std::string name;
+  std::uint64_t vcpus = 0;
+  std::uint64_t memory_mib = 0;
+  std::uint64_t disk_gib = 0;
+};
+
+/// What an agent tells placement and the fleet view in one answer (`GET /v1/capacity`).
+struct AgentCapacity {
+  std::string agent_id;
+  std::string version;
+  std::string machine;  // the host's CPU architecture as libvirt names it (x86_64, aarch64)
+  std::uint64_t cpus = 0;
+  std::uint64_t memory_mib = 0;
+  ResourceAmount limit;
+  ResourceAmount used;  // every instance the agent holds, and the creates under way
+  ResourceAmount free;
+  bool draining = false;
+  std::map<std::string, std::uint64_t> instances_by_state;  // running, shutoff, ...
+  std::vector<ImageOffer> images;
+  std::vector<FlavorOffer> flavors;
+
+  const ImageOffer* find_image(std::string_view name) const;
+  const FlavorOffer* find_flavor(std::string_view name) const;
+};
+
+nlohmann::ordered_json to_json(const AgentCapacity& capacity);
+/// Throws WireError naming the field that is wrong.
+AgentCapacity parse_agent_capacity(std::string_view json_text);
+
+}  // namespace garm_edge::wire
