@@ -24,7 +24,7 @@ net::HttpsResponse AgentClient::call(
       ::mkdir(config_.session_dir.c_str(), 0700);
       options.session_file = config_.session_dir / (endpoint_.name + ".tls-session");
     }
-    return net::HttpsClient(net::parse_https_url(endpoint_.url), tls(), options)
+    return net::HttpsClient(net::parse_https_url(endpoint_.url), tls_.get(endpoint_), options)
         .request(method, path, body);
   } catch (const net::HttpsError& e) {
     throw net::HttpsError(where + e.what(), e.request_sent());
@@ -33,15 +33,15 @@ net::HttpsResponse AgentClient::call(
   }
 }
 
-std::shared_ptr<const net::TlsConfig> AgentClient::tls() {
-  const std::lock_guard lock(tls_mutex_);
-  if (!tls_) {
-    tls_ = net::TlsConfig::load(net::TlsConfig::Role::client, {.ca = endpoint_.ca,
-                                                               .crl = "",
-                                                               .certificate = endpoint_.certificate,
-                                                               .key = endpoint_.key});
+std::shared_ptr<const net::TlsConfig> TlsConfigCache::get(const AgentEndpoint& endpoint) {
+  const std::lock_guard lock(mutex_);
+  auto& config = configs_[{endpoint.ca, endpoint.certificate, endpoint.key}];
+  if (!config) {
+    config = net::TlsConfig::load(
+        net::TlsConfig::Role::client,
+        {.ca = endpoint.ca, .crl = "", .certificate = endpoint.certificate, .key = endpoint.key});
   }
-  return tls_;
+  return config;
 }
 
 std::string AgentClient::describe(const net::HttpsResponse& response) const {

@@ -1,10 +1,13 @@
 #pragma once
 
 #include <chrono>
+#include <filesystem>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include "net/https_client.hpp"
 #include "net/tls_config.hpp"
@@ -16,11 +19,25 @@ namespace garm_edge::provider {
 /// create timeout, anything else the request timeout.
 enum class CallKind { probe, request, create };
 
+/// The client TLS configs of one provider process, loaded once per distinct CA, certificate
+/// and key: agents that share them (the usual fleet) share one, and no thread loads twice.
+class TlsConfigCache {
+ public:
+  /// Throws what net::TlsConfig::load throws.
+  std::shared_ptr<const net::TlsConfig> get(const AgentEndpoint& endpoint);
+
+ private:
+  std::mutex mutex_;
+  std::map<std::tuple<std::filesystem::path, std::filesystem::path, std::filesystem::path>,
+           std::shared_ptr<const net::TlsConfig>>
+      configs_;
+};
+
 /// One agent as this process talks to it; calls may run in several threads at once.
 class AgentClient {
  public:
-  AgentClient(const AgentEndpoint& endpoint, const ProviderConfig& config)
-      : endpoint_(endpoint), config_(config) {}
+  AgentClient(const AgentEndpoint& endpoint, const ProviderConfig& config, TlsConfigCache& tls)
+      : endpoint_(endpoint), config_(config), tls_(tls) {}
 
   const std::string& name() const { return endpoint_.name; }
   const AgentEndpoint& endpoint() const { return endpoint_; }
@@ -34,13 +51,9 @@ class AgentClient {
   std::string describe(const net::HttpsResponse& response) const;
 
  private:
-  /// Loaded on first use, once (a lookup and a capacity probe may start together).
-  std::shared_ptr<const net::TlsConfig> tls();
-
   const AgentEndpoint& endpoint_;
   const ProviderConfig& config_;
-  std::mutex tls_mutex_;
-  std::shared_ptr<const net::TlsConfig> tls_;
+  TlsConfigCache& tls_;
 };
 
 /// The `code` of an agent's JSON error answer ("no_capacity", "not_found", ...); empty when

@@ -11,11 +11,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/text.hpp"
 #include "net/https_client.hpp"
 #include "provider/agent_client.hpp"
 #include "provider/fleet.hpp"
 #include "provider/placement.hpp"
 #include "provider/provider_config.hpp"
+#include "wire/agent_capacity.hpp"
 #include "wire/base64.hpp"
 #include "wire/bootstrap.hpp"
 #include "wire/error.hpp"
@@ -70,7 +72,7 @@ class Provider {
     if (fleet_.agents().size() > 1) {
       auto probed = probe_fleet(bootstrap.name);
       if (probed.holder != nullptr) {
-        return {0, print_instance(*probed.holder, probed.holder_answer), ""};
+        return {0, print_instance(*probed.holder, std::move(probed.held)), ""};
       }
       plan = plan_placement(request, probed.inputs, config_.placement);
     }
@@ -146,33 +148,39 @@ class Provider {
  private:
   struct FleetProbe {
     AgentClient* holder = nullptr;  // an agent that has the instance already
-    std::string holder_answer;
+    wire::ProviderInstance held;
     std::vector<PlacementInput> inputs;
   };
 
-  /// Every agent at once, under one deadline: does it have `name`, and what can it take?
+  /// Every agent at once, under one deadline, in one request each: does it have `name`, and
+  /// what can it take?
   FleetProbe probe_fleet(const std::string& name) {
     const auto deadline = std::chrono::steady_clock::now() + config_.probe_timeout;
-    auto lookup = std::async(std::launch::async, [&] {
-      return fleet_.ask_all([&](AgentClient& agent) {
-        return agent.call("GET", instance_path(name), "", CallKind::probe, deadline);
-      });
+    const auto replies = fleet_.ask_all([&](AgentClient& agent) {
+      return agent.call("GET", controller_path(controller_) + "/placement/" + percent_encode(name),
+                        "", CallKind::probe, deadline);
     });
-    auto capacities = fleet_.probe_capacity(deadline);
-    const auto found = lookup.get();
     FleetProbe probe;
-    for (std::size_t i = 0; i < found.size(); ++i) {
+    for (std::size_t i = 0; i < replies.size(); ++i) {
       auto& agent = *fleet_.agents()[i];
-      if (found[i].answered(200) && probe.holder == nullptr) {
-        probe.holder = &agent;
-        probe.holder_answer = found[i].response->body;
-      }
-      PlacementInput input{.agent = &agent.endpoint(),
-                           .capacity = std::move(capacities[i].capacity),
-                           .error = capacities[i].error};
-      if (!found[i].answered(404)) {  // it might hold the instance: never place beside it
-        input.capacity.reset();
-        input.error = found[i].response ? agent.describe(*found[i].response) : found[i].error;
+      const auto& reply = replies[i];
+      PlacementInput input{.agent = &agent.endpoint(), .capacity = std::nullopt, .error = ""};
+      if (!reply.response) {
+        input.error = reply.error;
+      } else if (reply.response->status != 200) {
+        input.error = agent.describe(*reply.response);
+      } else {
+        try {
+          auto answer = wire::parse_placement_answer(reply.response->body);
+          if (answer.instance && probe.holder == nullptr) {
+            probe.holder = &agent;
+            probe.held = std::move(*answer.instance);
+          }
+          input.capacity = std::move(answer.capacity);
+        } catch (const wire::WireError& e) {
+          input.error = "agent " + agent.name() +
+                        " answered an unusable placement answer: " + printable_excerpt(e.what());
+        }
       }
       probe.inputs.push_back(std::move(input));
     }
@@ -303,6 +311,10 @@ class Provider {
       throw CommandFailure(1,
                            "agent " + agent.name() + " answered an unusable instance: " + e.what());
     }
+    return print_instance(agent, std::move(instance));
+  }
+
+  static std::string print_instance(const AgentClient& agent, wire::ProviderInstance instance) {
     return wire::to_go_json_text(wire::to_json(checked_for_garm(agent, std::move(instance))));
   }
 

@@ -14,7 +14,7 @@ AgentReply reply_of(const std::function<net::HttpsResponse()>& call) {
 
 Fleet::Fleet(const ProviderConfig& config) {
   for (const auto& endpoint : config.agents) {
-    agents_.push_back(std::make_unique<AgentClient>(endpoint, config));
+    agents_.push_back(std::make_unique<AgentClient>(endpoint, config, tls_));
   }
 }
 

@@ -50,6 +50,7 @@ class Fleet {
   std::vector<CapacityProbe> probe_capacity(std::chrono::steady_clock::time_point deadline);
 
  private:
+  TlsConfigCache tls_;
   std::vector<std::unique_ptr<AgentClient>> agents_;
 };
 

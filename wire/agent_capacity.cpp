@@ -110,9 +110,32 @@ ordered_json to_json(const AgentCapacity& capacity) {
           {"flavors", flavors}};
 }
 
-AgentCapacity parse_agent_capacity(std::string_view json_text) {
-  const auto document = parse_json_text(json_text, "agent capacity");
+ordered_json to_json(const PlacementAnswer& answer) {
+  return {{"instance", answer.instance ? to_json(*answer.instance) : ordered_json()},
+          {"capacity", to_json(answer.capacity)}};
+}
+
+PlacementAnswer parse_placement_answer(std::string_view json_text) {
+  const auto document = parse_json_text(json_text, "placement answer");
   const ObjectReader in(document, "");
+  PlacementAnswer answer;
+  if (const auto* instance = in.find("instance"); instance != nullptr && !instance->is_null()) {
+    answer.instance = provider_instance_from_json(*instance, "instance");
+  }
+  const auto* capacity = in.find("capacity");
+  if (capacity == nullptr || !capacity->is_object()) {
+    throw WireError("capacity", "expected an object");
+  }
+  answer.capacity = agent_capacity_from_json(*capacity, "capacity");
+  return answer;
+}
+
+AgentCapacity parse_agent_capacity(std::string_view json_text) {
+  return agent_capacity_from_json(parse_json_text(json_text, "agent capacity"), "");
+}
+
+AgentCapacity agent_capacity_from_json(const nlohmann::json& document, const std::string& path) {
+  const ObjectReader in(document, path);
   AgentCapacity capacity;
   capacity.agent_id = in.string_or_empty("agent_id");
   capacity.version = in.string_or_empty("version");

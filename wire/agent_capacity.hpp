@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "wire/enums.hpp"
+#include "wire/provider_instance.hpp"
 
 namespace garm_edge::wire {
 
@@ -57,8 +58,19 @@ struct AgentCapacity {
   const FlavorOffer* find_flavor(std::string_view name) const;
 };
 
+/// What placement asks each agent before a create
+/// (`GET /v1/controllers/{c}/placement/{instance}`): the instance of that name if the agent
+/// has it (garm retries creates), and its capacity.
+struct PlacementAnswer {
+  std::optional<ProviderInstance> instance;
+  AgentCapacity capacity;
+};
+
 nlohmann::ordered_json to_json(const AgentCapacity& capacity);
+nlohmann::ordered_json to_json(const PlacementAnswer& answer);
 /// Throws WireError naming the field that is wrong.
 AgentCapacity parse_agent_capacity(std::string_view json_text);
+AgentCapacity agent_capacity_from_json(const nlohmann::json& document, const std::string& path);
+PlacementAnswer parse_placement_answer(std::string_view json_text);
 
 }  // namespace garm_edge::wire

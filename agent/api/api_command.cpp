@@ -108,6 +108,10 @@ const std::array kRoutes{
           [](const RouteArgs& args, const net::HttpRequest&) -> ApiCommand {
             return DeleteInstance{.controller = *args.controller, .instance = instance_arg(args)};
           }},
+    Route{"GET", "/v1/controllers/{controller}/placement/{instance}", "placement",
+          [](const RouteArgs& args, const net::HttpRequest&) -> ApiCommand {
+            return ShowPlacement{.controller = *args.controller, .instance = instance_arg(args)};
+          }},
     Route{"GET", "/v1/controllers/{controller}/instances/{instance}/guest", "guest",
           [](const RouteArgs& args, const net::HttpRequest&) -> ApiCommand {
             return GetGuest{.controller = *args.controller, .instance = instance_arg(args)};

@@ -56,6 +56,12 @@ struct GetInstance {
   ControllerId controller;
   InstanceRef instance;
 };
+/// Placement's one question to an agent: does it hold this instance, and what can it take?
+struct ShowPlacement {
+  static constexpr std::string_view kRoute = "placement";
+  ControllerId controller;
+  InstanceRef instance;
+};
 struct GetGuest {
   static constexpr std::string_view kRoute = "guest";
   ControllerId controller;
@@ -100,8 +106,8 @@ struct ValidatePool {
 using ApiCommand =
     std::variant<Health, ShowMetrics, ListImages, ListFlavors, ShowCapacity, SetDraining,
                  ExtraSpecsSchema, ConfigSchema, CreateInstance, DryRunCreate, GetInstance,
-                 GetGuest, ListInstances, ListEvents, DeleteInstance, DeleteAllInstances,
-                 StartInstance, StopInstance, ValidatePool>;
+                 ShowPlacement, GetGuest, ListInstances, ListEvents, DeleteInstance,
+                 DeleteAllInstances, StartInstance, StopInstance, ValidatePool>;
 
 /// The route name of a command, for /metrics.
 std::string_view route_of(const ApiCommand& command);

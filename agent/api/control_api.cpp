@@ -301,6 +301,12 @@ net::HttpResponse ControlApi::run(const GetInstance& command) {
   return json_response(200, wire::to_json(*instance));
 }
 
+net::HttpResponse ControlApi::run(const ShowPlacement& command) {
+  const wire::PlacementAnswer answer{.instance = service_.get(command.controller, command.instance),
+                                     .capacity = capacity_answer(config_, service_.capacity())};
+  return json_response(200, wire::to_json(answer));
+}
+
 net::HttpResponse ControlApi::run(const GetGuest& command) {
   const auto guest = service_.guest_status(command.controller, command.instance);
   if (!guest) {

@@ -43,6 +43,7 @@ class ControlApi {
   net::HttpResponse run(const CreateInstance& command);
   net::HttpResponse run(const DryRunCreate& command);
   net::HttpResponse run(const GetInstance& command);
+  net::HttpResponse run(const ShowPlacement& command);
   net::HttpResponse run(const GetGuest& command);
   net::HttpResponse run(const ListInstances& command);
   net::HttpResponse run(const ListEvents& command);
