@@ -14,21 +14,22 @@ namespace garm_edge::net {
 namespace {
 
 /// A saved session lets the next process skip the public-key work of a full handshake. The
-/// file holds the session's master secret: it is written 0600 and only read back.
-void load_session(TlsSession& ssl, const std::filesystem::path& file) {
+/// file holds the session's master secret: it is written 0600 and only read back. Returns the
+/// bytes it loaded (empty: none).
+std::string load_session(TlsSession& ssl, const std::filesystem::path& file) {
   if (file.empty()) {
-    return;
+    return {};
   }
   const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) {
-    return;
+    return {};
   }
   // Only a session this user wrote, private to it: a planted file must not steer the handshake.
   struct stat info {};
   if (::fstat(fd, &info) != 0 || info.st_uid != ::geteuid() || (info.st_mode & 077) != 0 ||
       !S_ISREG(info.st_mode)) {
     ::close(fd);
-    return;
+    return {};
   }
   std::array<unsigned char, 4096> buffer{};
   const ssize_t got = ::read(fd, buffer.data(), buffer.size());
@@ -36,10 +37,14 @@ void load_session(TlsSession& ssl, const std::filesystem::path& file) {
   if (got > 0 && mbedtls_ssl_session_load(ssl.resumable_session(), buffer.data(),
                                           static_cast<std::size_t>(got)) == 0) {
     mbedtls_ssl_set_session(ssl.context(), ssl.resumable_session());
+    return {reinterpret_cast<const char*>(buffer.data()), static_cast<std::size_t>(got)};
   }
+  return {};
 }
 
-void save_session(TlsSession& ssl, const std::filesystem::path& file) {
+/// Writes the session unless it is the one `loaded` (a resumed session): rewriting the same
+/// bytes costs a file creation and a rename per call, a fifth of a fleet-wide list.
+void save_session(TlsSession& ssl, const std::filesystem::path& file, const std::string& loaded) {
   if (file.empty()) {
     return;
   }
@@ -48,7 +53,8 @@ void save_session(TlsSession& ssl, const std::filesystem::path& file) {
   std::array<unsigned char, 4096> buffer{};
   std::size_t length = 0;
   if (mbedtls_ssl_get_session(ssl.context(), &session) == 0 &&
-      mbedtls_ssl_session_save(&session, buffer.data(), buffer.size(), &length) == 0) {
+      mbedtls_ssl_session_save(&session, buffer.data(), buffer.size(), &length) == 0 &&
+      std::string_view(reinterpret_cast<const char*>(buffer.data()), length) != loaded) {
     // Per thread: a provider probing many agents at once may save two sessions of one agent.
     const auto temp = file.string() + ".tmp." + std::to_string(::gettid());
     const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -106,9 +112,9 @@ HttpsResponse exchange(const HttpsTarget& target, const TlsConfig& tls,
   Transport transport{socket.get(), within_deadline(SteadyClock::now() + options.request_timeout)};
   // The host name is also the name the agent's certificate must carry.
   TlsSession ssl(tls.ssl_config(), target.host, transport);
-  load_session(ssl, options.session_file);
+  const auto loaded = load_session(ssl, options.session_file);
   ssl.handshake(where);
-  save_session(ssl, options.session_file);
+  save_session(ssl, options.session_file, loaded);
 
   const std::string request =
       method + " " + path + " HTTP/1.1\r\nHost: " + target.host +

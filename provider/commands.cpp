@@ -123,19 +123,41 @@ class Provider {
 
   Outcome list_instances() {
     const auto pool = get("GARM_POOL_ID");
-    const auto replies = fleet_.request_all(
-        "GET", controller_path(controller_) + "/pools/" + percent_encode(pool) + "/instances",
-        CallKind::request);
+    const auto path =
+        controller_path(controller_) + "/pools/" + percent_encode(pool) + "/instances";
+    // Each agent's answer is read and rewritten for garm in its own thread, beside the others.
+    struct Part {
+      AgentReply reply;
+      std::string elements;  // garm's JSON of its instances, comma-separated
+      std::string failure;
+    };
+    const auto parts = fleet_.each_at_once<Part>([&](AgentClient& agent) {
+      Part part{reply_of([&] { return agent.call("GET", path, "", CallKind::request); }), "", ""};
+      if (part.reply.answered(200)) {
+        try {
+          for (auto& instance : parse_instances(agent, part.reply.response->body)) {
+            part.elements +=
+                (part.elements.empty() ? "" : ",") +
+                wire::to_go_json_text(wire::to_json(checked_for_garm(agent, std::move(instance))));
+          }
+        } catch (const CommandFailure& e) {
+          part.failure = e.what();
+        }
+      }
+      return part;
+    });
+    std::vector<AgentReply> replies;
+    std::string all;
+    for (const auto& part : parts) {
+      replies.push_back(part.reply);
+      if (!part.failure.empty()) {
+        throw CommandFailure(1, part.failure);
+      }
+      all += (all.empty() || part.elements.empty() ? "" : ",") + part.elements;
+    }
     // Complete from every agent, or a failure: garm takes a missing runner for a gone one.
     fail_unless_all_answered(all_agents(), replies, {200}, "ListInstances");
-    nlohmann::ordered_json all = nlohmann::ordered_json::array();
-    for (std::size_t i = 0; i < replies.size(); ++i) {
-      auto& agent = *fleet_.agents()[i];
-      for (auto instance : parse_instances(agent, replies[i].response->body)) {
-        all.push_back(wire::to_json(checked_for_garm(agent, std::move(instance))));
-      }
-    }
-    return {0, wire::to_go_json_text(all), ""};
+    return {0, "[" + all + "]", ""};
   }
 
   Outcome remove_all() {

@@ -29,22 +29,8 @@ AgentClient* Fleet::find(const std::string& name) {
 
 std::vector<AgentReply> Fleet::ask_all(
     const std::function<net::HttpsResponse(AgentClient&)>& call) {
-  if (agents_.size() == 1) {  // no thread for the common single-host config
-    return {reply_of([&] { return call(*agents_.front()); })};
-  }
-  std::vector<std::future<AgentReply>> pending;
-  pending.reserve(agents_.size());
-  for (auto& agent : agents_) {
-    pending.push_back(std::async(std::launch::async, [&call, client = agent.get()] {
-      return reply_of([&] { return call(*client); });
-    }));
-  }
-  std::vector<AgentReply> replies;
-  replies.reserve(pending.size());
-  for (auto& reply : pending) {
-    replies.push_back(reply.get());
-  }
-  return replies;
+  return each_at_once<AgentReply>(
+      [&call](AgentClient& agent) { return reply_of([&] { return call(agent); }); });
 }
 
 std::vector<AgentReply> Fleet::request_all(const std::string& method, const std::string& path,

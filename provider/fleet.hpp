@@ -37,6 +37,27 @@ class Fleet {
   /// net::HttpsError becomes a reply without a response.
   std::vector<AgentReply> ask_all(const std::function<net::HttpsResponse(AgentClient&)>& call);
 
+  /// `work` on every agent at once, each in its own thread (none for a single agent); the
+  /// results in config order. `work` must not throw.
+  template <class Result>
+  std::vector<Result> each_at_once(const std::function<Result(AgentClient&)>& work) {
+    if (agents_.size() == 1) {  // no thread for the common single-host config
+      return {work(*agents_.front())};
+    }
+    std::vector<std::future<Result>> pending;
+    pending.reserve(agents_.size());
+    for (auto& agent : agents_) {
+      pending.push_back(
+          std::async(std::launch::async, [&work, client = agent.get()] { return work(*client); }));
+    }
+    std::vector<Result> results;
+    results.reserve(pending.size());
+    for (auto& result : pending) {
+      results.push_back(result.get());
+    }
+    return results;
+  }
+
   /// One request to every agent at once, each with the same `kind` of deadline.
   std::vector<AgentReply> request_all(const std::string& method, const std::string& path,
                                       CallKind kind);
