@@ -109,18 +109,26 @@ HttpsResponse exchange(const HttpsTarget& target, const TlsConfig& tls,
       throw HttpsError(e.what(), false);
     }
   }();
-  Transport transport{socket.get(), within_deadline(SteadyClock::now() + options.request_timeout)};
+  // The handshake has the connect timeout: an agent that accepts and then hangs must not hold a
+  // long call (a create) for its whole request timeout before anything was asked of it.
+  Transport transport{socket.get(), within_deadline(SteadyClock::now() + options.connect_timeout)};
   // The host name is also the name the agent's certificate must carry.
   TlsSession ssl(tls.ssl_config(), target.host, transport);
   const auto loaded = load_session(ssl, options.session_file);
-  ssl.handshake(where);
-  save_session(ssl, options.session_file, loaded);
-
   const std::string request =
       method + " " + path + " HTTP/1.1\r\nHost: " + target.host +
       "\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: " +
       std::to_string(body.size()) + "\r\n\r\n" + body;
-  ssl.write_all(request, where);
+  try {
+    ssl.handshake(where);
+    save_session(ssl, options.session_file, loaded);
+    transport.deadline = within_deadline(SteadyClock::now() + options.request_timeout);
+    // Until the whole request is out, the agent cannot have acted on it (it reads a request
+    // whole, by Content-Length, before it runs it).
+    ssl.write_all(request, where);
+  } catch (const TransportError& e) {
+    throw HttpsError(e.what(), false);
+  }
   std::string answer;
   std::array<char, 16 * 1024> buffer{};
   constexpr std::size_t kMaxAnswer = 64 * 1024 * 1024;

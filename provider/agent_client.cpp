@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/hex.hpp"
+#include "common/text.hpp"
 #include "wire/json_fields.hpp"
 
 namespace garm_edge::provider {
@@ -49,8 +50,10 @@ std::string AgentClient::describe(const net::HttpsResponse& response) const {
   try {
     const auto body = wire::parse_json_text(response.body, "agent answer");
     if (body.is_object()) {
-      message = body.value("message", message) + " (" + body.value("code", std::string("error")) +
-                ", HTTP " + std::to_string(response.status) + ")";
+      // An agent's words reach garm's log: one line of printable text each.
+      message = printable_excerpt(body.value("message", message), 1024) + " (" +
+                printable_excerpt(body.value("code", std::string("error")), 64) + ", HTTP " +
+                std::to_string(response.status) + ")";
     }
   } catch (const std::exception&) {
   }

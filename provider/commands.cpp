@@ -81,7 +81,9 @@ class Provider {
 
   Outcome get_instance() {
     const auto id = get("GARM_INSTANCE_ID");
-    auto [agents, ref] = route(id);
+    const auto routed = route(id);
+    const auto& agents = routed.agents;
+    const auto& ref = routed.ref;
     const auto replies = ask(agents, [&](AgentClient& agent) {
       return agent.call("GET", instance_path(ref), "", CallKind::request);
     });
@@ -90,25 +92,29 @@ class Provider {
         return {0, print_instance(*agents[i], replies[i].response->body), ""};
       }
     }
-    fail_unless_all_answered(agents, replies, {200, 404}, "GetInstance " + id);
+    fail_unless_all_answered(agents, replies, true, "GetInstance " + id);
     throw CommandFailure(kExitNotFound, "no instance " + id);
   }
 
   Outcome delete_instance() {
     // Absent everywhere is success: garm deletes by name after failed creates.
     const auto id = get("GARM_INSTANCE_ID");
-    auto [agents, ref] = route(id);
+    const auto routed = route(id);
+    const auto& agents = routed.agents;
+    const auto& ref = routed.ref;
     const auto replies = ask(agents, [&](AgentClient& agent) {
       return agent.call("DELETE", instance_path(ref), "", CallKind::request);
     });
-    fail_unless_all_answered(agents, replies, {200}, "DeleteInstance " + id);
+    fail_unless_all_answered(agents, replies, false, "DeleteInstance " + id);
     return {0, "", ""};
   }
 
   Outcome start_or_stop(bool start) {
     const std::string action = start ? "/start" : "/stop?force=true";
     const auto id = get("GARM_INSTANCE_ID");
-    auto [agents, ref] = route(id);
+    const auto routed = route(id);
+    const auto& agents = routed.agents;
+    const auto& ref = routed.ref;
     const auto replies = ask(agents, [&](AgentClient& agent) {
       return agent.call("POST", instance_path(ref) + action, "", CallKind::request);
     });
@@ -116,7 +122,7 @@ class Provider {
                     [](const AgentReply& reply) { return reply.answered(200); })) {
       return {0, "", ""};
     }
-    fail_unless_all_answered(agents, replies, {200, 404},
+    fail_unless_all_answered(agents, replies, true,
                              std::string(start ? "StartInstance " : "StopInstance ") + id);
     throw CommandFailure(kExitNotFound, "no instance " + id);
   }
@@ -156,14 +162,14 @@ class Provider {
       all += (all.empty() || part.elements.empty() ? "" : ",") + part.elements;
     }
     // Complete from every agent, or a failure: garm takes a missing runner for a gone one.
-    fail_unless_all_answered(all_agents(), replies, {200}, "ListInstances");
+    fail_unless_all_answered(all_agents(), replies, false, "ListInstances");
     return {0, "[" + all + "]", ""};
   }
 
   Outcome remove_all() {
     const auto replies =
         fleet_.request_all("DELETE", controller_path(controller_) + "/instances", CallKind::create);
-    fail_unless_all_answered(all_agents(), replies, {200}, "RemoveAllInstances");
+    fail_unless_all_answered(all_agents(), replies, false, "RemoveAllInstances");
     return {0, "", ""};
   }
 
@@ -266,18 +272,17 @@ class Provider {
     return replies;
   }
 
-  /// Fails, naming every agent that did not answer or answered another status than `accepted`:
-  /// an instance on an agent that is down is not gone.
+  /// Fails, naming every agent that did not answer 200 (or, when `not_found_is_an_answer`,
+  /// that it has no such instance): an instance on an agent that is down is not gone.
   void fail_unless_all_answered(const std::vector<AgentClient*>& agents,
-                                const std::vector<AgentReply>& replies,
-                                std::initializer_list<int> accepted, const std::string& what) {
+                                const std::vector<AgentReply>& replies, bool not_found_is_an_answer,
+                                const std::string& what) {
     std::string failures;
     for (std::size_t i = 0; i < replies.size(); ++i) {
       const auto& reply = replies[i];
       if (!reply.response) {
         failures += "\n  " + reply.error;
-      } else if (std::find(accepted.begin(), accepted.end(), reply.response->status) ==
-                 accepted.end()) {
+      } else if (!reply.answered(200) && !(not_found_is_an_answer && reply.not_found())) {
         failures += "\n  " + agents[i]->describe(*reply.response);
       }
     }
@@ -288,7 +293,11 @@ class Provider {
 
   /// "<agent>:<uuid>" goes to that agent; a bare instance name (garm's fallback before it has
   /// a provider ID) is asked of every agent.
-  std::pair<std::vector<AgentClient*>, std::string> route(const std::string& instance_id) {
+  struct Routed {
+    std::vector<AgentClient*> agents;
+    std::string ref;  // what the agents know the instance by: its UUID or garm's name
+  };
+  Routed route(const std::string& instance_id) {
     if (instance_id.empty()) {
       throw CommandFailure(1, "GARM_INSTANCE_ID is not set");
     }

@@ -22,6 +22,9 @@ struct AgentReply {
   bool request_sent = true;  // false: nothing reached the agent
 
   bool answered(int status) const { return response && response->status == status; }
+  /// The agent's own "no such instance" (404 with code not_found): not a 404 from an agent
+  /// that lacks the endpoint, or from a proxy in front of it.
+  bool not_found() const { return answered(404) && error_code_of(*response) == "not_found"; }
 };
 
 /// Every agent of the provider's config, each asked in its own thread when a command needs

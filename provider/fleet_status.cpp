@@ -29,7 +29,7 @@ std::string joined(const std::vector<std::string>& items, const std::string& sep
 std::string states_text(const wire::AgentCapacity& capacity) {
   std::vector<std::string> states;
   for (const auto& [state, count] : capacity.instances_by_state) {
-    states.push_back(state + "=" + std::to_string(count));
+    states.push_back(printable_excerpt(state, 32) + "=" + std::to_string(count));
   }
   return states.empty() ? "none" : joined(states, " ");
 }

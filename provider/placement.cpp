@@ -28,12 +28,13 @@ std::optional<std::string> unfit_reason(const PlacementRequest& request, const A
     return "no image \"" + printable_excerpt(request.image) + "\"";
   }
   if (request.arch && image->arch != request.arch) {
-    return "image \"" + image->name + "\" is " +
+    return "image \"" + printable_excerpt(image->name) + "\" is " +
            std::string(image->arch ? wire::to_string(*image->arch) : "of no arch") + ", not " +
            std::string(wire::to_string(*request.arch));
   }
   if (request.os_type && image->os_type != request.os_type) {
-    return "image \"" + image->name + "\" is not " + std::string(wire::to_string(*request.os_type));
+    return "image \"" + printable_excerpt(image->name) + "\" is not " +
+           std::string(wire::to_string(*request.os_type));
   }
   const auto* flavor = capacity.find_flavor(request.flavor);
   if (flavor == nullptr) {
@@ -42,7 +43,7 @@ std::optional<std::string> unfit_reason(const PlacementRequest& request, const A
   const auto& free = capacity.free;
   const bool instance_slot = capacity.limit.instances == 0 || free.instances >= 1;
   if (flavor->vcpus > free.vcpus || flavor->memory_mib > free.memory_mib || !instance_slot) {
-    return "no capacity: flavor " + flavor->name + " needs " +
+    return "no capacity: flavor " + printable_excerpt(flavor->name) + " needs " +
            resources_text(flavor->vcpus, flavor->memory_mib) + ", free " +
            resources_text(free.vcpus, free.memory_mib) +
            (instance_slot

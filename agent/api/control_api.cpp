@@ -210,7 +210,8 @@ net::HttpResponse ControlApi::route(const net::HttpRequest& request, const net::
   }
   const auto match = match_route(request.method, *parts);
   if (!match) {
-    return error_response(404, "not_found", "no such endpoint");
+    // Not not_found: a provider must never take a missing endpoint for a missing instance.
+    return error_response(404, "no_such_endpoint", "no such endpoint");
   }
   route_name = match->route->name;
   RouteArgs args{.controller = controller, .text = match->segments};

@@ -108,15 +108,24 @@ void DrainSwitch::set(bool draining) {
   if (draining == on_) {
     return;
   }
-  if (draining) {
-    const UniqueFd file(::open(marker_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
-    if (file.get() < 0 || ::fsync(file.get()) != 0) {
-      fail_errno("cannot create", marker_);
+  // Kept or not at all: a switch that fails must not come into force at the next restart.
+  try {
+    if (draining) {
+      const UniqueFd file(
+          ::open(marker_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+      if (file.get() < 0 || ::fsync(file.get()) != 0) {
+        fail_errno("cannot create", marker_);
+      }
+    } else if (::unlink(marker_.c_str()) != 0 && errno != ENOENT) {
+      fail_errno("cannot remove", marker_);
     }
-  } else if (::unlink(marker_.c_str()) != 0 && errno != ENOENT) {
-    fail_errno("cannot remove", marker_);
+    sync_directory(marker_.parent_path());
+  } catch (const std::filesystem::filesystem_error&) {
+    if (draining) {
+      ::unlink(marker_.c_str());
+    }
+    throw;
   }
-  sync_directory(marker_.parent_path());
   on_ = draining;
 }
 

@@ -158,6 +158,10 @@ CapacityReport InstanceService::capacity() {
 }
 
 void InstanceService::set_draining(bool draining) {
+  if (!draining && config_.draining) {
+    throw ServiceError(ServiceError::Code::conflict,
+                       "draining = true in agent.toml: change it there and restart the agent");
+  }
   try {
     drain_.set(draining);
   } catch (const std::exception& e) {

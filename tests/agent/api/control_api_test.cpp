@@ -95,7 +95,7 @@ TEST_CASE("control API: what every refusal looks like", "[api]") {
     CHECK(api.call("GET", "/v2/images").status == 404);
     CHECK(api.call("PUT", instances()).status == 404);
     CHECK(api.call("GET", instances("/a/b/c")).status == 404);
-    CHECK(code_of(api.call("GET", "/nope")) == "not_found");
+    CHECK(code_of(api.call("GET", "/nope")) == "no_such_endpoint");
   }
   SECTION("an unknown client is refused anything under /v1, whether it exists or not") {
     CHECK(api.call("GET", "/v1/images", "", kStranger).status == 403);

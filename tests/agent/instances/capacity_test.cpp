@@ -147,7 +147,8 @@ TEST_CASE("a draining agent refuses creates, serves the rest, and stays draining
 TEST_CASE("draining = true in agent.toml cannot be switched off at runtime", "[capacity]") {
   auto host = host_with({}, true);
   auto service = host.service();
-  service->set_draining(false);
+  CHECK_THROWS_MATCHES(service->set_draining(false), ServiceError,
+                       has_code(ServiceError::Code::conflict));
   CHECK(service->draining());
   CHECK_THROWS_MATCHES(service->create(kControllerId, bootstrap_for(name_of(0))), ServiceError,
                        has_code(ServiceError::Code::draining));
