@@ -71,6 +71,13 @@ class Provider {
     // and refuses what it has no room for: no probe round trip.
     if (fleet_.agents().size() > 1) {
       auto probed = probe_fleet(bootstrap.name);
+      if (probed.creating_on != nullptr) {
+        // garm's retry of a create that has not returned: placing it again would make a second
+        // instance. garm retries once more; by then the first has finished or failed.
+        throw CommandFailure(1, "agent " + probed.creating_on->name() +
+                                    " is still creating instance " + bootstrap.name +
+                                    ": not placing it a second time");
+      }
       if (probed.holder != nullptr) {
         return {0, print_instance(*probed.holder, std::move(probed.held)), ""};
       }
@@ -177,6 +184,7 @@ class Provider {
   struct FleetProbe {
     AgentClient* holder = nullptr;  // an agent that has the instance already
     wire::ProviderInstance held;
+    AgentClient* creating_on = nullptr;  // an agent still creating it
     std::vector<PlacementInput> inputs;
   };
 
@@ -203,6 +211,9 @@ class Provider {
           if (answer.instance && probe.holder == nullptr) {
             probe.holder = &agent;
             probe.held = std::move(*answer.instance);
+          }
+          if (answer.create_under_way) {
+            probe.creating_on = &agent;
           }
           input.capacity = std::move(answer.capacity);
         } catch (const wire::WireError& e) {

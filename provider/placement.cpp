@@ -1,6 +1,9 @@
 #include "provider/placement.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <iterator>
+#include <string_view>
 
 #include "common/text.hpp"
 #include "wire/error.hpp"
@@ -53,10 +56,46 @@ std::optional<std::string> unfit_reason(const PlacementRequest& request, const A
   return std::nullopt;
 }
 
+/// FNV-1a: the same on every host and every run, so a name's choice never changes.
+std::uint64_t stable_hash(std::string_view text) {
+  std::uint64_t hash = 14695981039346656037ULL;
+  for (const char c : text) {
+    hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+  }
+  return hash;
+}
+
+/// Most free memory (times weight/100) first. Agents within one instance's memory of each
+/// other count as tied, and a tie goes by a hash of the instance's and the agent's names: a
+/// burst of creates that all saw the same free memory spreads over the tied agents instead of
+/// piling onto the first, and a retry of one name makes the same choice.
+void order_for_spread(const PlacementRequest& request, const std::vector<PlacementInput>& inputs,
+                      std::vector<std::size_t>& order) {
+  const auto score = [&inputs](std::size_t i) {
+    return static_cast<double>(inputs[i].capacity->free.memory_mib) * inputs[i].agent->weight /
+           100.0;
+  };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return score(a) > score(b); });
+  for (auto group = order.begin(); group != order.end();) {
+    const auto* flavor = inputs[*group].capacity->find_flavor(request.flavor);
+    const double one_instance = flavor != nullptr ? static_cast<double>(flavor->memory_mib) : 0.0;
+    const auto end = std::find_if(std::next(group), order.end(), [&](std::size_t i) {
+      return score(*group) - score(i) >= one_instance;
+    });
+    std::stable_sort(group, end, [&](std::size_t a, std::size_t b) {
+      return stable_hash(request.name + "/" + inputs[a].agent->name) >
+             stable_hash(request.name + "/" + inputs[b].agent->name);
+    });
+    group = end;
+  }
+}
+
 }  // namespace
 
 PlacementRequest placement_request_for(const wire::BootstrapInstance& bootstrap) {
-  PlacementRequest request{.image = bootstrap.image,
+  PlacementRequest request{.name = bootstrap.name,
+                           .image = bootstrap.image,
                            .flavor = bootstrap.flavor,
                            .arch = bootstrap.arch,
                            .os_type = bootstrap.os_type,
@@ -93,15 +132,13 @@ PlacementPlan plan_placement(const PlacementRequest& request,
       plan.order.push_back(i);
     }
   }
-  const auto spread_score = [&inputs](std::size_t i) {
-    return static_cast<double>(inputs[i].capacity->free.memory_mib) * inputs[i].agent->weight;
-  };
-  std::stable_sort(plan.order.begin(), plan.order.end(), [&](std::size_t a, std::size_t b) {
-    if (policy == Placement::spread) {
-      return spread_score(a) > spread_score(b);
-    }
-    return inputs[a].agent->weight > inputs[b].agent->weight;
-  });
+  if (policy == Placement::pack) {
+    std::stable_sort(plan.order.begin(), plan.order.end(), [&](std::size_t a, std::size_t b) {
+      return inputs[a].agent->weight > inputs[b].agent->weight;
+    });
+  } else {
+    order_for_spread(request, inputs, plan.order);
+  }
   return plan;
 }
 

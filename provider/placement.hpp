@@ -13,6 +13,7 @@ namespace garm_edge::provider {
 
 /// What an instance needs of the agent that takes it.
 struct PlacementRequest {
+  std::string name;  // garm's instance name
   std::string image;
   std::string flavor;
   std::optional<wire::OsArch> arch;
@@ -42,7 +43,8 @@ struct PlacementPlan {
 };
 
 /// The agents that can take the instance, ordered by `policy`: spread takes the most free
-/// memory times weight/100 first, pack the highest weight and then config order; ties go to
+/// memory times weight/100 first (agents within one instance's memory of each other are tied,
+/// and ties go by a hash of the instance and agent names), pack the highest weight and then
 /// config order. Every other agent is skipped with its reason.
 PlacementPlan plan_placement(const PlacementRequest& request,
                              const std::vector<PlacementInput>& inputs, Placement policy);

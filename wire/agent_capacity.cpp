@@ -112,6 +112,7 @@ ordered_json to_json(const AgentCapacity& capacity) {
 
 ordered_json to_json(const PlacementAnswer& answer) {
   return {{"instance", answer.instance ? to_json(*answer.instance) : ordered_json()},
+          {"create_under_way", answer.create_under_way},
           {"capacity", to_json(answer.capacity)}};
 }
 
@@ -122,6 +123,7 @@ PlacementAnswer parse_placement_answer(std::string_view json_text) {
   if (const auto* instance = in.find("instance"); instance != nullptr && !instance->is_null()) {
     answer.instance = provider_instance_from_json(*instance, "instance");
   }
+  answer.create_under_way = in.boolean("create_under_way");
   const auto* capacity = in.find("capacity");
   if (capacity == nullptr || !capacity->is_object()) {
     throw WireError("capacity", "expected an object");

@@ -63,6 +63,8 @@ struct AgentCapacity {
 /// has it (garm retries creates), and its capacity.
 struct PlacementAnswer {
   std::optional<ProviderInstance> instance;
+  /// A create of that name is under way there (garm retried one that has not returned yet).
+  bool create_under_way = false;
   AgentCapacity capacity;
 };
 

@@ -303,8 +303,10 @@ net::HttpResponse ControlApi::run(const GetInstance& command) {
 }
 
 net::HttpResponse ControlApi::run(const ShowPlacement& command) {
-  const wire::PlacementAnswer answer{.instance = service_.get(command.controller, command.instance),
-                                     .capacity = capacity_answer(config_, service_.capacity())};
+  const wire::PlacementAnswer answer{
+      .instance = service_.get(command.controller, command.instance),
+      .create_under_way = service_.create_under_way(command.controller, command.instance.str()),
+      .capacity = capacity_answer(config_, service_.capacity())};
   return json_response(200, wire::to_json(answer));
 }
 

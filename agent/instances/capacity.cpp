@@ -67,31 +67,47 @@ Resources free_of(const Resources& used, const Resources& limit) {
 
 CapacityLedger::Hold::~Hold() {
   if (ledger_ != nullptr) {
-    ledger_->release(held_);
+    ledger_->release(domain_name_);
   }
 }
 
 std::optional<CapacityLedger::Hold> CapacityLedger::reserve(
-    const std::function<Resources()>& used_by_domains, const Resources& wanted,
-    const Resources& limit) {
+    const std::string& domain_name, const std::function<std::vector<InstanceResources>()>& domains,
+    const Resources& wanted, const Resources& limit) {
   const std::lock_guard lock(mutex_);
-  auto used = used_by_domains();
-  used += pending_;
-  if (!fits(used, wanted, limit)) {
+  if (holds_.count(domain_name) != 0 || !fits(used_locked(domains()), wanted, limit)) {
     return std::nullopt;
   }
-  pending_ += wanted;
-  return Hold(*this, wanted);
+  holds_.emplace(domain_name, wanted);
+  return Hold(*this, domain_name);
 }
 
-Resources CapacityLedger::pending() const {
+Resources CapacityLedger::used(const std::vector<InstanceResources>& domains) const {
   const std::lock_guard lock(mutex_);
-  return pending_;
+  return used_locked(domains);
 }
 
-void CapacityLedger::release(const Resources& held) {
+bool CapacityLedger::under_way(const std::string& domain_name) const {
   const std::lock_guard lock(mutex_);
-  pending_ -= held;
+  return holds_.count(domain_name) != 0;
+}
+
+Resources CapacityLedger::used_locked(const std::vector<InstanceResources>& domains) const {
+  Resources used;
+  for (const auto& domain : domains) {
+    if (holds_.count(domain.domain_name) == 0) {
+      used += domain.resources;
+    }
+  }
+  for (const auto& [name, held] : holds_) {
+    used += held;
+  }
+  return used;
+}
+
+void CapacityLedger::release(const std::string& domain_name) {
+  const std::lock_guard lock(mutex_);
+  holds_.erase(domain_name);
 }
 
 DrainSwitch::DrainSwitch(std::filesystem::path marker) : marker_(std::move(marker)) {

@@ -46,16 +46,25 @@ struct CapacityReport {
   std::map<std::string, std::size_t> by_state;
 };
 
-/// Creates under way, counted against the host until their domain exists. A create reserves
-/// its flavor's resources, atomically with reading what the existing domains use, so two
-/// creates can never both take the last slot.
+/// One instance's resources, by its libvirt domain name.
+struct InstanceResources {
+  std::string domain_name;
+  Resources resources;
+};
+
+/// Creates under way, counted against the host from before they start until they return. A
+/// create reserves its flavor's resources atomically with reading what the existing domains
+/// take, so two creates can never both take the last slot; an instance whose create is under
+/// way is counted once, by its hold, whether or not its domain exists yet.
 class CapacityLedger {
  public:
   /// Releases its reservation when destroyed.
   class Hold {
    public:
-    Hold(CapacityLedger& ledger, Resources held) : ledger_(&ledger), held_(held) {}
-    Hold(Hold&& other) noexcept : ledger_(other.ledger_), held_(other.held_) {
+    Hold(CapacityLedger& ledger, std::string domain_name)
+        : ledger_(&ledger), domain_name_(std::move(domain_name)) {}
+    Hold(Hold&& other) noexcept
+        : ledger_(other.ledger_), domain_name_(std::move(other.domain_name_)) {
       other.ledger_ = nullptr;
     }
     Hold(const Hold&) = delete;
@@ -65,21 +74,26 @@ class CapacityLedger {
 
    private:
     CapacityLedger* ledger_;
-    Resources held_;
+    std::string domain_name_;
   };
 
-  /// `used_by_domains` reads what the host's existing domains take; it runs under the ledger's
-  /// lock, so a create that finishes meanwhile is counted once, as a domain or as a hold.
-  /// Nothing when `wanted` does not fit in `limit`.
-  std::optional<Hold> reserve(const std::function<Resources()>& used_by_domains,
+  /// `domains` lists what the host's existing domains take; it runs under the ledger's lock,
+  /// so a create that finishes meanwhile is counted once. Nothing when `wanted` does not fit
+  /// in `limit` (or a create of `domain_name` is under way already).
+  std::optional<Hold> reserve(const std::string& domain_name,
+                              const std::function<std::vector<InstanceResources>()>& domains,
                               const Resources& wanted, const Resources& limit);
-  Resources pending() const;
+  /// What `domains` and the creates under way take together, each instance once.
+  Resources used(const std::vector<InstanceResources>& domains) const;
+  /// Is a create of this domain under way (queued or running)?
+  bool under_way(const std::string& domain_name) const;
 
  private:
-  void release(const Resources& held);
+  Resources used_locked(const std::vector<InstanceResources>& domains) const;
+  void release(const std::string& domain_name);
 
   mutable std::mutex mutex_;
-  Resources pending_;
+  std::map<std::string, Resources> holds_;
 };
 
 /// The operator's runtime draining switch, kept across restarts as a file in the state

@@ -136,13 +136,11 @@ CapacityLedger::Hold InstanceService::admit_create(const CreatePlan& plan) {
                        "agent " + config_.agent_id + " is draining: it takes no new instances");
   }
   const auto limit = limits_of(hypervisor_.capacity(), config_.capacity);
+  // Under the instance's lock: no other create of this name holds a reservation.
   auto hold = capacity_ledger_.reserve(
-      [&] {
-        return used_by_domains(hypervisor_.list({{tag::kAgent, config_.agent_id}}));
-      },
-      plan.resources, limit);
+      plan.record.domain_name, [&] { return resources_of_agent_domains(); }, plan.resources, limit);
   if (!hold) {
-    const auto used = used_by_domains(hypervisor_.list({{tag::kAgent, config_.agent_id}}));
+    const auto used = capacity_ledger_.used(resources_of_agent_domains());
     throw ServiceError(
         Code::no_capacity,
         "agent " + config_.agent_id + " has no room for flavor " + plan.record.flavor + " (" +

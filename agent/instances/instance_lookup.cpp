@@ -135,12 +135,23 @@ std::map<std::string, std::size_t> InstanceService::count_by_state() {
   return counts_by_state(hypervisor_.list({{tag::kAgent, config_.agent_id}}));
 }
 
-Resources InstanceService::used_by_domains(const std::vector<hypervisor::Domain>& domains) const {
-  Resources used;
+std::vector<InstanceResources> InstanceService::resources_of(
+    const std::vector<hypervisor::Domain>& domains) const {
+  std::vector<InstanceResources> resources;
+  resources.reserve(domains.size());
   for (const auto& domain : domains) {
-    used += resources_of(domain, config_);
+    resources.push_back({domain.name, agent::resources_of(domain, config_)});
   }
-  return used;
+  return resources;
+}
+
+std::vector<InstanceResources> InstanceService::resources_of_agent_domains() {
+  return resources_of(hypervisor_.list({{tag::kAgent, config_.agent_id}}));
+}
+
+bool InstanceService::create_under_way(const ControllerId& controller,
+                                       const std::string& name) const {
+  return capacity_ledger_.under_way(domain_name_for(controller.str(), name));
 }
 
 CapacityReport InstanceService::capacity() {
@@ -149,8 +160,7 @@ CapacityReport InstanceService::capacity() {
     report.host = hypervisor_.capacity();
     report.limit = limits_of(report.host, config_.capacity);
     const auto domains = hypervisor_.list({{tag::kAgent, config_.agent_id}});
-    report.used = used_by_domains(domains);
-    report.used += capacity_ledger_.pending();
+    report.used = capacity_ledger_.used(resources_of(domains));
     report.by_state = counts_by_state(domains);
     report.draining = draining();
     return report;

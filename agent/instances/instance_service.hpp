@@ -102,6 +102,9 @@ class InstanceService {
   /// state directory. Throws internal when the switch cannot be kept.
   void set_draining(bool draining);
   bool draining() const;
+  /// Is a create of this instance name under way here (queued or running)? garm's retry of it
+  /// must not be placed on another agent meanwhile.
+  bool create_under_way(const ControllerId& controller, const std::string& name) const;
   /// Whether libvirt answers, for /healthz.
   hypervisor::HypervisorHealth health();
 
@@ -135,8 +138,9 @@ class InstanceService {
   /// Refuses a create on a draining host or beyond its capacity; otherwise the create's
   /// resources stay reserved until the returned hold is gone.
   CapacityLedger::Hold admit_create(const CreatePlan& plan);
-  /// What the agent's domains take, from their tags.
-  Resources used_by_domains(const std::vector<hypervisor::Domain>& domains) const;
+  /// What each of the agent's domains takes, from its tags.
+  std::vector<InstanceResources> resources_of(const std::vector<hypervisor::Domain>& domains) const;
+  std::vector<InstanceResources> resources_of_agent_domains();
   /// The image's base file; throws internal when its volume is not in the storage pool.
   std::string base_image_path(const ImageConfig& image);
   std::pair<const ImageConfig*, const FlavorConfig*> fit_pool(

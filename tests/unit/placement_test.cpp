@@ -1,5 +1,7 @@
 #include "provider/placement.hpp"
 
+#include <map>
+
 #include <catch2/catch.hpp>
 
 #include "wire/agent_capacity.hpp"
@@ -35,8 +37,10 @@ wire::AgentCapacity capacity(std::uint64_t free_memory_mib, std::uint64_t free_v
   return c;
 }
 
-PlacementRequest small_debian(std::optional<wire::OsArch> arch = wire::OsArch::amd64) {
-  return {.image = "debian-12",
+PlacementRequest small_debian(std::optional<wire::OsArch> arch = wire::OsArch::amd64,
+                              const std::string& name = "garm-abc") {
+  return {.name = name,
+          .image = "debian-12",
           .flavor = "small",
           .arch = arch,
           .os_type = wire::OsType::linux,
@@ -62,16 +66,40 @@ std::string reason_of(const PlacementPlan& plan, const std::string& agent) {
 
 }  // namespace
 
-TEST_CASE("spread puts the instance where the most memory is free, ties in config order",
+TEST_CASE("spread puts the instance where the most memory is free", "[placement]") {
+  const auto a = endpoint("a");
+  const auto b = endpoint("b");
+  const auto c = endpoint("c");
+  // More than one instance's memory (2048 MiB) apart: strictly by free memory.
+  const std::vector<PlacementInput> inputs = {
+      {&a, capacity(8192), ""}, {&b, capacity(30000), ""}, {&c, capacity(4096), ""}};
+  const auto plan = plan_placement(small_debian(), inputs, Placement::spread);
+  CHECK(names(plan, inputs) == std::vector<std::string>{"b", "a", "c"});
+  CHECK(plan.skipped.empty());
+}
+
+TEST_CASE("spread breaks near-ties by the instance's name: a burst spreads, a retry repeats",
           "[placement]") {
   const auto a = endpoint("a");
   const auto b = endpoint("b");
   const auto c = endpoint("c");
+  // a and b within one instance's memory of each other, c far behind.
   const std::vector<PlacementInput> inputs = {
-      {&a, capacity(8192), ""}, {&b, capacity(30000), ""}, {&c, capacity(8192), ""}};
-  const auto plan = plan_placement(small_debian(), inputs, Placement::spread);
-  CHECK(names(plan, inputs) == std::vector<std::string>{"b", "a", "c"});
-  CHECK(plan.skipped.empty());
+      {&a, capacity(20000), ""}, {&b, capacity(19000), ""}, {&c, capacity(4096), ""}};
+  std::map<std::string, int> first_choice;
+  for (int i = 0; i < 40; ++i) {
+    const auto name = "garm-burst" + std::to_string(i);
+    const auto chosen = names(
+        plan_placement(small_debian(wire::OsArch::amd64, name), inputs, Placement::spread), inputs);
+    CHECK(chosen.back() == "c");
+    CHECK(chosen ==
+          names(plan_placement(small_debian(wire::OsArch::amd64, name), inputs, Placement::spread),
+                inputs));
+    ++first_choice[chosen.front()];
+  }
+  CHECK(first_choice["a"] >= 10);
+  CHECK(first_choice["b"] >= 10);
+  CHECK(first_choice.count("c") == 0);
 }
 
 TEST_CASE("pack fills the highest weight first, then config order, whatever is free",
@@ -173,5 +201,11 @@ TEST_CASE("the capacity answer reads back as it was written", "[placement]") {
   CHECK(back.find_image("debian-12")->arch == wire::OsArch::amd64);
   CHECK(back.find_flavor("small")->memory_mib == 2048);
   CHECK_THROWS(wire::parse_agent_capacity(R"({"free":{"vcpus":-1}})"));
+  const wire::PlacementAnswer answer{
+      .instance = std::nullopt, .create_under_way = true, .capacity = original};
+  const auto answer_back = wire::parse_placement_answer(wire::to_json(answer).dump());
+  CHECK(answer_back.create_under_way);
+  CHECK_FALSE(answer_back.instance);
+  CHECK(answer_back.capacity.agent_id == "rack1");
   CHECK_THROWS(wire::parse_agent_capacity(R"({"images":{}})"));
 }

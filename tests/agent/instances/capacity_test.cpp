@@ -2,6 +2,7 @@
 // reserve, max_instances), counts every instance and every create under way, and refuses what
 // does not fit with no_capacity; a draining agent refuses creates and serves everything else.
 #include <atomic>
+#include <future>
 #include <thread>
 #include <vector>
 
@@ -152,4 +153,54 @@ TEST_CASE("draining = true in agent.toml cannot be switched off at runtime", "[c
   CHECK(service->draining());
   CHECK_THROWS_MATCHES(service->create(kControllerId, bootstrap_for(name_of(0))), ServiceError,
                        has_code(ServiceError::Code::draining));
+}
+
+TEST_CASE(
+    "a create under way is counted once, before and after its domain exists, and is "
+    "known by name",
+    "[capacity]") {
+  auto host = host_with({.cpu_overcommit = 1.0,
+                         .memory_overcommit = 100,
+                         .reserved_memory_mib = 0,
+                         .max_instances = 0});
+  CrashSwitch crash;
+  FaultyHypervisor hypervisor(host.hypervisor, crash);
+  auto service = host.service(hypervisor, host.store);
+  // The create stops twice: before its domain is defined, and once it is (before it starts).
+  std::promise<void> at_define;
+  std::promise<void> at_start;
+  std::promise<void> go_on_define;
+  std::promise<void> go_on_start;
+  auto define_may_go = go_on_define.get_future().share();
+  auto start_may_go = go_on_start.get_future().share();
+  hypervisor.before = [&](const std::string& operation) {
+    if (operation == "define") {
+      at_define.set_value();
+      define_may_go.wait();
+    } else if (operation == "start") {
+      at_start.set_value();
+      start_may_go.wait();
+    }
+  };
+  std::thread create([&] { service->create(kControllerId, bootstrap_for(name_of(0))); });
+  at_define.get_future().wait();
+  CHECK(service->create_under_way(kControllerId, name_of(0)));
+  CHECK_FALSE(service->create_under_way(kControllerId, name_of(1)));
+  CHECK(service->capacity().used.instances == 1);
+  go_on_define.set_value();
+  at_start.get_future().wait();
+  // Defined and still under way: one instance, not its domain and its hold.
+  CHECK(service->capacity().used ==
+        agent::Resources{.vcpus = 2, .memory_mib = 2048, .instances = 1});
+  go_on_start.set_value();
+  create.join();
+  hypervisor.before = nullptr;
+  CHECK_FALSE(service->create_under_way(kControllerId, name_of(0)));
+  CHECK(service->capacity().used.instances == 1);
+  // 8 vCPUs: three more small instances fit, exactly, with the first counted once.
+  for (int i = 1; i < 4; ++i) {
+    service->create(kControllerId, bootstrap_for(name_of(i)));
+  }
+  CHECK_THROWS_MATCHES(service->create(kControllerId, bootstrap_for(name_of(4))), ServiceError,
+                       has_code(ServiceError::Code::no_capacity));
 }
