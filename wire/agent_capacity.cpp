@@ -76,38 +76,40 @@ const FlavorOffer* AgentCapacity::find_flavor(std::string_view name) const {
   return find_named(flavors, name);
 }
 
+ordered_json to_json(const std::vector<ImageOffer>& images) {
+  ordered_json out = ordered_json::array();
+  for (const auto& image : images) {
+    out.push_back({{"name", image.name},
+                   {"os_type", image.os_type ? to_string(*image.os_type) : ""},
+                   {"os_name", image.os_name},
+                   {"os_version", image.os_version},
+                   {"arch", image.arch ? to_string(*image.arch) : ""}});
+  }
+  return out;
+}
+
+ordered_json to_json(const std::vector<FlavorOffer>& flavors) {
+  ordered_json out = ordered_json::array();
+  for (const auto& flavor : flavors) {
+    out.push_back({{"name", flavor.name},
+                   {"vcpus", flavor.vcpus},
+                   {"memory_mib", flavor.memory_mib},
+                   {"disk_gib", flavor.disk_gib}});
+  }
+  return out;
+}
+
 ordered_json to_json(const AgentCapacity& capacity) {
-  ordered_json images = ordered_json::array();
-  for (const auto& image : capacity.images) {
-    images.push_back({{"name", image.name},
-                      {"os_type", image.os_type ? to_string(*image.os_type) : ""},
-                      {"os_name", image.os_name},
-                      {"os_version", image.os_version},
-                      {"arch", image.arch ? to_string(*image.arch) : ""}});
-  }
-  ordered_json flavors = ordered_json::array();
-  for (const auto& flavor : capacity.flavors) {
-    flavors.push_back({{"name", flavor.name},
-                       {"vcpus", flavor.vcpus},
-                       {"memory_mib", flavor.memory_mib},
-                       {"disk_gib", flavor.disk_gib}});
-  }
   ordered_json by_state = ordered_json::object();
   for (const auto& [state, count] : capacity.instances_by_state) {
     by_state[state] = count;
   }
-  return {{"agent_id", capacity.agent_id},
-          {"version", capacity.version},
-          {"machine", capacity.machine},
-          {"cpus", capacity.cpus},
-          {"memory_mib", capacity.memory_mib},
-          {"limit", amount_json(capacity.limit)},
-          {"used", amount_json(capacity.used)},
-          {"free", amount_json(capacity.free)},
-          {"draining", capacity.draining},
-          {"instances_by_state", by_state},
-          {"images", images},
-          {"flavors", flavors}};
+  return {{"agent_id", capacity.agent_id},      {"version", capacity.version},
+          {"machine", capacity.machine},        {"cpus", capacity.cpus},
+          {"memory_mib", capacity.memory_mib},  {"limit", amount_json(capacity.limit)},
+          {"used", amount_json(capacity.used)}, {"free", amount_json(capacity.free)},
+          {"draining", capacity.draining},      {"instances_by_state", by_state},
+          {"images", to_json(capacity.images)}, {"flavors", to_json(capacity.flavors)}};
 }
 
 ordered_json to_json(const PlacementAnswer& answer) {

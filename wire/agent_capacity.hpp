@@ -68,6 +68,8 @@ struct PlacementAnswer {
   AgentCapacity capacity;
 };
 
+nlohmann::ordered_json to_json(const std::vector<ImageOffer>& images);
+nlohmann::ordered_json to_json(const std::vector<FlavorOffer>& flavors);
 nlohmann::ordered_json to_json(const AgentCapacity& capacity);
 nlohmann::ordered_json to_json(const PlacementAnswer& answer);
 /// Throws WireError naming the field that is wrong.

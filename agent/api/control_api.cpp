@@ -74,27 +74,27 @@ int status_for(ServiceError::Code code) {
   return 500;
 }
 
-ordered_json images_json(const AgentConfig& config) {
-  ordered_json images = ordered_json::array();
+std::vector<wire::ImageOffer> image_offers(const AgentConfig& config) {
+  std::vector<wire::ImageOffer> offers;
   for (const auto& image : config.images) {
-    images.push_back({{"name", image.name},
-                      {"os_type", wire::to_string(image.os_type)},
-                      {"os_name", image.os_name},
-                      {"os_version", image.os_version},
-                      {"arch", wire::to_string(image.arch)}});
+    offers.push_back({.name = image.name,
+                      .os_type = image.os_type,
+                      .os_name = image.os_name,
+                      .os_version = image.os_version,
+                      .arch = image.arch});
   }
-  return images;
+  return offers;
 }
 
-ordered_json flavors_json(const AgentConfig& config) {
-  ordered_json flavors = ordered_json::array();
+std::vector<wire::FlavorOffer> flavor_offers(const AgentConfig& config) {
+  std::vector<wire::FlavorOffer> offers;
   for (const auto& flavor : config.flavors) {
-    flavors.push_back({{"name", flavor.name},
-                       {"vcpus", flavor.vcpus},
-                       {"memory_mib", flavor.memory_mib},
-                       {"disk_gib", flavor.disk_gib}});
+    offers.push_back({.name = flavor.name,
+                      .vcpus = flavor.vcpus,
+                      .memory_mib = flavor.memory_mib,
+                      .disk_gib = flavor.disk_gib});
   }
-  return flavors;
+  return offers;
 }
 
 wire::AgentCapacity capacity_answer(const AgentConfig& config, const CapacityReport& report) {
@@ -112,23 +112,10 @@ wire::AgentCapacity capacity_answer(const AgentConfig& config, const CapacityRep
                              .free = amount(free_of(report.used, report.limit)),
                              .draining = report.draining,
                              .instances_by_state = {},
-                             .images = {},
-                             .flavors = {}};
+                             .images = image_offers(config),
+                             .flavors = flavor_offers(config)};
   for (const auto& [state, count] : report.by_state) {
     answer.instances_by_state[state] = count;
-  }
-  for (const auto& image : config.images) {
-    answer.images.push_back({.name = image.name,
-                             .os_type = image.os_type,
-                             .os_name = image.os_name,
-                             .os_version = image.os_version,
-                             .arch = image.arch});
-  }
-  for (const auto& flavor : config.flavors) {
-    answer.flavors.push_back({.name = flavor.name,
-                              .vcpus = flavor.vcpus,
-                              .memory_mib = flavor.memory_mib,
-                              .disk_gib = flavor.disk_gib});
   }
   return answer;
 }
@@ -250,11 +237,11 @@ net::HttpResponse ControlApi::run(const ShowMetrics&) {
 }
 
 net::HttpResponse ControlApi::run(const ListImages&) {
-  return json_response(200, images_json(config_));
+  return json_response(200, wire::to_json(image_offers(config_)));
 }
 
 net::HttpResponse ControlApi::run(const ListFlavors&) {
-  return json_response(200, flavors_json(config_));
+  return json_response(200, wire::to_json(flavor_offers(config_)));
 }
 
 net::HttpResponse ControlApi::run(const ShowCapacity&) {
