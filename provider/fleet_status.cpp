@@ -46,8 +46,8 @@ std::string images_text(const wire::AgentCapacity& capacity) {
 std::string table(const ProviderConfig& config, const std::vector<Fleet::CapacityProbe>& probes) {
   std::ostringstream out;
   out << std::left << std::setw(16) << "AGENT" << std::setw(10) << "STATE" << std::setw(9)
-      << "VERSION" << std::setw(9) << "ARCH" << std::setw(12) << "VCPU FREE" << std::setw(20)
-      << "MEMORY FREE (MiB)" << std::setw(24) << "INSTANCES"
+      << "VERSION" << std::setw(9) << "ARCH" << std::setw(18) << "HOST CPU/MiB" << std::setw(12)
+      << "VCPU FREE" << std::setw(20) << "MEMORY FREE (MiB)" << std::setw(24) << "INSTANCES"
       << "IMAGES\n";
   for (std::size_t i = 0; i < probes.size(); ++i) {
     const auto& name = config.agents[i].name;
@@ -59,7 +59,8 @@ std::string table(const ProviderConfig& config, const std::vector<Fleet::Capacit
     const auto& c = *probe.capacity;
     out << std::setw(16) << name << std::setw(10) << (c.draining ? "draining" : "ok")
         << std::setw(9) << printable_excerpt(c.version, 8) << std::setw(9)
-        << printable_excerpt(c.machine, 8) << std::setw(12)
+        << printable_excerpt(c.machine, 8) << std::setw(18)
+        << (std::to_string(c.cpus) + "/" + std::to_string(c.memory_mib)) << std::setw(12)
         << (std::to_string(c.free.vcpus) + "/" + std::to_string(c.limit.vcpus)) << std::setw(20)
         << (std::to_string(c.free.memory_mib) + "/" + std::to_string(c.limit.memory_mib))
         << std::setw(24) << states_text(c) << printable_excerpt(images_text(c), 400) << "\n";
