@@ -71,13 +71,12 @@ AgentConfig demo_config(const DemoOptions& options, const std::filesystem::path&
                                       .arch = wire::OsArch::amd64});
   config.flavors.push_back(
       FlavorConfig{.name = "small", .vcpus = 2, .memory_mib = 2048, .disk_gib = 20});
-  if (options.uri.starts_with("test:")) {
-    // The test driver's host is made up (test:///default: 3 GiB) and its guests run nowhere.
-    config.capacity = {.cpu_overcommit = 1000,
-                       .memory_overcommit = 1000,
-                       .reserved_memory_mib = 0,
-                       .max_instances = 0};
-  }
+  // The demo shows the lifecycle, not the host's limits: its four small instances must fit on
+  // any host, a 1-CPU box and the test driver's made-up 3 GiB one (test:///default) included.
+  config.capacity = {.cpu_overcommit = 1000,
+                     .memory_overcommit = 1000,
+                     .reserved_memory_mib = 0,
+                     .max_instances = 0};
   return config;
 }
 
