@@ -9,8 +9,8 @@ namespace garm_edge::provider {
 
 /// `garm-provider-edge status --config FILE [--json]`: one row per agent (reachable or the
 /// error, version, arch, the host's CPUs and memory, free vCPUs and memory of what may be
-/// placed there, instances by state, draining, images), asked of every agent at once under the probe deadline. Exit code 1 when an
-/// agent did not answer, 2 for a usage error.
+/// placed there, instances by state, draining, images), asked of every agent at once under the
+/// probe deadline. Exit code 1 when an agent did not answer, 2 for a usage error.
 Outcome run_status(const std::vector<std::string>& arguments);
 
 }  // namespace garm_edge::provider
