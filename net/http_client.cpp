@@ -139,6 +139,46 @@ bool always_sends_length(std::string_view method) {
   return method == "POST" || method == "PUT" || method == "PATCH";
 }
 
+// ---- proxy ------------------------------------------------------------------------------------
+
+/// A proxy's status line for an error message: printable ASCII, bounded.
+std::string printable_status_line(std::string_view head) {
+  const auto line = head.substr(0, std::min<std::size_t>(head.find('\r'), 80));
+  std::string out;
+  for (const char c : line) {
+    out += (c >= 0x20 && c < 0x7f) ? c : '?';
+  }
+  return out;
+}
+
+/// curl's no_proxy rules: "*" matches everything; an entry matches the host itself and, as a
+/// domain, every name below it (a leading dot is optional); ports and case are ignored.
+bool bypasses_proxy(const std::string& host, std::string_view no_proxy) {
+  const auto name = lower(host);
+  while (!no_proxy.empty()) {
+    const auto comma = std::min(no_proxy.find(','), no_proxy.size());
+    auto entry = http_syntax::trim(no_proxy.substr(0, comma));
+    no_proxy.remove_prefix(std::min(comma + 1, no_proxy.size()));
+    if (entry == "*") {
+      return true;
+    }
+    if (entry.starts_with('[')) {
+      entry = entry.substr(1, entry.find(']') - 1);
+    } else if (const auto colon = entry.find(':');
+               colon != std::string_view::npos && entry.find(':', colon + 1) == entry.npos) {
+      entry = entry.substr(0, colon);
+    }
+    while (entry.starts_with('.')) {
+      entry.remove_prefix(1);
+    }
+    const auto wanted = lower(entry);
+    if (!wanted.empty() && (name == wanted || name.ends_with("." + wanted))) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // ---- exchange --------------------------------------------------------------------------------
 
 /// The byte stream of one exchange: TCP, with TLS over it for https.
@@ -147,8 +187,13 @@ class Connection {
   Connection(const UpstreamUrl& url, const TlsConfig* trust, const HttpClientOptions& options,
              const std::string& where)
       : where_(where),
-        socket_(connect_before(url.host, url.port, SteadyClock::now() + options.connect_timeout)),
+        socket_(connect_before(options.proxy ? options.proxy->host : url.host,
+                               options.proxy ? options.proxy->port : url.port,
+                               SteadyClock::now() + options.connect_timeout)),
         transport_{socket_.get(), SteadyClock::now() + options.request_timeout} {
+    if (options.proxy && url.tls) {
+      open_tunnel(url, *options.proxy);
+    }
     if (url.tls) {
       tls_.emplace(trust->ssl_config(), url.host, transport_);
       tls_->handshake(where_);
@@ -175,6 +220,28 @@ class Connection {
   bool end_is_authentic() const { return !tls_ || tls_->closed_cleanly(); }
 
  private:
+  /// HTTP CONNECT through the proxy, so TLS runs end to end with the URL's host.
+  void open_tunnel(const UpstreamUrl& url, const UpstreamUrl& proxy) {
+    const auto proxy_where = describe_endpoint(proxy.host, proxy.port);
+    const auto authority = describe_endpoint(url.host, url.port);
+    send_all_plain(transport_,
+                   "CONNECT " + authority + " HTTP/1.1\r\nHost: " + authority + "\r\n\r\n",
+                   proxy_where);
+    // Byte by byte: nothing of the TLS stream after the proxy's answer may be consumed here.
+    std::string head;
+    while (!head.ends_with("\r\n\r\n")) {
+      char c = 0;
+      if (receive_plain(transport_, &c, 1, proxy_where) == 0 || head.size() > 16 * 1024) {
+        throw HttpClientError("the proxy " + proxy_where + " gave no usable answer to CONNECT");
+      }
+      head += c;
+    }
+    if (head.size() < 12 || !head.starts_with("HTTP/1.") || head.substr(8, 4) != " 200") {
+      throw HttpClientError("the proxy " + proxy_where + " refused CONNECT to " + authority + ": " +
+                            printable_status_line(head));
+    }
+  }
+
   std::string where_;
   UniqueFd socket_;
   Transport transport_;  // the TLS session points at it: Connection never moves
@@ -182,8 +249,11 @@ class Connection {
 };
 
 ClientResponse read_response(Connection& connection, const HttpClientOptions& options,
-                             bool response_to_head, const std::string& where) {
+                             bool response_to_head, const std::string& where, BodySink sink) {
   HttpResponseParser parser(options.max_response_bytes, response_to_head);
+  if (sink) {
+    parser.stream_body_to(std::move(sink));
+  }
   std::array<char, 16 * 1024> buffer{};
   try {
     while (true) {
@@ -206,12 +276,16 @@ ClientResponse read_response(Connection& connection, const HttpClientOptions& op
   }
 }
 
-ClientResponse exchange(const UpstreamUrl& url, const std::string& wire, bool response_to_head,
+ClientResponse exchange(const UpstreamUrl& url, std::string wire, bool response_to_head,
                         const HttpClientOptions& options, const TlsConfig* trust,
-                        const std::string& where) {
+                        const std::string& where, BodySink sink) {
+  if (options.proxy && !url.tls) {
+    // A plain request through a proxy names its whole URL (absolute-form).
+    wire.insert(wire.find(' ') + 1, "http://" + host_header(url));
+  }
   Connection connection(url, trust, options, where);
   connection.write_all(wire);
-  return read_response(connection, options, response_to_head, where);
+  return read_response(connection, options, response_to_head, where, std::move(sink));
 }
 
 }  // namespace
@@ -249,6 +323,26 @@ UpstreamUrl parse_upstream_url(std::string_view text) {
   return url;
 }
 
+std::optional<UpstreamUrl> proxy_for(const UpstreamUrl& url, const ProxySettings& proxies) {
+  const auto& configured = url.tls ? proxies.https_proxy : proxies.http_proxy;
+  if (configured.empty() || bypasses_proxy(url.host, proxies.no_proxy)) {
+    return std::nullopt;
+  }
+  // As curl: a proxy written without a scheme is an HTTP proxy.
+  const auto proxy =
+      configured.find("://") == std::string::npos ? "http://" + configured : configured;
+  const bool has_port =
+      proxy.find(':', proxy.find("://") + 3) != std::string::npos && !proxy.ends_with("]");
+  auto parsed = parse_upstream_url(proxy);
+  if (parsed.tls) {
+    throw HttpClientError("proxy URL: only http:// proxies are supported");
+  }
+  if (!has_port) {
+    parsed.port = 1080;
+  }
+  return parsed;
+}
+
 std::optional<std::string_view> ClientResponse::header(std::string_view lower_case_name) const {
   for (const auto& [name, value] : headers) {
     if (name == lower_case_name) {
@@ -277,13 +371,20 @@ std::string serialize_client_request(const UpstreamUrl& url, const ClientRequest
 ClientResponse send_request(const UpstreamUrl& url, const ClientRequest& request,
                             const HttpClientOptions& options,
                             std::shared_ptr<const TlsConfig> trust) {
+  return send_request_streaming(url, request, options, std::move(trust), nullptr);
+}
+
+ClientResponse send_request_streaming(const UpstreamUrl& url, const ClientRequest& request,
+                                      const HttpClientOptions& options,
+                                      std::shared_ptr<const TlsConfig> trust, BodySink sink) {
   const auto where = describe_endpoint(url.host, url.port);
   const std::string wire = serialize_client_request(url, request);
   if (url.tls && trust == nullptr) {
     throw HttpClientError("https to " + where + " needs a TLS configuration to trust");
   }
   try {
-    return exchange(url, wire, request.method == "HEAD", options, trust.get(), where);
+    return exchange(url, wire, request.method == "HEAD", options, trust.get(), where,
+                    std::move(sink));
   } catch (const TransportError& e) {
     throw HttpClientError(e.what());
   }

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -59,12 +60,34 @@ struct ClientResponse {
   std::optional<std::string_view> header(std::string_view lower_case_name) const;
 };
 
+/// Receives a response body piece by piece, with the response's status (a redirect's body
+/// comes here too). May throw to abandon the exchange.
+using BodySink = std::function<void(int status, std::string_view data)>;
+
+/// Where requests go through an HTTP proxy (CONNECT for https, absolute-form for http), as
+/// curl reads http_proxy, https_proxy and no_proxy. Empty strings: no proxy.
+struct ProxySettings {
+  std::string http_proxy;
+  std::string https_proxy;
+  std::string no_proxy;
+
+  bool operator==(const ProxySettings&) const = default;
+};
+
+/// The proxy `url` goes through, if any: `https_proxy` or `http_proxy` by scheme, unless the
+/// host matches `no_proxy` ("*", a name or a domain suffix, an address; ports ignored). A
+/// proxy URL is "http://host[:port]" (default port 1080, as curl); throws HttpClientError
+/// for anything else, e.g. credentials in it.
+std::optional<UpstreamUrl> proxy_for(const UpstreamUrl& url, const ProxySettings& proxies);
+
 struct HttpClientOptions {
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(5)};
   /// Everything after connecting: handshake, request and the whole response.
   std::chrono::milliseconds request_timeout{std::chrono::seconds(30)};
   /// The response body (after chunked decoding); the head has its own fixed limit.
   std::size_t max_response_bytes = 32 * 1024 * 1024;
+  /// Connect through this HTTP proxy instead of to the URL's host.
+  std::optional<UpstreamUrl> proxy = std::nullopt;
 };
 
 /// The request as sent on the wire: request line, Host (with the port when not the scheme's
@@ -82,6 +105,12 @@ ClientResponse send_request(const UpstreamUrl& url, const ClientRequest& request
                             const HttpClientOptions& options,
                             std::shared_ptr<const TlsConfig> trust);
 
+/// send_request for bodies too large to hold: the body goes to `sink` and the returned
+/// response's body stays empty.
+ClientResponse send_request_streaming(const UpstreamUrl& url, const ClientRequest& request,
+                                      const HttpClientOptions& options,
+                                      std::shared_ptr<const TlsConfig> trust, BodySink sink);
+
 /// An incremental HTTP/1.x response parser, separate from any I/O. Handles Content-Length,
 /// chunked (extensions and trailers dropped) and close-delimited bodies, skips interim 1xx
 /// answers, and knows the answers that carry no body (to HEAD, 204, 304). Throws
@@ -92,6 +121,10 @@ class HttpResponseParser {
 
   explicit HttpResponseParser(std::size_t max_body_bytes, bool response_to_head = false)
       : max_body_bytes_(max_body_bytes), response_to_head_(response_to_head) {}
+
+  /// From now on the body goes to `sink` (with the final status) instead of into take()'s
+  /// response; `max_body_bytes` still bounds it.
+  void stream_body_to(BodySink sink) { body_sink_ = std::move(sink); }
 
   /// Consumes `data`. After `complete`, bytes beyond the response are ignored (the
   /// connection is closed after one request anyway).
@@ -143,6 +176,8 @@ class HttpResponseParser {
   std::string pending_;  // the head, or the current chunk-size or trailer line, so far
   std::uint64_t remaining_ = 0;
   std::size_t trailer_bytes_ = 0;
+  std::uint64_t body_bytes_ = 0;
+  BodySink body_sink_;
   ClientResponse response_;
 };
 

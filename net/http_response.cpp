@@ -52,14 +52,16 @@ std::string_view reason_phrase(int status) {
 std::string serialize(const HttpResponse& response, bool keep_alive) {
   std::string out = "HTTP/1.1 " + std::to_string(response.status) + " " +
                     std::string(reason_phrase(response.status)) +
-                    "\r\nContent-Type: " + response.content_type +
-                    "\r\nContent-Length: " + std::to_string(response.body.size()) +
+                    "\r\nContent-Type: " + response.content_type + "\r\nContent-Length: " +
+                    std::to_string(response.file ? response.file->size : response.body.size()) +
                     "\r\nConnection: " + (keep_alive ? "keep-alive" : "close") + "\r\n";
   for (const auto& [name, value] : response.headers) {
     out += name + ": " + value + "\r\n";
   }
   out += "\r\n";
-  out += response.body;
+  if (!response.file) {
+    out += response.body;
+  }
   return out;
 }
 

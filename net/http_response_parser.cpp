@@ -192,10 +192,15 @@ void HttpResponseParser::choose_framing() {
 }
 
 void HttpResponseParser::append_body(std::string_view data) {
-  if (data.size() > max_body_bytes_ - response_.body.size()) {
+  if (data.size() > max_body_bytes_ - body_bytes_) {
     throw HttpClientError("the body is larger than " + std::to_string(max_body_bytes_) + " bytes");
   }
-  response_.body.append(data);
+  body_bytes_ += data.size();
+  if (body_sink_) {
+    body_sink_(response_.status, data);
+  } else {
+    response_.body.append(data);
+  }
 }
 
 std::size_t HttpResponseParser::consume_body_with_length(std::string_view data) {
@@ -250,7 +255,7 @@ std::size_t HttpResponseParser::consume_chunk_size(std::string_view data) {
       (!after_size.empty() && !after_size.starts_with(';')) || !is_field_value(extension)) {
     throw HttpClientError("a chunk-size line is malformed");
   }
-  if (size > max_body_bytes_ - response_.body.size()) {
+  if (size > max_body_bytes_ - body_bytes_) {
     throw HttpClientError("the body is larger than " + std::to_string(max_body_bytes_) + " bytes");
   }
   pending_.clear();

@@ -1,6 +1,7 @@
 #include "net/http_server.hpp"
 
 #include <array>
+#include <unistd.h>
 
 #include "net/accept_loop.hpp"
 
@@ -117,16 +118,45 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
 
   void write_response(HttpResponse response) {
     outgoing_ = serialize(response, keep_alive_);
+    file_ = std::move(response.file);
+    file_offset_ = 0;
+    write_outgoing();
+  }
+
+  /// Writes outgoing_, then the file body piece by piece (each piece with its own deadline, so
+  /// a slow but moving client finishes a large download), then waits for the next request.
+  void write_outgoing() {
     arm_deadline(options_.write_timeout);
     asio::async_write(socket_, asio::buffer(outgoing_),
                       [self = shared_from_this()](const asio::error_code& error, std::size_t) {
-                        if (error || !self->keep_alive_) {
+                        if (error) {
+                          return self->close();
+                        }
+                        if (self->file_ && self->file_offset_ < self->file_->size) {
+                          return self->next_file_piece();
+                        }
+                        self->file_.reset();
+                        if (!self->keep_alive_) {
                           return self->close();
                         }
                         self->request_started_ = false;
                         self->arm_deadline(self->options_.idle_timeout);
                         self->read_request();
                       });
+  }
+
+  void next_file_piece() {
+    constexpr std::size_t kPiece = 256 * 1024;
+    const auto wanted = std::min<std::uint64_t>(kPiece, file_->size - file_offset_);
+    outgoing_.resize(wanted);
+    const auto got =
+        ::pread(file_->fd.get(), outgoing_.data(), wanted, static_cast<off_t>(file_offset_));
+    if (got <= 0) {
+      return close();  // the file shrank or failed: the client sees a short body
+    }
+    outgoing_.resize(static_cast<std::size_t>(got));
+    file_offset_ += static_cast<std::uint64_t>(got);
+    write_outgoing();
   }
 
   void close() {
@@ -148,6 +178,8 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   std::array<char, 16 * 1024> buffer_{};
   std::string pending_;
   std::string outgoing_;
+  std::shared_ptr<FileBody> file_;
+  std::uint64_t file_offset_ = 0;
   bool keep_alive_ = true;
   bool request_started_ = false;
   std::uint64_t deadline_epoch_ = 0;

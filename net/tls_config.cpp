@@ -4,6 +4,7 @@
 #include <mbedtls/error.h>
 
 #include "net/drbg.hpp"
+#include "net/secret_token.hpp"
 
 namespace garm_edge::net {
 namespace {
@@ -139,6 +140,21 @@ std::shared_ptr<const TlsConfig> TlsConfig::client_trusting(
   tls->apply_common_settings(Role::client);
   mbedtls_ssl_conf_ca_chain(&tls->config_, &tls->ca_, nullptr);
   return tls;
+}
+
+std::shared_ptr<const TlsConfig> ClientTrustCache::trusting(const std::string& extra_ca_pem) {
+  const auto key = sha256_hex(extra_ca_pem);
+  std::lock_guard lock(mutex_);
+  auto& config = configs_[key];
+  if (!config) {
+    try {
+      config = TlsConfig::client_trusting(extra_ca_pem);
+    } catch (...) {
+      configs_.erase(key);
+      throw;
+    }
+  }
+  return config;
 }
 
 }  // namespace garm_edge::net

@@ -2,7 +2,9 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -66,6 +68,18 @@ class TlsConfig {
   /// Server side: resumption by session ID. A reload makes a new, empty cache, so a client
   /// whose certificate was since revoked cannot resume; no session tickets are issued.
   mutable mbedtls_ssl_cache_context cache_;
+};
+
+/// TlsConfig::client_trusting per distinct CA bundle, made once: loading the system bundle
+/// costs milliseconds, and every guest of one garm shows the same bundle.
+class ClientTrustCache {
+ public:
+  /// Throws TlsError as client_trusting does (and remembers nothing then).
+  std::shared_ptr<const TlsConfig> trusting(const std::string& extra_ca_pem);
+
+ private:
+  std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<const TlsConfig>> configs_;  // by the bundle's hash
 };
 
 }  // namespace garm_edge::net

@@ -103,15 +103,20 @@ fetch_metadata_text() {
   curl_garm --url "$METADATA_URL/$1"
 }
 
+# Without --fail, so that an error's body (the agent's cache says why it has no archive) can
+# be reported; curl still retries 5xx answers.
 download_runner() {
-  local archive=$1
+  local archive=$1 code
   report_step "downloading tools from $DOWNLOAD_URL"
-  local -a options=(--silent --show-error --fail --location --retry 5 --retry-delay 5
-    --retry-connrefused --output "$archive" --url "$DOWNLOAD_URL")
+  local -a options=(--silent --show-error --location --retry 5 --retry-delay 5
+    --retry-connrefused --output "$archive" --write-out '%{http_code}' --url "$DOWNLOAD_URL")
   if [ -n "$TEMP_DOWNLOAD_TOKEN" ]; then
-    curl "${options[@]}" --header @<(printf 'Authorization: Bearer %s\n' "$TEMP_DOWNLOAD_TOKEN")
+    code=$(curl "${options[@]}" --header @<(printf 'Authorization: Bearer %s\n' "$TEMP_DOWNLOAD_TOKEN")) || code=000
   else
-    curl "${options[@]}"
+    code=$(curl "${options[@]}") || code=000
+  fi
+  if [ "$code" != 200 ]; then
+    fail "downloading the runner from $DOWNLOAD_URL failed (HTTP $code): $(head -c 300 "$archive" 2>/dev/null | tr -cd '[:print:]')"
   fi
 }
 
@@ -280,7 +285,10 @@ std::string builtin_linux_install_script(const wire::BootstrapInstance& bootstra
   assign(script, "RUNNER_NAME", bootstrap.name);
   assign(script, "RUNNER_LABELS", detail::joined_labels(bootstrap));
   assign(script, "RUNNER_GROUP", bootstrap.github_runner_group);
-  assign(script, "DOWNLOAD_URL", detail::required_download_url(tool));
+  // The agent's cache when it has one (the guest still verifies the checksum below).
+  assign(script, "DOWNLOAD_URL",
+         endpoints.runner_archive_url.empty() ? detail::required_download_url(tool)
+                                              : endpoints.runner_archive_url);
   assign(script, "TEMP_DOWNLOAD_TOKEN", tool.temp_download_token.value_or(""));
   assign(script, "SHA256_CHECKSUM", detail::normalized_sha256(tool));
   assign(script, "USE_JIT_CONFIG", bootstrap.jit_config_enabled ? "true" : "false");

@@ -2,6 +2,7 @@
 
 #include "userdata/userdata.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 
@@ -74,18 +75,27 @@ const wire::RunnerApplicationDownload& select_tool(const wire::BootstrapInstance
                       std::string(arch.garm));
 }
 
-std::string rewrite_garm_urls(std::string_view text, const wire::BootstrapInstance& bootstrap,
+GarmUrls garm_urls_of(const wire::BootstrapInstance& bootstrap, const GuestEndpoints& endpoints) {
+  return {.callback_url = bootstrap.callback_url,
+          .metadata_url = bootstrap.metadata_url,
+          .runner_download_url = endpoints.runner_archive_url.empty()
+                                     ? std::string()
+                                     : select_tool(bootstrap).download_url.value_or("")};
+}
+
+std::string rewrite_garm_urls(std::string_view text, const GarmUrls& garm,
                               const GuestEndpoints& endpoints) {
-  std::array<UrlReplacement, 2> replacements = {
-      UrlReplacement{detail::without_trailing_slashes(bootstrap.callback_url),
+  std::array<UrlReplacement, 3> replacements = {
+      UrlReplacement{detail::without_trailing_slashes(garm.callback_url),
                      detail::without_trailing_slashes(endpoints.callback_url)},
-      UrlReplacement{detail::without_trailing_slashes(bootstrap.metadata_url),
-                     detail::without_trailing_slashes(endpoints.metadata_url)}};
-  // The longer URL is tried first at each position, so one that is a prefix of the other (a
+      UrlReplacement{detail::without_trailing_slashes(garm.metadata_url),
+                     detail::without_trailing_slashes(endpoints.metadata_url)},
+      UrlReplacement{endpoints.runner_archive_url.empty() ? "" : garm.runner_download_url,
+                     endpoints.runner_archive_url}};
+  // The longer URL is tried first at each position, so one that is a prefix of another (a
   // callback URL of "https://garm" and metadata of "https://garm/md") never takes its match.
-  if (replacements[1].from.size() > replacements[0].from.size()) {
-    std::swap(replacements[0], replacements[1]);
-  }
+  std::stable_sort(replacements.begin(), replacements.end(),
+                   [](const auto& a, const auto& b) { return a.from.size() > b.from.size(); });
   std::string out;
   out.reserve(text.size());
   for (std::size_t i = 0; i < text.size();) {
@@ -111,7 +121,8 @@ std::string install_script(const wire::BootstrapInstance& bootstrap,
                            const GuestEndpoints& endpoints) {
   const auto specs = detail::parse_extra_specs(bootstrap);
   if (specs.runner_install_template) {
-    return rewrite_garm_urls(*specs.runner_install_template, bootstrap, endpoints);
+    return rewrite_garm_urls(*specs.runner_install_template, garm_urls_of(bootstrap, endpoints),
+                             endpoints);
   }
   if (bootstrap.os_type == wire::OsType::windows) {
     return builtin_windows_install_script(bootstrap, endpoints);

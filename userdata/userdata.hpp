@@ -25,6 +25,17 @@ class UserDataError : public std::runtime_error {
 struct GuestEndpoints {
   std::string callback_url;
   std::string metadata_url;
+  /// Where the guest downloads its runner archive from, in place of the tool's own URL; empty:
+  /// from the tool's URL (no cache).
+  std::string runner_archive_url = "";
+};
+
+/// garm's own URLs that a script garm rendered may hold, each replaced by its GuestEndpoints
+/// counterpart; an empty one is left alone.
+struct GarmUrls {
+  std::string callback_url;
+  std::string metadata_url;
+  std::string runner_download_url;  // the tool's download_url
 };
 
 /// The three NoCloud documents, served as meta-data, user-data and vendor-data.
@@ -76,11 +87,15 @@ std::string builtin_windows_install_script(const wire::BootstrapInstance& bootst
 /// Throws UserDataError when there is none.
 const wire::RunnerApplicationDownload& select_tool(const wire::BootstrapInstance& bootstrap);
 
-/// Replaces garm's callback and metadata URLs (the bootstrap's, with or without a trailing
-/// slash) by the guest endpoints in a script garm rendered. Used on the wrapper here and on the
-/// install script the relay passes back.
-std::string rewrite_garm_urls(std::string_view text, const wire::BootstrapInstance& bootstrap,
+/// Replaces garm's callback and metadata URLs (with or without a trailing slash) and the
+/// runner's download URL by the guest endpoints in a script garm rendered. Used on the wrapper
+/// here and on the install script the relay passes back.
+std::string rewrite_garm_urls(std::string_view text, const GarmUrls& garm,
                               const GuestEndpoints& endpoints);
+
+/// The URLs of `bootstrap` that rewrite_garm_urls replaces for `endpoints`: the tool's download
+/// URL only when the endpoints have a runner archive URL.
+GarmUrls garm_urls_of(const wire::BootstrapInstance& bootstrap, const GuestEndpoints& endpoints);
 
 /// garm's callback URL without trailing slashes and without a trailing `/status`: the base that
 /// `/status` and `/system-info/` are appended to (garm's scripts strip it the same way).

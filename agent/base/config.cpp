@@ -201,6 +201,11 @@ void read_guests_section(TableReader& root, AgentConfig& config) {
   guests.address_quarantine =
       std::chrono::seconds(in.integer<long>("address_quarantine_seconds", 0, 86400)
                                .value_or(guests.address_quarantine.count()));
+  guests.runner_cache_mib =
+      in.integer<std::uint64_t>("runner_cache_mib", 0, 1U << 24U).value_or(guests.runner_cache_mib);
+  guests.runner_download_timeout =
+      std::chrono::seconds(in.integer<long>("runner_download_timeout_seconds", 10, 7200)
+                               .value_or(guests.runner_download_timeout.count()));
   if (config.network.empty()) {
     in.fail(nullptr, "guests need a network: set [libvirt] network");
   }
@@ -374,7 +379,9 @@ std::string agent_config_json_schema() {
          R"json("addresses":{"type":"string"},"anti_spoofing":{"enum":["auto","clean-traffic","source-ip","off"]},)json"
          R"json("relay_timeout_seconds":{"type":"integer","minimum":1,"maximum":600},)json"
          R"json("max_connections":{"type":"integer","minimum":1,"maximum":65536},)json"
-         R"json("address_quarantine_seconds":{"type":"integer","minimum":0,"maximum":86400}}},)json"
+         R"json("address_quarantine_seconds":{"type":"integer","minimum":0,"maximum":86400},)json"
+         R"json("runner_cache_mib":{"type":"integer","minimum":0,"maximum":16777216},)json"
+         R"json("runner_download_timeout_seconds":{"type":"integer","minimum":10,"maximum":7200}}},)json"
          R"json("images":{"type":"array","minItems":1,"items":{"type":"object","additionalProperties":false,)json"
          R"json("required":["name"],"properties":{"name":{"type":"string"},"base_volume":{"type":"string"},)json"
          R"json("base_path":{"type":"string"},"base_format":{"enum":["qcow2","raw"]},)json"

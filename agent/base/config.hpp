@@ -92,6 +92,10 @@ struct GuestConfig {
   std::size_t max_connections = 512;
   /// How long a deleted guest's address rests before another guest gets it.
   std::chrono::seconds address_quarantine{120};
+  /// The runner archive cache under `<state_dir>/runner-archives`: each archive downloaded once
+  /// per host and served to guests. 0: off (guests download from garm's URL themselves).
+  std::uint64_t runner_cache_mib = 4096;
+  std::chrono::seconds runner_download_timeout{900};
 };
 
 /// How much of the host the agent's instances may take. Every instance the agent holds counts,

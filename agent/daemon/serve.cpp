@@ -49,6 +49,18 @@ void write_ready_file(const std::filesystem::path& path, const std::string& text
   std::filesystem::rename(temporary, path);
 }
 
+std::unique_ptr<RunnerArchiveCache> make_runner_archive_cache(const AgentConfig& config,
+                                                              const Clock& clock, Logger& log) {
+  if (!config.guests.enabled || config.guests.runner_cache_mib == 0) {
+    return nullptr;
+  }
+  return std::make_unique<RunnerArchiveCache>(
+      ArchiveCacheOptions{.directory = config.state_dir / "runner-archives",
+                          .max_bytes = config.guests.runner_cache_mib << 20U,
+                          .failure_memory = std::chrono::seconds(30)},
+      std::make_shared<HttpArchiveFetcher>(config.guests.runner_download_timeout), clock, log);
+}
+
 }  // namespace
 
 AgentDaemon::AgentDaemon(const AgentConfig& config, Logger& log, ServeOptions options)
@@ -62,12 +74,14 @@ AgentDaemon::AgentDaemon(const AgentConfig& config, Logger& log, ServeOptions op
       relay_workers_(config.guests.enabled ? 8 : 1),
       seed_workers_(config.guests.enabled ? 4 : 1),
       api_workers_(config.api.workers),
+      runner_archives_(make_runner_archive_cache(config, clock_, log)),
       guest_access_(config, hypervisor_, log),
-      guest_attachments_(guest_access_, guest_index_),
+      guest_attachments_(guest_access_, guest_index_, runner_archives_.get()),
       relay_(net::HttpClientOptions{.connect_timeout = std::chrono::seconds(5),
                                     .request_timeout = config.guests.relay_timeout,
                                     .max_response_bytes = 64 * 1024 * 1024}),
-      guests_(config, service_, store_, guest_index_, guest_access_, relay_, clock_, log),
+      guests_(config, service_, store_, guest_index_, guest_access_, relay_, runner_archives_.get(),
+              clock_, log),
       api_(config, service_),
       watchdog_timer_(io_),
       drain_timer_(io_) {
@@ -77,6 +91,7 @@ AgentDaemon::AgentDaemon(const AgentConfig& config, Logger& log, ServeOptions op
 }
 
 AgentDaemon::~AgentDaemon() {
+  runner_archives_.reset();
   api_workers_.join();
   relay_workers_.join();
   seed_workers_.join();
@@ -110,14 +125,17 @@ void AgentDaemon::start_guest_service() {
       io_, options, [this](net::HttpRequest request, std::string peer, auto respond) {
         auto& pool = request.path.starts_with("/api/") ? relay_workers_ : seed_workers_;
         asio::post(pool, [this, request = std::move(request), peer = std::move(peer),
-                          respond = std::move(respond)] {
-          respond(guests_.handle(request, peer));  // handle() never throws
+                          respond = std::move(respond)]() mutable {
+          guests_.handle_async(request, peer, std::move(respond));  // never throws
         });
       });
   guest_server_->start();
   guest_access_.set_port(guest_server_->port());
   service_.serve_guests(guest_attachments_);
   api_.add_metrics_source([this] { return guests_.render_metrics(); });
+  if (runner_archives_) {
+    api_.add_metrics_source([this] { return runner_archives_->render_metrics(); });
+  }
   log_.info("guest service listening on " + guest_access_.base_url() +
             (config_.guests.relay ? " (relay to garm)" : " (guests call garm directly)"));
 }

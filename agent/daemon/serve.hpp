@@ -80,6 +80,9 @@ class AgentDaemon {
   asio::thread_pool seed_workers_;
   asio::thread_pool api_workers_;
   GuestIndex guest_index_;
+  /// Null without guests or with runner_cache_mib = 0. Destroyed first (see ~AgentDaemon):
+  /// downloads still under way then call no one.
+  std::unique_ptr<RunnerArchiveCache> runner_archives_;
   GuestAccess guest_access_;
   GuestAttachments guest_attachments_;
   HttpGarmRelay relay_;

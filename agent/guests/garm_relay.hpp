@@ -1,9 +1,5 @@
 #pragma once
 
-#include <chrono>
-#include <map>
-#include <memory>
-#include <mutex>
 #include <string>
 
 #include "net/http_client.hpp"
@@ -30,12 +26,8 @@ class HttpGarmRelay final : public GarmRelay {
                               net::ClientRequest request) override;
 
  private:
-  /// Loading the system CA bundle costs milliseconds: one trust store per distinct bundle.
-  std::shared_ptr<const net::TlsConfig> trust_for(const std::string& ca_bundle);
-
   net::HttpClientOptions options_;
-  std::mutex mutex_;
-  std::map<std::string, std::shared_ptr<const net::TlsConfig>> trust_;  // by bundle hash
+  net::ClientTrustCache trust_;
 };
 
 }  // namespace garm_edge::agent

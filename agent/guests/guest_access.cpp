@@ -1,11 +1,13 @@
 #include "agent/guests/guest_access.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <stdexcept>
 
 #include "agent/instances/service_error.hpp"
 #include "net/secret_token.hpp"
 #include "userdata/userdata.hpp"
+#include "wire/validate.hpp"
 
 namespace garm_edge::agent {
 namespace {
@@ -17,7 +19,48 @@ constexpr const char* kSourceIpFilter = "garm-edge-source-ip";
 constexpr const char* kCallbackPath = "/api/v1/callbacks";
 constexpr const char* kMetadataPath = "/api/v1/metadata";
 
+/// garm's tool for the guest, if the cache can hold it: it needs the SHA-256 to name and
+/// verify the archive.
+std::optional<RunnerArchiveRecord> cacheable_runner_archive(
+    const wire::BootstrapInstance& bootstrap) {
+  const wire::RunnerApplicationDownload* tool = nullptr;
+  try {
+    tool = &userdata::select_tool(bootstrap);
+  } catch (const userdata::UserDataError&) {
+    return std::nullopt;  // the installer reports it, if it needs a tool at all
+  }
+  auto sha256 = tool->sha256_checksum.value_or("");
+  std::transform(sha256.begin(), sha256.end(), sha256.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const auto url = tool->download_url.value_or("");
+  if (sha256.size() != 64 || sha256.find_first_not_of("0123456789abcdef") != std::string::npos ||
+      !wire::is_http_url(url)) {
+    return std::nullopt;
+  }
+  return RunnerArchiveRecord{.download_url = url,
+                             .sha256 = sha256,
+                             .temp_download_token = tool->temp_download_token.value_or(""),
+                             .http_proxy = bootstrap.proxy_config.http_proxy,
+                             .https_proxy = bootstrap.proxy_config.https_proxy,
+                             .no_proxy = bootstrap.proxy_config.no_proxy};
+}
+
 }  // namespace
+
+ArchiveSource archive_source_of(const GuestRecord& guest) {
+  const auto& archive = guest.runner_archive.value();
+  return {.url = archive.download_url,
+          .sha256 = archive.sha256,
+          .bearer_token = archive.temp_download_token,
+          .ca_bundle = guest.ca_cert_bundle,
+          .proxies = {.http_proxy = archive.http_proxy,
+                      .https_proxy = archive.https_proxy,
+                      .no_proxy = archive.no_proxy}};
+}
+
+std::string runner_archive_path(const std::string& sha256) {
+  return "/runner-archives/" + sha256;
+}
 
 GuestAccess::GuestAccess(const AgentConfig& config, hypervisor::Hypervisor& hypervisor, Logger& log)
     : config_(config), hypervisor_(hypervisor), log_(log), port_(config.guests.port) {}
@@ -93,6 +136,13 @@ GuestPlan GuestAccess::plan(const InstanceRecord& record,
       config_.guests.relay
           ? userdata::GuestEndpoints{base_url() + kCallbackPath, base_url() + kMetadataPath}
           : userdata::GuestEndpoints{bootstrap.callback_url, bootstrap.metadata_url};
+  if (config_.guests.runner_cache_mib > 0) {
+    guest.runner_archive = cacheable_runner_archive(bootstrap);
+    if (guest.runner_archive) {
+      request.endpoints.runner_archive_url =
+          base_url() + runner_archive_path(guest.runner_archive->sha256);
+    }
+  }
   auto seed = userdata::render_seed(bootstrap, request);
   guest.meta_data = std::move(seed.meta_data);
   guest.user_data = std::move(seed.user_data);

@@ -12,6 +12,7 @@
 #include "agent/guests/guest_network.hpp"
 #include "agent/instances/guest_side.hpp"
 #include "agent/instances/instance_store.hpp"
+#include "agent/runner_archives/archive_fetcher.hpp"
 #include "hypervisor/hypervisor.hpp"
 #include "wire/bootstrap.hpp"
 
@@ -19,6 +20,12 @@ namespace garm_edge::agent {
 
 /// The guest side of creating and deleting instances. `start` checks the host once (network,
 /// address range, filters) and fails with a clear message when guests could not be served.
+/// Where the guest's runner archive comes from, for the cache.
+ArchiveSource archive_source_of(const GuestRecord& guest);
+
+/// The path under the guest service where a guest downloads the runner archive `sha256`.
+std::string runner_archive_path(const std::string& sha256);
+
 class GuestAccess {
  public:
   GuestAccess(const AgentConfig& config, hypervisor::Hypervisor& hypervisor, Logger& log);

@@ -9,9 +9,14 @@ std::optional<GuestPlan> GuestAttachments::plan(const InstanceRecord& record,
 
 void GuestAttachments::assign_address(
     GuestPlan& plan, const std::function<InstanceRecord(const GuestPlan&)>& persist) {
-  std::lock_guard lock(address_mutex_);
-  access_.assign_address(plan, index_.addresses());
-  index_.put(persist(plan));
+  {
+    std::lock_guard lock(address_mutex_);
+    access_.assign_address(plan, index_.addresses());
+    index_.put(persist(plan));
+  }
+  if (archives_ != nullptr && plan.record.runner_archive) {
+    archives_->prefetch(archive_source_of(plan.record));
+  }
 }
 
 void GuestAttachments::reserve(const GuestRecord& guest) {

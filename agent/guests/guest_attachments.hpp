@@ -5,6 +5,7 @@
 #include "agent/guests/guest_access.hpp"
 #include "agent/guests/guest_index.hpp"
 #include "agent/instances/guest_side.hpp"
+#include "agent/runner_archives/archive_cache.hpp"
 
 namespace garm_edge::agent {
 
@@ -12,7 +13,10 @@ namespace garm_edge::agent {
 /// admission through GuestIndex.
 class GuestAttachments final : public GuestSide {
  public:
-  GuestAttachments(GuestAccess& access, GuestIndex& index) : access_(access), index_(index) {}
+  /// `archives` (may be null: no cache) starts each new guest's runner archive download at
+  /// create, so it is ready by the time the guest has booted.
+  GuestAttachments(GuestAccess& access, GuestIndex& index, RunnerArchiveCache* archives)
+      : access_(access), index_(index), archives_(archives) {}
 
   bool enabled() const override { return true; }
   std::optional<GuestPlan> plan(const InstanceRecord& record,
@@ -29,6 +33,7 @@ class GuestAttachments final : public GuestSide {
  private:
   GuestAccess& access_;
   GuestIndex& index_;
+  RunnerArchiveCache* archives_;
   /// Held from choosing an address until the instance holding it is recorded and admitted.
   std::mutex address_mutex_;
 };

@@ -76,4 +76,14 @@ std::optional<GuestIndex::Entry> GuestIndex::find(std::string Entry::*hash,
   return found;
 }
 
+std::optional<GuestIndex::Entry> GuestIndex::by_address(std::string_view source_ip) const {
+  std::lock_guard lock(mutex_);
+  for (const auto& [name, entry] : entries_) {
+    if (!entry.closed && !entry.ip.empty() && entry.ip == source_ip) {
+      return entry;
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace garm_edge::agent

@@ -42,6 +42,9 @@ class GuestIndex {
   std::optional<Entry> by_seed_token(std::string_view token_hash, std::string_view source_ip) const;
   std::optional<Entry> by_bearer_token(std::string_view token_hash,
                                        std::string_view source_ip) const;
+  /// The open instance whose reserved address is `source_ip`: for what the guest may fetch
+  /// without a token (its runner archive, which is no secret of its own).
+  std::optional<Entry> by_address(std::string_view source_ip) const;
 
  private:
   std::optional<Entry> find(std::string Entry::*hash, std::string_view token_hash,

@@ -142,13 +142,15 @@ void MissLimiter::miss(const std::string& source) {
 
 GuestService::GuestService(const AgentConfig& config, InstanceService& instances,
                            InstanceStore& store, GuestIndex& index, GuestAccess& access,
-                           GarmRelay& relay, const Clock& clock, Logger& log)
+                           GarmRelay& relay, RunnerArchiveCache* archives, const Clock& clock,
+                           Logger& log)
     : config_(config),
       instances_(instances),
       store_(store),
       index_(index),
       access_(access),
       relay_(relay),
+      archives_(archives),
       clock_(clock),
       log_(log),
       misses_(clock, 20, std::chrono::seconds(60)) {}
@@ -168,6 +170,53 @@ net::HttpResponse GuestService::handle(const net::HttpRequest& request,
           .content_type = "text/plain; charset=utf-8",
           .body = "service unavailable\n",
           .headers = {{"Retry-After", "5"}}};
+}
+
+void GuestService::handle_async(const net::HttpRequest& request, const std::string& source_ip,
+                                Respond respond) {
+  try {
+    if (serve_runner_archive(request, source_ip, respond)) {
+      return;
+    }
+  } catch (const std::exception& e) {
+    log_.error(std::string("guest service: ") + e.what());
+  }
+  respond(handle(request, source_ip));
+}
+
+bool GuestService::serve_runner_archive(const net::HttpRequest& request,
+                                        const std::string& source_ip, Respond& respond) {
+  constexpr std::string_view kPrefix = "/runner-archives/";
+  if (archives_ == nullptr || request.method != "GET" || !request.path.starts_with(kPrefix) ||
+      misses_.blocked(source_ip)) {
+    return false;  // handle() refuses it
+  }
+  const auto sha256 = request.path.substr(kPrefix.size());
+  const auto entry = index_.by_address(source_ip);
+  const auto record = entry ? store_.get(entry->domain_name) : std::nullopt;
+  if (!record || !record->guest || record->guest->closed || record->guest->ip != source_ip ||
+      !record->guest->runner_archive || record->guest->runner_archive->sha256 != sha256) {
+    return false;
+  }
+  archives_->fetch(
+      archive_source_of(*record->guest),
+      [this, name = record->name, respond = std::move(respond)](RunnerArchiveCache::Outcome got) {
+        if (got.file) {
+          ++counters_.runner_archives_served;
+          return respond({.status = 200,
+                          .content_type = "application/octet-stream",
+                          .body = "",
+                          .headers = {},
+                          .file = std::move(got.file)});
+        }
+        ++counters_.runner_archives_unavailable;
+        log_.warning("no runner archive for " + name + ": " + got.error);
+        respond({.status = 502,
+                 .content_type = "text/plain; charset=utf-8",
+                 .body = "the agent could not get the runner archive: " + got.error + "\n",
+                 .headers = {}});
+      });
+  return true;
 }
 
 net::HttpResponse GuestService::route(const net::HttpRequest& request,
@@ -211,7 +260,9 @@ std::string GuestService::render_metrics() const {
       {"relayed", &counters_.relayed},
       {"relay_failed", &counters_.relay_failures},
       {"refused", &counters_.refused},
-      {"rate_limited", &counters_.rate_limited}};
+      {"rate_limited", &counters_.rate_limited},
+      {"runner_archive_served", &counters_.runner_archives_served},
+      {"runner_archive_unavailable", &counters_.runner_archives_unavailable}};
   for (const auto& [outcome, count] : outcomes) {
     text.sample("garm_edge_guest_requests_total", {{"outcome", outcome}}, count->load());
   }
@@ -298,13 +349,20 @@ net::HttpResponse GuestService::relay(const net::HttpRequest& request, const std
   const bool install_script =
       !callback && (suffix == "/install-script" || suffix == "/install-script/");
   if (install_script && response.status == 200) {
-    // The script garm renders names garm's URLs; the guest may have no route there.
-    wire::BootstrapInstance garm_urls;
-    garm_urls.callback_url = guest.callback_url;
-    garm_urls.metadata_url = guest.metadata_url;
-    response.body = userdata::rewrite_garm_urls(response.body, garm_urls,
-                                                {access_.base_url() + std::string(kCallbacks),
-                                                 access_.base_url() + std::string(kMetadata)});
+    // The script garm renders names garm's URLs (and the runner's download URL); the guest
+    // may have no route there.
+    userdata::GuestEndpoints endpoints{.callback_url = access_.base_url() + std::string(kCallbacks),
+                                       .metadata_url = access_.base_url() + std::string(kMetadata)};
+    if (archives_ != nullptr && guest.runner_archive) {
+      endpoints.runner_archive_url =
+          access_.base_url() + runner_archive_path(guest.runner_archive->sha256);
+    }
+    response.body = userdata::rewrite_garm_urls(
+        response.body,
+        {.callback_url = guest.callback_url,
+         .metadata_url = guest.metadata_url,
+         .runner_download_url = guest.runner_archive ? guest.runner_archive->download_url : ""},
+        endpoints);
   }
   if (callback && request.method == "POST" && response.status >= 200 && response.status < 300) {
     record_report(entry->domain_name, suffix, request.body);

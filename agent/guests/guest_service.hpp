@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -17,6 +18,7 @@
 #include "agent/guests/guest_index.hpp"
 #include "agent/instances/instance_service.hpp"
 #include "agent/instances/instance_store.hpp"
+#include "agent/runner_archives/archive_cache.hpp"
 #include "net/http_request.hpp"
 #include "net/http_response.hpp"
 
@@ -54,12 +56,18 @@ class MissLimiter {
 /// the same plain 404. Transport-free, so it is tested without sockets.
 class GuestService {
  public:
+  /// `archives` may be null: no runner archive cache.
   GuestService(const AgentConfig& config, InstanceService& instances, InstanceStore& store,
-               GuestIndex& index, GuestAccess& access, GarmRelay& relay, const Clock& clock,
-               Logger& log);
+               GuestIndex& index, GuestAccess& access, GarmRelay& relay,
+               RunnerArchiveCache* archives, const Clock& clock, Logger& log);
 
   /// `source_ip` is the peer address of the connection, never a header.
   net::HttpResponse handle(const net::HttpRequest& request, const std::string& source_ip);
+
+  using Respond = std::function<void(net::HttpResponse)>;
+  /// handle(), except that a runner archive request is answered when its download ends
+  /// (without holding a thread meanwhile). `respond` is called exactly once.
+  void handle_async(const net::HttpRequest& request, const std::string& source_ip, Respond respond);
 
   struct Counters {
     std::atomic<std::uint64_t> seed_served{0};
@@ -67,6 +75,8 @@ class GuestService {
     std::atomic<std::uint64_t> relay_failures{0};
     std::atomic<std::uint64_t> refused{0};
     std::atomic<std::uint64_t> rate_limited{0};
+    std::atomic<std::uint64_t> runner_archives_served{0};
+    std::atomic<std::uint64_t> runner_archives_unavailable{0};
   };
   const Counters& counters() const { return counters_; }
   /// The counters as Prometheus text.
@@ -78,6 +88,10 @@ class GuestService {
                                std::string_view token, std::string_view file);
   net::HttpResponse relay(const net::HttpRequest& request, const std::string& source_ip,
                           bool callback, std::string_view suffix);
+  /// `/runner-archives/<sha256>` to the open instance at `source_ip` that was given that
+  /// archive; false (nothing answered) when `request` asks for something else.
+  bool serve_runner_archive(const net::HttpRequest& request, const std::string& source_ip,
+                            Respond& respond);
   void record_report(const std::string& domain_name, std::string_view suffix,
                      const std::string& body);
   /// The uniform 404, counted as a miss of `source_ip`.
@@ -89,6 +103,7 @@ class GuestService {
   GuestIndex& index_;
   GuestAccess& access_;
   GarmRelay& relay_;
+  RunnerArchiveCache* archives_;
   const Clock& clock_;
   Logger& log_;
   MissLimiter misses_;

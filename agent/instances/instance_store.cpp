@@ -197,6 +197,25 @@ std::string_view to_string(Intent intent) {
 
 namespace {
 
+nlohmann::ordered_json runner_archive_to_json(const RunnerArchiveRecord& a) {
+  return {{"download_url", a.download_url},
+          {"sha256", a.sha256},
+          {"temp_download_token", a.temp_download_token},
+          {"http_proxy", a.http_proxy},
+          {"https_proxy", a.https_proxy},
+          {"no_proxy", a.no_proxy}};
+}
+
+RunnerArchiveRecord runner_archive_from_json(const nlohmann::json& document) {
+  const wire::ObjectReader in(document, "guest.runner_archive");
+  return {.download_url = in.required_string("download_url"),
+          .sha256 = in.required_string("sha256"),
+          .temp_download_token = in.string_or_empty("temp_download_token"),
+          .http_proxy = in.string_or_empty("http_proxy"),
+          .https_proxy = in.string_or_empty("https_proxy"),
+          .no_proxy = in.string_or_empty("no_proxy")};
+}
+
 nlohmann::ordered_json guest_to_json(const GuestRecord& g) {
   auto messages = nlohmann::ordered_json::array();
   for (const auto& m : g.messages) {
@@ -221,6 +240,8 @@ nlohmann::ordered_json guest_to_json(const GuestRecord& g) {
       {"os_name", g.os_name},
       {"os_version", g.os_version},
       {"messages", messages},
+      {"runner_archive",
+       g.runner_archive ? runner_archive_to_json(*g.runner_archive) : nlohmann::ordered_json()},
   };
 }
 
@@ -256,6 +277,9 @@ GuestRecord guest_from_json(const nlohmann::json& document) {
                             .status = message.string_or_empty("status"),
                             .message = message.string_or_empty("message")});
     }
+  }
+  if (const auto* archive = in.find("runner_archive"); archive && archive->is_object()) {
+    g.runner_archive = runner_archive_from_json(*archive);
   }
   return g;
 }

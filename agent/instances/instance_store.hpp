@@ -28,6 +28,19 @@ struct GuestMessage {
   bool operator==(const GuestMessage&) const = default;
 };
 
+/// The runner archive a guest may fetch from the agent's cache: garm's tool for its OS and
+/// architecture, and how to download it (the pool's proxy, GHES's temporary token).
+struct RunnerArchiveRecord {
+  std::string download_url;
+  std::string sha256;
+  std::string temp_download_token;
+  std::string http_proxy;
+  std::string https_proxy;
+  std::string no_proxy;
+
+  bool operator==(const RunnerArchiveRecord&) const = default;
+};
+
 /// A guest's access to the agent's guest service and what it reported there. Holds secrets
 /// (user-data carries garm's instance token): it lives only in the 0600 record file.
 struct GuestRecord {
@@ -49,7 +62,8 @@ struct GuestRecord {
   std::optional<std::int64_t> agent_id;
   std::string os_name;
   std::string os_version;
-  std::vector<GuestMessage> messages;  // the latest ones, oldest first
+  std::vector<GuestMessage> messages;                 // the latest ones, oldest first
+  std::optional<RunnerArchiveRecord> runner_archive;  // none: the guest downloads it itself
 
   bool operator==(const GuestRecord&) const = default;
 };

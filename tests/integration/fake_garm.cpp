@@ -81,6 +81,10 @@ FakeGarm::FakeGarm(FakeGarmOptions options)
   if (plain_) {
     arguments.emplace_back("--plain");
   }
+  if (!options.downloads.empty()) {
+    arguments.insert(arguments.end(), {"--downloads", options.downloads.string(), "--download-rate",
+                                       std::to_string(options.download_rate)});
+  }
   std::vector<char*> argv;
   for (auto& argument : arguments) {
     argv.push_back(argument.data());

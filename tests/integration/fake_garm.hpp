@@ -31,6 +31,10 @@ struct FakeGarmOptions {
   /// Instance token -> data (install_script, registration_token, jit, service_name, closed):
   /// see tests/integration/fake_garm.py.
   nlohmann::json instances = nlohmann::json::object();
+  /// Files served unauthenticated at /downloads/<name> (and /redirect/<name>, a 302 there),
+  /// as GitHub serves runner archives; at most `download_rate` bytes per second (0: no limit).
+  std::filesystem::path downloads = {};
+  std::uint64_t download_rate = 0;
 };
 
 /// tests/integration/fake_garm.py as a child process on a loopback port: garm's callback and

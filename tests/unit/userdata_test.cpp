@@ -541,10 +541,11 @@ TEST_CASE("the built-in Linux installer reports, verifies the archive and regist
   write_file(root / "runner/bin/installdependencies.sh", "#!/bin/bash\n");
   // curl records what the script sends and answers as garm would.
   write_file(root / "stubs/curl", R"bash(#!/bin/bash
-url='' output='' data=''
+url='' output='' data='' write_out=''
 while [ $# -gt 0 ]; do
   case $1 in
     --url) url=$2; shift 2 ;;
+    --write-out) write_out=$2; shift 2 ;;
     --output) output=$2; shift 2 ;;
     --data-binary) data=$2; shift 2 ;;
     --header) cat "${2#@}" >> "$LOG_DIR/headers"; shift 2 ;;
@@ -556,7 +557,8 @@ case $url in
   */status) printf '%s\n' "$data" >> "$LOG_DIR/status" ;;
   */system-info/) printf '%s\n' "$data" >> "$LOG_DIR/system-info" ;;
   */runner-registration-token/) printf 'REGISTRATION-TOKEN' ;;
-  https://dl.example/*) cp "$FAKE_ARCHIVE" "$output" ;;
+  https://dl.example/*) cp "$FAKE_ARCHIVE" "$output"; [ -z "$write_out" ] || printf 200 ;;
+  http://cache.example/*) printf 'the agent could not get it: HTTP 404\n' > "$output"; printf 502 ;;
   *) exit 22 ;;
 esac
 )bash");
@@ -575,9 +577,10 @@ esac
   bootstrap.name = "runner \"one\" $(touch MARKER)";
   bootstrap.github_runner_group = "group 'g'";
   bootstrap.proxy_config.http_proxy = "http://proxy:3128";
-  const auto run_installer = [&](const std::string& sha256) {
+  const auto run_installer = [&](const std::string& sha256,
+                                 const GuestEndpoints& endpoints = kRelayEndpoints) {
     tool.sha256_checksum = sha256;
-    write_file(root / "install.sh", builtin_linux_install_script(bootstrap, kRelayEndpoints));
+    write_file(root / "install.sh", builtin_linux_install_script(bootstrap, endpoints));
     return run_command(
         "cd " + quoted(root) + " && rm -f log/* && env HOME=" + quoted(root / "home") +
         " PATH=" + quoted(root / "stubs") + ":\"$PATH\" LOG_DIR=" + quoted(root / "log") +
@@ -627,6 +630,22 @@ esac
                                             checksum);
     CHECK_FALSE(std::filesystem::exists(root / "log/config-args"));
   }
+
+  SECTION("an archive the agent's cache cannot give is reported failed with the agent's reason") {
+    auto endpoints = kRelayEndpoints;
+    endpoints.runner_archive_url = "http://cache.example/runner-archives/" + checksum;
+    const auto result = run_installer(checksum, endpoints);
+    INFO(result.output);
+    CHECK(result.exit_code == 1);
+    const auto reported = statuses();
+    REQUIRE_FALSE(reported.empty());
+    CHECK(reported.back()["status"] == "failed");
+    CHECK(reported.back()["message"] == "downloading the runner from " +
+                                            endpoints.runner_archive_url +
+                                            " failed (HTTP 502): the agent could not get it: "
+                                            "HTTP 404");
+    CHECK_FALSE(std::filesystem::exists(root / "log/config-args"));
+  }
 }
 
 TEST_CASE("shell_quote and powershell_quote keep every value one literal", "[userdata]") {
@@ -646,24 +665,31 @@ TEST_CASE("shell_quote and powershell_quote keep every value one literal", "[use
   }
 }
 
+GarmUrls urls_of(const wire::BootstrapInstance& bootstrap) {
+  return {.callback_url = bootstrap.callback_url,
+          .metadata_url = bootstrap.metadata_url,
+          .runner_download_url = ""};
+}
+
 TEST_CASE("rewrite_garm_urls points garm's URLs at the guest endpoints", "[userdata]") {
   const auto bootstrap = garm_bootstrap();  // metadata URL with a trailing slash
   const std::string text = "A=" + kGarmCallbackUrl + "\nB=" + kGarmCallbackUrl +
                            "/status\nC=" + kGarmMetadataUrl + "/\nD=" + kGarmMetadataUrl +
                            "/install-script/ E=" + kGarmMetadataUrl +
                            "-other F=https://garm.example.com/api/v1/other\n";
-  CHECK(rewrite_garm_urls(text, bootstrap, kRelayEndpoints) ==
+  CHECK(rewrite_garm_urls(text, urls_of(bootstrap), kRelayEndpoints) ==
         "A=http://192.168.122.1:8775/guest/cb\nB=http://192.168.122.1:8775/guest/cb/status\n"
         "C=http://192.168.122.1:8775/guest/md/\nD=http://192.168.122.1:8775/guest/md/"
         "install-script/ E=" +
             kGarmMetadataUrl + "-other F=https://garm.example.com/api/v1/other\n");
   // Trailing slashes on the endpoints do not double up.
-  CHECK(rewrite_garm_urls(kGarmCallbackUrl + "/status", bootstrap,
+  CHECK(rewrite_garm_urls(kGarmCallbackUrl + "/status", urls_of(bootstrap),
                           {"http://relay/cb/", "http://relay/md/"}) == "http://relay/cb/status");
   // The bootstrap's own URLs change nothing.
-  CHECK(rewrite_garm_urls(text, bootstrap, {kGarmCallbackUrl, kGarmMetadataUrl + "/"}) == text);
+  CHECK(rewrite_garm_urls(text, urls_of(bootstrap), {kGarmCallbackUrl, kGarmMetadataUrl + "/"}) ==
+        text);
   // One scan: swapping the URLs cannot rewrite a replacement again.
-  CHECK(rewrite_garm_urls(kGarmCallbackUrl + " " + kGarmMetadataUrl, bootstrap,
+  CHECK(rewrite_garm_urls(kGarmCallbackUrl + " " + kGarmMetadataUrl, urls_of(bootstrap),
                           {kGarmMetadataUrl, kGarmCallbackUrl}) ==
         kGarmMetadataUrl + " " + kGarmCallbackUrl);
 
@@ -671,8 +697,27 @@ TEST_CASE("rewrite_garm_urls points garm's URLs at the guest endpoints", "[userd
   nested.callback_url = "https://garm:80";
   nested.metadata_url = "https://garm:80/md";
   CHECK(rewrite_garm_urls("https://garm:80/md/x https://garm:80/status https://garm:8000/md",
-                          nested, {"http://cb", "http://md"}) ==
+                          urls_of(nested), {"http://cb", "http://md"}) ==
         "http://md/x http://cb/status https://garm:8000/md");
+}
+
+TEST_CASE("With a runner archive URL, the tool's download URL points at the agent's cache",
+          "[userdata]") {
+  const auto bootstrap = garm_bootstrap();
+  const auto download_url = *select_tool(bootstrap).download_url;
+  auto endpoints = kRelayEndpoints;
+  const std::string script =
+      "DOWNLOAD_URL=\"" + download_url + "\"\nOTHER=" + download_url + ".sha256\n";
+  CHECK(rewrite_garm_urls(script, garm_urls_of(bootstrap, endpoints), endpoints) == script);
+  endpoints.runner_archive_url = "http://192.168.122.1:8775/runner-archives/abc";
+  CHECK(rewrite_garm_urls(script, garm_urls_of(bootstrap, endpoints), endpoints) ==
+        "DOWNLOAD_URL=\"http://192.168.122.1:8775/runner-archives/abc\"\nOTHER=" + download_url +
+            ".sha256\n");
+  // The built-in installer downloads from the cache and still checks the SHA-256 itself.
+  const auto builtin = builtin_linux_install_script(bootstrap, endpoints);
+  CHECK_THAT(builtin, Catch::Contains("DOWNLOAD_URL='" + endpoints.runner_archive_url + "'"));
+  CHECK_THAT(builtin, Catch::Contains("sha256sum --check"));
+  CHECK(builtin.find(download_url) == std::string::npos);
 }
 
 TEST_CASE("select_tool follows util.GetTools, in garm's and GitHub's spellings", "[userdata]") {

@@ -30,7 +30,7 @@ struct GuestAgent {
   }
   agent::GuestIndex index;
   agent::GuestAccess access;
-  agent::GuestAttachments attachments{access, index};
+  agent::GuestAttachments attachments{access, index, nullptr};
   std::unique_ptr<agent::InstanceService> service;
 };
 

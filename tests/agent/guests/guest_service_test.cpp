@@ -53,16 +53,17 @@ struct GuestHost {
     options.address = "127.0.0.1";
     server = std::make_unique<net::HttpServer>(
         io, options, [this](net::HttpRequest request, std::string peer, auto respond) {
-          asio::post(workers,
-                     [this, request = std::move(request), peer = std::move(peer),
-                      respond = std::move(respond)] { respond(guests->handle(request, peer)); });
+          asio::post(workers, [this, request = std::move(request), peer = std::move(peer),
+                               respond = std::move(respond)]() mutable {
+            guests->handle_async(request, peer, std::move(respond));
+          });
         });
     server->start();
     access.set_port(server->port());
     service = host.service(hypervisor, host.store);
     service->serve_guests(attachments);
     guests = std::make_unique<agent::GuestService>(host.config, *service, host.store, index, access,
-                                                   relay, host.clock, host.log);
+                                                   relay, &archives, host.clock, host.log);
     hypervisor.defining = [this](const hypervisor::DomainSpec& spec) {
       serials[spec.name] = spec.smbios_serial;
     };
@@ -70,6 +71,7 @@ struct GuestHost {
   }
   ~GuestHost() {
     server->stop();
+    archives_alive.reset();
     work.reset();
     io.stop();
     io_thread.join();
@@ -103,7 +105,16 @@ struct GuestHost {
   FaultyHypervisor hypervisor{host.hypervisor, crash};
   agent::GuestIndex index;
   agent::GuestAccess access{host.config, hypervisor, host.log};
-  agent::GuestAttachments attachments{access, index};
+  TempDir archive_dir{"runner-archives"};
+  std::unique_ptr<agent::RunnerArchiveCache> archives_alive =
+      std::make_unique<agent::RunnerArchiveCache>(
+          agent::ArchiveCacheOptions{.directory = archive_dir.path(),
+                                     .max_bytes = 64 << 20U,
+                                     .failure_memory = std::chrono::seconds(30)},
+          std::make_shared<agent::HttpArchiveFetcher>(std::chrono::seconds(60)), host.clock,
+          host.log);
+  agent::RunnerArchiveCache& archives = *archives_alive;
+  agent::GuestAttachments attachments{access, index, &archives};
   agent::HttpGarmRelay relay{net::HttpClientOptions{}};
   std::unique_ptr<agent::InstanceService> service;
   std::unique_ptr<agent::GuestService> guests;

@@ -1,0 +1,80 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "agent/base/clock.hpp"
+#include "agent/base/log.hpp"
+#include "agent/runner_archives/archive_fetcher.hpp"
+#include "net/http_response.hpp"
+
+namespace garm_edge::agent {
+
+struct ArchiveCacheOptions {
+  std::filesystem::path directory;
+  /// The cache's size on disk; least recently used archives go first to make room.
+  std::uint64_t max_bytes = 4ULL << 30U;
+  /// A failed download is answered from memory this long before the next request tries again,
+  /// so a broken URL does not cost one download per guest.
+  std::chrono::seconds failure_memory{30};
+};
+
+/// Runner archives, each downloaded once per host and kept on disk under its SHA-256 (the name
+/// garm's bootstrap gives it), verified before anyone is served it. Concurrent requests for
+/// one archive share one download. Files are written as `<sha256>.<random>.part`, synced and
+/// renamed, so after a crash a file named by a SHA-256 holds exactly those bytes.
+class RunnerArchiveCache {
+ public:
+  /// Either the archive, open for reading, or why it cannot be had.
+  struct Outcome {
+    std::shared_ptr<net::FileBody> file;
+    std::string error;
+  };
+  using Ready = std::function<void(Outcome)>;
+
+  struct Stats {
+    std::uint64_t hits = 0;       // requests answered from disk
+    std::uint64_t downloads = 0;  // downloads that completed and verified
+    std::uint64_t download_failures = 0;
+    std::uint64_t bytes_downloaded = 0;
+    std::uint64_t evictions = 0;
+    std::uint64_t archives = 0;  // on disk now
+    std::uint64_t bytes = 0;     // on disk now
+  };
+
+  /// Creates the directory (0700) if needed, removes partial files and learns what is there.
+  /// Throws std::runtime_error when the directory cannot be used.
+  RunnerArchiveCache(ArchiveCacheOptions options, std::shared_ptr<ArchiveFetcher> fetcher,
+                     const Clock& clock, Logger& log);
+  /// Drops every waiting callback uncalled and lets downloads in flight end on their own
+  /// (they stop at their next piece of data or their deadline, and touch nothing of the caller).
+  ~RunnerArchiveCache();
+  RunnerArchiveCache(const RunnerArchiveCache&) = delete;
+  RunnerArchiveCache& operator=(const RunnerArchiveCache&) = delete;
+
+  /// Starts the download unless the archive is on disk, on its way, or failed a moment ago.
+  void prefetch(const ArchiveSource& source);
+  /// Calls `ready` exactly once (unless the cache is destroyed first): at once when the
+  /// archive is on disk or failed a moment ago, else when its download ends.
+  void fetch(const ArchiveSource& source, Ready ready);
+
+  Stats stats() const;
+  /// The stats as Prometheus text.
+  std::string render_metrics() const;
+
+  struct State;  // shared with download threads, which may outlive the cache
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace garm_edge::agent

@@ -1,0 +1,142 @@
+#include "agent/runner_archives/archive_fetcher.hpp"
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <unistd.h>
+
+#include <mbedtls/sha256.h>
+
+#include "common/hex.hpp"
+
+namespace garm_edge::agent {
+namespace {
+
+constexpr int kMaxRedirects = 5;
+
+bool is_redirect(int status) {
+  return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
+}
+
+void write_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    const auto written = ::write(fd, data.data(), data.size());
+    if (written < 0 && errno == EINTR) {
+      continue;
+    }
+    if (written <= 0) {
+      throw ArchiveError(std::string("writing the archive to the cache: ") + std::strerror(errno));
+    }
+    data.remove_prefix(static_cast<std::size_t>(written));
+  }
+}
+
+/// The bytes of one 200 answer: into the file and the running hash.
+class ArchiveWriter {
+ public:
+  ArchiveWriter(int fd, const std::atomic<bool>& stop) : fd_(fd), stop_(stop) {
+    mbedtls_sha256_init(&hash_);
+    mbedtls_sha256_starts_ret(&hash_, 0);
+  }
+  ~ArchiveWriter() { mbedtls_sha256_free(&hash_); }
+  ArchiveWriter(const ArchiveWriter&) = delete;
+  ArchiveWriter& operator=(const ArchiveWriter&) = delete;
+
+  void take(int status, std::string_view data) {
+    if (stop_) {
+      throw ArchiveError("the agent is stopping");
+    }
+    if (status != 200) {
+      return;  // a redirect's or an error's body
+    }
+    write_all(fd_, data);
+    mbedtls_sha256_update_ret(&hash_, reinterpret_cast<const unsigned char*>(data.data()),
+                              data.size());
+    size_ += data.size();
+  }
+
+  FetchedArchive finish() {
+    std::array<unsigned char, 32> digest{};
+    mbedtls_sha256_finish_ret(&hash_, digest.data());
+    return {.sha256 = to_hex(digest), .size = size_};
+  }
+
+ private:
+  int fd_;
+  const std::atomic<bool>& stop_;
+  mbedtls_sha256_context hash_;
+  std::uint64_t size_ = 0;
+};
+
+}  // namespace
+
+LocatedUrl locate(std::string_view text) {
+  text = text.substr(0, text.find('#'));
+  const auto question = text.find('?');
+  LocatedUrl located{.url = net::parse_upstream_url(text.substr(0, question)), .target = ""};
+  located.target = located.url.path.empty() ? "/" : located.url.path;
+  if (question != std::string_view::npos) {
+    located.target += std::string(text.substr(question));
+  }
+  return located;
+}
+
+LocatedUrl resolve_redirect(const LocatedUrl& from, std::string_view location) {
+  if (location.starts_with("/") && !location.starts_with("//")) {
+    const auto scheme = from.url.tls ? "https://" : "http://";
+    const bool ipv6 = from.url.host.find(':') != std::string::npos;
+    const auto host = ipv6 ? "[" + from.url.host + "]" : from.url.host;
+    return locate(scheme + host + ":" + std::to_string(from.url.port) + std::string(location));
+  }
+  return locate(location);
+}
+
+FetchedArchive HttpArchiveFetcher::fetch(const ArchiveSource& source, int fd,
+                                         std::uint64_t max_bytes, const std::atomic<bool>& stop) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  auto located = locate(source.url);
+  const auto origin_host = located.url.host;
+  for (int hop = 0; hop <= kMaxRedirects; ++hop) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      throw ArchiveError("the download did not finish within " + std::to_string(timeout_.count()) +
+                         " s");
+    }
+    net::HttpClientOptions options{
+        .connect_timeout = std::min<std::chrono::milliseconds>(left, std::chrono::seconds(10)),
+        .request_timeout = left,
+        .max_response_bytes = static_cast<std::size_t>(max_bytes),
+        .proxy = net::proxy_for(located.url, source.proxies)};
+    net::ClientRequest request{
+        .method = "GET",
+        .target = located.target,
+        .headers = {{"User-Agent", "garm-edge-agent"}, {"Accept", "application/octet-stream"}},
+        .body = ""};
+    // As curl: a credential given for one host is not sent on to the host a redirect names.
+    if (!source.bearer_token.empty() && located.url.host == origin_host) {
+      request.headers.emplace_back("Authorization", "Bearer " + source.bearer_token);
+    }
+    ArchiveWriter writer(fd, stop);
+    const auto trust = located.url.tls ? trust_.trusting(source.ca_bundle) : nullptr;
+    const auto answer = net::send_request_streaming(
+        located.url, request, options, trust,
+        [&writer](int status, std::string_view data) { writer.take(status, data); });
+    const auto where = located.url.host + ":" + std::to_string(located.url.port);
+    if (answer.status == 200) {
+      return writer.finish();
+    }
+    const auto location = answer.header("location");
+    if (!is_redirect(answer.status) || !location) {
+      throw ArchiveError("HTTP " + std::to_string(answer.status) + " from " + where);
+    }
+    auto next = resolve_redirect(located, *location);
+    if (located.url.tls && !next.url.tls) {
+      throw ArchiveError(where + " redirected from https to plain http");
+    }
+    located = std::move(next);
+  }
+  throw ArchiveError("more than " + std::to_string(kMaxRedirects) + " redirects");
+}
+
+}  // namespace garm_edge::agent

@@ -1,0 +1,71 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "net/http_client.hpp"
+#include "net/tls_config.hpp"
+
+namespace garm_edge::agent {
+
+/// Where one runner archive comes from, as garm's bootstrap names it (its `tools` entry for
+/// the guest's OS and architecture, and the pool's proxy).
+struct ArchiveSource {
+  std::string url;
+  std::string sha256;        // 64 lower-case hex digits: the only name the cache knows
+  std::string bearer_token;  // GHES's temp_download_token, sent only to the URL's own host
+  std::string ca_bundle;     // PEM trusted besides the system CAs
+  net::ProxySettings proxies;
+
+  bool operator==(const ArchiveSource&) const = default;
+};
+
+/// A download that failed; the message names the step and the host, never a token.
+class ArchiveError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct FetchedArchive {
+  std::string sha256;  // of the bytes written, lower-case hex
+  std::uint64_t size = 0;
+};
+
+/// The boundary to the internet: downloads an archive into an open file.
+class ArchiveFetcher {
+ public:
+  virtual ~ArchiveFetcher() = default;
+  /// Writes the archive to `fd` (positioned at 0, empty) and returns what was written. Throws
+  /// ArchiveError when the download fails, passes `max_bytes`, or `stop` becomes true.
+  virtual FetchedArchive fetch(const ArchiveSource& source, int fd, std::uint64_t max_bytes,
+                               const std::atomic<bool>& stop) = 0;
+};
+
+/// HTTPS (or HTTP) GET with up to 5 redirects (GitHub answers with a signed URL on another
+/// host; never from https down to http), through the source's proxy, all within `timeout`.
+class HttpArchiveFetcher final : public ArchiveFetcher {
+ public:
+  explicit HttpArchiveFetcher(std::chrono::seconds timeout) : timeout_(timeout) {}
+
+  FetchedArchive fetch(const ArchiveSource& source, int fd, std::uint64_t max_bytes,
+                       const std::atomic<bool>& stop) override;
+
+ private:
+  std::chrono::seconds timeout_;
+  net::ClientTrustCache trust_;
+};
+
+/// "https://host/path?query" as the URL to connect to and the request target to send.
+struct LocatedUrl {
+  net::UpstreamUrl url;
+  std::string target;  // path (at least "/") and the query, if any
+};
+/// Throws net::HttpClientError for anything parse_upstream_url refuses; a fragment is dropped.
+LocatedUrl locate(std::string_view text);
+/// A redirect's Location, absolute or relative to `from`'s origin ("/path?query").
+LocatedUrl resolve_redirect(const LocatedUrl& from, std::string_view location);
+
+}  // namespace garm_edge::agent
