@@ -29,9 +29,10 @@ declare -A allowed=(
   [hypervisor]="common"
   [agent/base]="hypervisor wire common"
   [agent/instances]="agent/base hypervisor userdata wire net common"
-  [agent/guests]="agent/instances agent/base hypervisor userdata wire net common"
+  [agent/runner_archives]="agent/base net common"
+  [agent/guests]="agent/instances agent/runner_archives agent/base hypervisor userdata wire net common"
   [agent/api]="agent/instances agent/base hypervisor wire net common"
-  [agent/daemon]="agent/api agent/guests agent/instances agent/base hypervisor userdata wire net common"
+  [agent/daemon]="agent/api agent/guests agent/runner_archives agent/instances agent/base hypervisor userdata wire net common"
   [provider]="wire net common"
 )
 layering_ok=1

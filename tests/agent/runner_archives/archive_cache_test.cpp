@@ -1,0 +1,264 @@
+// The runner archive cache against a fetcher that plays the internet: one download for many
+// guests, nothing unverified kept or served, least recently used out, a restart keeps what was
+// verified.
+
+#include "agent/runner_archives/archive_cache.hpp"
+
+#include <condition_variable>
+#include <fstream>
+#include <future>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include "common/temp_dir.hpp"
+#include "net/secret_token.hpp"
+
+using namespace garm_edge;
+using agent::RunnerArchiveCache;
+
+namespace {
+
+class SettableClock final : public agent::Clock {
+ public:
+  std::chrono::system_clock::time_point now() const override { return now_.load(); }
+  void advance(std::chrono::seconds by) { now_ = now_.load() + by; }
+
+ private:
+  std::atomic<std::chrono::system_clock::time_point> now_{std::chrono::system_clock::now()};
+};
+
+class QuietLogger final : public agent::Logger {
+ public:
+  void log(agent::Level, std::string_view) override {}
+};
+
+/// Serves archives from memory, counting downloads; `hold` keeps every download waiting until
+/// `release`.
+class FakeInternet final : public agent::ArchiveFetcher {
+ public:
+  std::map<std::string, std::string> archives;  // by URL
+  std::atomic<int> downloads{0};
+
+  agent::FetchedArchive fetch(const agent::ArchiveSource& source, int fd, std::uint64_t max_bytes,
+                              const std::atomic<bool>& stop) override {
+    ++downloads;
+    {
+      std::unique_lock lock(mutex_);
+      released_.wait(lock, [&] { return !held_ || stop; });
+    }
+    const auto it = archives.find(source.url);
+    if (it == archives.end()) {
+      throw agent::ArchiveError("HTTP 404 from " + source.url);
+    }
+    if (it->second.size() > max_bytes) {
+      throw agent::ArchiveError("larger than the cache");
+    }
+    // Not REQUIRE: this runs on the cache's download thread.
+    if (::write(fd, it->second.data(), it->second.size()) !=
+        static_cast<ssize_t>(it->second.size())) {
+      throw agent::ArchiveError("short write");
+    }
+    return {.sha256 = net::sha256_hex(it->second), .size = it->second.size()};
+  }
+
+  void hold() {
+    std::lock_guard lock(mutex_);
+    held_ = true;
+  }
+  void release() {
+    {
+      std::lock_guard lock(mutex_);
+      held_ = false;
+    }
+    released_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable released_;
+  bool held_ = false;
+};
+
+std::string read_all(const net::FileBody& file) {
+  std::string data(file.size, '\0');
+  REQUIRE(::pread(file.fd.get(), data.data(), data.size(), 0) == static_cast<ssize_t>(data.size()));
+  return data;
+}
+
+agent::ArchiveSource source_for(const std::string& url, const std::string& content) {
+  return {.url = url,
+          .sha256 = net::sha256_hex(content),
+          .bearer_token = "",
+          .ca_bundle = "",
+          .proxies = {}};
+}
+
+struct CacheHost {
+  TempDir directory{"archive-cache"};
+  std::shared_ptr<FakeInternet> internet = std::make_shared<FakeInternet>();
+  SettableClock clock;
+  QuietLogger log;
+
+  std::unique_ptr<RunnerArchiveCache> cache(std::uint64_t max_bytes = 64 << 20U) {
+    return std::make_unique<RunnerArchiveCache>(
+        agent::ArchiveCacheOptions{.directory = directory.path(),
+                                   .max_bytes = max_bytes,
+                                   .failure_memory = std::chrono::seconds(30)},
+        internet, clock, log);
+  }
+
+  /// fetch(), waited for.
+  static RunnerArchiveCache::Outcome fetch(RunnerArchiveCache& cache,
+                                           const agent::ArchiveSource& source) {
+    std::promise<RunnerArchiveCache::Outcome> done;
+    auto outcome = done.get_future();
+    cache.fetch(source,
+                [&done](RunnerArchiveCache::Outcome got) { done.set_value(std::move(got)); });
+    REQUIRE(outcome.wait_for(std::chrono::seconds(20)) == std::future_status::ready);
+    return outcome.get();
+  }
+
+  std::vector<std::string> files() const {
+    std::vector<std::string> names;
+    for (const auto& item : std::filesystem::directory_iterator(directory.path())) {
+      names.push_back(item.path().filename().string());
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("guests asking for one archive at once share one download", "[runner-archives]") {
+  CacheHost host;
+  const std::string archive(3 << 20U, 'r');
+  host.internet->archives["https://dl/runner.tgz"] = archive;
+  const auto source = source_for("https://dl/runner.tgz", archive);
+  auto cache = host.cache();
+  host.internet->hold();
+  cache->prefetch(source);  // the create
+  constexpr int kGuests = 8;
+  std::vector<std::promise<RunnerArchiveCache::Outcome>> answers(kGuests);
+  for (auto& answer : answers) {
+    cache->fetch(source,
+                 [&answer](RunnerArchiveCache::Outcome got) { answer.set_value(std::move(got)); });
+  }
+  host.internet->release();
+  for (auto& answer : answers) {
+    auto future = answer.get_future();
+    REQUIRE(future.wait_for(std::chrono::seconds(20)) == std::future_status::ready);
+    const auto got = future.get();
+    REQUIRE(got.file);
+    CHECK(read_all(*got.file) == archive);
+  }
+  CHECK(host.internet->downloads == 1);
+  // Later guests are served from disk.
+  CHECK(read_all(*CacheHost::fetch(*cache, source).file) == archive);
+  CHECK(host.internet->downloads == 1);
+  const auto stats = cache->stats();
+  CHECK(stats.downloads == 1);
+  CHECK(stats.bytes_downloaded == archive.size());
+  CHECK(stats.hits == 1);
+  CHECK(host.files() == std::vector<std::string>{source.sha256});
+}
+
+TEST_CASE("an archive whose SHA-256 is not garm's is never kept or served", "[runner-archives]") {
+  CacheHost host;
+  host.internet->archives["https://dl/runner.tgz"] = "tampered bytes";
+  auto source = source_for("https://dl/runner.tgz", "the real archive");
+  auto cache = host.cache();
+  const auto got = CacheHost::fetch(*cache, source);
+  CHECK_FALSE(got.file);
+  CHECK_THAT(got.error, Catch::Contains("garm's bootstrap says " + source.sha256));
+  CHECK_THAT(got.error, Catch::Contains(net::sha256_hex("tampered bytes")));
+  CHECK(host.files().empty());  // no part file, nothing under the promised name
+
+  // The failure is remembered for a while: guests retrying do not each cost a download.
+  CHECK(CacheHost::fetch(*cache, source).error == got.error);
+  cache->prefetch(source);
+  CHECK(host.internet->downloads == 1);
+  // Then the next request tries again, and a fixed source is served.
+  host.clock.advance(std::chrono::seconds(31));
+  host.internet->archives["https://dl/runner.tgz"] = "the real archive";
+  CHECK(read_all(*CacheHost::fetch(*cache, source).file) == "the real archive");
+  CHECK(host.internet->downloads == 2);
+  CHECK(cache->stats().download_failures == 1);
+}
+
+TEST_CASE("a failed download is an error for every guest waiting on it", "[runner-archives]") {
+  CacheHost host;
+  auto cache = host.cache();
+  const auto got = CacheHost::fetch(*cache, source_for("https://dl/missing.tgz", "x"));
+  CHECK_FALSE(got.file);
+  CHECK_THAT(got.error, Catch::Contains("HTTP 404"));
+  CHECK(host.files().empty());
+}
+
+TEST_CASE("the cache stays within its size, least recently used out", "[runner-archives]") {
+  CacheHost host;
+  const std::string a(1 << 20U, 'a'), b(1 << 20U, 'b'), c(1 << 20U, 'c'), d(1 << 20U, 'd');
+  for (const auto& [name, content] : {std::pair{"a", a}, {"b", b}, {"c", c}, {"d", d}}) {
+    host.internet->archives[std::string("https://dl/") + name] = content;
+  }
+  auto cache = host.cache(3 << 20U);
+  for (const auto& [name, content] : {std::pair{"a", a}, {"b", b}, {"c", c}}) {
+    REQUIRE(CacheHost::fetch(*cache, source_for(std::string("https://dl/") + name, content)).file);
+    host.clock.advance(std::chrono::seconds(1));
+  }
+  const auto served_a =
+      CacheHost::fetch(*cache, source_for("https://dl/a", a));  // a is fresh again
+  host.clock.advance(std::chrono::seconds(1));
+  REQUIRE(CacheHost::fetch(*cache, source_for("https://dl/d", d)).file);
+  const auto stats = cache->stats();
+  CHECK(stats.evictions == 1);
+  CHECK(stats.bytes == 3U << 20U);
+  std::vector<std::string> expected = {net::sha256_hex(a), net::sha256_hex(c), net::sha256_hex(d)};
+  std::sort(expected.begin(), expected.end());
+  CHECK(host.files() == expected);       // b went
+  CHECK(read_all(*served_a.file) == a);  // a file being served survives its own eviction too
+
+  // An archive larger than the whole cache is refused, and evicts nothing.
+  const std::string huge(4 << 20U, 'h');
+  host.internet->archives["https://dl/huge"] = huge;
+  CHECK_FALSE(CacheHost::fetch(*cache, source_for("https://dl/huge", huge)).file);
+  CHECK(host.files() == expected);
+}
+
+TEST_CASE("a restarted agent keeps verified archives and drops unfinished ones",
+          "[runner-archives]") {
+  CacheHost host;
+  const std::string archive(1 << 20U, 'k');
+  host.internet->archives["https://dl/k"] = archive;
+  const auto source = source_for("https://dl/k", archive);
+  REQUIRE(CacheHost::fetch(*host.cache(), source).file);
+  std::ofstream(host.directory.path() / (source.sha256 + ".abc.part")) << "half";
+  auto restarted = host.cache();
+  CHECK(host.files() == std::vector<std::string>{source.sha256});
+  CHECK(read_all(*CacheHost::fetch(*restarted, source).file) == archive);
+  CHECK(host.internet->downloads == 1);
+  CHECK(restarted->stats().archives == 1);
+}
+
+TEST_CASE("a cache destroyed during a download calls no one and leaves no part file",
+          "[runner-archives]") {
+  CacheHost host;
+  host.internet->archives["https://dl/slow"] = "slow";
+  const auto source = source_for("https://dl/slow", "slow");
+  std::atomic<bool> called{false};
+  {
+    auto cache = host.cache();
+    host.internet->hold();
+    cache->fetch(source, [&called](RunnerArchiveCache::Outcome) { called = true; });
+    while (host.internet->downloads == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  host.internet->release();
+  for (int i = 0; i < 200 && !host.files().empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK_FALSE(called);
+  CHECK(host.files().empty());
+}
