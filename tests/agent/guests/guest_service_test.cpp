@@ -5,6 +5,7 @@
 #include "agent/guests/guest_service.hpp"
 
 #include <fstream>
+#include <future>
 #include <thread>
 
 #include <asio.hpp>
@@ -18,6 +19,7 @@
 #include "integration/fake_garm.hpp"
 #include "integration/test_support.hpp"
 #include "net/http_server.hpp"
+#include "net/secret_token.hpp"
 #include "support/run_command.hpp"
 #include "wire/base64.hpp"
 
@@ -474,4 +476,73 @@ TEST_CASE("a bootstrap the user-data renderer refuses is garm's error, logged wi
   }
   CHECK(host.host.tagged_domain_count() == 0);
   CHECK(host.host.store.list().empty());
+}
+
+TEST_CASE("guests get their runner archive from the agent: one download, verified, their own only",
+          "[guests][integration][runner-archives]") {
+  TempDir downloads("downloads");
+  std::string archive(3 << 20U, '\0');
+  for (std::size_t i = 0; i < archive.size(); ++i) {
+    archive[i] = static_cast<char>((i * 7919U) >> 5U);
+  }
+  std::ofstream(downloads.path() / "runner.tar.gz", std::ios::binary) << archive;
+  std::ofstream(downloads.path() / "tampered.tar.gz", std::ios::binary) << "not the archive";
+  const auto sha256 = net::sha256_hex(archive);
+  // The install script names the tool's URL as garm's does (DOWNLOAD_URL="{{ .DownloadURL }}").
+  const std::string script =
+      "#!/bin/bash\nDOWNLOAD_URL=\"@GARM_URL@/redirect/runner.tar.gz\"\n# install\n";
+  FakeGarmOptions options;
+  options.instances = {{kTokenA, {{"install_script", script}}},
+                       {kTokenB, nlohmann::json::object()}};
+  options.downloads = downloads.path();
+  options.download_rate = 4 << 20U;  // 0.75 s for the archive: the guests' requests overlap
+  FakeGarm garm(options);
+  GuestHost agent(garm);
+  const auto with_tool = [&](wire::BootstrapInstance b, const std::string& file,
+                             const std::string& checksum) {
+    auto& tool = b.tools->front();
+    tool.download_url = garm.base_url() + "/redirect/" + file;
+    tool.sha256_checksum = checksum;
+    return b;
+  };
+  const std::vector<std::string> names = {"garm-guest-a", "garm-guest-b", "garm-guest-c"};
+  agent.service->create(kControllerId,
+                        with_tool(agent.bootstrap(names[0], kTokenA), "runner.tar.gz", sha256));
+  agent.service->create(kControllerId,
+                        with_tool(agent.bootstrap(names[1], kTokenB), "runner.tar.gz", sha256));
+  agent.service->create(kControllerId, with_tool(agent.bootstrap(names[2], "token-c"),
+                                                 "tampered.tar.gz", std::string(64, 'e')));
+  const auto archive_url = agent.base_url() + "/runner-archives/" + sha256;
+
+  const auto installer = curl_from(
+      "127.0.0.2", agent.base_url() + "/api/v1/metadata/install-script/", bearer(kTokenA));
+  REQUIRE(installer.status == 200);
+  CHECK_THAT(installer.body, Catch::Contains("DOWNLOAD_URL=\"" + archive_url + "\"\n"));
+
+  std::vector<std::future<CurlAnswer>> guests;
+  for (const auto* address : {"127.0.0.2", "127.0.0.3", "127.0.0.2", "127.0.0.3"}) {
+    guests.push_back(std::async(std::launch::async, [address, &archive_url] {
+      return curl_from(address, archive_url, "");
+    }));
+  }
+  for (auto& guest : guests) {
+    const auto got = guest.get();
+    CHECK(got.status == 200);
+    CHECK(got.body == archive);
+  }
+  std::size_t fetched = 0;
+  for (const auto& request : garm.requests()) {
+    fetched += request["path"] == "/downloads/runner.tar.gz" ? 1U : 0U;
+  }
+  CHECK(fetched == 1);  // one download for the host, whatever the create's prefetch did
+
+  // A stranger, and a guest asking for an archive it was not given, get the uniform 404.
+  CHECK(curl_from("127.0.0.9", archive_url, "").status == 404);
+  CHECK(curl_from("127.0.0.4", archive_url, "").status == 404);
+  // An archive whose SHA-256 is not garm's is refused with the reason, and never served.
+  const auto tampered =
+      curl_from("127.0.0.4", agent.base_url() + "/runner-archives/" + std::string(64, 'e'), "");
+  CHECK(tampered.status == 502);
+  CHECK_THAT(tampered.body, Catch::Contains("SHA-256"));
+  CHECK_THAT(tampered.body, Catch::Contains(net::sha256_hex("not the archive")));
 }
