@@ -26,14 +26,8 @@ void append_text(pugi::xml_node parent, const char* name, std::string_view value
   parent.append_child(name).text().set(std::string(value).c_str());
 }
 
-void append_metadata(pugi::xml_node domain, const Tags& tags) {
-  if (tags.empty()) {
-    return;  // untagged: not ours to list
-  }
-  const std::string element = std::string(kMetadataPrefix) + ":" + std::string(kMetadataElement);
-  auto instance = domain.append_child("metadata").append_child(element.c_str());
-  instance.append_attribute(("xmlns:" + std::string(kMetadataPrefix)).c_str())
-      .set_value(std::string(kMetadataNamespace).c_str());
+/// One child of `instance` per tag, each name given `prefix` (empty: none).
+void append_tags(pugi::xml_node instance, const Tags& tags, const std::string& prefix) {
   for (const auto& [key, value] : tags.entries()) {
     if (!is_valid_tag_key(key)) {
       reject("tag key \"" + printable_excerpt(key) + "\"", "must match [a-z][a-z0-9-]*");
@@ -43,9 +37,20 @@ void append_metadata(pugi::xml_node domain, const Tags& tags) {
     if (!value.empty() && value.find_first_not_of(" \t") == std::string::npos) {
       reject("tag \"" + key + "\"", "must not be only spaces");
     }
-    const std::string child = std::string(kMetadataPrefix) + ":" + key;
+    const std::string child = prefix.empty() ? key : prefix + ":" + key;
     instance.append_child(child.c_str()).text().set(value.c_str());
   }
+}
+
+void append_metadata(pugi::xml_node domain, const Tags& tags) {
+  if (tags.empty()) {
+    return;  // untagged: not ours to list
+  }
+  const std::string element = std::string(kMetadataPrefix) + ":" + std::string(kMetadataElement);
+  auto instance = domain.append_child("metadata").append_child(element.c_str());
+  instance.append_attribute(("xmlns:" + std::string(kMetadataPrefix)).c_str())
+      .set_value(std::string(kMetadataNamespace).c_str());
+  append_tags(instance, tags, std::string(kMetadataPrefix));
 }
 
 void append_os(pugi::xml_node domain, const DomainSpec& spec) {
@@ -251,6 +256,14 @@ std::string render_overlay_volume_xml(const VolumeSpec& spec) {
   append_text(backing, "path", spec.backing_path);
   backing.append_child("format").append_attribute("type").set_value(spec.backing_format.c_str());
   return to_text(document);
+}
+
+std::string tags_metadata_element(const Tags& tags) {
+  pugi::xml_document document;
+  append_tags(document.append_child(std::string(kMetadataElement).c_str()), tags, "");
+  std::ostringstream out;
+  document.save(out, "", pugi::format_raw | pugi::format_no_declaration);
+  return out.str();
 }
 
 Tags parse_tags_metadata(std::string_view metadata_xml) {

@@ -22,6 +22,10 @@ std::string render_overlay_volume_xml(const VolumeSpec& spec);
 
 /// Reads the tags from what virDomainGetMetadata returns (the element without prefix).
 Tags parse_tags_metadata(std::string_view metadata_xml);
+/// The metadata element for virDomainSetMetadata: `<instance>` with one child per tag, without
+/// a namespace (libvirt gives it kMetadataPrefix and kMetadataNamespace). Throws HypervisorError
+/// for a tag domain XML cannot carry, as domain_xml() does.
+std::string tags_metadata_element(const Tags& tags);
 /// The target path of a storage pool, from its XML.
 std::string parse_pool_path(std::string_view pool_xml);
 /// File paths of the disk devices in a domain's XML.

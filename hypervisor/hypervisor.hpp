@@ -180,6 +180,9 @@ class Hypervisor {
   /// exception: never a partial list.
   virtual std::vector<Domain> list(const Tags& filter) = 0;
   virtual std::vector<std::string> disk_paths(std::string_view uuid) = 0;
+  /// Replaces a domain's tags, live and in its persistent definition; list() and find_* see
+  /// the new ones as soon as this returns. Throws not_found for no such domain.
+  virtual void set_tags(std::string_view uuid, const Tags& tags) = 0;
 
   /// Creates a copy-on-write volume backed by `spec.backing_path`.
   virtual Volume create_overlay(const VolumeSpec& spec) = 0;

@@ -326,6 +326,28 @@ std::vector<Domain> LibvirtHypervisor::list(const Tags& filter) {
   });
 }
 
+void LibvirtHypervisor::set_tags(std::string_view uuid, const Tags& tags) {
+  auto element = tags_metadata_element(tags);
+  call("set the tags of domain " + std::string(uuid),
+       [uuid = std::string(uuid), element = std::move(element)](Session& session,
+                                                                virConnectPtr conn) {
+         auto domain = require_uuid(conn, uuid);
+         unsigned where = VIR_DOMAIN_AFFECT_CONFIG;
+         if (is_active(domain.get())) {
+           where |= VIR_DOMAIN_AFFECT_LIVE;
+         }
+         const std::string prefix(kMetadataPrefix);
+         const std::string ns(kMetadataNamespace);
+         if (virDomainSetMetadata(domain.get(), VIR_DOMAIN_METADATA_ELEMENT, element.c_str(),
+                                  prefix.c_str(), ns.c_str(), where) < 0) {
+           const auto failure = Failure::capture();  // before any other libvirt call
+           session.forget_tags(identity_of(domain.get()));
+           failure.raise("set the tags of domain " + uuid);
+         }
+         session.forget_tags(identity_of(domain.get()));
+       });
+}
+
 std::vector<std::string> LibvirtHypervisor::disk_paths(std::string_view uuid) {
   return call("read disks of domain " + std::string(uuid),
               [uuid = std::string(uuid)](Session&, virConnectPtr conn) {

@@ -36,6 +36,7 @@ class LibvirtHypervisor final : public Hypervisor {
   std::optional<Domain> find_by_name(std::string_view name) override;
   std::vector<Domain> list(const Tags& filter) override;
   std::vector<std::string> disk_paths(std::string_view uuid) override;
+  void set_tags(std::string_view uuid, const Tags& tags) override;
   Volume create_overlay(const VolumeSpec& spec) override;
   std::optional<Volume> find_volume(std::string_view pool, std::string_view name) override;
   bool delete_volume(std::string_view pool, std::string_view name) override;

@@ -44,6 +44,8 @@ class Session {
   void silence();
   /// Our tags of a domain, from the cache when events can keep it honest.
   std::optional<Tags> tags_of(virDomainPtr domain, const Identity& identity);
+  /// Drops a domain's cached tags at once (its metadata-change event may come later).
+  void forget_tags(const Identity& identity) { cache_->forget(identity.raw_uuid); }
 
   const std::string& uri() const { return uri_; }
 

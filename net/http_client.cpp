@@ -151,22 +151,69 @@ std::string printable_status_line(std::string_view head) {
   return out;
 }
 
-/// curl's no_proxy rules: "*" matches everything; an entry matches the host itself and, as a
+/// An IPv4 or IPv6 literal as its bytes (4 or 16); empty for a name.
+std::string address_bytes(const std::string& text) {
+  in6_addr v6{};
+  if (::inet_pton(AF_INET6, text.c_str(), &v6) == 1) {
+    return {reinterpret_cast<const char*>(&v6), sizeof v6};
+  }
+  in_addr v4{};
+  if (::inet_pton(AF_INET, text.c_str(), &v4) == 1) {
+    return {reinterpret_cast<const char*>(&v4), sizeof v4};
+  }
+  return {};
+}
+
+/// Does the address `host` (its bytes) fall in `entry`, an address or address/prefix-length?
+bool address_matches(const std::string& host, std::string_view entry) {
+  const auto slash = entry.find('/');
+  const auto network = address_bytes(std::string(entry.substr(0, slash)));
+  if (network.empty() || network.size() != host.size()) {
+    return false;
+  }
+  std::size_t bits = host.size() * 8;
+  if (slash != std::string_view::npos) {
+    const auto prefix = http_syntax::parse_decimal(entry.substr(slash + 1), 3);
+    if (!prefix || *prefix > bits) {
+      return false;
+    }
+    bits = static_cast<std::size_t>(*prefix);
+  }
+  for (std::size_t i = 0; i < bits; ++i) {
+    const auto mask = static_cast<unsigned>(0x80U >> (i % 8));
+    if ((static_cast<unsigned char>(host[i / 8]) & mask) !=
+        (static_cast<unsigned char>(network[i / 8]) & mask)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/// curl's no_proxy rules: "*" alone matches everything; an address entry (or address/prefix,
+/// as curl 7.86 reads it) matches addresses; a name entry matches the name itself and, as a
 /// domain, every name below it (a leading dot is optional); ports and case are ignored.
 bool bypasses_proxy(const std::string& host, std::string_view no_proxy) {
+  if (http_syntax::trim(no_proxy) == "*") {
+    return true;
+  }
   const auto name = lower(host);
+  const auto address = address_bytes(host);
   while (!no_proxy.empty()) {
     const auto comma = std::min(no_proxy.find(','), no_proxy.size());
     auto entry = http_syntax::trim(no_proxy.substr(0, comma));
     no_proxy.remove_prefix(std::min(comma + 1, no_proxy.size()));
-    if (entry == "*") {
-      return true;
-    }
     if (entry.starts_with('[')) {
-      entry = entry.substr(1, entry.find(']') - 1);
+      const auto close = entry.find(']');
+      entry = entry.substr(1, close == std::string_view::npos ? entry.npos : close - 1);
     } else if (const auto colon = entry.find(':');
                colon != std::string_view::npos && entry.find(':', colon + 1) == entry.npos) {
-      entry = entry.substr(0, colon);
+      entry = entry.substr(0, colon);  // name:port or v4:port
+    }
+    if (!address.empty()) {
+      if (address_matches(address, entry)) {
+        return true;
+      }
+      continue;
     }
     while (entry.starts_with('.')) {
       entry.remove_prefix(1);
@@ -331,8 +378,10 @@ std::optional<UpstreamUrl> proxy_for(const UpstreamUrl& url, const ProxySettings
   // As curl: a proxy written without a scheme is an HTTP proxy.
   const auto proxy =
       configured.find("://") == std::string::npos ? "http://" + configured : configured;
-  const bool has_port =
-      proxy.find(':', proxy.find("://") + 3) != std::string::npos && !proxy.ends_with("]");
+  auto authority = std::string_view(proxy).substr(proxy.find("://") + 3);
+  authority = authority.substr(0, authority.find('/'));
+  const bool has_port = authority.starts_with('[') ? authority.find("]:") != std::string_view::npos
+                                                   : authority.find(':') != std::string_view::npos;
   auto parsed = parse_upstream_url(proxy);
   if (parsed.tls) {
     throw HttpClientError("proxy URL: only http:// proxies are supported");

@@ -289,7 +289,9 @@ std::string builtin_linux_install_script(const wire::BootstrapInstance& bootstra
   assign(script, "DOWNLOAD_URL",
          endpoints.runner_archive_url.empty() ? detail::required_download_url(tool)
                                               : endpoints.runner_archive_url);
-  assign(script, "TEMP_DOWNLOAD_TOKEN", tool.temp_download_token.value_or(""));
+  // GHES's token is for GHES: the agent's cache needs none.
+  assign(script, "TEMP_DOWNLOAD_TOKEN",
+         endpoints.runner_archive_url.empty() ? tool.temp_download_token.value_or("") : "");
   assign(script, "SHA256_CHECKSUM", detail::normalized_sha256(tool));
   assign(script, "USE_JIT_CONFIG", bootstrap.jit_config_enabled ? "true" : "false");
   assign(script, "HTTP_PROXY_URL", proxy.http_proxy);

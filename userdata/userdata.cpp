@@ -76,22 +76,29 @@ const wire::RunnerApplicationDownload& select_tool(const wire::BootstrapInstance
 }
 
 GarmUrls garm_urls_of(const wire::BootstrapInstance& bootstrap, const GuestEndpoints& endpoints) {
+  if (endpoints.runner_archive_url.empty()) {
+    return {.callback_url = bootstrap.callback_url,
+            .metadata_url = bootstrap.metadata_url,
+            .runner_download_url = "",
+            .runner_download_token = ""};
+  }
+  const auto& tool = select_tool(bootstrap);
   return {.callback_url = bootstrap.callback_url,
           .metadata_url = bootstrap.metadata_url,
-          .runner_download_url = endpoints.runner_archive_url.empty()
-                                     ? std::string()
-                                     : select_tool(bootstrap).download_url.value_or("")};
+          .runner_download_url = tool.download_url.value_or(""),
+          .runner_download_token = tool.temp_download_token.value_or("")};
 }
 
 std::string rewrite_garm_urls(std::string_view text, const GarmUrls& garm,
                               const GuestEndpoints& endpoints) {
-  std::array<UrlReplacement, 3> replacements = {
+  const bool cached = !endpoints.runner_archive_url.empty();
+  std::array<UrlReplacement, 4> replacements = {
       UrlReplacement{detail::without_trailing_slashes(garm.callback_url),
                      detail::without_trailing_slashes(endpoints.callback_url)},
       UrlReplacement{detail::without_trailing_slashes(garm.metadata_url),
                      detail::without_trailing_slashes(endpoints.metadata_url)},
-      UrlReplacement{endpoints.runner_archive_url.empty() ? "" : garm.runner_download_url,
-                     endpoints.runner_archive_url}};
+      UrlReplacement{cached ? garm.runner_download_url : "", endpoints.runner_archive_url},
+      UrlReplacement{cached ? garm.runner_download_token : "", ""}};
   // The longer URL is tried first at each position, so one that is a prefix of another (a
   // callback URL of "https://garm" and metadata of "https://garm/md") never takes its match.
   std::stable_sort(replacements.begin(), replacements.end(),

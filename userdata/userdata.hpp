@@ -36,6 +36,9 @@ struct GarmUrls {
   std::string callback_url;
   std::string metadata_url;
   std::string runner_download_url;  // the tool's download_url
+  /// GHES's temp_download_token: blanked where the download URL is replaced, so it is not
+  /// sent to the agent.
+  std::string runner_download_token = "";
 };
 
 /// The three NoCloud documents, served as meta-data, user-data and vendor-data.

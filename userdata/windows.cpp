@@ -292,8 +292,10 @@ std::string builtin_windows_install_script(const wire::BootstrapInstance& bootst
   assign(script, "RunnerName", bootstrap.name);
   assign(script, "RunnerLabels", detail::joined_labels(bootstrap));
   assign(script, "RunnerGroup", bootstrap.github_runner_group);
-  assign(script, "DownloadUrl", detail::required_download_url(tool));
-  assign(script, "TempDownloadToken", tool.temp_download_token.value_or(""));
+  const bool cached = !endpoints.runner_archive_url.empty();
+  assign(script, "DownloadUrl",
+         cached ? endpoints.runner_archive_url : detail::required_download_url(tool));
+  assign(script, "TempDownloadToken", cached ? "" : tool.temp_download_token.value_or(""));
   assign(script, "Sha256Checksum", detail::normalized_sha256(tool));
   script += bootstrap.jit_config_enabled ? "$UseJitConfig = $true\n" : "$UseJitConfig = $false\n";
   assign(script, "HttpProxyUrl", proxy.http_proxy);

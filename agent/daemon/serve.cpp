@@ -91,10 +91,11 @@ AgentDaemon::AgentDaemon(const AgentConfig& config, Logger& log, ServeOptions op
 }
 
 AgentDaemon::~AgentDaemon() {
-  runner_archives_.reset();
   api_workers_.join();
   relay_workers_.join();
   seed_workers_.join();
+  // No request can reach the cache now; downloads still under way call no one.
+  runner_archives_.reset();
 }
 
 int AgentDaemon::run() {

@@ -181,7 +181,9 @@ void GuestService::handle_async(const net::HttpRequest& request, const std::stri
   } catch (const std::exception& e) {
     log_.error(std::string("guest service: ") + e.what());
   }
-  respond(handle(request, source_ip));
+  if (respond) {  // not handed on to a download that will answer
+    respond(handle(request, source_ip));
+  }
 }
 
 bool GuestService::serve_runner_archive(const net::HttpRequest& request,
@@ -361,7 +363,9 @@ net::HttpResponse GuestService::relay(const net::HttpRequest& request, const std
         response.body,
         {.callback_url = guest.callback_url,
          .metadata_url = guest.metadata_url,
-         .runner_download_url = guest.runner_archive ? guest.runner_archive->download_url : ""},
+         .runner_download_url = guest.runner_archive ? guest.runner_archive->download_url : "",
+         .runner_download_token =
+             guest.runner_archive ? guest.runner_archive->temp_download_token : ""},
         endpoints);
   }
   if (callback && request.method == "POST" && response.status >= 200 && response.status < 300) {

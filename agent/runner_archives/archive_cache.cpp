@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <system_error>
 #include <thread>
 #include <unistd.h>
 
@@ -24,6 +25,15 @@ bool is_sha256_name(const std::string& name) {
 
 std::string errno_text() {
   return std::strerror(errno);
+}
+
+/// Failures are remembered per source: a guest of another pool (its own proxy, token or CA)
+/// does not inherit them.
+std::string failure_key(const ArchiveSource& source) {
+  return source.sha256 + "|" +
+         net::sha256_hex(source.url + '\n' + source.bearer_token + '\n' + source.ca_bundle + '\n' +
+                         source.proxies.http_proxy + '\n' + source.proxies.https_proxy + '\n' +
+                         source.proxies.no_proxy);
 }
 
 }  // namespace
@@ -54,7 +64,9 @@ struct RunnerArchiveCache::State {
   mutable std::mutex mutex;
   std::map<std::string, Entry> entries;                 // on disk, by SHA-256
   std::map<std::string, std::vector<Ready>> downloads;  // under way, with their waiters
-  std::map<std::string, Failure> failures;              // recent ones
+  std::map<std::string, Failure> failures;              // recent ones, by failure_key
+  std::size_t callbacks_running = 0;                    // waiters being called outside the lock
+  std::condition_variable callbacks_done;
   Stats stats;
 
   fs::path path_of(const std::string& sha256) const { return options.directory / sha256; }
@@ -124,18 +136,30 @@ struct RunnerArchiveCache::State {
         net::FileBody{.fd = std::move(fd), .size = it->second.size});
   }
 
+  /// Under the lock: the failure of `source` still remembered, if any. A clock that stepped
+  /// back ends the memory rather than stretching it.
+  const Failure* recent_failure(const ArchiveSource& source) {
+    const auto failed = failures.find(failure_key(source));
+    if (failed == failures.end()) {
+      return nullptr;
+    }
+    const auto now = clock.now();
+    if (now >= failed->second.at && now - failed->second.at < options.failure_memory) {
+      return &failed->second;
+    }
+    failures.erase(failed);
+    return nullptr;
+  }
+
   /// Under the lock: an answer that needs no download, if there is one.
-  std::optional<Outcome> answer_now(const std::string& sha256) {
-    if (auto file = open_cached(sha256)) {
+  std::optional<Outcome> answer_now(const ArchiveSource& source) {
+    if (auto file = open_cached(source.sha256)) {
       ++stats.hits;
       return Outcome{.file = std::move(file), .error = ""};
     }
-    const auto failed = failures.find(sha256);
-    if (failed != failures.end()) {
-      if (clock.now() - failed->second.at < options.failure_memory) {
-        return Outcome{.file = nullptr, .error = failed->second.reason};
-      }
-      failures.erase(failed);
+    if (const auto* failed = recent_failure(source)) {
+      ++stats.failed_requests;
+      return Outcome{.file = nullptr, .error = failed->reason};
     }
     return std::nullopt;
   }
@@ -195,26 +219,44 @@ struct RunnerArchiveCache::State {
       if (!error.empty()) {
         std::error_code ignored;
         fs::remove(part, ignored);
-        failures[source.sha256] = {.at = clock.now(), .reason = error};
+        failures[failure_key(source)] = {.at = clock.now(), .reason = error};
         ++stats.download_failures;
+        stats.failed_requests += waiting.size();
         log.warning("runner archive cache: the download of " + source.sha256 + " failed: " + error);
         outcome.error = error;
+      } else {
+        stats.waited += waiting.size();
       }
+      ++callbacks_running;  // the owner waits for these before it goes
     }
-    for (auto& ready : waiting) {
-      ready(outcome);
+    call_all(std::move(waiting), outcome);
+  }
+
+  /// Calls and then destroys every waiter, outside the lock; then lets the owner go.
+  void call_all(std::vector<Ready> waiting, const Outcome& outcome) {
+    try {
+      for (auto& ready : waiting) {
+        ready(outcome);
+      }
+    } catch (...) {
+      // A waiter's failure is its own; the others were told, or are dropped below.
     }
+    waiting.clear();
+    std::lock_guard lock(mutex);
+    --callbacks_running;
+    callbacks_done.notify_all();
   }
 
   /// Under the lock: registers `ready` (may be empty) with the archive's download, starting one
-  /// if none is under way.
-  void join_download(const std::shared_ptr<State>& self, const ArchiveSource& source, Ready ready) {
-    const auto [it, started] = downloads.try_emplace(source.sha256);
-    if (ready) {
-      it->second.push_back(std::move(ready));
-    }
-    if (started) {
+  /// if none is under way. Throws (changing nothing) when no thread can be started.
+  void join_download(const std::shared_ptr<State>& self, const ArchiveSource& source,
+                     Ready& ready) {
+    if (!downloads.contains(source.sha256)) {
       std::thread([self, source] { self->run_download(source); }).detach();
+      downloads[source.sha256];  // the thread waits for the lock before it looks
+    }
+    if (ready) {
+      downloads[source.sha256].push_back(std::move(ready));
     }
   }
 };
@@ -233,34 +275,42 @@ RunnerArchiveCache::RunnerArchiveCache(ArchiveCacheOptions options,
 
 RunnerArchiveCache::~RunnerArchiveCache() {
   std::map<std::string, std::vector<Ready>> dropped;
-  {
-    std::lock_guard lock(state_->mutex);
-    state_->stopping = true;
-    dropped.swap(state_->downloads);  // destroyed here, on the owner's thread
+  std::unique_lock lock(state_->mutex);
+  state_->stopping = true;
+  for (auto& [sha256, waiting] : state_->downloads) {
+    dropped[sha256].swap(waiting);  // destroyed when this returns, on the owner's thread
   }
+  // Waiters already being called finish before the owner's objects go.
+  state_->callbacks_done.wait(lock, [&] { return state_->callbacks_running == 0; });
 }
 
 void RunnerArchiveCache::prefetch(const ArchiveSource& source) {
   std::lock_guard lock(state_->mutex);
-  if (state_->entries.contains(source.sha256) || state_->downloads.contains(source.sha256)) {
+  if (state_->entries.contains(source.sha256) || state_->downloads.contains(source.sha256) ||
+      state_->recent_failure(source) != nullptr) {
     return;
   }
-  if (const auto failed = state_->failures.find(source.sha256);
-      failed != state_->failures.end() &&
-      state_->clock.now() - failed->second.at < state_->options.failure_memory) {
-    return;
+  Ready none;
+  try {
+    state_->join_download(state_, source, none);
+  } catch (const std::system_error& e) {
+    state_->log.warning(std::string("runner archive cache: cannot start a download: ") + e.what());
   }
-  state_->join_download(state_, source, nullptr);
 }
 
 void RunnerArchiveCache::fetch(const ArchiveSource& source, Ready ready) {
   std::optional<Outcome> now;
   {
     std::lock_guard lock(state_->mutex);
-    now = state_->answer_now(source.sha256);
+    now = state_->answer_now(source);
     if (!now) {
-      state_->join_download(state_, source, std::move(ready));
-      return;
+      try {
+        state_->join_download(state_, source, ready);
+        return;
+      } catch (const std::system_error& e) {
+        now =
+            Outcome{.file = nullptr, .error = std::string("cannot start a download: ") + e.what()};
+      }
     }
   }
   ready(std::move(*now));
@@ -280,11 +330,16 @@ std::string RunnerArchiveCache::render_metrics() const {
   const auto now = stats();
   PrometheusText text;
   text.family("garm_edge_runner_archive_requests_total", "counter",
-              "Runner archive requests answered from the cache, and downloads by outcome.");
+              "Requests for a runner archive: served from disk, served after waiting for its "
+              "download, or failed.");
   text.sample("garm_edge_runner_archive_requests_total", {{"outcome", "hit"}}, now.hits);
-  text.sample("garm_edge_runner_archive_requests_total", {{"outcome", "downloaded"}},
-              now.downloads);
-  text.sample("garm_edge_runner_archive_requests_total", {{"outcome", "download_failed"}},
+  text.sample("garm_edge_runner_archive_requests_total", {{"outcome", "waited"}}, now.waited);
+  text.sample("garm_edge_runner_archive_requests_total", {{"outcome", "failed"}},
+              now.failed_requests);
+  text.family("garm_edge_runner_archive_downloads_total", "counter",
+              "Runner archive downloads from outside the host, by outcome.");
+  text.sample("garm_edge_runner_archive_downloads_total", {{"outcome", "verified"}}, now.downloads);
+  text.sample("garm_edge_runner_archive_downloads_total", {{"outcome", "failed"}},
               now.download_failures);
   text.family("garm_edge_runner_archive_downloaded_bytes_total", "counter",
               "Bytes of runner archives downloaded from outside the host.");

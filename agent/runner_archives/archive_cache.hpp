@@ -42,7 +42,9 @@ class RunnerArchiveCache {
   using Ready = std::function<void(Outcome)>;
 
   struct Stats {
-    std::uint64_t hits = 0;       // requests answered from disk
+    std::uint64_t hits = 0;    // requests answered from disk
+    std::uint64_t waited = 0;  // requests answered when the download they waited for ended
+    std::uint64_t failed_requests = 0;
     std::uint64_t downloads = 0;  // downloads that completed and verified
     std::uint64_t download_failures = 0;
     std::uint64_t bytes_downloaded = 0;
@@ -55,8 +57,9 @@ class RunnerArchiveCache {
   /// Throws std::runtime_error when the directory cannot be used.
   RunnerArchiveCache(ArchiveCacheOptions options, std::shared_ptr<ArchiveFetcher> fetcher,
                      const Clock& clock, Logger& log);
-  /// Drops every waiting callback uncalled and lets downloads in flight end on their own
-  /// (they stop at their next piece of data or their deadline, and touch nothing of the caller).
+  /// Drops every waiting callback uncalled, waits for callbacks already being called, and lets
+  /// downloads in flight end on their own (they stop at their next piece of data or their
+  /// deadline, and touch nothing of the caller).
   ~RunnerArchiveCache();
   RunnerArchiveCache(const RunnerArchiveCache&) = delete;
   RunnerArchiveCache& operator=(const RunnerArchiveCache&) = delete;
@@ -64,7 +67,8 @@ class RunnerArchiveCache {
   /// Starts the download unless the archive is on disk, on its way, or failed a moment ago.
   void prefetch(const ArchiveSource& source);
   /// Calls `ready` exactly once (unless the cache is destroyed first): at once when the
-  /// archive is on disk or failed a moment ago, else when its download ends.
+  /// archive is on disk or failed a moment ago (or no download can be started), else when its
+  /// download ends, on the download's thread.
   void fetch(const ArchiveSource& source, Ready ready);
 
   Stats stats() const;

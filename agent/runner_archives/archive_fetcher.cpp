@@ -95,7 +95,7 @@ FetchedArchive HttpArchiveFetcher::fetch(const ArchiveSource& source, int fd,
                                          std::uint64_t max_bytes, const std::atomic<bool>& stop) {
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   auto located = locate(source.url);
-  const auto origin_host = located.url.host;
+  const auto origin = located.url;
   for (int hop = 0; hop <= kMaxRedirects; ++hop) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
@@ -103,18 +103,21 @@ FetchedArchive HttpArchiveFetcher::fetch(const ArchiveSource& source, int fd,
       throw ArchiveError("the download did not finish within " + std::to_string(timeout_.count()) +
                          " s");
     }
-    net::HttpClientOptions options{
-        .connect_timeout = std::min<std::chrono::milliseconds>(left, std::chrono::seconds(10)),
-        .request_timeout = left,
-        .max_response_bytes = static_cast<std::size_t>(max_bytes),
-        .proxy = net::proxy_for(located.url, source.proxies)};
+    // The connect's time comes out of the same budget.
+    const auto connect = std::min<std::chrono::milliseconds>(left, std::chrono::seconds(10));
+    net::HttpClientOptions options{.connect_timeout = connect,
+                                   .request_timeout = std::max<std::chrono::milliseconds>(
+                                       left - connect, std::chrono::seconds(1)),
+                                   .max_response_bytes = static_cast<std::size_t>(max_bytes),
+                                   .proxy = net::proxy_for(located.url, source.proxies)};
     net::ClientRequest request{
         .method = "GET",
         .target = located.target,
         .headers = {{"User-Agent", "garm-edge-agent"}, {"Accept", "application/octet-stream"}},
         .body = ""};
-    // As curl: a credential given for one host is not sent on to the host a redirect names.
-    if (!source.bearer_token.empty() && located.url.host == origin_host) {
+    // As curl: a credential given for one origin is not sent on to another a redirect names.
+    if (!source.bearer_token.empty() && located.url.host == origin.host &&
+        located.url.port == origin.port && located.url.tls == origin.tls) {
       request.headers.emplace_back("Authorization", "Bearer " + source.bearer_token);
     }
     ArchiveWriter writer(fd, stop);

@@ -216,6 +216,10 @@ std::optional<hypervisor::Domain> FaultyHypervisor::find_by_name(std::string_vie
 std::vector<hypervisor::Domain> FaultyHypervisor::list(const hypervisor::Tags& filter) {
   return intercept("list", [&] { return inner_.list(filter); });
 }
+void FaultyHypervisor::set_tags(std::string_view uuid, const hypervisor::Tags& tags) {
+  intercept("set_tags", [&] { inner_.set_tags(uuid, tags); });
+}
+
 std::vector<std::string> FaultyHypervisor::disk_paths(std::string_view uuid) {
   return intercept("disk_paths", [&] { return inner_.disk_paths(uuid); });
 }

@@ -124,6 +124,7 @@ class FaultyHypervisor final : public hypervisor::Hypervisor {
   std::optional<hypervisor::Domain> find_by_name(std::string_view name) override;
   std::vector<hypervisor::Domain> list(const hypervisor::Tags& filter) override;
   std::vector<std::string> disk_paths(std::string_view uuid) override;
+  void set_tags(std::string_view uuid, const hypervisor::Tags& tags) override;
   hypervisor::Volume create_overlay(const hypervisor::VolumeSpec& spec) override;
   std::optional<hypervisor::Volume> find_volume(std::string_view pool,
                                                 std::string_view name) override;

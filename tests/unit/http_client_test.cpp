@@ -11,6 +11,8 @@ using garm_edge::net::HttpClientError;
 using garm_edge::net::HttpResponseParser;
 using garm_edge::net::parse_http_response;
 using garm_edge::net::parse_upstream_url;
+using garm_edge::net::proxy_for;
+using garm_edge::net::ProxySettings;
 using garm_edge::net::serialize_client_request;
 using garm_edge::net::UpstreamUrl;
 
@@ -326,4 +328,41 @@ TEST_CASE("repeated equal Content-Length headers and bytes after the body are to
   const auto response = parse_http_response(
       "HTTP/1.1 200 OK\r\nContent-Length: 2\r\ncontent-length: 2\r\n\r\nokEXTRA");
   CHECK(response.body == "ok");
+}
+
+TEST_CASE("proxy_for reads https_proxy, http_proxy and no_proxy as curl does", "[http_client]") {
+  const auto https_url = parse_upstream_url("https://objects.github.example/runner.tgz");
+  const auto http_url = parse_upstream_url("http://10.1.2.3:8080/runner.tgz");
+  ProxySettings proxies{
+      .http_proxy = "proxy.lan:3128", .https_proxy = "http://secure-proxy.lan", .no_proxy = ""};
+  const auto https_proxy = proxy_for(https_url, proxies);
+  REQUIRE(https_proxy);
+  CHECK(https_proxy->host == "secure-proxy.lan");
+  CHECK(https_proxy->port == 1080);  // curl's default proxy port
+  CHECK_FALSE(https_proxy->tls);
+  CHECK(proxy_for(http_url, proxies)->port == 3128);  // no scheme: an HTTP proxy
+  CHECK(proxy_for(https_url, {.http_proxy = "", .https_proxy = "http://[fd00::1]", .no_proxy = ""})
+            ->port == 1080);
+  CHECK(proxy_for(https_url, {.http_proxy = "", .https_proxy = "", .no_proxy = ""}) ==
+        std::nullopt);
+
+  const auto bypassed = [&](const UpstreamUrl& url, const std::string& no_proxy) {
+    proxies.no_proxy = no_proxy;
+    return !proxy_for(url, proxies).has_value();
+  };
+  CHECK(bypassed(https_url, "*"));
+  CHECK_FALSE(bypassed(https_url, "example.com, *"));  // "*" only counts alone
+  CHECK(bypassed(https_url, "github.example"));
+  CHECK(bypassed(https_url, ".github.example"));
+  CHECK(bypassed(https_url, "lan, GITHUB.example:443"));
+  CHECK_FALSE(bypassed(https_url, "hub.example"));  // a domain, not a suffix of letters
+  CHECK(bypassed(http_url, "10.1.2.3"));
+  CHECK(bypassed(http_url, "10.0.0.0/8"));
+  CHECK_FALSE(bypassed(http_url, "10.1.2.0/31, 0.2.3"));  // no suffix matching of addresses
+  CHECK_FALSE(bypassed(http_url, "11.0.0.0/8"));
+  CHECK(bypassed(parse_upstream_url("https://[fd00::5]/x"), "fd00::/16"));
+  CHECK_THROWS_AS(
+      proxy_for(https_url,
+                {.http_proxy = "", .https_proxy = "https://tls-proxy.lan", .no_proxy = ""}),
+      HttpClientError);
 }
