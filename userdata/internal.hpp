@@ -69,4 +69,19 @@ std::string normalized_sha256(const wire::RunnerApplicationDownload& tool);
 /// The tool's download URL; throws UserDataError when it has none.
 std::string required_download_url(const wire::RunnerApplicationDownload& tool);
 
+inline constexpr std::string_view kAptProxyConfig = "/etc/apt/apt.conf.d/95garm-edge-proxy";
+
+/// Writes apt's proxy settings (file, http proxy, https proxy as $1-$3). The values arrive as
+/// positional parameters, so the shell never parses them; printf's %s copies them into apt's
+/// quoted strings, and checked_proxy_config has refused the quotes and backslashes those
+/// cannot hold.
+inline constexpr std::string_view kAptProxyScript = R"sh(set -eu
+[ -d "${1%/*}" ] || exit 0
+umask 022
+{
+  if [ -n "$2" ]; then printf 'Acquire::http::Proxy "%s";\n' "$2"; fi
+  if [ -n "$3" ]; then printf 'Acquire::https::Proxy "%s";\n' "$3"; fi
+} > "$1"
+)sh";
+
 }  // namespace garm_edge::userdata::detail

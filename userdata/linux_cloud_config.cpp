@@ -15,19 +15,6 @@ using nlohmann::ordered_json;
 constexpr std::string_view kPreInstallDir = "/garm-pre-install";
 constexpr std::string_view kInstallScriptPath = "/install_runner.sh";
 constexpr std::string_view kRunnerUser = "runner";
-constexpr std::string_view kAptProxyConfig = "/etc/apt/apt.conf.d/95garm-edge-proxy";
-
-/// Writes apt's proxy settings on every boot. The values arrive as positional parameters, so
-/// the shell never parses them; printf's %s copies them into apt's quoted strings, and
-/// checked_proxy_config has refused the quotes and backslashes those cannot hold.
-constexpr std::string_view kAptProxyScript = R"sh(set -eu
-[ -d "${1%/*}" ] || exit 0
-umask 022
-{
-  if [ -n "$2" ]; then printf 'Acquire::http::Proxy "%s";\n' "$2"; fi
-  if [ -n "$3" ]; then printf 'Acquire::https::Proxy "%s";\n' "$3"; fi
-} > "$1"
-)sh";
 
 ordered_json packages(const wire::UserDataOptions& options) {
   std::vector<std::string> names;
@@ -101,8 +88,8 @@ ordered_json proxy_bootcmd(const wire::ProxyConfig& proxy) {
     return ordered_json::array();
   }
   return ordered_json::array(
-      {ordered_json::array({"sh", "-c", kAptProxyScript, "garm-edge-apt-proxy", kAptProxyConfig,
-                            proxy.http_proxy, proxy.https_proxy})});
+      {ordered_json::array({"sh", "-c", detail::kAptProxyScript, "garm-edge-apt-proxy",
+                            detail::kAptProxyConfig, proxy.http_proxy, proxy.https_proxy})});
 }
 
 void set_unless_empty(ordered_json& config, const char* key, ordered_json value) {

@@ -104,6 +104,28 @@ GarmUrls garm_urls_of(const wire::BootstrapInstance& bootstrap, const GuestEndpo
 /// `/status` and `/system-info/` are appended to (garm's scripts strip it the same way).
 std::string callback_base(std::string_view callback_url);
 
+/// What a warm guest's generic script needs: where the agent is, its own token (not garm's),
+/// and the runner archive to unpack ahead of time (empty: none).
+struct WarmGuestValues {
+  std::string agent_url;
+  std::string token;
+  std::string archive_url;
+  std::string archive_sha256;
+};
+
+/// The install script of a warm guest's seed (run as the runner user, like every install
+/// script): unpack the runner archive from the agent's cache, report ready to the agent, wait
+/// for the assignment and run it as root.
+std::string warm_guest_script(const WarmGuestValues& values);
+
+/// The assignment a warm guest runs as root once it is bound to garm's instance: what
+/// cloud-init does for a cold guest from the bootstrap (hostname, apt proxy, extra packages,
+/// CA bundle, SSH keys, pre-install scripts), then `install_script` as the runner user. A
+/// runner unpacked while warming stays only if its archive is `runner_archive_sha256`.
+std::string render_linux_assignment(const wire::BootstrapInstance& bootstrap,
+                                    std::string_view install_script,
+                                    std::string_view runner_archive_sha256);
+
 /// Quoting for the places values cross into.
 std::string shell_quote(std::string_view value);       // POSIX sh single quotes
 std::string powershell_quote(std::string_view value);  // PowerShell single-quoted string

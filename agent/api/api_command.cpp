@@ -82,6 +82,8 @@ const std::array kRoutes{
           [](const RouteArgs&, const net::HttpRequest&) -> ApiCommand { return ListFlavors{}; }},
     Route{"GET", "/v1/capacity", "capacity",
           [](const RouteArgs&, const net::HttpRequest&) -> ApiCommand { return ShowCapacity{}; }},
+    Route{"GET", "/v1/warm", "warm",
+          [](const RouteArgs&, const net::HttpRequest&) -> ApiCommand { return ListWarm{}; }},
     Route{"POST", "/v1/draining", "draining",
           [](const RouteArgs&, const net::HttpRequest&) -> ApiCommand {
             return SetDraining{.draining = true};

@@ -29,6 +29,10 @@ struct ListFlavors {
 struct ShowCapacity {
   static constexpr std::string_view kRoute = "capacity";
 };
+/// The agent's warm guests not yet bound to garm's instances.
+struct ListWarm {
+  static constexpr std::string_view kRoute = "warm";
+};
 /// The operator's switch: a draining agent takes no new creates. Acts on the whole host, so
 /// only a client allowed for every controller ("*") may use it.
 struct SetDraining {
@@ -104,7 +108,7 @@ struct ValidatePool {
 };
 
 using ApiCommand =
-    std::variant<Health, ShowMetrics, ListImages, ListFlavors, ShowCapacity, SetDraining,
+    std::variant<Health, ShowMetrics, ListImages, ListFlavors, ShowCapacity, ListWarm, SetDraining,
                  ExtraSpecsSchema, ConfigSchema, CreateInstance, DryRunCreate, GetInstance,
                  ShowPlacement, GetGuest, ListInstances, ListEvents, DeleteInstance,
                  DeleteAllInstances, StartInstance, StopInstance, ValidatePool>;

@@ -248,6 +248,21 @@ net::HttpResponse ControlApi::run(const ShowCapacity&) {
   return json_response(200, wire::to_json(capacity_answer(config_, service_.capacity())));
 }
 
+net::HttpResponse ControlApi::run(const ListWarm&) {
+  auto guests = ordered_json::array();
+  for (const auto& record : service_.warm_guests()) {
+    guests.push_back({{"name", record.name},
+                      {"provider_id", record.domain_uuid},
+                      {"image", record.image},
+                      {"flavor", record.flavor},
+                      {"state", to_string(record.warm->state)},
+                      {"created_at", record.created_at},
+                      {"ready_at", record.warm->ready_at},
+                      {"address", record.guest ? record.guest->ip : ""}});
+  }
+  return json_response(200, guests);
+}
+
 net::HttpResponse ControlApi::run(const SetDraining& command) {
   service_.set_draining(command.draining);
   return json_response(200, {{"draining", service_.draining()}});

@@ -37,6 +37,7 @@ class ControlApi {
   net::HttpResponse run(const ListImages&);
   net::HttpResponse run(const ListFlavors&);
   net::HttpResponse run(const ShowCapacity&);
+  net::HttpResponse run(const ListWarm&);
   net::HttpResponse run(const SetDraining& command);
   net::HttpResponse run(const ExtraSpecsSchema&);
   net::HttpResponse run(const ConfigSchema&);

@@ -13,4 +13,13 @@ std::string format_rfc3339(std::chrono::system_clock::time_point time) {
   return text;
 }
 
+std::optional<std::chrono::system_clock::time_point> parse_rfc3339(const std::string& text) {
+  std::tm utc{};
+  const char* end = strptime(text.c_str(), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  if (end == nullptr || *end != '\0') {
+    return std::nullopt;
+  }
+  return std::chrono::system_clock::from_time_t(timegm(&utc));
+}
+
 }  // namespace garm_edge::agent

@@ -264,6 +264,36 @@ FlavorConfig read_flavor(const toml::table& table, const std::string& source, st
   return flavor;
 }
 
+WarmConfig read_warm(const toml::table& table, const std::string& source, std::size_t index) {
+  TableReader in(table, source, "[[warm]] #" + std::to_string(index + 1));
+  WarmConfig warm;
+  warm.image = in.required_string("image");
+  warm.flavor = in.required_string("flavor");
+  warm.count = in.integer<std::size_t>("count", 0, 256).value_or(warm.count);
+  warm.ready_timeout = std::chrono::seconds(
+      in.integer<long>("ready_timeout_seconds", 30, 86400).value_or(warm.ready_timeout.count()));
+  warm.name = warm.image + "/" + warm.flavor;
+  in.reject_unknown_keys();
+  return warm;
+}
+
+/// Each [[warm]] names a configured image and flavor, and warm guests need the guest service.
+void check_warm(TableReader& root, const AgentConfig& config) {
+  for (const auto& warm : config.warm) {
+    if (config.find_image(warm.image) == nullptr || config.find_flavor(warm.flavor) == nullptr) {
+      root.fail(nullptr, "[[warm]] " + warm.name + ": image and flavor must be configured in " +
+                             "[[images]] and [[flavors]]");
+    }
+    if (!config.guests.enabled) {
+      root.fail(nullptr, "[[warm]] needs [guests]: warm guests wait for their assignment there");
+    }
+    if (const auto* image = config.find_image(warm.image);
+        image != nullptr && image->os_type != wire::OsType::linux) {
+      root.fail(nullptr, "[[warm]] " + warm.name + ": warm guests are Linux guests");
+    }
+  }
+}
+
 template <class Item, class Read>
 std::vector<Item> read_list(TableReader& root, std::string_view key, Read read) {
   std::vector<Item> items;
@@ -339,10 +369,12 @@ AgentConfig parse_agent_config(std::string_view toml_text, const std::string& so
   read_guests_section(root, config);
   config.images = read_list<ImageConfig>(root, "images", read_image);
   config.flavors = read_list<FlavorConfig>(root, "flavors", read_flavor);
+  config.warm = read_list<WarmConfig>(root, "warm", read_warm);
   root.reject_unknown_keys();
   if (config.images.empty() || config.flavors.empty()) {
     root.fail(nullptr, "at least one [[images]] and one [[flavors]] entry are required");
   }
+  check_warm(root, config);
   return config;
 }
 
@@ -391,7 +423,11 @@ std::string agent_config_json_schema() {
          R"json("required":["name"],"properties":{"name":{"type":"string"},)json"
          R"json("vcpus":{"type":"integer","minimum":1,"maximum":512},)json"
          R"json("memory_mib":{"type":"integer","minimum":64,"maximum":4194304},)json"
-         R"json("disk_gib":{"type":"integer","minimum":1,"maximum":65536}}}}}})json";
+         R"json("disk_gib":{"type":"integer","minimum":1,"maximum":65536}}}},)json"
+         R"json("warm":{"type":"array","items":{"type":"object","additionalProperties":false,)json"
+         R"json("required":["image","flavor"],"properties":{"image":{"type":"string"},)json"
+         R"json("flavor":{"type":"string"},"count":{"type":"integer","minimum":0,"maximum":256},)json"
+         R"json("ready_timeout_seconds":{"type":"integer","minimum":30,"maximum":86400}}}}}})json";
 }
 
 }  // namespace garm_edge::agent

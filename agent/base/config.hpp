@@ -38,6 +38,16 @@ struct FlavorConfig {
   std::uint64_t disk_gib = 20;
 };
 
+/// Guests of one image and flavor kept booted ahead of demand (docs/warm-guests.md).
+struct WarmConfig {
+  std::string image;
+  std::string flavor;
+  std::size_t count = 1;
+  /// A warm guest not ready this long after it was created is destroyed (and counted wasted).
+  std::chrono::seconds ready_timeout{900};
+  std::string name;  // "image/flavor", unique among [[warm]] entries
+};
+
 /// A client identity (a certificate's CN or URI SAN) and the garm controllers it may act for.
 struct ApiClient {
   std::string identity;
@@ -130,6 +140,7 @@ struct AgentConfig {
 
   std::vector<ImageConfig> images;
   std::vector<FlavorConfig> flavors;
+  std::vector<WarmConfig> warm;
   ApiConfig api;
   GuestConfig guests;
 

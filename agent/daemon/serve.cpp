@@ -49,6 +49,9 @@ void write_ready_file(const std::filesystem::path& path, const std::string& text
   std::filesystem::rename(temporary, path);
 }
 
+/// How often the warm pool looks for guests to start, retire or expire.
+constexpr std::chrono::seconds kWarmPoolInterval{5};
+
 std::unique_ptr<RunnerArchiveCache> make_runner_archive_cache(const AgentConfig& config,
                                                               const Clock& clock, Logger& log) {
   if (!config.guests.enabled || config.guests.runner_cache_mib == 0) {
@@ -91,6 +94,7 @@ AgentDaemon::AgentDaemon(const AgentConfig& config, Logger& log, ServeOptions op
 }
 
 AgentDaemon::~AgentDaemon() {
+  warm_loop_.reset();  // no pass starts a create any more
   api_workers_.join();
   relay_workers_.join();
   seed_workers_.join();
@@ -101,6 +105,7 @@ AgentDaemon::~AgentDaemon() {
 int AgentDaemon::run() {
   reconcile_at_startup();
   reconcile_loop_ = std::make_unique<ReconcileLoop>(service_, config_.reconcile_interval, log_);
+  start_warm_pool();
   start_control_api();
   signals_.emplace(io_, SIGINT, SIGTERM, SIGHUP);
   wait_for_signal();
@@ -139,6 +144,15 @@ void AgentDaemon::start_guest_service() {
   }
   log_.info("guest service listening on " + guest_access_.base_url() +
             (config_.guests.relay ? " (relay to garm)" : " (guests call garm directly)"));
+}
+
+void AgentDaemon::start_warm_pool() {
+  if (config_.warm.empty()) {
+    return;
+  }
+  warm_pool_ = std::make_unique<WarmPool>(service_, clock_, log_);
+  api_.add_metrics_source([this] { return warm_pool_->render_metrics(); });
+  warm_loop_ = std::make_unique<PeriodicLoop>(kWarmPoolInterval, [this] { warm_pool_->pass(); });
 }
 
 void AgentDaemon::reconcile_at_startup() {

@@ -22,6 +22,7 @@
 #include "agent/instances/instance_service.hpp"
 #include "agent/instances/instance_store.hpp"
 #include "agent/instances/reconcile_loop.hpp"
+#include "agent/instances/warm_pool.hpp"
 #include "hypervisor/libvirt_hypervisor.hpp"
 #include "net/http_server.hpp"
 #include "net/tls_server.hpp"
@@ -53,6 +54,8 @@ class AgentDaemon {
   void start_guest_service();
   void reconcile_at_startup();
   void start_control_api();
+  /// With [[warm]] entries: passes of the warm pool every few seconds.
+  void start_warm_pool();
   /// The log line, the ready file, the on_listening callback and systemd's READY=1.
   void announce_ready();
   void wait_for_signal();
@@ -89,6 +92,8 @@ class AgentDaemon {
   GuestService guests_;
   std::unique_ptr<net::HttpServer> guest_server_;
   std::unique_ptr<ReconcileLoop> reconcile_loop_;
+  std::unique_ptr<WarmPool> warm_pool_;
+  std::unique_ptr<PeriodicLoop> warm_loop_;
   ControlApi api_;
   std::unique_ptr<net::TlsServer> api_server_;
 

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "agent/instances/service_error.hpp"
+#include "agent/instances/warm_spec.hpp"
 #include "net/secret_token.hpp"
 #include "userdata/userdata.hpp"
 #include "wire/validate.hpp"
@@ -116,6 +117,26 @@ std::string GuestAccess::base_url() const {
   return "http://" + address_ + ":" + std::to_string(port_);
 }
 
+userdata::GuestEndpoints GuestAccess::attach_garm(GuestRecord& guest,
+                                                  const wire::BootstrapInstance& bootstrap) const {
+  guest.bearer_token_hash = net::sha256_hex(bootstrap.instance_token);
+  guest.callback_url = bootstrap.callback_url;
+  guest.metadata_url = bootstrap.metadata_url;
+  guest.ca_cert_bundle = bootstrap.ca_cert_bundle.value_or("");
+  auto endpoints =
+      config_.guests.relay
+          ? userdata::GuestEndpoints{base_url() + kCallbackPath, base_url() + kMetadataPath}
+          : userdata::GuestEndpoints{bootstrap.callback_url, bootstrap.metadata_url};
+  guest.runner_archive.reset();
+  if (config_.guests.runner_cache_mib > 0) {
+    guest.runner_archive = cacheable_runner_archive(bootstrap);
+    if (guest.runner_archive) {
+      endpoints.runner_archive_url = base_url() + runner_archive_path(guest.runner_archive->sha256);
+    }
+  }
+  return endpoints;
+}
+
 GuestPlan GuestAccess::plan(const InstanceRecord& record,
                             const wire::BootstrapInstance& bootstrap) {
   GuestPlan plan;
@@ -124,34 +145,48 @@ GuestPlan GuestAccess::plan(const InstanceRecord& record,
   guest.mac = random_mac();
   const auto seed_token = net::random_token();
   guest.seed_token_hash = net::sha256_hex(seed_token);
-  guest.bearer_token_hash = net::sha256_hex(bootstrap.instance_token);
-  guest.callback_url = bootstrap.callback_url;
-  guest.metadata_url = bootstrap.metadata_url;
-  guest.ca_cert_bundle = bootstrap.ca_cert_bundle.value_or("");
+  const auto endpoints = attach_garm(guest, bootstrap);
 
-  userdata::SeedRequest request;
-  request.instance_id = record.domain_uuid;
-  request.hostname = record.name;
-  request.endpoints =
-      config_.guests.relay
-          ? userdata::GuestEndpoints{base_url() + kCallbackPath, base_url() + kMetadataPath}
-          : userdata::GuestEndpoints{bootstrap.callback_url, bootstrap.metadata_url};
-  if (config_.guests.runner_cache_mib > 0) {
-    guest.runner_archive = cacheable_runner_archive(bootstrap);
-    if (guest.runner_archive) {
-      request.endpoints.runner_archive_url =
-          base_url() + runner_archive_path(guest.runner_archive->sha256);
-    }
+  if (record.controller_id == kWarmControllerId) {
+    // No garm yet: its install script is the warm one, and its "instance token" its own.
+    const userdata::WarmGuestValues warm{
+        .agent_url = base_url(),
+        .token = bootstrap.instance_token,
+        .archive_url = endpoints.runner_archive_url,
+        .archive_sha256 = guest.runner_archive ? guest.runner_archive->sha256 : ""};
+    guest.meta_data = userdata::render_meta_data(record.domain_uuid, record.name);
+    guest.user_data =
+        userdata::render_linux_cloud_config(bootstrap, userdata::warm_guest_script(warm));
+  } else {
+    auto seed = userdata::render_seed(
+        bootstrap,
+        {.instance_id = record.domain_uuid, .hostname = record.name, .endpoints = endpoints});
+    guest.meta_data = std::move(seed.meta_data);
+    guest.user_data = std::move(seed.user_data);
+    guest.vendor_data = std::move(seed.vendor_data);
   }
-  auto seed = userdata::render_seed(bootstrap, request);
-  guest.meta_data = std::move(seed.meta_data);
-  guest.user_data = std::move(seed.user_data);
-  guest.vendor_data = std::move(seed.vendor_data);
 
   // cloud-init 22.4 needs nocloud-net for an http seed, and the trailing slash.
   plan.smbios_serial = "ds=nocloud-net;s=" + base_url() + "/" + seed_token + "/";
   plan.interface = {.network = config_.network, .mac = guest.mac, .filter = "", .filter_ip = ""};
   return plan;
+}
+
+GuestBinding GuestAccess::bind(const InstanceRecord& warm,
+                               const wire::BootstrapInstance& bootstrap) {
+  GuestBinding binding{.guest = warm.guest.value_or(GuestRecord{}), .assignment = ""};
+  auto& guest = binding.guest;
+  const auto endpoints = attach_garm(guest, bootstrap);
+  guest.closed = false;
+  guest.runner_status.clear();
+  guest.agent_id.reset();
+  guest.os_name.clear();
+  guest.os_version.clear();
+  guest.messages.clear();
+  binding.assignment =
+      userdata::render_linux_assignment(bootstrap, userdata::install_script(bootstrap, endpoints),
+                                        warm.warm ? warm.warm->unpacked_sha256 : "");
+  return binding;
 }
 
 void GuestAccess::assign_address(GuestPlan& plan, const std::set<std::string>& taken) {

@@ -14,6 +14,7 @@
 #include "agent/instances/instance_store.hpp"
 #include "agent/runner_archives/archive_fetcher.hpp"
 #include "hypervisor/hypervisor.hpp"
+#include "userdata/userdata.hpp"
 #include "wire/bootstrap.hpp"
 
 namespace garm_edge::agent {
@@ -44,6 +45,12 @@ class GuestAccess {
   /// Everything `bootstrap`'s guest needs but its address; nothing is reserved. Throws
   /// userdata::UserDataError for a bootstrap that cannot become user-data.
   GuestPlan plan(const InstanceRecord& record, const wire::BootstrapInstance& bootstrap);
+  /// See GuestSide::bind.
+  GuestBinding bind(const InstanceRecord& warm, const wire::BootstrapInstance& bootstrap);
+  /// Points `guest` at garm's URLs, token and CA bundle from `bootstrap`, and at the runner
+  /// archive the cache can hold; returns the endpoints the guest's scripts are given.
+  userdata::GuestEndpoints attach_garm(GuestRecord& guest,
+                                       const wire::BootstrapInstance& bootstrap) const;
   /// Picks the guest's address: one neither reserved in the network nor in `taken` (held by
   /// instances whose reservation may not be made yet). Throws ServiceError (unavailable) when
   /// the range is full.

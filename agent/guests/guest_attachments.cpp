@@ -7,6 +7,15 @@ std::optional<GuestPlan> GuestAttachments::plan(const InstanceRecord& record,
   return access_.plan(record, bootstrap);
 }
 
+GuestBinding GuestAttachments::bind(const InstanceRecord& warm,
+                                    const wire::BootstrapInstance& bootstrap) {
+  auto binding = access_.bind(warm, bootstrap);
+  if (archives_ != nullptr && binding.guest.runner_archive) {
+    archives_->prefetch(archive_source_of(binding.guest));
+  }
+  return binding;
+}
+
 void GuestAttachments::assign_address(
     GuestPlan& plan, const std::function<InstanceRecord(const GuestPlan&)>& persist) {
   {

@@ -21,6 +21,7 @@ class GuestAttachments final : public GuestSide {
   bool enabled() const override { return true; }
   std::optional<GuestPlan> plan(const InstanceRecord& record,
                                 const wire::BootstrapInstance& bootstrap) override;
+  GuestBinding bind(const InstanceRecord& warm, const wire::BootstrapInstance& bootstrap) override;
   void assign_address(GuestPlan& plan,
                       const std::function<InstanceRecord(const GuestPlan&)>& persist) override;
   void reserve(const GuestRecord& guest) override;

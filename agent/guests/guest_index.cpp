@@ -19,7 +19,10 @@ void GuestIndex::put(const InstanceRecord& record) {
             .os_name = guest.os_name,
             .os_version = guest.os_version,
             .runner_status = guest.runner_status,
-            .last_message = guest.messages.empty() ? std::string() : guest.messages.back().message};
+            .last_message = guest.messages.empty() ? std::string() : guest.messages.back().message,
+            .warm_token_hash =
+                record.warm && !record.warm->delivered ? record.warm->token_hash : std::string(),
+            .warm_unbound = record.warm && record.warm->state != WarmState::bound};
 }
 
 void GuestIndex::remove(std::string_view domain_name) {
@@ -74,6 +77,11 @@ std::optional<GuestIndex::Entry> GuestIndex::find(std::string Entry::*hash,
     return std::nullopt;
   }
   return found;
+}
+
+std::optional<GuestIndex::Entry> GuestIndex::by_warm_token(std::string_view token_hash,
+                                                           std::string_view source_ip) const {
+  return find(&Entry::warm_token_hash, token_hash, source_ip);
 }
 
 std::optional<GuestIndex::Entry> GuestIndex::by_address(std::string_view source_ip) const {

@@ -27,6 +27,10 @@ class GuestIndex {
     std::string os_version;
     std::string runner_status;
     std::string last_message;
+    /// A warm guest's own token, until it has fetched its assignment.
+    std::string warm_token_hash;
+    /// A warm guest not bound to garm's instance yet: nothing of garm's is served to it.
+    bool warm_unbound = false;
   };
 
   /// Admits (or updates) `record`'s guest; a record without a guest removes its entry.
@@ -42,6 +46,8 @@ class GuestIndex {
   std::optional<Entry> by_seed_token(std::string_view token_hash, std::string_view source_ip) const;
   std::optional<Entry> by_bearer_token(std::string_view token_hash,
                                        std::string_view source_ip) const;
+  /// The warm guest whose own token hashes to `token_hash`, at `source_ip`.
+  std::optional<Entry> by_warm_token(std::string_view token_hash, std::string_view source_ip) const;
   /// The open instance whose reserved address is `source_ip`: for what the guest may fetch
   /// without a token (its runner archive, which is no secret of its own).
   std::optional<Entry> by_address(std::string_view source_ip) const;

@@ -240,6 +240,9 @@ net::HttpResponse GuestService::route(const net::HttpRequest& request,
       return relay(request, source_ip, callback, path.substr(prefix.size()));
     }
   }
+  if (path == "/warm/ready" || path == "/warm/assignment") {
+    return serve_warm(request, source_ip, path == "/warm/ready");
+  }
   // /<token>/<file>: what cloud-init 22.4's NoCloud reader asks for under the seed URL.
   if (request.method == "GET" && path.size() > 1 && path[0] == '/') {
     const auto slash = path.find('/', 1);
@@ -264,7 +267,8 @@ std::string GuestService::render_metrics() const {
       {"refused", &counters_.refused},
       {"rate_limited", &counters_.rate_limited},
       {"runner_archive_served", &counters_.runner_archives_served},
-      {"runner_archive_unavailable", &counters_.runner_archives_unavailable}};
+      {"runner_archive_unavailable", &counters_.runner_archives_unavailable},
+      {"warm_assignment", &counters_.warm_assignments}};
   for (const auto& [outcome, count] : outcomes) {
     text.sample("garm_edge_guest_requests_total", {{"outcome", outcome}}, count->load());
   }
@@ -275,6 +279,31 @@ net::HttpResponse GuestService::refuse(const std::string& source_ip) {
   ++counters_.refused;
   misses_.miss(source_ip);
   return not_found();
+}
+
+net::HttpResponse GuestService::serve_warm(const net::HttpRequest& request,
+                                           const std::string& source_ip, bool ready_report) {
+  const auto token = bearer_token(request);
+  const auto entry = token ? index_.by_warm_token(net::sha256_hex(*token), source_ip)
+                           : std::optional<GuestIndex::Entry>();
+  if (!entry || request.method != (ready_report ? "POST" : "GET")) {
+    return refuse(source_ip);
+  }
+  if (ready_report) {
+    instances_.mark_warm_ready(entry->domain_name);  // a repeated report changes nothing
+    return {.status = 200,
+            .content_type = "text/plain; charset=utf-8",
+            .body = "ready\n",
+            .headers = {}};
+  }
+  if (auto assignment = instances_.take_assignment(entry->domain_name)) {
+    ++counters_.warm_assignments;
+    return {.status = 200,
+            .content_type = "text/x-shellscript",
+            .body = std::move(*assignment),
+            .headers = {}};
+  }
+  return {.status = 204, .content_type = "text/plain; charset=utf-8", .body = "", .headers = {}};
 }
 
 net::HttpResponse GuestService::serve_seed(const net::HttpRequest&, const std::string& source_ip,
@@ -311,8 +340,8 @@ net::HttpResponse GuestService::relay(const net::HttpRequest& request, const std
   const auto token = bearer_token(request);
   const auto entry = token ? index_.by_bearer_token(net::sha256_hex(*token), source_ip)
                            : std::optional<GuestIndex::Entry>();
-  if (!entry || (request.method != "GET" && request.method != "POST")) {
-    return refuse(source_ip);
+  if (!entry || entry->warm_unbound || (request.method != "GET" && request.method != "POST")) {
+    return refuse(source_ip);  // a warm guest reaches garm only as garm's instance
   }
   const auto record = store_.get(entry->domain_name);
   if (!still_admits(record, entry->bearer_token_hash, &GuestRecord::bearer_token_hash, source_ip)) {

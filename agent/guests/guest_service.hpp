@@ -77,6 +77,7 @@ class GuestService {
     std::atomic<std::uint64_t> rate_limited{0};
     std::atomic<std::uint64_t> runner_archives_served{0};
     std::atomic<std::uint64_t> runner_archives_unavailable{0};
+    std::atomic<std::uint64_t> warm_assignments{0};
   };
   const Counters& counters() const { return counters_; }
   /// The counters as Prometheus text.
@@ -86,6 +87,10 @@ class GuestService {
   net::HttpResponse route(const net::HttpRequest& request, const std::string& source_ip);
   net::HttpResponse serve_seed(const net::HttpRequest& request, const std::string& source_ip,
                                std::string_view token, std::string_view file);
+  /// A warm guest's `POST /warm/ready` and `GET /warm/assignment` (204 until it is bound),
+  /// with its own token from its reserved address.
+  net::HttpResponse serve_warm(const net::HttpRequest& request, const std::string& source_ip,
+                               bool ready_report);
   net::HttpResponse relay(const net::HttpRequest& request, const std::string& source_ip,
                           bool callback, std::string_view suffix);
   /// `/runner-archives/<sha256>` to the open instance at `source_ip` that was given that

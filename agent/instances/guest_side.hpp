@@ -22,6 +22,14 @@ struct GuestPlan {
   hypervisor::NetworkInterface interface;
 };
 
+/// A warm guest made garm's instance: its guest record as a cold create of garm's bootstrap
+/// would have made it (garm's URLs, token and CA bundle, the runner archive), keeping its
+/// address, MAC and seed token; and the assignment script it runs.
+struct GuestBinding {
+  GuestRecord guest;
+  std::string assignment;
+};
+
 /// What the guest side knows of an instance, for GetInstance and ListInstances.
 struct GuestView {
   std::string ip;  // the reserved address
@@ -44,6 +52,10 @@ class GuestSide {
   /// userdata::UserDataError for a bootstrap that cannot become user-data.
   virtual std::optional<GuestPlan> plan(const InstanceRecord& record,
                                         const wire::BootstrapInstance& bootstrap) = 0;
+  /// For binding the warm guest `warm` to garm's `bootstrap` (already validated). Throws
+  /// userdata::UserDataError for a bootstrap that cannot become an assignment.
+  virtual GuestBinding bind(const InstanceRecord& warm,
+                            const wire::BootstrapInstance& bootstrap) = 0;
   /// Gives `plan` an address no instance holds and runs `persist` (which records the instance
   /// and returns its record), then admits it, all atomically with respect to other creates and
   /// to release_unheld, so no two guests are given one address.
@@ -70,6 +82,9 @@ class NoGuests final : public GuestSide {
   bool enabled() const override { return false; }
   std::optional<GuestPlan> plan(const InstanceRecord&, const wire::BootstrapInstance&) override {
     return std::nullopt;
+  }
+  GuestBinding bind(const InstanceRecord& warm, const wire::BootstrapInstance&) override {
+    return {.guest = warm.guest.value_or(GuestRecord{}), .assignment = ""};
   }
   void assign_address(GuestPlan& plan,
                       const std::function<InstanceRecord(const GuestPlan&)>& persist) override {

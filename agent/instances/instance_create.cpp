@@ -34,12 +34,39 @@ std::string names_of(const std::vector<Named>& items) {
 
 wire::ProviderInstance InstanceService::create(const ControllerId& controller,
                                                const wire::BootstrapInstance& bootstrap) {
+  return create_as(controller, bootstrap, nullptr);
+}
+
+wire::ProviderInstance InstanceService::create_as(const ControllerId& controller,
+                                                  const wire::BootstrapInstance& bootstrap,
+                                                  const WarmRecord* warm) {
   try {
     return guarded("create " + printable_excerpt(bootstrap.name), [&] {
       auto plan = plan_create(controller, bootstrap);
       auto lock = instance_locks_.lock(plan.record.domain_name);
+      if (warm != nullptr) {
+        plan.record.warm = *warm;
+        if (plan.guest && plan.guest->record.runner_archive) {
+          plan.record.warm->unpacked_sha256 = plan.guest->record.runner_archive->sha256;
+        }
+      } else {
+        remember_tool(bootstrap);
+        if (auto bound = find_bound(controller, plan.record.name)) {
+          // garm's retry of a create that took a warm guest.
+          auto bound_lock = instance_locks_.lock(bound->name);
+          if (bound->state == hypervisor::PowerState::running) {
+            return describe(*bound);
+          }
+          remove_locked(controller, Target{bound->name, std::nullopt});
+        }
+      }
       if (auto existing = reuse_existing(plan)) {
         return *existing;
+      }
+      if (warm == nullptr) {
+        if (auto bound = bind_warm(bootstrap, plan)) {
+          return *bound;
+        }
       }
       const auto hold = admit_create(plan);
       events_.record("creating", plan.record.name, plan.record.controller_id,

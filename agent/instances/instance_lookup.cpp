@@ -72,7 +72,25 @@ InstanceService::Target InstanceService::resolve(const ControllerId& controller,
       }
     }
   }
-  return Target{domain_name_for(controller, instance.str()), std::nullopt};
+  auto canonical = domain_name_for(controller, instance.str());
+  if (!store_.get(canonical)) {
+    if (auto bound = find_bound(controller, instance.str())) {
+      return Target{bound->name, std::nullopt};
+    }
+  }
+  return Target{std::move(canonical), std::nullopt};
+}
+
+std::pair<std::vector<KeyedMutex::Guard>, InstanceService::Target> InstanceService::lock_target(
+    const ControllerId& controller, const InstanceRef& instance) {
+  std::vector<KeyedMutex::Guard> guards;
+  const auto canonical = domain_name_for(controller, instance.str());
+  guards.push_back(instance_locks_.lock(canonical));
+  auto target = resolve(controller, instance);
+  if (target.domain_name != canonical) {
+    guards.push_back(instance_locks_.lock(target.domain_name));
+  }
+  return {std::move(guards), std::move(target)};
 }
 
 std::optional<hypervisor::Domain> InstanceService::locate(const ControllerId& controller,

@@ -119,14 +119,22 @@ void InstanceService::reconcile_record(const InstanceRecord& record, ReconcileRe
       ++report.finished_deletes;
       log_.info("reconcile: finished the interrupted delete of " + record.name);
       return;
-    case Intent::created:
-      if (!hypervisor_.find_by_uuid(record.domain_uuid)) {
+    case Intent::created: {
+      const auto domain = hypervisor_.find_by_uuid(record.domain_uuid);
+      if (!domain) {
         teardown(record);
         ++report.vanished_domains;
         log_.warning("reconcile: domain of " + record.name +
                      " disappeared; removed its overlay volume and record");
+      } else if (record.warm && record.warm->state == WarmState::bound &&
+                 !owned_by(*domain, config_.agent_id, record.controller_id)) {
+        // The agent stopped between recording a binding and tagging the domain.
+        hypervisor_.set_tags(domain->uuid, bound_tags(record, *domain));
+        log_.warning("reconcile: finished binding warm guest " + record.domain_name + " to " +
+                     record.name);
       }
       return;
+    }
   }
 }
 

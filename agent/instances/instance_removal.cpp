@@ -12,8 +12,7 @@ using Code = ServiceError::Code;
 
 bool InstanceService::remove(const ControllerId& controller, const InstanceRef& instance) {
   return guarded("delete " + instance.str(), [&] {
-    const auto target = resolve(controller, instance);
-    auto lock = instance_locks_.lock(target.domain_name);
+    const auto [locks, target] = lock_target(controller, instance);
     return remove_locked(controller, target);
   });
 }
@@ -63,15 +62,14 @@ void InstanceService::stop(const ControllerId& controller, const InstanceRef& in
   });
 }
 
-std::pair<KeyedMutex::Guard, hypervisor::Domain> InstanceService::lock_existing(
+std::pair<std::vector<KeyedMutex::Guard>, hypervisor::Domain> InstanceService::lock_existing(
     const ControllerId& controller, const InstanceRef& instance) {
-  const auto target = resolve(controller, instance);
-  auto lock = instance_locks_.lock(target.domain_name);
+  auto [locks, target] = lock_target(controller, instance);
   auto domain = locate(controller, target);
   if (!domain) {
     throw ServiceError(Code::not_found, "no instance " + instance.str());
   }
-  return {std::move(lock), std::move(*domain)};
+  return {std::move(locks), std::move(*domain)};
 }
 
 std::size_t InstanceService::remove_all(const ControllerId& controller) {

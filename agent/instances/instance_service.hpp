@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <functional>
@@ -105,6 +106,19 @@ class InstanceService {
   /// Is a create of this instance name under way here (queued or running)? garm's retry of it
   /// must not be placed on another agent meanwhile.
   bool create_under_way(const ControllerId& controller, const std::string& name) const;
+  // ---- warm guests (docs/warm-guests.md) ---------------------------------------------------
+  /// Warm guests not yet bound, from their records.
+  std::vector<InstanceRecord> warm_guests();
+  /// Creates one warm guest of `warm` (under kWarmControllerId, counted against the host's
+  /// capacity like any instance). Throws like create.
+  wire::ProviderInstance create_warm(const WarmConfig& warm);
+  /// The warm guest finished its generic part; false when it is not a warm guest warming.
+  bool mark_warm_ready(std::string_view domain_name);
+  /// A bound warm guest's assignment, handed out once; nothing before it is bound or after.
+  std::optional<std::string> take_assignment(std::string_view domain_name);
+  /// Warm guests bound to garm's creates since the agent started.
+  std::size_t warm_bound() const { return warm_bound_.load(); }
+
   /// Whether libvirt answers, for /healthz.
   hypervisor::HypervisorHealth health();
 
@@ -127,6 +141,22 @@ class InstanceService {
   };
 
   CreatePlan plan_create(const ControllerId& controller, const wire::BootstrapInstance& bootstrap);
+  /// create(), for garm (`warm` null) or for a warm guest.
+  wire::ProviderInstance create_as(const ControllerId& controller,
+                                   const wire::BootstrapInstance& bootstrap,
+                                   const WarmRecord* warm);
+  /// Under the instance's lock: makes a ready warm guest of the plan's image and flavor garm's
+  /// instance, if there is one.
+  std::optional<wire::ProviderInstance> bind_warm(const wire::BootstrapInstance& bootstrap,
+                                                  const CreatePlan& plan);
+  /// The domain a warm guest bound to `name` became (its name is not domain_name_for's).
+  std::optional<hypervisor::Domain> find_bound(const ControllerId& controller,
+                                               const std::string& name);
+  /// The tags of a warm guest bound to garm's instance: garm's names, its own resources.
+  hypervisor::Tags bound_tags(const InstanceRecord& bound, const hypervisor::Domain& domain) const;
+  /// The last runner tool garm sent for an image's OS and arch, for warm guests to unpack.
+  std::optional<wire::RunnerApplicationDownload> latest_tool(const ImageConfig& image);
+  void remember_tool(const wire::BootstrapInstance& bootstrap);
   /// garm's retry of a create that finished: the running instance. Leftovers of one that did
   /// not finish are removed first; a domain of that name that is not ours is a conflict.
   std::optional<wire::ProviderInstance> reuse_existing(const CreatePlan& plan);
@@ -157,9 +187,13 @@ class InstanceService {
   Target resolve(const ControllerId& controller, const InstanceRef& instance);
   /// Under the instance's lock: the domain `target` still refers to, if it exists.
   std::optional<hypervisor::Domain> locate(const ControllerId& controller, const Target& target);
+  /// Locks the instance a reference names: its canonical name first (what create locks), then
+  /// the domain it resolves to under that lock, when that differs (a bound warm guest).
+  std::pair<std::vector<KeyedMutex::Guard>, Target> lock_target(const ControllerId& controller,
+                                                                const InstanceRef& instance);
   /// Resolves and locks an instance that must exist (start, stop); throws not_found.
-  std::pair<KeyedMutex::Guard, hypervisor::Domain> lock_existing(const ControllerId& controller,
-                                                                 const InstanceRef& instance);
+  std::pair<std::vector<KeyedMutex::Guard>, hypervisor::Domain> lock_existing(
+      const ControllerId& controller, const InstanceRef& instance);
   std::optional<hypervisor::Domain> find_owned_domain(const ControllerId& controller,
                                                       std::string_view domain_name);
   /// Under the instance's lock: marks the record deleting, then tears down; false when there
@@ -197,6 +231,9 @@ class InstanceService {
   EventLog events_;
   NoGuests no_guests_;
   GuestSide* guests_ = &no_guests_;
+  std::atomic<std::size_t> warm_bound_{0};
+  std::mutex tools_mutex_;
+  std::map<std::string, wire::RunnerApplicationDownload> latest_tools_;  // by "os/arch"
   std::mutex unreadable_mutex_;
   std::vector<std::string> reported_unreadable_;
 };

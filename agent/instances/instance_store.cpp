@@ -183,6 +183,17 @@ Intent parse_intent(std::string_view text) {
 
 }  // namespace
 
+std::string_view to_string(WarmState state) {
+  switch (state) {
+    case WarmState::ready:
+      return "ready";
+    case WarmState::bound:
+      return "bound";
+    default:
+      return "warming";
+  }
+}
+
 std::string_view to_string(Intent intent) {
   switch (intent) {
     case Intent::creating:
@@ -214,6 +225,38 @@ RunnerArchiveRecord runner_archive_from_json(const nlohmann::json& document) {
           .http_proxy = in.string_or_empty("http_proxy"),
           .https_proxy = in.string_or_empty("https_proxy"),
           .no_proxy = in.string_or_empty("no_proxy")};
+}
+
+nlohmann::ordered_json warm_to_json(const WarmRecord& w) {
+  return {{"spec", w.spec},
+          {"state", to_string(w.state)},
+          {"token_hash", w.token_hash},
+          {"ready_at", w.ready_at},
+          {"bound_at", w.bound_at},
+          {"assignment", w.assignment},
+          {"delivered", w.delivered},
+          {"unpacked_sha256", w.unpacked_sha256}};
+}
+
+WarmRecord warm_from_json(const nlohmann::json& document) {
+  const wire::ObjectReader in(document, "warm");
+  WarmRecord w;
+  w.spec = in.required_string("spec");
+  const auto state = in.required_string("state");
+  if (state == "ready") {
+    w.state = WarmState::ready;
+  } else if (state == "bound") {
+    w.state = WarmState::bound;
+  } else if (state != "warming") {
+    throw wire::WireError("warm.state", "must be warming, ready or bound");
+  }
+  w.token_hash = in.string_or_empty("token_hash");
+  w.ready_at = in.string_or_empty("ready_at");
+  w.bound_at = in.string_or_empty("bound_at");
+  w.assignment = in.string_or_empty("assignment");
+  w.delivered = in.boolean("delivered");
+  w.unpacked_sha256 = in.string_or_empty("unpacked_sha256");
+  return w;
 }
 
 nlohmann::ordered_json guest_to_json(const GuestRecord& g) {
@@ -308,6 +351,9 @@ std::string serialize_record(const InstanceRecord& r) {
   if (r.guest) {
     out["guest"] = guest_to_json(*r.guest);
   }
+  if (r.warm) {
+    out["warm"] = warm_to_json(*r.warm);
+  }
   return out.dump(2) + "\n";
 }
 
@@ -338,6 +384,9 @@ InstanceRecord parse_record(std::string_view text) {
     r.created_at = in.string_or_empty("created_at");
     if (const auto* guest = in.find("guest"); guest && guest->is_object()) {
       r.guest = guest_from_json(*guest);
+    }
+    if (const auto* warm = in.find("warm"); warm && warm->is_object()) {
+      r.warm = warm_from_json(*warm);
     }
     return r;
   } catch (const wire::WireError& e) {

@@ -69,6 +69,28 @@ struct GuestRecord {
 };
 
 /// One instance as the agent remembers it; the file is keyed by the libvirt domain name.
+/// Where a warm guest is in its life: booting its generic part, ready for an assignment, or
+/// bound to a garm instance (from then on it is that instance).
+enum class WarmState { warming, ready, bound };
+
+std::string_view to_string(WarmState state);
+
+/// A guest the agent booted ahead of demand (docs/warm-guests.md).
+struct WarmRecord {
+  std::string spec;  // warm_spec_of its image and flavor: a changed config retires it
+  WarmState state = WarmState::warming;
+  std::string token_hash;  // hex SHA-256 of the token its seed script asks for its assignment with
+  std::string ready_at;    // RFC 3339
+  std::string bound_at;
+  /// The per-instance script it runs once bound: holds garm's secrets, so it is cleared once
+  /// the guest has fetched it (and the token then stops working).
+  std::string assignment;
+  bool delivered = false;
+  std::string unpacked_sha256;  // the runner archive it unpacked while warming, if any
+
+  bool operator==(const WarmRecord&) const = default;
+};
+
 struct InstanceRecord {
   std::string domain_name;
   std::string domain_uuid;  // also garm's provider_id
@@ -86,6 +108,7 @@ struct InstanceRecord {
   std::string created_at;
   Intent intent = Intent::creating;
   std::optional<GuestRecord> guest;
+  std::optional<WarmRecord> warm;  // only for warm guests, bound or not
 
   bool operator==(const InstanceRecord&) const = default;
 };

@@ -4,11 +4,10 @@
 
 namespace garm_edge::agent {
 
-ReconcileLoop::ReconcileLoop(InstanceService& service, std::chrono::milliseconds interval,
-                             Logger& logger)
-    : service_(service), interval_(interval), log_(logger), thread_([this] { run(); }) {}
+PeriodicLoop::PeriodicLoop(std::chrono::milliseconds interval, std::function<void()> pass)
+    : interval_(interval), pass_(std::move(pass)), thread_([this] { run(); }) {}
 
-ReconcileLoop::~ReconcileLoop() {
+PeriodicLoop::~PeriodicLoop() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
@@ -17,23 +16,29 @@ ReconcileLoop::~ReconcileLoop() {
   thread_.join();
 }
 
-std::size_t ReconcileLoop::passes() const {
+std::size_t PeriodicLoop::passes() const {
   std::lock_guard lock(mutex_);
   return passes_;
 }
 
-void ReconcileLoop::run() {
+void PeriodicLoop::run() {
   std::unique_lock lock(mutex_);
   while (!wake_.wait_for(lock, interval_, [this] { return stopping_; })) {
     lock.unlock();
-    const auto summary = summarize(service_.reconcile());
-    if (!summary.empty()) {
-      log_.info("reconcile: " + summary);
-    }
+    pass_();
     lock.lock();
     ++passes_;
   }
 }
+
+ReconcileLoop::ReconcileLoop(InstanceService& service, std::chrono::milliseconds interval,
+                             Logger& logger)
+    : loop_(interval, [&service, &logger] {
+        const auto summary = summarize(service.reconcile());
+        if (!summary.empty()) {
+          logger.info("reconcile: " + summary);
+        }
+      }) {}
 
 std::string summarize(const ReconcileReport& report) {
   std::string text;

@@ -27,6 +27,10 @@ std::string config_with(const std::map<std::string, Section>& overrides) {
       {"images", {{"name", "\"debian-12\""}, {"base_path", "\"/images/d.qcow2\""}}},
       {"libvirt", {{"network", "\"garm\""}}},  // what [guests] needs
       {"flavors", {{"name", "\"small\""}}}};
+  if (overrides.contains("warm")) {  // a warm entry names the image and flavor, needs guests
+    sections["warm"] = {{"image", "\"debian-12\""}, {"flavor", "\"small\""}};
+    sections["guests"];
+  }
   for (const auto& [section, keys] : overrides) {
     for (const auto& [key, value] : keys) {
       sections[section][key] = value;
@@ -34,7 +38,7 @@ std::string config_with(const std::map<std::string, Section>& overrides) {
   }
   std::ostringstream text;
   for (const auto& [section, keys] : sections) {
-    const bool array = section == "images" || section == "flavors";
+    const bool array = section == "images" || section == "flavors" || section == "warm";
     text << (array ? "[[" : "[") << section << (array ? "]]" : "]") << "\n";
     for (const auto& [key, value] : keys) {
       text << key << " = " << value << "\n";

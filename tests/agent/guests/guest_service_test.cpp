@@ -16,6 +16,7 @@
 #include "agent/guests/guest_attachments.hpp"
 #include "agent/guests/guest_index.hpp"
 #include "agent/instances/identifiers.hpp"
+#include "agent/instances/warm_pool.hpp"
 #include "integration/fake_garm.hpp"
 #include "integration/test_support.hpp"
 #include "net/http_server.hpp"
@@ -40,8 +41,12 @@ std::string wrapper_for(const wire::BootstrapInstance& b) {
 
 /// One agent with its guest service on 127.0.0.1 and guests on 127.0.0.2 and up.
 struct GuestHost {
-  explicit GuestHost(FakeGarm& fake_garm, bool relay_mode = true)
-      : garm(fake_garm), host("guests.xml", [relay_mode](agent::AgentConfig& config) {
+  explicit GuestHost(FakeGarm& fake_garm, bool relay_mode = true,
+                     const std::function<void(agent::AgentConfig&)>& adjust = {})
+      : garm(fake_garm), host("guests.xml", [relay_mode, &adjust](agent::AgentConfig& config) {
+          if (adjust) {
+            adjust(config);
+          }
           config.guests.enabled = true;
           config.guests.relay = relay_mode;
           config.guests.address = "127.0.0.1";
@@ -545,4 +550,174 @@ TEST_CASE("guests get their runner archive from the agent: one download, verifie
   CHECK(tampered.status == 502);
   CHECK_THAT(tampered.body, Catch::Contains("SHA-256"));
   CHECK_THAT(tampered.body, Catch::Contains(net::sha256_hex("not the archive")));
+}
+
+namespace {
+
+/// The install script inside a cloud-config user-data (write_files /install_runner.sh).
+std::string install_script_of(const std::string& user_data) {
+  TempDir dir("user-data");
+  std::ofstream(dir.path() / "user-data") << user_data;
+  return run_command(
+             "/usr/bin/python3 -c 'import base64, sys, yaml; "
+             "d = yaml.safe_load(open(sys.argv[1])); "
+             "print(base64.b64decode(next(f[\"content\"] for f in d[\"write_files\"] "
+             "if f[\"path\"] == \"/install_runner.sh\")).decode())' " +
+             (dir.path() / "user-data").string())
+      .output;
+}
+
+std::string shell_value(const std::string& script, const std::string& name) {
+  const auto start = script.find(name + "='");
+  REQUIRE(start != std::string::npos);
+  const auto from = start + name.size() + 2;
+  return script.substr(from, script.find('\'', from) - from);
+}
+
+void warm_one(agent::AgentConfig& config) {
+  config.warm = {{.image = "debian-12",
+                  .flavor = "small",
+                  .count = 1,
+                  .ready_timeout = std::chrono::seconds(600),
+                  .name = "debian-12/small"}};
+}
+
+class OffsetClock final : public agent::Clock {
+ public:
+  explicit OffsetClock(std::chrono::seconds offset) : offset_(offset) {}
+  std::chrono::system_clock::time_point now() const override {
+    return std::chrono::system_clock::now() + offset_;
+  }
+
+ private:
+  std::chrono::seconds offset_;
+};
+
+}  // namespace
+
+TEST_CASE("a warm guest waits with no garm secret, then garm's create binds it at once",
+          "[guests][integration][warm]") {
+  FakeGarm garm(two_instances());
+  GuestHost agent(garm, true, warm_one);
+  agent::WarmPool pool(*agent.service, agent.host.clock, agent.host.log);
+  REQUIRE(pool.pass().started == 1);
+  auto warm = agent.service->warm_guests();
+  REQUIRE(warm.size() == 1);
+  const auto warm_domain = warm.front().domain_name;
+  const auto warm_uuid = warm.front().domain_uuid;
+  CHECK(warm.front().warm->state == agent::WarmState::warming);
+  CHECK(agent.service->list(kControllerId, pool_id(kPool)).empty());
+
+  // What the warm guest boots with: its own token and the agent's address, nothing of garm's.
+  const auto seed = read_seed(
+      agent.serials.at(warm_domain).substr(std::string("ds=nocloud-net;s=").size()), "127.0.0.2");
+  REQUIRE(seed.ok);
+  const std::string user_data = seed.documents["user_data"];
+  CHECK(user_data.find("garm.example.com") == std::string::npos);
+  const auto script = install_script_of(user_data);
+  CHECK(shell_value(script, "AGENT_URL") == agent.base_url());
+  const auto token = shell_value(script, "WARM_TOKEN");
+  const auto warm_url = agent.base_url() + "/warm/";
+
+  // Its token works only from its own address, and reaches garm for nothing.
+  CHECK(curl_from("127.0.0.3", warm_url + "ready", bearer(token) + " -X POST").status == 404);
+  CHECK(curl_from("127.0.0.2", agent.base_url() + "/api/v1/metadata/install-script/", bearer(token))
+            .status == 404);
+  CHECK(curl_from("127.0.0.2", warm_url + "assignment", bearer(token)).status == 204);
+  CHECK(curl_from("127.0.0.2", warm_url + "ready", bearer(token) + " -X POST").status == 200);
+  REQUIRE(agent.service->warm_guests().front().warm->state == agent::WarmState::ready);
+
+  // garm's create takes it: running at once, garm's names on the same domain.
+  const auto started = std::chrono::steady_clock::now();
+  const auto created =
+      agent.service->create(kControllerId, agent.bootstrap("garm-guest-a", kTokenA));
+  const auto took = std::chrono::steady_clock::now() - started;
+  CHECK(took < std::chrono::seconds(1));
+  CHECK(created.provider_id == warm_uuid);
+  CHECK(created.name == "garm-guest-a");
+  CHECK(created.status == wire::InstanceStatus::running);
+  REQUIRE(created.addresses.size() == 1);
+  CHECK(created.addresses.at(0).address == "127.0.0.2");
+  CHECK(agent.service->warm_guests().empty());
+  const auto listed = agent.service->list(kControllerId, pool_id(kPool));
+  REQUIRE(listed.size() == 1);
+  CHECK(listed.at(0).name == "garm-guest-a");
+  CHECK(agent.service->get(kControllerId, instance_ref("garm-guest-a"))->provider_id == warm_uuid);
+
+  // The assignment is handed over once, to the warm guest's token from its address.
+  CHECK(curl_from("127.0.0.3", warm_url + "assignment", bearer(token)).status == 404);
+  const auto assignment = curl_from("127.0.0.2", warm_url + "assignment", bearer(token));
+  REQUIRE(assignment.status == 200);
+  CHECK_THAT(assignment.body, Catch::Contains("hostnamectl set-hostname 'garm-guest-a'"));
+  CHECK_THAT(assignment.body, Catch::Contains("su -l -c /install_runner.sh runner"));
+  CHECK(curl_from("127.0.0.2", warm_url + "assignment", bearer(token)).status == 404);
+  // From now on it is garm's instance: garm's token works through the relay.
+  const auto installer = curl_from(
+      "127.0.0.2", agent.base_url() + "/api/v1/metadata/install-script/", bearer(kTokenA));
+  CHECK(installer.status == 200);
+  CHECK_THAT(installer.body, Catch::Contains("# install A"));
+
+  SECTION("garm's retried create returns the bound instance and binds nothing else") {
+    REQUIRE(pool.pass().started == 1);  // the refill
+    const auto again =
+        agent.service->create(kControllerId, agent.bootstrap("garm-guest-a", kTokenA));
+    CHECK(again.provider_id == warm_uuid);
+    CHECK(agent.service->warm_guests().size() == 1);
+    CHECK(agent.service->warm_bound() == 1);
+  }
+  SECTION("garm's delete by name removes the bound guest and its address") {
+    CHECK(agent.service->remove(kControllerId, instance_ref("garm-guest-a")));
+    CHECK_FALSE(agent.host.hypervisor.find_by_uuid(warm_uuid));
+    CHECK_FALSE(agent.service->get(kControllerId, instance_ref("garm-guest-a")));
+    CHECK(agent.host.hypervisor.network("edge-net").hosts.empty());
+  }
+}
+
+TEST_CASE("the warm pool refills within capacity, retires changed settings and wastes the late",
+          "[guests][integration][warm]") {
+  FakeGarm garm(two_instances());
+  GuestHost agent(garm, true, warm_one);
+  agent::WarmPool pool(*agent.service, agent.host.clock, agent.host.log);
+  REQUIRE(pool.pass().started == 1);
+  CHECK(pool.pass().started == 0);  // count reached
+  CHECK(agent.service->warm_guests().size() == 1);
+
+  SECTION("a create with no ready warm guest is a cold create") {
+    const auto cold =
+        agent.service->create(kControllerId, agent.bootstrap("garm-guest-a", kTokenA));
+    CHECK(cold.provider_id != agent.service->warm_guests().front().domain_uuid);
+    CHECK(agent.service->warm_guests().size() == 1);
+  }
+  SECTION("lowering the count retires the extra guest") {
+    agent.host.config.warm.front().count = 0;
+    CHECK(pool.pass().retired == 1);
+    CHECK(agent.service->warm_guests().empty());
+  }
+  SECTION("a changed flavor retires guests made under the old one") {
+    agent.host.config.flavors.front().memory_mib += 256;
+    const auto pass = pool.pass();
+    CHECK(pass.retired == 1);
+    CHECK(pass.started == 1);
+    CHECK(agent.service->warm_guests().size() == 1);
+  }
+  SECTION("a guest not ready within its deadline is destroyed and counted wasted") {
+    OffsetClock later(std::chrono::hours(1));
+    agent::WarmPool late_pool(*agent.service, later, agent.host.log);
+    CHECK(late_pool.pass().expired == 1);
+    CHECK_THAT(late_pool.render_metrics(),
+               Catch::Contains("garm_edge_warm_guests_total{event=\"wasted\"} 1"));
+  }
+  SECTION("a warm guest never takes the last slot a cold create needs") {
+    agent.host.config.warm.front().count = 50;
+    for (int i = 0; i < 60; ++i) {
+      pool.pass();
+    }
+    const auto report = agent.service->capacity();
+    const auto& flavor = agent.host.config.flavors.front();
+    CHECK(report.used.memory_mib + flavor.memory_mib <= report.limit.memory_mib);
+  }
+  SECTION("after a restart the warm guest is still known and bindable") {
+    const auto restarted = agent.host.service(agent.hypervisor, agent.host.store);
+    CHECK(restarted->warm_guests().size() == 1);
+  }
 }

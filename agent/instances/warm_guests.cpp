@@ -1,0 +1,219 @@
+// Warm guests as instances: made under kWarmControllerId by the warm pool, and made garm's
+// instance by binding, under garm's create (docs/warm-guests.md).
+
+#include <algorithm>
+
+#include "agent/instances/domain_view.hpp"
+#include "agent/instances/identifiers.hpp"
+#include "agent/instances/instance_service.hpp"
+#include "agent/instances/warm_spec.hpp"
+#include "net/random.hpp"
+#include "net/secret_token.hpp"
+
+namespace garm_edge::agent {
+namespace {
+
+std::string random_warm_name() {
+  constexpr std::string_view kAlphabet = "abcdefghijklmnopqrstuvwxyz0123456789";
+  std::array<unsigned char, 12> bytes{};
+  net::random_bytes(bytes);
+  std::string name = "warm-";
+  for (const auto byte : bytes) {
+    name += kAlphabet[byte % kAlphabet.size()];
+  }
+  return name;
+}
+
+std::string tool_key(std::string_view os, std::string_view arch) {
+  return std::string(os) + "/" + std::string(arch);
+}
+
+/// GitHub's spelling of the image's OS and arch, as garm's tools use it.
+std::string tool_key_of(const ImageConfig& image) {
+  const std::string os = image.os_type == wire::OsType::windows ? "win" : "linux";
+  const std::string arch = image.arch == wire::OsArch::arm64 ? "arm64"
+                           : image.arch == wire::OsArch::arm ? "arm"
+                                                             : "x64";
+  return tool_key(os, arch);
+}
+
+}  // namespace
+
+void InstanceService::remember_tool(const wire::BootstrapInstance& bootstrap) {
+  if (!bootstrap.tools) {
+    return;
+  }
+  std::lock_guard lock(tools_mutex_);
+  for (const auto& tool : *bootstrap.tools) {
+    if (tool.os && tool.architecture && tool.sha256_checksum && tool.download_url) {
+      latest_tools_[tool_key(*tool.os, *tool.architecture)] = tool;
+    }
+  }
+}
+
+std::optional<wire::RunnerApplicationDownload> InstanceService::latest_tool(
+    const ImageConfig& image) {
+  std::lock_guard lock(tools_mutex_);
+  const auto it = latest_tools_.find(tool_key_of(image));
+  return it == latest_tools_.end() ? std::nullopt : std::optional(it->second);
+}
+
+std::vector<InstanceRecord> InstanceService::warm_guests() {
+  std::vector<InstanceRecord> warm;
+  for (auto& record : store_.list()) {
+    if (record.warm && record.warm->state != WarmState::bound &&
+        record.controller_id == kWarmControllerId) {
+      warm.push_back(std::move(record));
+    }
+  }
+  return warm;
+}
+
+wire::ProviderInstance InstanceService::create_warm(const WarmConfig& warm) {
+  const auto* image = config_.find_image(warm.image);
+  if (image == nullptr || config_.find_flavor(warm.flavor) == nullptr) {
+    throw ServiceError(ServiceError::Code::invalid_argument,
+                       "[[warm]] " + warm.name + " names an unknown image or flavor");
+  }
+  const auto spec = warm_spec_of(config_, warm);
+  wire::BootstrapInstance bootstrap;
+  bootstrap.name = random_warm_name();
+  bootstrap.pool_id = warm_pool_id(spec);
+  bootstrap.image = warm.image;
+  bootstrap.flavor = warm.flavor;
+  bootstrap.os_type = image->os_type;
+  bootstrap.arch = image->arch;
+  bootstrap.repo_url = "https://warm.invalid/";
+  // Never called: the relay refuses a warm guest until it is bound to garm's instance.
+  bootstrap.callback_url = "https://warm.invalid/api/v1/callbacks";
+  bootstrap.metadata_url = "https://warm.invalid/api/v1/metadata";
+  bootstrap.instance_token = net::random_token();  // the warm guest's own, not garm's
+  bootstrap.user_data_options.disable_updates_on_boot = true;
+  bootstrap.extra_specs = nlohmann::json::object();
+  if (auto tool = latest_tool(*image)) {
+    bootstrap.tools = std::vector<wire::RunnerApplicationDownload>{*tool};
+  }
+  const WarmRecord record{.spec = spec,
+                          .state = WarmState::warming,
+                          .token_hash = net::sha256_hex(bootstrap.instance_token),
+                          .ready_at = "",
+                          .bound_at = "",
+                          .assignment = "",
+                          .delivered = false,
+                          .unpacked_sha256 = ""};
+  return create_as(ControllerId::parse(kWarmControllerId), bootstrap, &record);
+}
+
+bool InstanceService::mark_warm_ready(std::string_view domain_name) {
+  auto lock = instance_locks_.lock(std::string(domain_name));
+  auto record = store_.get(domain_name);
+  if (!record || !record->warm || record->warm->state != WarmState::warming ||
+      record->intent != Intent::created) {
+    return false;
+  }
+  record->warm->state = WarmState::ready;
+  record->warm->ready_at = format_rfc3339(clock_.now());
+  store_.put(*record);
+  events_.record("warm-ready", record->name, record->controller_id,
+                 "warm guest of " + record->image + "/" + record->flavor + " is ready");
+  return true;
+}
+
+std::optional<std::string> InstanceService::take_assignment(std::string_view domain_name) {
+  auto lock = instance_locks_.lock(std::string(domain_name));
+  auto record = store_.get(domain_name);
+  if (!record || !record->warm || record->warm->state != WarmState::bound ||
+      record->warm->delivered) {
+    return std::nullopt;
+  }
+  auto assignment = std::move(record->warm->assignment);
+  record->warm->assignment.clear();
+  record->warm->delivered = true;
+  store_.put(*record);
+  guests_->admit(*record);  // the warm token stops working
+  return assignment;
+}
+
+std::optional<hypervisor::Domain> InstanceService::find_bound(const ControllerId& controller,
+                                                              const std::string& name) {
+  const hypervisor::Tags filter{
+      {tag::kAgent, config_.agent_id}, {tag::kController, controller.str()}, {tag::kName, name}};
+  const auto canonical = domain_name_for(controller, name);
+  for (auto& domain : hypervisor_.list(filter)) {
+    if (domain.name != canonical) {
+      return std::move(domain);
+    }
+  }
+  return std::nullopt;
+}
+
+hypervisor::Tags InstanceService::bound_tags(const InstanceRecord& bound,
+                                             const hypervisor::Domain& domain) const {
+  auto tags = tags_for(bound);
+  for (const char* key : {tag::kVcpus, tag::kMemoryMib}) {
+    if (const auto value = domain.tags.get(key)) {
+      tags.set(key, std::string(*value));
+    }
+  }
+  return tags;
+}
+
+std::optional<wire::ProviderInstance> InstanceService::bind_warm(
+    const wire::BootstrapInstance& bootstrap, const CreatePlan& plan) {
+  const auto warm = std::find_if(config_.warm.begin(), config_.warm.end(), [&](const auto& w) {
+    return w.image == plan.record.image && w.flavor == plan.record.flavor;
+  });
+  if (warm == config_.warm.end() || draining()) {
+    return std::nullopt;
+  }
+  const auto spec = warm_spec_of(config_, *warm);
+  auto candidates = warm_guests();
+  std::erase_if(candidates, [&](const InstanceRecord& r) {
+    return r.warm->state != WarmState::ready || r.warm->spec != spec;
+  });
+  std::sort(candidates.begin(), candidates.end(),
+            [](const auto& a, const auto& b) { return a.warm->ready_at < b.warm->ready_at; });
+  for (const auto& candidate : candidates) {
+    auto lock = instance_locks_.lock(candidate.domain_name);
+    const auto record = store_.get(candidate.domain_name);  // as it is under the lock
+    if (!record || !record->warm || record->warm->state != WarmState::ready ||
+        record->controller_id != kWarmControllerId || record->intent != Intent::created) {
+      continue;
+    }
+    const auto domain = hypervisor_.find_by_uuid(record->domain_uuid);
+    if (!domain || domain->state != hypervisor::PowerState::running) {
+      continue;  // reconcile or the warm pool deals with it
+    }
+    auto binding = guests_->bind(*record, bootstrap);
+    InstanceRecord bound = *record;
+    bound.controller_id = plan.record.controller_id;
+    bound.pool_id = plan.record.pool_id;
+    bound.name = plan.record.name;
+    bound.created_at = plan.record.created_at;
+    bound.guest = std::move(binding.guest);
+    bound.warm->state = WarmState::bound;
+    bound.warm->bound_at = bound.created_at;
+    bound.warm->assignment = std::move(binding.assignment);
+    const auto tags = bound_tags(bound, *domain);
+    // The record first: after a crash between the two, reconcile re-tags from it.
+    store_.put(bound);
+    try {
+      hypervisor_.set_tags(domain->uuid, tags);
+    } catch (const std::exception& e) {
+      store_.put(*record);
+      log_.warning("create " + bound.name + ": could not bind warm guest " + bound.domain_name +
+                   " (" + e.what() + "); creating a guest instead");
+      return std::nullopt;
+    }
+    guests_->admit(bound);
+    ++warm_bound_;
+    events_.record("created", bound.name, bound.controller_id,
+                   "warm guest " + bound.domain_name + " (" + bound.domain_uuid + ") bound" +
+                       (bound.guest ? ", address " + bound.guest->ip : ""));
+    const auto now = hypervisor_.find_by_uuid(domain->uuid);
+    return describe(now ? *now : *domain);
+  }
+  return std::nullopt;
+}
+
+}  // namespace garm_edge::agent

@@ -1,0 +1,131 @@
+#include "agent/instances/warm_pool.hpp"
+
+#include <algorithm>
+
+#include "agent/base/prometheus_text.hpp"
+#include "agent/instances/warm_spec.hpp"
+
+namespace garm_edge::agent {
+namespace {
+
+constexpr auto kBackoff = std::chrono::seconds(30);
+
+}  // namespace
+
+WarmPool::WarmPool(InstanceService& service, const Clock& clock, Logger& log)
+    : service_(service), clock_(clock), log_(log) {}
+
+void WarmPool::retire(const InstanceRecord& record, const std::string& why, Pass& pass) {
+  try {
+    service_.remove(ControllerId::parse(kWarmControllerId), InstanceRef::parse(record.name));
+    log_.info("warm guest " + record.domain_name + " removed: " + why);
+  } catch (const std::exception& e) {
+    ++pass.failures;
+    log_.warning("warm guest " + record.domain_name + " could not be removed (" + why +
+                 "): " + e.what());
+  }
+}
+
+bool WarmPool::has_room_for_two(const FlavorConfig& flavor) {
+  const auto report = service_.capacity();
+  const Resources two{
+      .vcpus = 2 * flavor.vcpus, .memory_mib = 2 * flavor.memory_mib, .instances = 2};
+  return !report.draining && fits(report.used, two, report.limit);
+}
+
+WarmPool::Pass WarmPool::pass() {
+  Pass pass;
+  try {
+    const auto& config = service_.config();
+    std::map<std::string, const WarmConfig*> by_spec;
+    for (const auto& warm : config.warm) {
+      by_spec[warm_spec_of(config, warm)] = &warm;
+    }
+    std::map<std::string, std::size_t> alive;  // by spec: warming or ready
+    std::map<std::string, std::size_t> states;
+    const auto now = clock_.now();
+    auto guests = service_.warm_guests();
+    // Newest first, so extras beyond the count go before older, likelier-ready guests.
+    std::sort(guests.begin(), guests.end(),
+              [](const auto& a, const auto& b) { return a.created_at > b.created_at; });
+    for (const auto& guest : guests) {
+      const auto entry = by_spec.find(guest.warm->spec);
+      if (entry == by_spec.end()) {
+        retire(guest, "its image or flavor settings changed", pass);
+        ++pass.retired;
+        continue;
+      }
+      const auto created = parse_rfc3339(guest.created_at);
+      if (guest.warm->state == WarmState::warming && created &&
+          now - *created > entry->second->ready_timeout) {
+        retire(guest,
+               "not ready within " + std::to_string(entry->second->ready_timeout.count()) + " s",
+               pass);
+        ++pass.expired;
+        continue;
+      }
+      if (alive[guest.warm->spec] >= entry->second->count) {
+        retire(guest, "more warm guests than [[warm]] count", pass);
+        ++pass.retired;
+        continue;
+      }
+      ++alive[guest.warm->spec];
+      ++states[std::string(to_string(guest.warm->state))];
+    }
+    for (const auto& [spec, warm] : by_spec) {
+      if (alive[spec] >= warm->count || now < backoff_until_[spec]) {
+        continue;
+      }
+      const auto* flavor = config.find_flavor(warm->flavor);
+      if (flavor == nullptr || !has_room_for_two(*flavor)) {
+        continue;
+      }
+      try {
+        const auto made = service_.create_warm(*warm);
+        ++pass.started;
+        ++states["warming"];
+        log_.info("warm guest " + made.name + " started for " + warm->name);
+      } catch (const std::exception& e) {
+        ++pass.failures;
+        backoff_until_[spec] = now + kBackoff;
+        log_.warning("warm guest for " + warm->name + " could not be started: " + e.what());
+      }
+    }
+    std::lock_guard lock(mutex_);
+    by_state_ = std::move(states);
+  } catch (const std::exception& e) {
+    ++pass.failures;
+    log_.warning(std::string("warm pool pass failed: ") + e.what());
+  }
+  started_ += pass.started;
+  wasted_ += pass.expired;
+  retired_ += pass.retired;
+  return pass;
+}
+
+std::string WarmPool::render_metrics() const {
+  PrometheusText text;
+  text.family("garm_edge_warm_guests", "gauge", "Warm guests by state, as of the last pass.");
+  {
+    std::lock_guard lock(mutex_);
+    for (const char* state : {"warming", "ready"}) {
+      const auto it = by_state_.find(state);
+      text.sample("garm_edge_warm_guests", {{"state", state}},
+                  static_cast<std::uint64_t>(it == by_state_.end() ? 0 : it->second));
+    }
+  }
+  text.family("garm_edge_warm_guests_total", "counter",
+              "Warm guests started, bound to garm's creates, wasted (not ready in time) and "
+              "retired (settings changed, count lowered).");
+  const std::pair<const char*, std::size_t> events[] = {{"started", started_.load()},
+                                                        {"bound", service_.warm_bound()},
+                                                        {"wasted", wasted_.load()},
+                                                        {"retired", retired_.load()}};
+  for (const auto& [event, count] : events) {
+    text.sample("garm_edge_warm_guests_total", {{"event", event}},
+                static_cast<std::uint64_t>(count));
+  }
+  return text.str();
+}
+
+}  // namespace garm_edge::agent

@@ -1,0 +1,161 @@
+// Warm guests: the generic script a guest booted ahead of demand runs from its seed, and the
+// assignment it runs once the agent binds it to garm's instance, which does as root what
+// cloud-init does for a cold guest from garm's bootstrap.
+
+#include <string>
+
+#include "userdata/internal.hpp"
+#include "wire/base64.hpp"
+
+namespace garm_edge::userdata {
+namespace {
+
+constexpr std::string_view kWarmBody = R"bash(
+auth_header() { printf 'Authorization: Bearer %s\n' "$WARM_TOKEN"; }
+
+# The generic part: the runner archive from the agent's cache, unpacked where garm's install
+# script looks for it ("using cached runner"). Without it, the install script downloads it.
+if [ -n "$ARCHIVE_URL" ] && [ ! -x "$HOME/actions-runner/config.sh" ]; then
+  archive=$(mktemp)
+  if curl -fsS --retry 10 --retry-delay 2 --retry-connrefused -o "$archive" --url "$ARCHIVE_URL" &&
+    printf '%s  %s\n' "$ARCHIVE_SHA256" "$archive" | sha256sum --check --status &&
+    mkdir -p "$HOME/actions-runner" && tar -xzf "$archive" -C "$HOME/actions-runner"; then
+    if [ -x "$HOME/actions-runner/bin/installdependencies.sh" ]; then
+      (cd "$HOME/actions-runner" && sudo ./bin/installdependencies.sh) || true
+    fi
+    printf '%s\n' "$ARCHIVE_SHA256" > "$HOME/.garm-edge-runner-archive"
+  else
+    rm -rf "$HOME/actions-runner"
+  fi
+  rm -f "$archive"
+fi
+
+until curl -fsS -o /dev/null -X POST --header @<(auth_header) --url "$AGENT_URL/warm/ready"; do
+  sleep 2
+done
+assignment=$(mktemp)  # 0600: it will hold garm's secrets
+until [ "$(curl -sS -o "$assignment" -w '%{http_code}' --header @<(auth_header) \
+  --url "$AGENT_URL/warm/assignment" || true)" = 200 ]; do
+  sleep 1
+done
+exec sudo /bin/bash "$assignment"
+)bash";
+
+void assign(std::string& script, std::string_view name, std::string_view value) {
+  script.append(name).append("=").append(shell_quote(value)).append("\n");
+}
+
+/// `content` written to `path` through base64, so no byte of it is ever shell syntax.
+void write_file(std::string& script, std::string_view path, std::string_view content,
+                std::string_view mode) {
+  script += "base64 -d > " + shell_quote(path) + " <<'GARM_EDGE_BASE64'\n" +
+            wire::base64_encode(content) + "\nGARM_EDGE_BASE64\nchmod " + std::string(mode) + " " +
+            shell_quote(path) + "\n";
+}
+
+void add_ca_bundle(std::string& script, const wire::BootstrapInstance& bootstrap) {
+  if (!bootstrap.ca_cert_bundle || bootstrap.ca_cert_bundle->empty()) {
+    return;
+  }
+  const auto certificates = detail::pem_certificates(*bootstrap.ca_cert_bundle);
+  for (std::size_t i = 0; i < certificates.size(); ++i) {
+    write_file(script,
+               "/usr/local/share/ca-certificates/garm-edge-" + std::to_string(i + 1) + ".crt",
+               certificates[i] + "\n", "0644");
+  }
+  script += "update-ca-certificates >/dev/null\n";
+}
+
+void add_ssh_keys(std::string& script, const wire::BootstrapInstance& bootstrap) {
+  const auto keys = detail::checked_ssh_keys(bootstrap);
+  if (keys.empty()) {
+    return;
+  }
+  std::string lines;
+  for (const auto& key : keys) {
+    lines += key + "\n";
+  }
+  script += "install -d -m 0700 -o runner -g runner /home/runner/.ssh\n";
+  write_file(script, "/home/runner/.ssh/authorized_keys.garm-edge", lines, "0600");
+  script +=
+      "cat /home/runner/.ssh/authorized_keys.garm-edge >> /home/runner/.ssh/authorized_keys\n"
+      "rm -f /home/runner/.ssh/authorized_keys.garm-edge\n"
+      "chown runner:runner /home/runner/.ssh/authorized_keys\n"
+      "chmod 0600 /home/runner/.ssh/authorized_keys\n";
+}
+
+void add_proxy_and_packages(std::string& script, const wire::BootstrapInstance& bootstrap) {
+  const auto& proxy = detail::checked_proxy_config(bootstrap);
+  if (!proxy.http_proxy.empty() || !proxy.https_proxy.empty()) {
+    script += "sh -c " + shell_quote(detail::kAptProxyScript) + " garm-edge-apt-proxy " +
+              shell_quote(detail::kAptProxyConfig) + " " + shell_quote(proxy.http_proxy) + " " +
+              shell_quote(proxy.https_proxy) + "\n";
+  }
+  const auto options =
+      detail::effective_user_data_options(bootstrap, detail::parse_extra_specs(bootstrap));
+  const auto packages = options.extra_packages.value_or(std::vector<std::string>{});
+  if (packages.empty()) {
+    return;
+  }
+  script +=
+      "DEBIAN_FRONTEND=noninteractive apt-get -q update >/dev/null\n"
+      "DEBIAN_FRONTEND=noninteractive apt-get -q install -y";
+  for (const auto& name : packages) {
+    script += " " + shell_quote(name);
+  }
+  script += " >/dev/null\n";
+}
+
+void add_pre_install_scripts(std::string& script, const wire::BootstrapInstance& bootstrap) {
+  const auto specs = detail::parse_extra_specs(bootstrap);
+  if (specs.pre_install_scripts.empty()) {
+    return;
+  }
+  script += "install -d -m 0700 /garm-pre-install\n";
+  for (const auto& [name, content] : specs.pre_install_scripts) {
+    const auto path = "/garm-pre-install/" + name;
+    write_file(script, path, content, "0755");
+    script += shell_quote(path) + "\n";
+  }
+  script += "rm -rf /garm-pre-install\n";
+}
+
+}  // namespace
+
+std::string warm_guest_script(const WarmGuestValues& values) {
+  std::string script =
+      "#!/bin/bash\n"
+      "# garm-edge warm guest: the generic part, then wait for an assignment from the agent.\n"
+      "set -uo pipefail\n";
+  assign(script, "AGENT_URL", detail::without_trailing_slashes(values.agent_url));
+  assign(script, "WARM_TOKEN", values.token);
+  assign(script, "ARCHIVE_URL", values.archive_url);
+  assign(script, "ARCHIVE_SHA256", values.archive_sha256);
+  script += kWarmBody;
+  return script;
+}
+
+std::string render_linux_assignment(const wire::BootstrapInstance& bootstrap,
+                                    std::string_view install_script,
+                                    std::string_view unpacked_sha256) {
+  std::string script =
+      "#!/bin/bash\n"
+      "# garm-edge: this warm guest is now garm's instance; run once, as root.\n"
+      "set -euo pipefail\n"
+      "rm -f \"$0\"  # it holds garm's token\n"
+      "umask 022\n";
+  script += "hostnamectl set-hostname " + shell_quote(bootstrap.name) + " 2>/dev/null || true\n";
+  add_proxy_and_packages(script, bootstrap);
+  add_ca_bundle(script, bootstrap);
+  add_ssh_keys(script, bootstrap);
+  add_pre_install_scripts(script, bootstrap);
+  // A runner unpacked while warming is kept only if it is the one garm asks for.
+  script += "if [ \"$(cat /home/runner/.garm-edge-runner-archive 2>/dev/null || true)\" != " +
+            shell_quote(unpacked_sha256.empty() ? "none" : unpacked_sha256) +
+            " ]; then rm -rf /home/runner/actions-runner; fi\n";
+  write_file(script, "/install_runner.sh", install_script, "0755");
+  script += "su -l -c /install_runner.sh runner\nrm -f /install_runner.sh\n";
+  return script;
+}
+
+}  // namespace garm_edge::userdata
