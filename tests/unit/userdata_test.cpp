@@ -821,3 +821,107 @@ TEST_CASE("Windows user-data runs the install script after the CA bundle and ssh
   CHECK(powershell_value(installer, "Sha256Checksum") == std::string(64, 'b'));
   CHECK(powershell_value(installer, "MetadataUrl") == kRelayEndpoints.metadata_url);
 }
+
+TEST_CASE("a warm guest's assignment is clean bash that carries garm's values literally",
+          "[userdata][warm]") {
+  TempDir dir;
+  auto bootstrap = full_bootstrap();
+  bootstrap.name = "garm-warm-1";
+  const auto assignment =
+      render_linux_assignment(bootstrap, "#!/bin/bash\necho " + kHostile + "\n", "abc");
+  write_file(dir.path() / "assignment.sh", assignment);
+  require_shellcheck_clean(dir.path() / "assignment.sh");
+  CHECK_THAT(assignment, Catch::Contains("hostnamectl set-hostname 'garm-warm-1'"));
+  CHECK_THAT(assignment, Catch::Contains("apt-get -q install -y 'jq' 'curl' 'git'"));
+  CHECK_THAT(assignment, Catch::Contains("update-ca-certificates"));
+  CHECK_THAT(assignment, Catch::Contains("/garm-pre-install/10-hostname"));
+  CHECK(assignment.find("/garm-pre-install/10-hostname") <
+        assignment.find("/garm-pre-install/20-docker"));  // name order, as cloud-init's
+  CHECK_THAT(assignment, Catch::Contains("!= 'abc' ]; then rm -rf /home/runner/actions-runner"));
+  CHECK_THAT(assignment, Catch::Contains("su -l -c /install_runner.sh runner"));
+  // Scripts and the install script travel as base64: nothing of them is shell syntax here.
+  CHECK(assignment.find("touch MARKER") == std::string::npos);
+  CHECK(assignment.find(wire::base64_encode("#!/bin/bash\necho " + kHostile + "\n")) !=
+        std::string::npos);
+}
+
+TEST_CASE("a warm guest unpacks the cached runner, reports ready, waits, then runs its assignment",
+          "[userdata][warm]") {
+  TempDir dir;
+  const auto& root = dir.path();
+  for (const auto* sub : {"stubs", "home", "log", "runner/bin"}) {
+    std::filesystem::create_directories(root / sub);
+  }
+  write_file(root / "runner/config.sh", "#!/bin/bash\n");
+  write_file(root / "runner/bin/installdependencies.sh",
+             "#!/bin/bash\ntouch \"$LOG_DIR/dependencies\"\n");
+  // curl: the archive, the ready report, then 204 twice before the assignment.
+  write_file(root / "stubs/curl", R"bash(#!/bin/bash
+url='' output='' method=GET
+while [ $# -gt 0 ]; do
+  case $1 in
+    --url) url=$2; shift 2 ;;
+    -o) output=$2; shift 2 ;;
+    -X) method=$2; shift 2 ;;
+    --header) cat "${2#@}" >> "$LOG_DIR/headers"; shift 2 ;;
+    -w|--retry|--retry-delay) shift 2 ;;
+    *) shift ;;
+  esac
+done
+case "$method $url" in
+  "GET http://agent/runner-archives/"*) cp "$FAKE_ARCHIVE" "$output" ;;
+  "POST http://agent/warm/ready") echo ready >> "$LOG_DIR/ready" ;;
+  "GET http://agent/warm/assignment")
+    echo poll >> "$LOG_DIR/polls"
+    if [ "$(wc -l < "$LOG_DIR/polls")" -lt 3 ]; then printf 204; exit 0; fi
+    printf '#!/bin/bash\ntouch "$LOG_DIR/assigned"\n' > "$output"; printf 200 ;;
+  *) exit 22 ;;
+esac
+)bash");
+  write_file(root / "stubs/sudo", "#!/bin/sh\nexec \"$@\"\n");
+  write_file(root / "stubs/sleep", "#!/bin/sh\n");
+  REQUIRE(run_command("chmod +x " + quoted(root / "stubs") + "/* " + quoted(root / "runner") +
+                      "/*.sh " + quoted(root / "runner/bin") + "/*.sh && tar -czf " +
+                      quoted(root / "runner.tar.gz") + " -C " + quoted(root / "runner") + " .")
+              .exit_code == 0);
+  const auto checksum =
+      run_command("sha256sum " + quoted(root / "runner.tar.gz")).output.substr(0, 64);
+  const auto run_warm = [&](const std::string& sha256) {
+    write_file(root / "warm.sh",
+               warm_guest_script({.agent_url = "http://agent/",
+                                  .token = "warm-token-1",
+                                  .archive_url = "http://agent/runner-archives/" + sha256,
+                                  .archive_sha256 = sha256}));
+    return run_command("cd " + quoted(root) + " && rm -rf log/* home/* home/.garm* && env HOME=" +
+                       quoted(root / "home") + " PATH=" + quoted(root / "stubs") +
+                       ":\"$PATH\" LOG_DIR=" + quoted(root / "log") +
+                       " FAKE_ARCHIVE=" + quoted(root / "runner.tar.gz") + " bash warm.sh");
+  };
+  write_file(
+      root / "warm.sh",
+      warm_guest_script(
+          {.agent_url = "http://agent", .token = "t", .archive_url = "", .archive_sha256 = ""}));
+  require_shellcheck_clean(root / "warm.sh");
+
+  SECTION("a verified archive is unpacked and remembered; the assignment runs once bound") {
+    const auto result = run_warm(checksum);
+    INFO(result.output);
+    CHECK(result.exit_code == 0);
+    CHECK(std::filesystem::exists(root / "home/actions-runner/config.sh"));
+    CHECK(std::filesystem::exists(root / "log/dependencies"));
+    CHECK(read_file(root / "home/.garm-edge-runner-archive") == checksum + "\n");
+    CHECK(read_file(root / "log/ready") == "ready\n");
+    CHECK(read_file(root / "log/polls") == "poll\npoll\npoll\n");
+    CHECK(std::filesystem::exists(root / "log/assigned"));
+    CHECK_THAT(read_file(root / "log/headers"),
+               Catch::Contains("Authorization: Bearer warm-token-1"));
+  }
+  SECTION("an archive that fails its checksum is not kept; the guest still gets its assignment") {
+    const auto result = run_warm(std::string(64, '0'));
+    INFO(result.output);
+    CHECK(result.exit_code == 0);
+    CHECK_FALSE(std::filesystem::exists(root / "home/actions-runner"));
+    CHECK_FALSE(std::filesystem::exists(root / "home/.garm-edge-runner-archive"));
+    CHECK(std::filesystem::exists(root / "log/assigned"));
+  }
+}
