@@ -8,8 +8,13 @@
 #  - With --boot: one guest booted alone, from CreateInstance to its first seed request and to
 #    its `idle` report through the relay.
 # Prints figures; asserts nothing beyond the steps working. Needs root (exit 77 otherwise).
-# Usage: bench/real_vm.sh BUILD_DIR [ROUNDS] [--boot]
+# With --time-to-idle as its second argument it runs bench/time_to_idle.sh instead (cold, cold
+# with the runner archive cache, warm; a third argument is the number of runners).
+# Usage: bench/real_vm.sh BUILD_DIR [ROUNDS] [--boot] | bench/real_vm.sh BUILD_DIR --time-to-idle [N]
 set -euo pipefail
+if [ "${2:-}" = --time-to-idle ]; then
+  exec "$(dirname "$0")/time_to_idle.sh" "$1" "${3:-1}"
+fi
 build=$(cd "$1" && pwd)
 rounds=${2:-7}
 boot=${3:-}

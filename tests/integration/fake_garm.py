@@ -346,15 +346,16 @@ for _name in ("runner", "credentials", "credentials_rsaparams"):
 class Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, tls_context, instances, request_log, downloads=None, download_rate=0):
+    def __init__(self, tls_context, instances, request_log, downloads=None, download_rate=0,
+                 bind="127.0.0.1"):
         self.downloads = downloads
         self.download_rate = download_rate
         self.tls_context = tls_context
         self.instances = instances
         self.request_log = request_log
-        super().__init__(("127.0.0.1", 0), Handler)
-        self.base_url = ("http://127.0.0.1:%d" if tls_context is None else "https://localhost:%d") % (
-            self.server_address[1])
+        super().__init__((bind, 0), Handler)
+        self.base_url = ("http://%s:%d" % (bind, self.server_address[1]) if tls_context is None
+                         else "https://localhost:%d" % self.server_address[1])
 
     def finish_request(self, request, client_address):
         # The handshake runs on the connection's own thread: a client that never completes
@@ -389,6 +390,7 @@ def main():
     parser.add_argument("--plain", action="store_true", help="HTTP instead of HTTPS")
     parser.add_argument("--instances", help="JSON file: token -> instance data")
     parser.add_argument("--downloads", help="directory served at /downloads/")
+    parser.add_argument("--bind", default="127.0.0.1", help="address to listen on (plain HTTP)")
     parser.add_argument("--download-rate", type=int, default=0, help="bytes per second, 0: no limit")
     args = parser.parse_args()
 
@@ -399,7 +401,7 @@ def main():
         tls_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         tls_context.load_cert_chain(args.cert, args.key)
     server = Server(tls_context, Instances(args.instances), RequestLog(args.log), args.downloads,
-                    args.download_rate)
+                    args.download_rate, args.bind)
     write_port_file(args.port_file, server.server_address[1])
     server.serve_forever()
 

@@ -49,6 +49,20 @@ def bootstrap_json(name, token, wrapper, garm_url, ca_path, pool):
         "proxy_config": {"http_proxy": "", "https_proxy": "", "no_proxy": ""}}))
 
 
+def add_tool(url, filename, sha256):
+    """The BootstrapInstance on stdin with one runner tool (linux x64), as garm sends GitHub's."""
+    bootstrap = json.load(sys.stdin)
+    bootstrap["tools"] = [{"os": "linux", "architecture": "x64", "download_url": url,
+                           "filename": filename, "sha256_checksum": sha256}]
+    print(json.dumps(bootstrap))
+
+
+def count_downloads(log, path):
+    """How many GET requests for PATH reached the fake garm."""
+    print(sum(1 for line in open(log)
+              if json.loads(line)["method"] == "GET" and json.loads(line)["path"] == path))
+
+
 def garm_log_summary(log):
     """Every request the fake garm received: method, path, the start of its token."""
     for line in open(log):
@@ -114,6 +128,8 @@ COMMANDS = {
     "count-strangers": count_strangers,
     "seconds-between": seconds_between,
     "arp-claim-program": arp_claim_program,
+    "add-tool": add_tool,
+    "count-downloads": count_downloads,
 }
 
 

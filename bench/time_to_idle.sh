@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Time from CreateInstance to a runner that reports `idle`, on a real libvirtd + QEMU (TCG where
+# KVM is unusable), through garm-provider-edge run as garm runs it, in one run:
+#   1. cold, no runner archive cache ([guests] runner_cache_mib = 0): the guest downloads the
+#      archive from "GitHub" itself;
+#   2. cold, with the cache: the agent downloads it once (from CreateInstance on) and the guest
+#      fetches it over the bridge;
+#   3. warm: a guest booted ahead of demand ([[warm]] count = 1) is bound by CreateInstance
+#      (whose own time is printed too).
+# "GitHub" is a plain-HTTP server on the host's bridge address serving a runner archive of
+# ARCHIVE_MIB (default 40) MiB at RATE_MBIT (default 100) Mbit/s, the link a lab has to the
+# internet; it counts downloads. The install script is garm's Linux flow in short: download and
+# unpack the archive unless ~/actions-runner exists, run installdependencies.sh, report idle.
+# With RUNNERS > 1 (second argument), phase 2 creates that many guests at once and reports how
+# many archive downloads and bytes left the host for them.
+# Prints figures; asserts only that each step works. Needs root (exit 77 otherwise).
+# Usage: bench/time_to_idle.sh BUILD_DIR [RUNNERS]
+set -euo pipefail
+build=$(cd "$1" && pwd)
+runners=${2:-1}
+archive_mib=${ARCHIVE_MIB:-40}
+rate_mbit=${RATE_MBIT:-100}
+# shellcheck source-path=SCRIPTDIR source=../tests/system/vm_fixture.sh
+. "$(dirname "$0")/../tests/system/vm_fixture.sh"
+
+# ---- "GitHub": the runner archive on the bridge address --------------------------------------
+mkdir -p "$work/github/files" "$work/runner/bin"
+printf '#!/bin/bash\n' > "$work/runner/config.sh"
+printf '#!/bin/bash\nexit 0\n' > "$work/runner/bin/installdependencies.sh"
+chmod +x "$work/runner/config.sh" "$work/runner/bin/installdependencies.sh"
+head -c "$((archive_mib << 20))" /dev/urandom > "$work/runner/bin/Runner.Worker.dll"
+archive_name=actions-runner-linux-x64-2.330.0.tar.gz
+tar -czf "$work/github/files/$archive_name" -C "$work/runner" .
+archive_sha=$(sha256sum "$work/github/files/$archive_name" | cut -d' ' -f1)
+archive_bytes=$(stat -c %s "$work/github/files/$archive_name")
+: > "$work/github/log"
+/usr/bin/python3 "$here/../integration/fake_garm.py" --plain --bind "$gateway" \
+  --port-file "$work/github/port" --log "$work/github/log" --downloads "$work/github/files" \
+  --download-rate "$((rate_mbit * 1000000 / 8))" {test_host_lock}>&- &
+github_pid=$!
+test_cleanup() { kill "$github_pid" 2>/dev/null || true; }
+for _ in $(seq 100); do [ -s "$work/github/port" ] && break; sleep 0.1; done
+download_url="http://$gateway:$(cat "$work/github/port")/downloads/$archive_name"
+echo "runner archive: $((archive_bytes >> 20)) MiB at $rate_mbit Mbit/s from $download_url"
+downloads() { vm_helpers count-downloads "$work/github/log" "/downloads/$archive_name"; }
+
+runner_script() {  # TOKEN: garm's install flow in short, with the tool's URL as garm renders it
+  cat <<SH
+#!/bin/bash
+set -euo pipefail
+CALLBACK_URL="@GARM_URL@/api/v1/callbacks"
+DOWNLOAD_URL="$download_url"
+post() {
+  curl -fsS --retry 5 --retry-delay 2 --retry-connrefused -X POST -H 'Content-Type: application/json' \\
+    -H "Authorization: Bearer $1" -d "\$2" "\$CALLBACK_URL\$1"
+}
+if [ ! -d "\$HOME/actions-runner" ]; then
+  post /status "{\"status\": \"installing\", \"message\": \"downloading tools from \$DOWNLOAD_URL\"}"
+  curl --retry 5 --retry-delay 5 --retry-connrefused --fail -sS -L -o "\$HOME/runner.tar.gz" "\$DOWNLOAD_URL"
+  mkdir -p "\$HOME/actions-runner"
+  tar -xzf "\$HOME/runner.tar.gz" -C "\$HOME/actions-runner"
+  rm -f "\$HOME/runner.tar.gz"
+  (cd "\$HOME/actions-runner" && sudo ./bin/installdependencies.sh)
+else
+  post /status '{"status": "installing", "message": "using cached runner"}'
+fi
+post /status '{"status": "idle", "message": "runner successfully installed"}'
+SH
+}
+
+# ---- one runner: CreateInstance, then wait for idle ------------------------------------------
+new_token() { echo "jwt-$1-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"; }
+create_runner() {  # NAME TOKEN: prints CreateInstance's own seconds; sets created_at
+  local name=$1 token=$2 started
+  garm_instance "$token" "$(vm_helpers garm-instance-data "$(runner_script "$token")")"
+  bootstrap_json "$name" "$token" "$(garm_wrapper "$token")" |
+    vm_helpers add-tool "$download_url" "$archive_name" "$archive_sha" > "$work/$name.json"
+  started=$(stamp)
+  stdin_file=$work/$name.json garm CreateInstance GARM_POOL_ID="$pool_id"
+  [ "$last_status" = 0 ] || fail "CreateInstance of $name: $out"
+  [ "$(printf '%s' "$out" | json_field status)" = running ] || fail "$name is not running: $out"
+  created_at=$started
+  seconds_since "$started"
+}
+idle_seconds() {  # TOKEN SINCE: waits for the runner's idle, prints seconds since SINCE
+  local token=$1 since=$2 at
+  is_idle() { garm_requests "$token" | grep -q 'callbacks/status {"status": "idle"'; }
+  wait_for "idle of $token" 900 is_idle
+  at=$(garm_requests "$token" | awk '/callbacks\/status {"status": "idle"/ {print $1; exit}')
+  awk -v a="$since" -v b="$at" 'BEGIN { printf "%.1f", b - a }'
+}
+restart_agent() {  # LOG, with agent.toml as it is now
+  if [ -n "$agent_pid" ]; then
+    kill "$agent_pid" 2>/dev/null || true
+    wait "$agent_pid" 2>/dev/null || true
+  fi
+  start_agent "$1"
+}
+set_guests_key() {  # KEY VALUE in [guests]
+  sed -i "/^\[guests\]/a $1 = $2" "$work/agent.toml"
+}
+
+# 1. cold, no cache
+set_guests_key runner_cache_mib 0
+restart_agent "$work/agent-cold.log"
+token=$(new_token cold)
+create_runner garm-cold0001 "$token" > "$work/create-cold"
+cold=$(idle_seconds "$token" "$created_at")
+cold_downloads=$(downloads)
+garm DeleteInstance GARM_INSTANCE_ID=garm-cold0001
+echo "cold, no cache: CreateInstance $(cat "$work/create-cold") s, idle after $cold s ($cold_downloads download)"
+
+# 2. cold, with the cache (RUNNERS at once)
+sed -i '/^runner_cache_mib = 0$/d' "$work/agent.toml"
+restart_agent "$work/agent-cache.log"
+before=$(downloads)
+tokens=()
+for i in $(seq "$runners"); do
+  tokens+=("$(new_token "cache$i")")
+  create_runner "garm-cache$(printf '%04d' "$i")" "${tokens[-1]}" > "$work/create-cache-$i"
+  starts[i]=$created_at
+done
+cached=$(idle_seconds "${tokens[0]}" "${starts[1]}")
+for i in $(seq 2 "$runners"); do idle_seconds "${tokens[i - 1]}" "${starts[i]}" > /dev/null; done
+cache_downloads=$(($(downloads) - before))
+for i in $(seq "$runners"); do garm DeleteInstance GARM_INSTANCE_ID="garm-cache$(printf '%04d' "$i")"; done
+echo "cold, with cache: CreateInstance $(cat "$work/create-cache-1") s, idle after $cached s;" \
+  "$runners runners, $cache_downloads download(s) from outside the host ($((cache_downloads * archive_bytes)) bytes)"
+
+# 3. warm
+cat >> "$work/agent.toml" <<TOML
+[[warm]]
+image = "debian-12"
+flavor = "small"
+count = 1
+TOML
+restart_agent "$work/agent-warm.log"
+warm_ready() { control_root warm | grep -q '"state": *"ready"'; }
+control_root() {
+  curl -sS --cacert "$work/pki/ca.crt" --cert "$work/pki/clients/garm.crt" \
+    --key "$work/pki/clients/garm.key" "https://localhost:$api_port/v1/$1"
+}
+wait_for "a warm guest to be ready" 900 warm_ready
+token=$(new_token warm)
+create_warm=$(create_runner garm-warm0001 "$token")
+warm=$(idle_seconds "$token" "$created_at")
+garm DeleteInstance GARM_INSTANCE_ID=garm-warm0001
+echo "warm: CreateInstance $create_warm s, idle after $warm s"
+
+awk -v cold="$cold" -v cached="$cached" -v warm="$warm" 'BEGIN {
+  printf "CreateInstance -> idle (TCG, 1 vCPU): cold %.1f s | cold with cache %.1f s (%.2fx cold, bar 0.8) | warm %.1f s (%.2fx cold, bar 0.3)\n",
+    cold, cached, cached / cold, warm, warm / cold }'
