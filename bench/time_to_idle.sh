@@ -142,10 +142,10 @@ control_root() {
 }
 wait_for "a warm guest to be ready" 900 warm_ready
 token=$(new_token warm)
-create_warm=$(create_runner garm-warm0001 "$token")
+create_runner garm-warm0001 "$token" > "$work/create-warm"  # not in $(): it sets created_at
 warm=$(idle_seconds "$token" "$created_at")
 garm DeleteInstance GARM_INSTANCE_ID=garm-warm0001
-echo "warm: CreateInstance $create_warm s, idle after $warm s"
+echo "warm: CreateInstance $(cat "$work/create-warm") s, idle after $warm s"
 
 awk -v cold="$cold" -v cached="$cached" -v warm="$warm" 'BEGIN {
   printf "CreateInstance -> idle (TCG, 1 vCPU): cold %.1f s | cold with cache %.1f s (%.2fx cold, bar 0.8) | warm %.1f s (%.2fx cold, bar 0.3)\n",

@@ -118,13 +118,19 @@ struct WarmGuestValues {
 /// for the assignment and run it as root.
 std::string warm_guest_script(const WarmGuestValues& values);
 
+/// The last line of every assignment: a guest runs only one it received whole.
+inline constexpr std::string_view kAssignmentEnd = "# end of garm-edge assignment";
+
 /// The assignment a warm guest runs as root once it is bound to garm's instance: what
 /// cloud-init does for a cold guest from the bootstrap (hostname, apt proxy, extra packages,
 /// CA bundle, SSH keys, pre-install scripts), then `install_script` as the runner user. A
-/// runner unpacked while warming stays only if its archive is `runner_archive_sha256`.
+/// runner unpacked while warming stays only if its archive is `wanted_runner_sha256`, the one
+/// garm asks for (empty: none is kept). A failing step reports `failed` to garm through
+/// `endpoints`' callback URL with garm's token.
 std::string render_linux_assignment(const wire::BootstrapInstance& bootstrap,
+                                    const GuestEndpoints& endpoints,
                                     std::string_view install_script,
-                                    std::string_view runner_archive_sha256);
+                                    std::string_view wanted_runner_sha256);
 
 /// Quoting for the places values cross into.
 std::string shell_quote(std::string_view value);       // POSIX sh single quotes

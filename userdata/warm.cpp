@@ -34,11 +34,23 @@ until curl -fsS -o /dev/null -X POST --header @<(auth_header) --url "$AGENT_URL/
   sleep 2
 done
 assignment=$(mktemp)  # 0600: it will hold garm's secrets
-until [ "$(curl -sS -o "$assignment" -w '%{http_code}' --header @<(auth_header) \
-  --url "$AGENT_URL/warm/assignment" || true)" = 200 ]; do
+# Only a whole one: curl must succeed and the script must end with its last line.
+until code=$(curl -fsS -o "$assignment" -w '%{http_code}' --header @<(auth_header) \
+  --url "$AGENT_URL/warm/assignment") && [ "$code" = 200 ] &&
+  [ "$(tail -n 1 "$assignment")" = "$ASSIGNMENT_END" ]; do
   sleep 1
 done
 exec sudo /bin/bash "$assignment"
+)bash";
+
+/// Reports a failed step to garm (through the agent's relay) before the script stops.
+constexpr std::string_view kFailureTrap = R"bash(report_failure() {
+  curl -fsS --retry 3 --retry-delay 2 -o /dev/null -X POST -H 'Content-Type: application/json' \
+    --header @<(printf 'Authorization: Bearer %s\n' "$BEARER_TOKEN") \
+    -d "{\"status\": \"failed\", \"message\": \"the warm guest's assignment failed at line $1\"}" \
+    --url "$CALLBACK_URL/status" || true
+}
+trap 'report_failure $LINENO' ERR
 )bash";
 
 void assign(std::string& script, std::string_view name, std::string_view value) {
@@ -96,11 +108,14 @@ void add_proxy_and_packages(std::string& script, const wire::BootstrapInstance& 
   const auto packages = options.extra_packages.value_or(std::vector<std::string>{});
   if (packages.empty()) {
     return;
-  }
+  }  // A guest that waited for hours may meet apt-daily holding the lock: wait for it.
   script +=
-      "DEBIAN_FRONTEND=noninteractive apt-get -q update >/dev/null\n"
-      "DEBIAN_FRONTEND=noninteractive apt-get -q install -y";
+      "DEBIAN_FRONTEND=noninteractive apt-get -q -o DPkg::Lock::Timeout=600 update >/dev/null\n"
+      "DEBIAN_FRONTEND=noninteractive apt-get -q -o DPkg::Lock::Timeout=600 install -y";
   for (const auto& name : packages) {
+    if (name.empty() || name.front() == '-') {
+      throw UserDataError("extra_packages: \"" + name.substr(0, 64) + "\" is not a package name");
+    }
     script += " " + shell_quote(name);
   }
   script += " >/dev/null\n";
@@ -131,30 +146,41 @@ std::string warm_guest_script(const WarmGuestValues& values) {
   assign(script, "WARM_TOKEN", values.token);
   assign(script, "ARCHIVE_URL", values.archive_url);
   assign(script, "ARCHIVE_SHA256", values.archive_sha256);
+  assign(script, "ASSIGNMENT_END", kAssignmentEnd);
   script += kWarmBody;
   return script;
 }
 
 std::string render_linux_assignment(const wire::BootstrapInstance& bootstrap,
+                                    const GuestEndpoints& endpoints,
                                     std::string_view install_script,
-                                    std::string_view unpacked_sha256) {
+                                    std::string_view wanted_runner_sha256) {
   std::string script =
       "#!/bin/bash\n"
       "# garm-edge: this warm guest is now garm's instance; run once, as root.\n"
       "set -euo pipefail\n"
       "rm -f \"$0\"  # it holds garm's token\n"
       "umask 022\n";
-  script += "hostnamectl set-hostname " + shell_quote(bootstrap.name) + " 2>/dev/null || true\n";
+  assign(script, "CALLBACK_URL", callback_base(endpoints.callback_url));
+  assign(script, "BEARER_TOKEN", bootstrap.instance_token);
+  script += kFailureTrap;
+  const auto name = shell_quote(bootstrap.name);
+  script += "hostnamectl set-hostname " + name + " 2>/dev/null || true\n";
+  // sudo looks the host name up: keep /etc/hosts in step, as cloud-init's update_etc_hosts.
+  script +=
+      "{ grep -v '^127\\.0\\.1\\.1[[:space:]]' /etc/hosts || true; printf '127.0.1.1 %s\\n' " +
+      name + "; } > /etc/hosts.garm-edge && mv /etc/hosts.garm-edge /etc/hosts\n";
   add_proxy_and_packages(script, bootstrap);
   add_ca_bundle(script, bootstrap);
   add_ssh_keys(script, bootstrap);
   add_pre_install_scripts(script, bootstrap);
   // A runner unpacked while warming is kept only if it is the one garm asks for.
   script += "if [ \"$(cat /home/runner/.garm-edge-runner-archive 2>/dev/null || true)\" != " +
-            shell_quote(unpacked_sha256.empty() ? "none" : unpacked_sha256) +
+            shell_quote(wanted_runner_sha256.empty() ? "none" : wanted_runner_sha256) +
             " ]; then rm -rf /home/runner/actions-runner; fi\n";
   write_file(script, "/install_runner.sh", install_script, "0755");
   script += "su -l -c /install_runner.sh runner\nrm -f /install_runner.sh\n";
+  script += std::string(kAssignmentEnd) + "\n";
   return script;
 }
 

@@ -12,18 +12,6 @@ ordered_json nullable_list(const std::optional<std::vector<std::string>>& items)
   return items ? ordered_json(*items) : ordered_json(nullptr);
 }
 
-RunnerApplicationDownload tool_from_json(const nlohmann::json& value, const std::string& path) {
-  const ObjectReader in(value, path);
-  RunnerApplicationDownload tool;
-  tool.os = in.optional_string("os");
-  tool.architecture = in.optional_string("architecture");
-  tool.download_url = in.optional_string("download_url");
-  tool.filename = in.optional_string("filename");
-  tool.temp_download_token = in.optional_string("temp_download_token");
-  tool.sha256_checksum = in.optional_string("sha256_checksum");
-  return tool;
-}
-
 std::optional<std::vector<RunnerApplicationDownload>> tools_from_json(const ObjectReader& in) {
   const auto* value = in.find("tools");
   if (value == nullptr || value->is_null()) {
@@ -78,6 +66,18 @@ ProxyConfig proxy_config_from_json(const ObjectReader& in) {
 }
 
 }  // namespace
+
+RunnerApplicationDownload tool_from_json(const nlohmann::json& value, const std::string& path) {
+  const ObjectReader in(value, path);
+  RunnerApplicationDownload tool;
+  tool.os = in.optional_string("os");
+  tool.architecture = in.optional_string("architecture");
+  tool.download_url = in.optional_string("download_url");
+  tool.filename = in.optional_string("filename");
+  tool.temp_download_token = in.optional_string("temp_download_token");
+  tool.sha256_checksum = in.optional_string("sha256_checksum");
+  return tool;
+}
 
 BootstrapInstance bootstrap_instance_from_json(const nlohmann::json& document) {
   const ObjectReader in(document, "");

@@ -74,5 +74,7 @@ BootstrapInstance bootstrap_instance_from_json(const nlohmann::json& document);
 /// Serializes exactly as garm does: declaration order, Go's null/omitempty rules.
 nlohmann::ordered_json to_json(const BootstrapInstance& bootstrap);
 nlohmann::ordered_json to_json(const RunnerApplicationDownload& tool);
+/// One entry of `tools`; `path` names it in errors. Throws WireError.
+RunnerApplicationDownload tool_from_json(const nlohmann::json& value, const std::string& path);
 
 }  // namespace garm_edge::wire

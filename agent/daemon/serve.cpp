@@ -147,8 +147,8 @@ void AgentDaemon::start_guest_service() {
 }
 
 void AgentDaemon::start_warm_pool() {
-  if (config_.warm.empty()) {
-    return;
+  if (config_.warm.empty() && service_.warm_guests().empty()) {
+    return;  // with warm guests left from an earlier config, the pool retires them
   }
   warm_pool_ = std::make_unique<WarmPool>(service_, clock_, log_);
   api_.add_metrics_source([this] { return warm_pool_->render_metrics(); });

@@ -183,9 +183,9 @@ GuestBinding GuestAccess::bind(const InstanceRecord& warm,
   guest.os_name.clear();
   guest.os_version.clear();
   guest.messages.clear();
-  binding.assignment =
-      userdata::render_linux_assignment(bootstrap, userdata::install_script(bootstrap, endpoints),
-                                        warm.warm ? warm.warm->unpacked_sha256 : "");
+  binding.assignment = userdata::render_linux_assignment(
+      bootstrap, endpoints, userdata::install_script(bootstrap, endpoints),
+      guest.runner_archive ? guest.runner_archive->sha256 : "");
   return binding;
 }
 

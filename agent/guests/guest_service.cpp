@@ -348,6 +348,9 @@ net::HttpResponse GuestService::relay(const net::HttpRequest& request, const std
     return refuse(source_ip);
   }
   const auto& guest = *record->guest;
+  if (record->warm && !record->warm->delivered) {
+    instances_.finish_assignment(entry->domain_name);
+  }
   net::ClientRequest upstream{
       .method = request.method,
       .target = std::string(suffix) + (request.query.empty() ? "" : "?" + request.query),

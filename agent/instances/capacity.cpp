@@ -73,9 +73,11 @@ CapacityLedger::Hold::~Hold() {
 
 std::optional<CapacityLedger::Hold> CapacityLedger::reserve(
     const std::string& domain_name, const std::function<std::vector<InstanceResources>()>& domains,
-    const Resources& wanted, const Resources& limit) {
+    const Resources& wanted, const Resources& limit, const Resources& headroom) {
+  auto needed = wanted;
+  needed += headroom;
   const std::lock_guard lock(mutex_);
-  if (holds_.count(domain_name) != 0 || !fits(used_locked(domains()), wanted, limit)) {
+  if (holds_.count(domain_name) != 0 || !fits(used_locked(domains()), needed, limit)) {
     return std::nullopt;
   }
   holds_.emplace(domain_name, wanted);

@@ -78,11 +78,13 @@ class CapacityLedger {
   };
 
   /// `domains` lists what the host's existing domains take; it runs under the ledger's lock,
-  /// so a create that finishes meanwhile is counted once. Nothing when `wanted` does not fit
-  /// in `limit` (or a create of `domain_name` is under way already).
+  /// so a create that finishes meanwhile is counted once. Nothing when `wanted` plus
+  /// `headroom` does not fit in `limit` (or a create of `domain_name` is under way already);
+  /// only `wanted` is held.
   std::optional<Hold> reserve(const std::string& domain_name,
                               const std::function<std::vector<InstanceResources>()>& domains,
-                              const Resources& wanted, const Resources& limit);
+                              const Resources& wanted, const Resources& limit,
+                              const Resources& headroom = {});
   /// What `domains` and the creates under way take together, each instance once.
   Resources used(const std::vector<InstanceResources>& domains) const;
   /// Is a create of this domain under way (queued or running)?

@@ -164,8 +164,12 @@ CapacityLedger::Hold InstanceService::admit_create(const CreatePlan& plan) {
   }
   const auto limit = limits_of(hypervisor_.capacity(), config_.capacity);
   // Under the instance's lock: no other create of this name holds a reservation.
+  // A warm guest needs room for one more of its flavor besides itself: it never takes the slot
+  // a cold create needs.
+  const auto headroom = plan.record.warm ? plan.resources : Resources{};
   auto hold = capacity_ledger_.reserve(
-      plan.record.domain_name, [&] { return resources_of_agent_domains(); }, plan.resources, limit);
+      plan.record.domain_name, [&] { return resources_of_agent_domains(); }, plan.resources, limit,
+      headroom);
   if (!hold) {
     const auto used = capacity_ledger_.used(resources_of_agent_domains());
     throw ServiceError(

@@ -126,12 +126,14 @@ void InstanceService::reconcile_record(const InstanceRecord& record, ReconcileRe
         ++report.vanished_domains;
         log_.warning("reconcile: domain of " + record.name +
                      " disappeared; removed its overlay volume and record");
-      } else if (record.warm && record.warm->state == WarmState::bound &&
-                 !owned_by(*domain, config_.agent_id, record.controller_id)) {
-        // The agent stopped between recording a binding and tagging the domain.
+      } else if (record.warm &&
+                 (!owned_by(*domain, config_.agent_id, record.controller_id) ||
+                  domain->tags.get(tag::kName) != std::optional<std::string_view>(record.name))) {
+        // The agent stopped between recording a binding (or its undoing) and tagging the
+        // domain: the record is the truth.
         hypervisor_.set_tags(domain->uuid, bound_tags(record, *domain));
-        log_.warning("reconcile: finished binding warm guest " + record.domain_name + " to " +
-                     record.name);
+        log_.warning("reconcile: tagged warm guest " + record.domain_name + " as " + record.name +
+                     ", as its record says");
       }
       return;
     }

@@ -114,8 +114,11 @@ class InstanceService {
   wire::ProviderInstance create_warm(const WarmConfig& warm);
   /// The warm guest finished its generic part; false when it is not a warm guest warming.
   bool mark_warm_ready(std::string_view domain_name);
-  /// A bound warm guest's assignment, handed out once; nothing before it is bound or after.
+  /// A bound warm guest's assignment; nothing before it is bound or once it runs.
   std::optional<std::string> take_assignment(std::string_view domain_name);
+  /// The bound warm guest's first call to garm proves it runs its assignment: the assignment
+  /// and its token are done with.
+  void finish_assignment(std::string_view domain_name);
   /// Warm guests bound to garm's creates since the agent started.
   std::size_t warm_bound() const { return warm_bound_.load(); }
 
@@ -152,11 +155,15 @@ class InstanceService {
   /// The domain a warm guest bound to `name` became (its name is not domain_name_for's).
   std::optional<hypervisor::Domain> find_bound(const ControllerId& controller,
                                                const std::string& name);
-  /// The tags of a warm guest bound to garm's instance: garm's names, its own resources.
+  /// After a failed binding: the warm guest's record and tags as they were, or it is removed.
+  void unbind(const InstanceRecord& warm, const hypervisor::Domain& domain);
+  /// The tags a record's domain carries: its names, and the resources it was made with.
   hypervisor::Tags bound_tags(const InstanceRecord& bound, const hypervisor::Domain& domain) const;
   /// The last runner tool garm sent for an image's OS and arch, for warm guests to unpack.
   std::optional<wire::RunnerApplicationDownload> latest_tool(const ImageConfig& image);
   void remember_tool(const wire::BootstrapInstance& bootstrap);
+  /// With tools_mutex_ held: reads runner-tools.json once.
+  void load_tools();
   /// garm's retry of a create that finished: the running instance. Leftovers of one that did
   /// not finish are removed first; a domain of that name that is not ours is a conflict.
   std::optional<wire::ProviderInstance> reuse_existing(const CreatePlan& plan);
@@ -234,6 +241,7 @@ class InstanceService {
   std::atomic<std::size_t> warm_bound_{0};
   std::mutex tools_mutex_;
   std::map<std::string, wire::RunnerApplicationDownload> latest_tools_;  // by "os/arch"
+  bool tools_loaded_ = false;
   std::mutex unreadable_mutex_;
   std::vector<std::string> reported_unreadable_;
 };

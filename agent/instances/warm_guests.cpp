@@ -2,6 +2,8 @@
 // instance by binding, under garm's create (docs/warm-guests.md).
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 
 #include "agent/instances/domain_view.hpp"
 #include "agent/instances/identifiers.hpp"
@@ -9,6 +11,7 @@
 #include "agent/instances/warm_spec.hpp"
 #include "net/random.hpp"
 #include "net/secret_token.hpp"
+#include "wire/error.hpp"
 
 namespace garm_edge::agent {
 namespace {
@@ -39,14 +42,58 @@ std::string tool_key_of(const ImageConfig& image) {
 
 }  // namespace
 
+/// The last tools garm sent, kept across restarts so warm guests made right after one can
+/// unpack the runner too. A hint: an unreadable file is an empty one.
 void InstanceService::remember_tool(const wire::BootstrapInstance& bootstrap) {
-  if (!bootstrap.tools) {
+  if (!bootstrap.tools || config_.warm.empty()) {
     return;
   }
   std::lock_guard lock(tools_mutex_);
+  load_tools();
+  bool changed = false;
   for (const auto& tool : *bootstrap.tools) {
     if (tool.os && tool.architecture && tool.sha256_checksum && tool.download_url) {
-      latest_tools_[tool_key(*tool.os, *tool.architecture)] = tool;
+      auto& known = latest_tools_[tool_key(*tool.os, *tool.architecture)];
+      changed = changed || wire::to_json(known) != wire::to_json(tool);
+      known = tool;
+    }
+  }
+  if (!changed) {
+    return;
+  }
+  auto document = nlohmann::ordered_json::array();
+  for (const auto& [key, tool] : latest_tools_) {
+    auto kept = tool;
+    kept.temp_download_token.reset();  // GHES's token is short-lived and a secret
+    document.push_back(wire::to_json(kept));
+  }
+  const auto path = config_.state_dir / "runner-tools.json";
+  const auto temporary = path.string() + ".tmp";
+  std::ofstream(temporary, std::ios::trunc) << document.dump() << "\n";
+  std::error_code ignored;
+  std::filesystem::permissions(
+      temporary, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write, ignored);
+  std::filesystem::rename(temporary, path, ignored);
+}
+
+void InstanceService::load_tools() {
+  if (tools_loaded_) {
+    return;
+  }
+  tools_loaded_ = true;
+  std::ifstream in(config_.state_dir / "runner-tools.json");
+  const auto document = nlohmann::json::parse(in, nullptr, false);
+  if (!document.is_array()) {
+    return;
+  }
+  for (const auto& item : document) {
+    try {
+      const auto tool = wire::tool_from_json(item, "runner-tools.json");
+      if (tool.os && tool.architecture) {
+        latest_tools_[tool_key(*tool.os, *tool.architecture)] = tool;
+      }
+    } catch (const wire::WireError&) {
+      // a hint, not a record
     }
   }
 }
@@ -54,6 +101,7 @@ void InstanceService::remember_tool(const wire::BootstrapInstance& bootstrap) {
 std::optional<wire::RunnerApplicationDownload> InstanceService::latest_tool(
     const ImageConfig& image) {
   std::lock_guard lock(tools_mutex_);
+  load_tools();
   const auto it = latest_tools_.find(tool_key_of(image));
   return it == latest_tools_.end() ? std::nullopt : std::optional(it->second);
 }
@@ -126,12 +174,20 @@ std::optional<std::string> InstanceService::take_assignment(std::string_view dom
       record->warm->delivered) {
     return std::nullopt;
   }
-  auto assignment = std::move(record->warm->assignment);
+  return record->warm->assignment;  // again if the answer was lost, until the guest runs it
+}
+
+void InstanceService::finish_assignment(std::string_view domain_name) {
+  auto lock = instance_locks_.lock(std::string(domain_name));
+  auto record = store_.get(domain_name);
+  if (!record || !record->warm || record->warm->state != WarmState::bound ||
+      record->warm->delivered) {
+    return;
+  }
   record->warm->assignment.clear();
   record->warm->delivered = true;
   store_.put(*record);
   guests_->admit(*record);  // the warm token stops working
-  return assignment;
 }
 
 std::optional<hypervisor::Domain> InstanceService::find_bound(const ControllerId& controller,
@@ -156,6 +212,23 @@ hypervisor::Tags InstanceService::bound_tags(const InstanceRecord& bound,
     }
   }
   return tags;
+}
+
+void InstanceService::unbind(const InstanceRecord& warm, const hypervisor::Domain& domain) {
+  // The call may have taken effect after its deadline, or live and not persistent: put the
+  // warm tags back, or else remove the guest (neither garm's nor the pool's any more).
+  try {
+    store_.put(warm);
+    hypervisor_.set_tags(domain.uuid, bound_tags(warm, domain));
+  } catch (const std::exception& e) {
+    log_.warning("warm guest " + warm.domain_name + " could not be restored (" + e.what() +
+                 "); removing it");
+    try {
+      teardown(warm);
+    } catch (const std::exception&) {
+      // reconcile re-tags it from its record, or removes it
+    }
+  }
 }
 
 std::optional<wire::ProviderInstance> InstanceService::bind_warm(
@@ -200,7 +273,7 @@ std::optional<wire::ProviderInstance> InstanceService::bind_warm(
     try {
       hypervisor_.set_tags(domain->uuid, tags);
     } catch (const std::exception& e) {
-      store_.put(*record);
+      unbind(*record, *domain);
       log_.warning("create " + bound.name + ": could not bind warm guest " + bound.domain_name +
                    " (" + e.what() + "); creating a guest instead");
       return std::nullopt;

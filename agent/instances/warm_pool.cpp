@@ -15,22 +15,42 @@ constexpr auto kBackoff = std::chrono::seconds(30);
 WarmPool::WarmPool(InstanceService& service, const Clock& clock, Logger& log)
     : service_(service), clock_(clock), log_(log) {}
 
-void WarmPool::retire(const InstanceRecord& record, const std::string& why, Pass& pass) {
+bool WarmPool::retire(const InstanceRecord& record, const std::string& why, Pass& pass) {
   try {
-    service_.remove(ControllerId::parse(kWarmControllerId), InstanceRef::parse(record.name));
-    log_.info("warm guest " + record.domain_name + " removed: " + why);
+    // The warm controller's ID: a guest bound to garm meanwhile is not found, so not removed.
+    if (service_.remove(ControllerId::parse(kWarmControllerId), InstanceRef::parse(record.name))) {
+      log_.info("warm guest " + record.domain_name + " removed: " + why);
+      return true;
+    }
   } catch (const std::exception& e) {
     ++pass.failures;
     log_.warning("warm guest " + record.domain_name + " could not be removed (" + why +
                  "): " + e.what());
   }
+  return false;
 }
 
-bool WarmPool::has_room_for_two(const FlavorConfig& flavor) {
-  const auto report = service_.capacity();
-  const Resources two{
-      .vcpus = 2 * flavor.vcpus, .memory_mib = 2 * flavor.memory_mib, .instances = 2};
-  return !report.draining && fits(report.used, two, report.limit);
+bool WarmPool::runs(const InstanceRecord& record) {
+  const auto instance =
+      service_.get(ControllerId::parse(kWarmControllerId), InstanceRef::parse(record.name));
+  return instance && instance->status == wire::InstanceStatus::running;
+}
+
+void WarmPool::start_one(const std::string& spec, const WarmConfig& warm, Pass& pass,
+                         std::map<std::string, std::size_t>& states) {
+  try {
+    const auto made = service_.create_warm(warm);
+    ++pass.started;
+    ++states["warming"];
+    log_.info("warm guest " + made.name + " started for " + warm.name);
+  } catch (const ServiceError& e) {
+    if (e.code() == ServiceError::Code::no_capacity || e.code() == ServiceError::Code::draining) {
+      return;  // not a failure: garm's creates come first
+    }
+    ++pass.failures;
+    backoff_until_[spec] = clock_.now() + kBackoff;
+    log_.warning("warm guest for " + warm.name + " could not be started: " + e.what());
+  }
 }
 
 WarmPool::Pass WarmPool::pass() {
@@ -45,50 +65,39 @@ WarmPool::Pass WarmPool::pass() {
     std::map<std::string, std::size_t> states;
     const auto now = clock_.now();
     auto guests = service_.warm_guests();
-    // Newest first, so extras beyond the count go before older, likelier-ready guests.
-    std::sort(guests.begin(), guests.end(),
-              [](const auto& a, const auto& b) { return a.created_at > b.created_at; });
+    // Ready before warming, then oldest first: beyond the count, the least useful go.
+    std::sort(guests.begin(), guests.end(), [](const auto& a, const auto& b) {
+      const bool a_ready = a.warm->state == WarmState::ready;
+      const bool b_ready = b.warm->state == WarmState::ready;
+      return a_ready != b_ready ? a_ready : a.created_at < b.created_at;
+    });
     for (const auto& guest : guests) {
       const auto entry = by_spec.find(guest.warm->spec);
-      if (entry == by_spec.end()) {
-        retire(guest, "its image or flavor settings changed", pass);
-        ++pass.retired;
-        continue;
-      }
       const auto created = parse_rfc3339(guest.created_at);
-      if (guest.warm->state == WarmState::warming && created &&
-          now - *created > entry->second->ready_timeout) {
-        retire(guest,
-               "not ready within " + std::to_string(entry->second->ready_timeout.count()) + " s",
-               pass);
-        ++pass.expired;
-        continue;
+      if (entry == by_spec.end()) {
+        pass.retired += retire(guest, "its image or flavor settings changed", pass) ? 1U : 0U;
+      } else if (guest.warm->state == WarmState::warming && created &&
+                 now - *created > entry->second->ready_timeout) {
+        pass.expired += retire(guest,
+                               "not ready within " +
+                                   std::to_string(entry->second->ready_timeout.count()) + " s",
+                               pass)
+                            ? 1U
+                            : 0U;
+      } else if (alive[guest.warm->spec] >= entry->second->count) {
+        pass.retired += retire(guest, "more warm guests than [[warm]] count", pass) ? 1U : 0U;
+      } else if (!runs(guest)) {
+        // Shut off (a host reboot, a guest that powered itself off) or gone: it would never
+        // be bound, and it holds its share of the host.
+        pass.retired += retire(guest, "its domain is not running", pass) ? 1U : 0U;
+      } else {
+        ++alive[guest.warm->spec];
+        ++states[std::string(to_string(guest.warm->state))];
       }
-      if (alive[guest.warm->spec] >= entry->second->count) {
-        retire(guest, "more warm guests than [[warm]] count", pass);
-        ++pass.retired;
-        continue;
-      }
-      ++alive[guest.warm->spec];
-      ++states[std::string(to_string(guest.warm->state))];
     }
     for (const auto& [spec, warm] : by_spec) {
-      if (alive[spec] >= warm->count || now < backoff_until_[spec]) {
-        continue;
-      }
-      const auto* flavor = config.find_flavor(warm->flavor);
-      if (flavor == nullptr || !has_room_for_two(*flavor)) {
-        continue;
-      }
-      try {
-        const auto made = service_.create_warm(*warm);
-        ++pass.started;
-        ++states["warming"];
-        log_.info("warm guest " + made.name + " started for " + warm->name);
-      } catch (const std::exception& e) {
-        ++pass.failures;
-        backoff_until_[spec] = now + kBackoff;
-        log_.warning("warm guest for " + warm->name + " could not be started: " + e.what());
+      if (alive[spec] < warm->count && now >= backoff_until_[spec]) {
+        start_one(spec, *warm, pass, states);
       }
     }
     std::lock_guard lock(mutex_);

@@ -15,9 +15,10 @@ namespace garm_edge::agent {
 
 /// Keeps `[[warm]] count` guests of each image and flavor booted ahead of demand
 /// (docs/warm-guests.md). Each pass retires warm guests whose image or flavor settings changed
-/// (or beyond the count), destroys those not ready within their deadline (wasted), and starts
-/// one guest for each entry that is short, if the host has room for it and for one more of
-/// its flavor: a warm guest never takes the slot a cold create needs.
+/// (or beyond the count, or whose domain stopped), destroys those not ready within their
+/// deadline (wasted), and starts one guest for each entry that is short, if the host has room
+/// for it and for one more of its flavor (checked under the capacity ledger): a warm guest
+/// never takes the slot a cold create needs.
 class WarmPool {
  public:
   WarmPool(InstanceService& service, const Clock& clock, Logger& log);
@@ -35,8 +36,12 @@ class WarmPool {
   std::string render_metrics() const;
 
  private:
-  void retire(const InstanceRecord& record, const std::string& why, Pass& pass);
-  bool has_room_for_two(const FlavorConfig& flavor);
+  /// True when the warm guest was removed (not when it was bound meanwhile).
+  bool retire(const InstanceRecord& record, const std::string& why, Pass& pass);
+  bool runs(const InstanceRecord& record);
+  /// Starts one guest of `warm`; a host without room (or draining) is no failure.
+  void start_one(const std::string& spec, const WarmConfig& warm, Pass& pass,
+                 std::map<std::string, std::size_t>& states);
 
   InstanceService& service_;
   const Clock& clock_;

@@ -827,18 +827,32 @@ TEST_CASE("a warm guest's assignment is clean bash that carries garm's values li
   TempDir dir;
   auto bootstrap = full_bootstrap();
   bootstrap.name = "garm-warm-1";
-  const auto assignment =
-      render_linux_assignment(bootstrap, "#!/bin/bash\necho " + kHostile + "\n", "abc");
+  const auto assignment = render_linux_assignment(bootstrap, kRelayEndpoints,
+                                                  "#!/bin/bash\necho " + kHostile + "\n", "abc");
   write_file(dir.path() / "assignment.sh", assignment);
   require_shellcheck_clean(dir.path() / "assignment.sh");
   CHECK_THAT(assignment, Catch::Contains("hostnamectl set-hostname 'garm-warm-1'"));
-  CHECK_THAT(assignment, Catch::Contains("apt-get -q install -y 'jq' 'curl' 'git'"));
+  CHECK_THAT(assignment, Catch::Contains("install -y 'jq' 'curl' 'git'"));
   CHECK_THAT(assignment, Catch::Contains("update-ca-certificates"));
   CHECK_THAT(assignment, Catch::Contains("/garm-pre-install/10-hostname"));
   CHECK(assignment.find("/garm-pre-install/10-hostname") <
         assignment.find("/garm-pre-install/20-docker"));  // name order, as cloud-init's
   CHECK_THAT(assignment, Catch::Contains("!= 'abc' ]; then rm -rf /home/runner/actions-runner"));
   CHECK_THAT(assignment, Catch::Contains("su -l -c /install_runner.sh runner"));
+  CHECK(assignment.ends_with(std::string(kAssignmentEnd) + "\n"));  // the guest runs it whole
+  // A failing step reports to garm through the agent, with garm's token.
+  CHECK_THAT(assignment, Catch::Contains("trap 'report_failure $LINENO' ERR"));
+  CHECK_THAT(assignment, Catch::Contains("CALLBACK_URL='http://192.168.122.1:8775/guest/cb'"));
+  CHECK_THAT(assignment, Catch::Contains("BEARER_TOKEN='" + bootstrap.instance_token + "'"));
+  CHECK_THAT(assignment, Catch::Contains("DPkg::Lock::Timeout=600"));
+  // Without a runner archive garm asks for from the cache, none unpacked while warming stays.
+  CHECK_THAT(render_linux_assignment(bootstrap, kRelayEndpoints, "#!/bin/bash\n", ""),
+             Catch::Contains("!= 'none' ]; then rm -rf /home/runner/actions-runner"));
+  auto hostile_package = bootstrap;
+  hostile_package.user_data_options.extra_packages =
+      std::vector<std::string>{"-oAPT::Update::Pre-Invoke::=touch MARKER"};
+  CHECK_THROWS_AS(render_linux_assignment(hostile_package, kRelayEndpoints, "#!/bin/bash\n", "abc"),
+                  UserDataError);
   // Scripts and the install script travel as base64: nothing of them is shell syntax here.
   CHECK(assignment.find("touch MARKER") == std::string::npos);
   CHECK(assignment.find(wire::base64_encode("#!/bin/bash\necho " + kHostile + "\n")) !=
@@ -873,8 +887,13 @@ case "$method $url" in
   "POST http://agent/warm/ready") echo ready >> "$LOG_DIR/ready" ;;
   "GET http://agent/warm/assignment")
     echo poll >> "$LOG_DIR/polls"
-    if [ "$(wc -l < "$LOG_DIR/polls")" -lt 3 ]; then printf 204; exit 0; fi
-    printf '#!/bin/bash\ntouch "$LOG_DIR/assigned"\n' > "$output"; printf 200 ;;
+    polls=$(wc -l < "$LOG_DIR/polls")
+    if [ "$polls" = 1 ]; then printf 204; exit 0; fi
+    if [ "$polls" = 2 ]; then  # cut off: its last line is missing
+      printf '#!/bin/bash\ntouch "$LOG_DIR/ran-cut-off"\n' > "$output"; printf 200; exit 0
+    fi
+    printf '#!/bin/bash\ntouch "$LOG_DIR/assigned"\n# end of garm-edge assignment\n' > "$output"
+    printf 200 ;;
   *) exit 22 ;;
 esac
 )bash");
@@ -913,6 +932,7 @@ esac
     CHECK(read_file(root / "log/ready") == "ready\n");
     CHECK(read_file(root / "log/polls") == "poll\npoll\npoll\n");
     CHECK(std::filesystem::exists(root / "log/assigned"));
+    CHECK_FALSE(std::filesystem::exists(root / "log/ran-cut-off"));
     CHECK_THAT(read_file(root / "log/headers"),
                Catch::Contains("Authorization: Bearer warm-token-1"));
   }

@@ -650,12 +650,15 @@ TEST_CASE("a warm guest waits with no garm secret, then garm's create binds it a
   REQUIRE(assignment.status == 200);
   CHECK_THAT(assignment.body, Catch::Contains("hostnamectl set-hostname 'garm-guest-a'"));
   CHECK_THAT(assignment.body, Catch::Contains("su -l -c /install_runner.sh runner"));
-  CHECK(curl_from("127.0.0.2", warm_url + "assignment", bearer(token)).status == 404);
-  // From now on it is garm's instance: garm's token works through the relay.
+  // An answer lost on the way can be fetched again, until the guest runs it: its first call
+  // to garm, with garm's token, through the relay.
+  CHECK(curl_from("127.0.0.2", warm_url + "assignment", bearer(token)).body == assignment.body);
   const auto installer = curl_from(
       "127.0.0.2", agent.base_url() + "/api/v1/metadata/install-script/", bearer(kTokenA));
   CHECK(installer.status == 200);
   CHECK_THAT(installer.body, Catch::Contains("# install A"));
+  CHECK(curl_from("127.0.0.2", warm_url + "assignment", bearer(token)).status == 404);
+  CHECK(agent.service->guest_status(kControllerId, instance_ref("garm-guest-a")).has_value());
 
   SECTION("garm's retried create returns the bound instance and binds nothing else") {
     REQUIRE(pool.pass().started == 1);  // the refill
@@ -664,6 +667,10 @@ TEST_CASE("a warm guest waits with no garm secret, then garm's create binds it a
     CHECK(again.provider_id == warm_uuid);
     CHECK(agent.service->warm_guests().size() == 1);
     CHECK(agent.service->warm_bound() == 1);
+  }
+  SECTION("garm's delete by provider ID removes the bound guest") {
+    CHECK(agent.service->remove(kControllerId, instance_ref(warm_uuid)));
+    CHECK_FALSE(agent.host.hypervisor.find_by_uuid(warm_uuid));
   }
   SECTION("garm's delete by name removes the bound guest and its address") {
     CHECK(agent.service->remove(kControllerId, instance_ref("garm-guest-a")));
@@ -688,10 +695,57 @@ TEST_CASE("the warm pool refills within capacity, retires changed settings and w
     CHECK(cold.provider_id != agent.service->warm_guests().front().domain_uuid);
     CHECK(agent.service->warm_guests().size() == 1);
   }
-  SECTION("lowering the count retires the extra guest") {
+  SECTION("lowering the count retires the least useful guests: warming before ready") {
+    agent.host.config.warm.front().count = 2;
+    REQUIRE(pool.pass().started == 1);
+    const auto guests = agent.service->warm_guests();
+    REQUIRE(guests.size() == 2);
+    const auto& newest = guests[0].created_at > guests[1].created_at ? guests[0] : guests[1];
+    REQUIRE(agent.service->mark_warm_ready(newest.domain_name));
+    agent.host.config.warm.front().count = 1;
+    CHECK(pool.pass().retired == 1);
+    const auto kept = agent.service->warm_guests();
+    REQUIRE(kept.size() == 1);
+    CHECK(kept.front().domain_name == newest.domain_name);
     agent.host.config.warm.front().count = 0;
     CHECK(pool.pass().retired == 1);
     CHECK(agent.service->warm_guests().empty());
+  }
+  SECTION("a warm guest whose domain stopped is replaced") {
+    const auto stopped = agent.service->warm_guests().front();
+    agent.host.hypervisor.destroy(stopped.domain_uuid);
+    const auto pass = pool.pass();
+    CHECK(pass.retired == 1);
+    CHECK(pass.started == 1);
+    const auto now = agent.service->warm_guests();
+    REQUIRE(now.size() == 1);
+    CHECK(now.front().domain_uuid != stopped.domain_uuid);
+  }
+  SECTION("a binding that fails leaves no second instance of garm's name") {
+    const auto warm = agent.service->warm_guests().front();
+    REQUIRE(agent.service->mark_warm_ready(warm.domain_name));
+    SECTION("refused: the warm guest stays ready, the create goes cold") {
+      auto refused = std::make_shared<bool>(false);
+      agent.hypervisor.before = [refused](const std::string& operation) {
+        if (operation == "set_tags" && !*refused) {
+          *refused = true;
+          throw hypervisor::HypervisorError(hypervisor::HypervisorError::Kind::failed, "refused");
+        }
+      };
+      const auto cold =
+          agent.service->create(kControllerId, agent.bootstrap("garm-guest-a", kTokenA));
+      CHECK(cold.provider_id != warm.domain_uuid);
+      REQUIRE(agent.service->warm_guests().size() == 1);
+      CHECK(agent.service->warm_guests().front().warm->state == agent::WarmState::ready);
+    }
+    SECTION("taken effect but reported failed: the warm guest is removed") {
+      agent.hypervisor.fail_after("set_tags");
+      const auto cold =
+          agent.service->create(kControllerId, agent.bootstrap("garm-guest-a", kTokenA));
+      CHECK(cold.provider_id != warm.domain_uuid);
+      CHECK_FALSE(agent.host.hypervisor.find_by_uuid(warm.domain_uuid));
+    }
+    CHECK(agent.service->list(kControllerId, pool_id(kPool)).size() == 1);
   }
   SECTION("a changed flavor retires guests made under the old one") {
     agent.host.config.flavors.front().memory_mib += 256;
@@ -716,8 +770,13 @@ TEST_CASE("the warm pool refills within capacity, retires changed settings and w
     const auto& flavor = agent.host.config.flavors.front();
     CHECK(report.used.memory_mib + flavor.memory_mib <= report.limit.memory_mib);
   }
-  SECTION("after a restart the warm guest is still known and bindable") {
+  SECTION("after a restart the warm guest is still known, admitted and bindable") {
+    const auto warm = agent.service->warm_guests().front();
+    REQUIRE(agent.service->mark_warm_ready(warm.domain_name));
     const auto restarted = agent.host.service(agent.hypervisor, agent.host.store);
-    CHECK(restarted->warm_guests().size() == 1);
+    restarted->serve_guests(agent.attachments);
+    REQUIRE(restarted->warm_guests().size() == 1);
+    const auto bound = restarted->create(kControllerId, agent.bootstrap("garm-guest-a", kTokenA));
+    CHECK(bound.provider_id == warm.domain_uuid);
   }
 }
