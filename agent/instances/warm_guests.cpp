@@ -45,8 +45,8 @@ std::string tool_key_of(const ImageConfig& image) {
 /// The last tools garm sent, kept across restarts so warm guests made right after one can
 /// unpack the runner too. A hint: an unreadable file is an empty one.
 void InstanceService::remember_tool(const wire::BootstrapInstance& bootstrap) {
-  if (!bootstrap.tools || config_.warm.empty()) {
-    return;
+  if (!bootstrap.tools) {
+    return;  // kept with no [[warm]] too: warm guests configured after a restart use it
   }
   std::lock_guard lock(tools_mutex_);
   load_tools();
