@@ -34,6 +34,20 @@ std::string states_text(const wire::AgentCapacity& capacity) {
   return states.empty() ? "none" : joined(states, " ");
 }
 
+/// "2 ready, 1 warming" over the agent's [[warm]] entries; "-" with none.
+std::string warm_text(const wire::AgentCapacity& capacity) {
+  if (capacity.warm.empty()) {
+    return "-";
+  }
+  std::uint64_t ready = 0;
+  std::uint64_t warming = 0;
+  for (const auto& offer : capacity.warm) {
+    ready += offer.ready;
+    warming += offer.warming;
+  }
+  return std::to_string(ready) + " ready, " + std::to_string(warming) + " warming";
+}
+
 std::string images_text(const wire::AgentCapacity& capacity) {
   std::vector<std::string> images;
   for (const auto& image : capacity.images) {
@@ -48,6 +62,7 @@ std::string table(const ProviderConfig& config, const std::vector<Fleet::Capacit
   out << std::left << std::setw(16) << "AGENT" << std::setw(10) << "STATE" << std::setw(9)
       << "VERSION" << std::setw(9) << "ARCH" << std::setw(18) << "HOST CPU/MiB" << std::setw(12)
       << "VCPU FREE" << std::setw(20) << "MEMORY FREE (MiB)" << std::setw(24) << "INSTANCES"
+      << std::setw(22) << "WARM"
       << "IMAGES\n";
   for (std::size_t i = 0; i < probes.size(); ++i) {
     const auto& name = config.agents[i].name;
@@ -63,7 +78,8 @@ std::string table(const ProviderConfig& config, const std::vector<Fleet::Capacit
         << (std::to_string(c.cpus) + "/" + std::to_string(c.memory_mib)) << std::setw(12)
         << (std::to_string(c.free.vcpus) + "/" + std::to_string(c.limit.vcpus)) << std::setw(20)
         << (std::to_string(c.free.memory_mib) + "/" + std::to_string(c.limit.memory_mib))
-        << std::setw(24) << states_text(c) << printable_excerpt(images_text(c), 400) << "\n";
+        << std::setw(24) << states_text(c) << std::setw(22) << warm_text(c)
+        << printable_excerpt(images_text(c), 400) << "\n";
   }
   return out.str();
 }

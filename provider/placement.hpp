@@ -45,7 +45,9 @@ struct PlacementPlan {
 /// The agents that can take the instance, ordered by `policy`: spread takes the most free
 /// memory times weight/100 first (agents within one instance's memory of each other are tied,
 /// and ties go by a hash of the instance and agent names), pack the highest weight and then
-/// config order. Every other agent is skipped with its reason.
+/// config order. Agents with a warm guest of the image and flavor ready come before all others
+/// (in that order among themselves) and need no free capacity. Every other agent is skipped
+/// with its reason.
 PlacementPlan plan_placement(const PlacementRequest& request,
                              const std::vector<PlacementInput>& inputs, Placement policy);
 

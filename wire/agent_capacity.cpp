@@ -76,6 +76,16 @@ const FlavorOffer* AgentCapacity::find_flavor(std::string_view name) const {
   return find_named(flavors, name);
 }
 
+std::uint64_t AgentCapacity::warm_ready(std::string_view image, std::string_view flavor) const {
+  std::uint64_t ready = 0;
+  for (const auto& offer : warm) {
+    if (offer.image == image && offer.flavor == flavor) {
+      ready += offer.ready;
+    }
+  }
+  return ready;
+}
+
 ordered_json to_json(const std::vector<ImageOffer>& images) {
   ordered_json out = ordered_json::array();
   for (const auto& image : images) {
@@ -104,12 +114,26 @@ ordered_json to_json(const AgentCapacity& capacity) {
   for (const auto& [state, count] : capacity.instances_by_state) {
     by_state[state] = count;
   }
-  return {{"agent_id", capacity.agent_id},      {"version", capacity.version},
-          {"machine", capacity.machine},        {"cpus", capacity.cpus},
-          {"memory_mib", capacity.memory_mib},  {"limit", amount_json(capacity.limit)},
-          {"used", amount_json(capacity.used)}, {"free", amount_json(capacity.free)},
-          {"draining", capacity.draining},      {"instances_by_state", by_state},
-          {"images", to_json(capacity.images)}, {"flavors", to_json(capacity.flavors)}};
+  ordered_json warm = ordered_json::array();
+  for (const auto& offer : capacity.warm) {
+    warm.push_back({{"image", offer.image},
+                    {"flavor", offer.flavor},
+                    {"ready", offer.ready},
+                    {"warming", offer.warming}});
+  }
+  return {{"agent_id", capacity.agent_id},
+          {"version", capacity.version},
+          {"machine", capacity.machine},
+          {"cpus", capacity.cpus},
+          {"memory_mib", capacity.memory_mib},
+          {"limit", amount_json(capacity.limit)},
+          {"used", amount_json(capacity.used)},
+          {"free", amount_json(capacity.free)},
+          {"draining", capacity.draining},
+          {"instances_by_state", by_state},
+          {"images", to_json(capacity.images)},
+          {"flavors", to_json(capacity.flavors)},
+          {"warm", warm}};
 }
 
 ordered_json to_json(const PlacementAnswer& answer) {
@@ -163,6 +187,12 @@ AgentCapacity agent_capacity_from_json(const nlohmann::json& document, const std
                        .vcpus = item.unsigned_integer("vcpus"),
                        .memory_mib = item.unsigned_integer("memory_mib"),
                        .disk_gib = item.unsigned_integer("disk_gib")};
+  });
+  capacity.warm = items_from<WarmOffer>(in, "warm", [](const ObjectReader& item) {
+    return WarmOffer{.image = item.string_or_empty("image"),
+                     .flavor = item.string_or_empty("flavor"),
+                     .ready = item.unsigned_integer("ready"),
+                     .warming = item.unsigned_integer("warming")};
   });
   return capacity;
 }

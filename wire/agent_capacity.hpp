@@ -39,6 +39,15 @@ struct FlavorOffer {
   std::uint64_t disk_gib = 0;
 };
 
+/// Warm guests of one `[[warm]]` entry (docs/warm-guests.md): a ready one takes a create of
+/// its image and flavor at once, without any further capacity.
+struct WarmOffer {
+  std::string image;
+  std::string flavor;
+  std::uint64_t ready = 0;
+  std::uint64_t warming = 0;
+};
+
 /// What an agent tells placement and the fleet view in one answer (`GET /v1/capacity`).
 struct AgentCapacity {
   std::string agent_id;
@@ -53,9 +62,12 @@ struct AgentCapacity {
   std::map<std::string, std::uint64_t> instances_by_state;  // running, shutoff, ...
   std::vector<ImageOffer> images;
   std::vector<FlavorOffer> flavors;
+  std::vector<WarmOffer> warm;
 
   const ImageOffer* find_image(std::string_view name) const;
   const FlavorOffer* find_flavor(std::string_view name) const;
+  /// Warm guests of that image and flavor that are ready now (0 when there are none).
+  std::uint64_t warm_ready(std::string_view image, std::string_view flavor) const;
 };
 
 /// What placement asks each agent before a create

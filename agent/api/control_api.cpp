@@ -113,9 +113,14 @@ wire::AgentCapacity capacity_answer(const AgentConfig& config, const CapacityRep
                              .draining = report.draining,
                              .instances_by_state = {},
                              .images = image_offers(config),
-                             .flavors = flavor_offers(config)};
+                             .flavors = flavor_offers(config),
+                             .warm = {}};
   for (const auto& [state, count] : report.by_state) {
     answer.instances_by_state[state] = count;
+  }
+  for (const auto& warm : report.warm) {
+    answer.warm.push_back(
+        {.image = warm.image, .flavor = warm.flavor, .ready = warm.ready, .warming = warm.warming});
   }
   return answer;
 }

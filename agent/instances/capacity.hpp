@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "agent/base/config.hpp"
 #include "hypervisor/hypervisor.hpp"
@@ -36,6 +37,14 @@ bool fits(const Resources& used, const Resources& wanted, const Resources& limit
 Resources free_of(const Resources& used, const Resources& limit);
 
 /// What placement needs to know of this host, in one answer.
+/// The warm guests of one `[[warm]]` entry that a create of its image and flavor can take.
+struct WarmCount {
+  std::string image;
+  std::string flavor;
+  std::size_t ready = 0;
+  std::size_t warming = 0;
+};
+
 struct CapacityReport {
   hypervisor::HostCapacity host;
   Resources limit;
@@ -44,6 +53,7 @@ struct CapacityReport {
   bool draining = false;
   /// The agent's domains by power state (running, shutoff, ...).
   std::map<std::string, std::size_t> by_state;
+  std::vector<WarmCount> warm;  // one per [[warm]] entry
 };
 
 /// One instance's resources, by its libvirt domain name.

@@ -181,6 +181,7 @@ CapacityReport InstanceService::capacity() {
     report.used = capacity_ledger_.used(resources_of(domains));
     report.by_state = counts_by_state(domains);
     report.draining = draining();
+    report.warm = warm_counts();
     return report;
   });
 }

@@ -109,6 +109,8 @@ class InstanceService {
   // ---- warm guests (docs/warm-guests.md) ---------------------------------------------------
   /// Warm guests not yet bound, from their records.
   std::vector<InstanceRecord> warm_guests();
+  /// Per [[warm]] entry, its guests (of its current settings) ready and warming.
+  std::vector<WarmCount> warm_counts();
   /// Creates one warm guest of `warm` (under kWarmControllerId, counted against the host's
   /// capacity like any instance). Throws like create.
   wire::ProviderInstance create_warm(const WarmConfig& warm);

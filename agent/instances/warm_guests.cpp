@@ -117,6 +117,22 @@ std::vector<InstanceRecord> InstanceService::warm_guests() {
   return warm;
 }
 
+std::vector<WarmCount> InstanceService::warm_counts() {
+  const auto guests = warm_guests();
+  std::vector<WarmCount> counts;
+  for (const auto& warm : config_.warm) {
+    const auto spec = warm_spec_of(config_, warm);
+    WarmCount count{.image = warm.image, .flavor = warm.flavor, .ready = 0, .warming = 0};
+    for (const auto& guest : guests) {
+      if (guest.warm->spec == spec) {
+        (guest.warm->state == WarmState::ready ? count.ready : count.warming) += 1;
+      }
+    }
+    counts.push_back(count);
+  }
+  return counts;
+}
+
 wire::ProviderInstance InstanceService::create_warm(const WarmConfig& warm) {
   const auto* image = config_.find_image(warm.image);
   if (image == nullptr || config_.find_flavor(warm.flavor) == nullptr) {

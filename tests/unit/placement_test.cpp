@@ -184,6 +184,41 @@ TEST_CASE("a pool's agent_labels pick the agents that carry every one of them", 
   CHECK_THROWS(placement_request_for(bootstrap));
 }
 
+TEST_CASE("an agent with a ready warm guest of the image and flavor goes first, even when full",
+          "[placement][warm]") {
+  const auto roomy = endpoint("roomy");
+  const auto full = endpoint("full", 10);
+  const auto warming = endpoint("warming");
+  const auto other_flavor = endpoint("other-flavor");
+  auto full_capacity = capacity(0, 0);
+  full_capacity.warm = {{.image = "debian-12", .flavor = "small", .ready = 1, .warming = 0}};
+  auto warming_capacity = capacity(8192);
+  warming_capacity.warm = {{.image = "debian-12", .flavor = "small", .ready = 0, .warming = 2}};
+  auto other_capacity = capacity(4096);
+  other_capacity.warm = {{.image = "debian-12", .flavor = "large", .ready = 3, .warming = 0}};
+  const std::vector<PlacementInput> inputs = {{&roomy, capacity(30000), ""},
+                                              {&full, full_capacity, ""},
+                                              {&warming, warming_capacity, ""},
+                                              {&other_flavor, other_capacity, ""}};
+  for (const auto policy : {Placement::spread, Placement::pack}) {
+    const auto plan = plan_placement(small_debian(), inputs, policy);
+    REQUIRE(names(plan, inputs).size() == 4);
+    CHECK(names(plan, inputs).front() == "full");
+  }
+  // Once its guest is taken, the full agent is full again.
+  full_capacity.warm.front().ready = 0;
+  const std::vector<PlacementInput> taken = {{&roomy, capacity(30000), ""},
+                                             {&full, full_capacity, ""}};
+  const auto plan = plan_placement(small_debian(), taken, Placement::spread);
+  CHECK(names(plan, taken) == std::vector<std::string>{"roomy"});
+  CHECK(reason_of(plan, "full").starts_with("no capacity"));
+  // A draining agent's warm guests are not offered.
+  full_capacity.warm.front().ready = 1;
+  full_capacity.draining = true;
+  const std::vector<PlacementInput> drained = {{&full, full_capacity, ""}};
+  CHECK(reason_of(plan_placement(small_debian(), drained, Placement::pack), "full") == "draining");
+}
+
 TEST_CASE("the capacity answer reads back as it was written", "[placement]") {
   auto original = capacity(1234, 5);
   original.agent_id = "rack1";
@@ -200,6 +235,13 @@ TEST_CASE("the capacity answer reads back as it was written", "[placement]") {
   CHECK(back.instances_by_state == original.instances_by_state);
   CHECK(back.find_image("debian-12")->arch == wire::OsArch::amd64);
   CHECK(back.find_flavor("small")->memory_mib == 2048);
+  CHECK(back.warm_ready("debian-12", "small") == 0);
+  original.warm = {{.image = "debian-12", .flavor = "small", .ready = 2, .warming = 1}};
+  const auto warm_back = wire::parse_agent_capacity(wire::to_json(original).dump());
+  REQUIRE(warm_back.warm.size() == 1);
+  CHECK(warm_back.warm.front().warming == 1);
+  CHECK(warm_back.warm_ready("debian-12", "small") == 2);
+  CHECK(warm_back.warm_ready("debian-12", "large") == 0);
   CHECK_THROWS(wire::parse_agent_capacity(R"({"free":{"vcpus":-1}})"));
   const wire::PlacementAnswer answer{
       .instance = std::nullopt, .create_under_way = true, .capacity = original};

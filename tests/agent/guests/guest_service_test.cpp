@@ -607,6 +607,12 @@ TEST_CASE("a warm guest waits with no garm secret, then garm's create binds it a
   const auto warm_uuid = warm.front().domain_uuid;
   CHECK(warm.front().warm->state == agent::WarmState::warming);
   CHECK(agent.service->list(kControllerId, pool_id(kPool)).empty());
+  const auto warm_counts = [&] {
+    const auto counts = agent.service->capacity().warm;
+    REQUIRE(counts.size() == 1);
+    return std::pair{counts.front().ready, counts.front().warming};
+  };
+  CHECK(warm_counts() == std::pair<std::size_t, std::size_t>{0, 1});
 
   // What the warm guest boots with: its own token and the agent's address, nothing of garm's.
   const auto seed = read_seed(
@@ -626,6 +632,7 @@ TEST_CASE("a warm guest waits with no garm secret, then garm's create binds it a
   CHECK(curl_from("127.0.0.2", warm_url + "assignment", bearer(token)).status == 204);
   CHECK(curl_from("127.0.0.2", warm_url + "ready", bearer(token) + " -X POST").status == 200);
   REQUIRE(agent.service->warm_guests().front().warm->state == agent::WarmState::ready);
+  CHECK(warm_counts() == std::pair<std::size_t, std::size_t>{1, 0});  // what placement is told
 
   // garm's create takes it: running at once, garm's names on the same domain.
   const auto started = std::chrono::steady_clock::now();
@@ -639,6 +646,7 @@ TEST_CASE("a warm guest waits with no garm secret, then garm's create binds it a
   REQUIRE(created.addresses.size() == 1);
   CHECK(created.addresses.at(0).address == "127.0.0.2");
   CHECK(agent.service->warm_guests().empty());
+  CHECK(warm_counts() == std::pair<std::size_t, std::size_t>{0, 0});
   const auto listed = agent.service->list(kControllerId, pool_id(kPool));
   REQUIRE(listed.size() == 1);
   CHECK(listed.at(0).name == "garm-guest-a");
