@@ -38,7 +38,7 @@ archive_bytes=$(stat -c %s "$work/github/files/$archive_name")
   --port-file "$work/github/port" --log "$work/github/log" --downloads "$work/github/files" \
   --download-rate "$((rate_mbit * 1000000 / 8))" {test_host_lock}>&- &
 github_pid=$!
-test_cleanup() { kill "$github_pid" 2>/dev/null || true; }
+test_cleanup() { kill "$github_pid" "${console_pids[@]}" 2>/dev/null || true; }
 for _ in $(seq 100); do [ -s "$work/github/port" ] && break; sleep 0.1; done
 download_url="http://$gateway:$(cat "$work/github/port")/downloads/$archive_name"
 echo "runner archive: $((archive_bytes >> 20)) MiB at $rate_mbit Mbit/s from $download_url"
@@ -89,6 +89,17 @@ idle_seconds() {  # TOKEN SINCE: waits for the runner's idle, prints seconds sin
   at=$(garm_requests "$token" | awk '/callbacks\/status {"status": "idle"/ {print $1; exit}')
   awk -v a="$since" -v b="$at" 'BEGIN { printf "%.1f", b - a }'
 }
+console_pids=()
+capture_console() {  # DOMAIN (name or UUID) LABEL: its console, each line stamped, for timelines
+  local tty
+  tty=$(virsh ttyconsole "$1") || return 0
+  vm_helpers stamp-lines < "$tty" > "$work/console-$2.log" 2>/dev/null &
+  console_pids+=($!)
+}
+timeline() {  # TOKEN SINCE: what garm heard from the runner, in seconds since SINCE
+  garm_requests "$1" | awk -v since="$2" '{ $1 = sprintf("    +%5.1f s", $1 - since); print }' |
+    cut -c1-140
+}
 restart_agent() {  # LOG, with agent.toml as it is now
   if [ -n "$agent_pid" ]; then
     kill "$agent_pid" 2>/dev/null || true
@@ -105,7 +116,9 @@ set_guests_key runner_cache_mib 0
 restart_agent "$work/agent-cold.log"
 token=$(new_token cold)
 create_runner garm-cold0001 "$token" > "$work/create-cold"
+capture_console "$(domain_of garm-cold0001)" cold
 cold=$(idle_seconds "$token" "$created_at")
+echo "  cold timeline:"; timeline "$token" "$created_at"
 cold_downloads=$(downloads)
 garm DeleteInstance GARM_INSTANCE_ID=garm-cold0001
 echo "cold, no cache: CreateInstance $(cat "$work/create-cold") s, idle after $cold s ($cold_downloads download)"
@@ -119,8 +132,10 @@ for i in $(seq "$runners"); do
   tokens+=("$(new_token "cache$i")")
   create_runner "garm-cache$(printf '%04d' "$i")" "${tokens[-1]}" > "$work/create-cache-$i"
   starts[i]=$created_at
+  capture_console "$(domain_of "garm-cache$(printf '%04d' "$i")")" "cache$i"
 done
 cached=$(idle_seconds "${tokens[0]}" "${starts[1]}")
+echo "  cold with cache timeline (first runner):"; timeline "${tokens[0]}" "${starts[1]}"
 for i in $(seq 2 "$runners"); do idle_seconds "${tokens[i - 1]}" "${starts[i]}" > /dev/null; done
 cache_downloads=$(($(downloads) - before))
 for i in $(seq "$runners"); do garm DeleteInstance GARM_INSTANCE_ID="garm-cache$(printf '%04d' "$i")"; done
@@ -140,10 +155,17 @@ control_root() {
   curl -sS --cacert "$work/pki/ca.crt" --cert "$work/pki/clients/garm.crt" \
     --key "$work/pki/clients/garm.key" "https://localhost:$api_port/v1/$1"
 }
+warm_started=$(stamp)
+warm_uuid() { control_root warm | json_field 0.provider_id 2>/dev/null; }
+warm_console() { virsh ttyconsole "$(warm_uuid)" > /dev/null 2>&1; }
+wait_for "a warm guest's console" 120 warm_console
+capture_console "$(warm_uuid)" warm
 wait_for "a warm guest to be ready" 900 warm_ready
+echo "  a warm guest was ready $(seconds_since "$warm_started") s after the agent started"
 token=$(new_token warm)
 create_runner garm-warm0001 "$token" > "$work/create-warm"  # not in $(): it sets created_at
 warm=$(idle_seconds "$token" "$created_at")
+echo "  warm timeline:"; timeline "$token" "$created_at"
 garm DeleteInstance GARM_INSTANCE_ID=garm-warm0001
 echo "warm: CreateInstance $(cat "$work/create-warm") s, idle after $warm s"
 

@@ -9,6 +9,7 @@ import datetime
 import json
 import os
 import sys
+import time
 
 
 def set_garm_instance(path, token, data):
@@ -118,7 +119,16 @@ def arp_claim_program():
     print(base64.b64encode(ARP_CLAIM.encode()).decode())
 
 
+def stamp_lines():
+    """Copies stdin (a guest's console) to stdout, each line prefixed with the epoch time it
+    arrived at, to a hundredth of a second."""
+    for line in sys.stdin.buffer:
+        text = line.decode("utf-8", "replace").rstrip("\r\n")
+        print("%.2f %s" % (time.time(), text), flush=True)
+
+
 COMMANDS = {
+    "stamp-lines": stamp_lines,
     "set-garm-instance": set_garm_instance,
     "garm-instance-data": garm_instance_data,
     "bootstrap-json": bootstrap_json,

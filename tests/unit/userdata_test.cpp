@@ -833,7 +833,7 @@ TEST_CASE("a warm guest's assignment is clean bash that carries garm's values li
   require_shellcheck_clean(dir.path() / "assignment.sh");
   CHECK_THAT(assignment, Catch::Contains("hostnamectl set-hostname 'garm-warm-1'"));
   CHECK_THAT(assignment, Catch::Contains("install -y 'jq' 'curl' 'git'"));
-  CHECK_THAT(assignment, Catch::Contains("update-ca-certificates"));
+  CHECK_THAT(assignment, Catch::Contains("add_ca_certificates '/usr/local/share/ca-"));
   CHECK_THAT(assignment, Catch::Contains("/garm-pre-install/10-hostname"));
   CHECK(assignment.find("/garm-pre-install/10-hostname") <
         assignment.find("/garm-pre-install/20-docker"));  // name order, as cloud-init's
@@ -857,6 +857,66 @@ TEST_CASE("a warm guest's assignment is clean bash that carries garm's values li
   CHECK(assignment.find("touch MARKER") == std::string::npos);
   CHECK(assignment.find(wire::base64_encode("#!/bin/bash\necho " + kHostile + "\n")) !=
         std::string::npos);
+}
+
+TEST_CASE("a warm guest trusts garm's CA exactly as update-ca-certificates would, incrementally",
+          "[userdata][warm]") {
+  if (!std::filesystem::exists("/usr/sbin/update-ca-certificates")) {
+    WARN("not run: update-ca-certificates (Debian's ca-certificates) is not installed");
+    return;
+  }
+  TempDir dir;
+  const auto assignment =
+      render_linux_assignment(full_bootstrap(), kRelayEndpoints, "#!/bin/bash\n", "abc");
+  const auto begin = assignment.find("add_ca_certificates() {");
+  REQUIRE(begin != std::string::npos);
+  const auto end = assignment.find("\n}\n", begin);
+  REQUIRE(end != std::string::npos);
+  write_file(dir.path() / "add.sh", assignment.substr(begin, end + 3 - begin));
+  CHECK_THAT(assignment,
+             Catch::Contains("add_ca_certificates '/usr/local/share/ca-certificates/garm-edge-1.crt'"
+                             " '/usr/local/share/ca-certificates/garm-edge-2.crt'"));
+  CHECK(assignment.find("update-ca-certificates >/dev/null\n    return") != std::string::npos);
+
+  // Two image CAs made trusted by update-ca-certificates; then garm's CA added once by it, in
+  // etc-full, and once by the assignment's function, in etc-fast: the same files and links.
+  write_file(dir.path() / "compare.sh", R"bash(set -euo pipefail
+PATH=$PATH:/usr/sbin
+root=$1
+cd "$root"
+for name in ca1 ca2 garm; do
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=$name" \
+    -days 2 -keyout "$name.key" -out "$name.crt" 2>/dev/null
+done
+mkdir -p share/image local etc-full hooks
+cp ca1.crt ca2.crt share/image/
+printf 'image/ca1.crt\nimage/ca2.crt\n' > certs.conf
+printf '#!/bin/sh\ncat >> "$0.log"\n' > hooks/record && chmod +x hooks/record
+update() {
+  update-ca-certificates --certsconf "$root/certs.conf" --certsdir "$root/share" \
+    --localcertsdir "$root/local" --hooksdir "$root/hooks" --etccertsdir "$root/etc-full" >/dev/null
+}
+update
+cp -a etc-full etc-fast && rm -f hooks/record.log
+cp garm.crt local/garm-edge-1.crt
+update
+mv hooks/record.log full-hook.log
+CA_CERTS_DIR=$root/etc-fast CA_HOOKS_DIR=$root/hooks \
+  bash -euo pipefail -c '. ./add.sh; add_ca_certificates "$1"' add "$root/local/garm-edge-1.crt"
+mv hooks/record.log fast-hook.log
+listing() { (cd "$1" && find . -printf '%p -> %l\n' | sort); }
+diff <(listing etc-full) <(listing etc-fast)
+cmp etc-full/ca-certificates.crt etc-fast/ca-certificates.crt
+diff <(sed 's/etc-full/etc-X/' full-hook.log) <(sed 's/etc-fast/etc-X/' fast-hook.log)
+echo "certificates in the bundle: $(grep -c 'BEGIN CERTIFICATE' etc-fast/ca-certificates.crt)"
+openssl verify -CApath etc-fast garm.crt
+)bash");
+  const auto result =
+      run_command("bash " + quoted(dir.path() / "compare.sh") + " " + quoted(dir.path()) + " 2>&1");
+  INFO(result.output);
+  CHECK(result.exit_code == 0);
+  CHECK_THAT(result.output, Catch::Contains("certificates in the bundle: 3") &&
+                                Catch::Contains("garm.crt: OK"));
 }
 
 TEST_CASE("a warm guest unpacks the cached runner, reports ready, waits, then runs its assignment",
