@@ -873,9 +873,10 @@ TEST_CASE("a warm guest trusts garm's CA exactly as update-ca-certificates would
   const auto end = assignment.find("\n}\n", begin);
   REQUIRE(end != std::string::npos);
   write_file(dir.path() / "add.sh", assignment.substr(begin, end + 3 - begin));
-  CHECK_THAT(assignment,
-             Catch::Contains("add_ca_certificates '/usr/local/share/ca-certificates/garm-edge-1.crt'"
-                             " '/usr/local/share/ca-certificates/garm-edge-2.crt'"));
+  CHECK_THAT(
+      assignment,
+      Catch::Contains("add_ca_certificates '/usr/local/share/ca-certificates/garm-edge-1.crt'"
+                      " '/usr/local/share/ca-certificates/garm-edge-2.crt'"));
   CHECK(assignment.find("update-ca-certificates >/dev/null\n    return") != std::string::npos);
 
   // Two image CAs made trusted by update-ca-certificates; then garm's CA added once by it, in
@@ -915,8 +916,8 @@ openssl verify -CApath etc-fast garm.crt
       run_command("bash " + quoted(dir.path() / "compare.sh") + " " + quoted(dir.path()) + " 2>&1");
   INFO(result.output);
   CHECK(result.exit_code == 0);
-  CHECK_THAT(result.output, Catch::Contains("certificates in the bundle: 3") &&
-                                Catch::Contains("garm.crt: OK"));
+  CHECK_THAT(result.output,
+             Catch::Contains("certificates in the bundle: 3") && Catch::Contains("garm.crt: OK"));
 }
 
 TEST_CASE("a warm guest unpacks the cached runner, reports ready, waits, then runs its assignment",
