@@ -111,6 +111,11 @@ set_guests_key() {  # KEY VALUE in [guests]
   sed -i "/^\[guests\]/a $1 = $2" "$work/agent.toml"
 }
 
+fixture_warm_guests=1  # phase 3's warm guests are removed at exit too
+if [ "$runners" -gt 8 ]; then  # 1-vCPU guests beyond the default 4 per core
+  printf '[capacity]\ncpu_overcommit = %s\n' "$runners" >> "$work/agent.toml"
+fi
+
 # 1. cold, no cache
 set_guests_key runner_cache_mib 0
 restart_agent "$work/agent-cold.log"
