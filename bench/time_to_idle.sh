@@ -100,13 +100,6 @@ timeline() {  # TOKEN SINCE: what garm heard from the runner, in seconds since S
   garm_requests "$1" | awk -v since="$2" '{ $1 = sprintf("    +%5.1f s", $1 - since); print }' |
     cut -c1-140
 }
-restart_agent() {  # LOG, with agent.toml as it is now
-  if [ -n "$agent_pid" ]; then
-    kill "$agent_pid" 2>/dev/null || true
-    wait "$agent_pid" 2>/dev/null || true
-  fi
-  start_agent "$1"
-}
 set_guests_key() {  # KEY VALUE in [guests]
   sed -i "/^\[guests\]/a $1 = $2" "$work/agent.toml"
 }
@@ -156,10 +149,6 @@ count = 1
 TOML
 restart_agent "$work/agent-warm.log"
 warm_ready() { control_root warm | grep -q '"state": *"ready"'; }
-control_root() {
-  curl -sS --cacert "$work/pki/ca.crt" --cert "$work/pki/clients/garm.crt" \
-    --key "$work/pki/clients/garm.key" "https://localhost:$api_port/v1/$1"
-}
 warm_started=$(stamp)
 warm_uuid() { control_root warm | json_field 0.provider_id 2>/dev/null; }
 warm_console() { virsh ttyconsole "$(warm_uuid)" > /dev/null 2>&1; }

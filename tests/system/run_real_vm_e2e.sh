@@ -4,8 +4,12 @@
 # runs it, through `garm-edge-agent serve`. Each guest fetches its NoCloud seed from the agent,
 # runs garm's wrapper, which reports through the agent's relay to a fake garm over HTTPS, and
 # ends `idle`. A second guest tries to read the first one's seed, from its own address and from
-# the first one's, and tries to take the first one's address over ARP. Before that, the agent is
-# killed with SIGKILL in the middle of a create, and reconcile must leave nothing behind.
+# the first one's, and tries to take the first one's address over ARP; it also tries a warm
+# guest's assignment with that guest's token, from its own address and from the warm guest's.
+# The warm guest ([[warm]] count = 1) is then bound by a third CreateInstance and reports idle;
+# with [[warm]] removed, the agent retires the warm guest it made next. Before all that, the
+# agent is killed with SIGKILL in the middle of a create, and reconcile must leave nothing
+# behind.
 # Prints the boot-to-seed and boot-to-idle times. Exit 77 (skipped) when not root.
 # Usage: run_real_vm_e2e.sh BUILD_DIR
 set -euo pipefail
@@ -13,6 +17,7 @@ build=$(cd "$1" && pwd)
 deadline_seconds=${GARM_EDGE_VM_DEADLINE:-900}
 
 console_pids=()
+fixture_warm_guests=1
 test_cleanup() {
   for pid in ${console_pids[@]+"${console_pids[@]}"}; do kill "$pid" 2>/dev/null || true; done
 }
@@ -57,6 +62,22 @@ garm DeleteInstance GARM_INSTANCE_ID=garm-crash00001
 expect "$(leftovers garm-crash00001)" "" "DeleteInstance removes the retried instance"
 echo "reconcile rolled the interrupted create back; garm's delete-then-create retry succeeded"
 
+# ---- a warm guest, booted ahead of demand ---------------------------------------------------
+cp "$work/agent.toml" "$work/agent-without-warm.toml"
+printf '[[warm]]\nimage = "debian-12"\nflavor = "small"\ncount = 1\n' >> "$work/agent.toml"
+restart_agent "$work/agent-3.log"
+read_warm_token() {  # from its record, once the agent has written its seed there
+  local record
+  record=$(compgen -G "$work/state/instances/garm-edge-6761726d-*.json" | head -1) &&
+    warm_token=$(vm_helpers warm-token "$record" 2>/dev/null)
+}
+wait_for "the agent to start a warm guest" 120 read_warm_token
+warm_field() { control_root warm | json_field "0.$1"; }
+warm_uuid=$(warm_field provider_id)
+warm_address=$(warm_field address)
+warm_url=$guest_url/warm/assignment
+echo "warm guest $warm_uuid at $warm_address: $(warm_field state)"
+
 # ---- two real guests ------------------------------------------------------------------------
 echo "== two Debian 12 guests with cloud-init"
 token1=jwt-first-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
@@ -89,7 +110,14 @@ echo '$(vm_helpers arp-claim-program)' | base64 -d | sudo /usr/bin/python3 - "\$
 sudo ip addr add '$address1/32' dev "\$dev"
 spoofed=\$(curl -s -o /dev/null -w '%{http_code}' --max-time 15 --interface '$address1' '${seed1}meta-data' || true)
 sudo ip addr del '$address1/32' dev "\$dev"
-post /status "{\"status\": \"installing\", \"message\": \"probe: peer seed HTTP \$peer_seed, from the peer address HTTP \$spoofed\"}"
+# The warm guest's assignment, with its token: from here, then from its address.
+warm=(-s -o /dev/null -w '%{http_code}' --max-time 15 -H 'Authorization: Bearer $warm_token' '$warm_url')
+peer_warm=\$(curl "\${warm[@]}" || true)
+echo '$(vm_helpers arp-claim-program)' | base64 -d | sudo /usr/bin/python3 - "\$dev" "\$mac" '$warm_address'
+sudo ip addr add '$warm_address/32' dev "\$dev"
+spoofed_warm=\$(curl --interface '$warm_address' "\${warm[@]}" || true)
+sudo ip addr del '$warm_address/32' dev "\$dev"
+post /status "{\"status\": \"installing\", \"message\": \"probe: peer seed HTTP \$peer_seed, from the peer address HTTP \$spoofed; warm assignment HTTP \$peer_warm, from its address HTTP \$spoofed_warm\"}"
 SH
 )
 garm_instance "$token2" "$(vm_helpers garm-instance-data "$(install_script "$token2" 102 "$probe")")"
@@ -121,13 +149,29 @@ echo "second guest: $probe_report"
 neighbour=$(ip neigh show "$address1" dev "$bridge" | awk '{print $3}')
 mac1=$(sed -n "s/.*<mac address='\([^']*\)'.*/\1/p" "$work/domain1.xml" | head -1)
 touch "$work/second-guest-done"
-expect "$probe_report" "probe: peer seed HTTP 404, from the peer address HTTP 000" \
-  "the second guest cannot read the first one's seed, from its own address or the first one's"
+expect "$probe_report" "probe: peer seed HTTP 404, from the peer address HTTP 000; warm assignment HTTP 404, from its address HTTP 000" \
+  "the second guest cannot read the first one's seed nor the warm guest's assignment, from its own address or theirs"
 expect "$neighbour" "$mac1" "the host still reaches the first guest's address at the first guest's MAC"
 
 reported_idle() { garm_requests "$1" | grep -q 'callbacks/status {"status": "idle"'; }
 both_idle() { reported_idle "$token1" && reported_idle "$token2"; }
 wait_for "both guests to report idle" "$deadline_seconds" both_idle
+
+# ---- garm's create binds the warm guest -----------------------------------------------------
+warm_ready() { [ "$(warm_field state)" = ready ]; }
+wait_for "the warm guest to be ready" "$deadline_seconds" warm_ready
+token3=jwt-third-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
+garm_instance "$token3" "$(vm_helpers garm-instance-data "$(install_script "$token3" 103)")"
+bootstrap_json garm-warm00003 "$token3" "$(garm_wrapper "$token3")" > "$work/guest3.json"
+created3=$(stamp)
+stdin_file=$work/guest3.json garm CreateInstance GARM_POOL_ID="$pool_id"
+expect "$last_status" 0 "CreateInstance that binds the warm guest: $out"
+bind_seconds=$(seconds_since "$created3")
+expect "$(printf '%s' "$out" | json_field provider_id)" "$vm_name:$warm_uuid" "garm's instance is the warm guest"
+expect "$(printf '%s' "$out" | json_field addresses.0.address)" "$warm_address" "the bound guest keeps its address"
+wait_for "the bound warm guest to report idle" "$deadline_seconds" reported_idle "$token3"
+idle3=$(garm_requests "$token3" | awk '/callbacks\/status {"status": "idle"/ {print $1; exit}')
+echo "warm guest bound in ${bind_seconds}s; idle $(awk -v a="$created3" -v b="$idle3" 'BEGIN { printf "%.1f", b - a }')s after CreateInstance"
 
 # ---- what garm and the agent saw ------------------------------------------------------------
 requests1=$(garm_requests "$token1")
@@ -137,7 +181,7 @@ for expected in '/api/v1/callbacks/status .*fetching the install script' \
   '/api/v1/callbacks/status {"status": "idle"'; do
   printf '%s\n' "$requests1" | grep -q "$expected" || fail "the fake garm did not receive $expected: $requests1"
 done
-strangers=$(vm_helpers count-strangers "$work/garm.log" "$token1" "$token2" token-crash)
+strangers=$(vm_helpers count-strangers "$work/garm.log" "$token1" "$token2" "$token3" token-crash)
 expect "$strangers" 0 "every request reached the fake garm with its guest's bearer token"
 # The agent records a report once garm has answered it, a moment after garm logged it.
 agent_saw_idle() { [ "$(control instances/garm-guest00001/guest | json_field runner_status)" = idle ]; }
@@ -166,7 +210,14 @@ garm DeleteInstance GARM_INSTANCE_ID=garm-guest00001
 expect "$last_status" 0 "DeleteInstance of the first guest"
 garm DeleteInstance GARM_INSTANCE_ID=garm-guest00002
 expect "$last_status" 0 "DeleteInstance of the second guest"
-expect "$(leftovers garm-guest0000)" "" "DeleteInstance removes domains, overlays, reservations and records"
+garm DeleteInstance GARM_INSTANCE_ID=garm-warm00003
+expect "$last_status" 0 "DeleteInstance of the bound warm guest"
+# The pool has started the next warm guest: without [[warm]], the agent retires it.
+cp "$work/agent-without-warm.toml" "$work/agent.toml"
+restart_agent "$work/agent-4.log"
+no_warm_guest() { [ "$(control_root warm)" = "[]" ] && ! virsh list --all --name | grep -q 6761726d; }
+wait_for "the agent to retire its warm guests" 120 no_warm_guest
+expect "$(leftovers garm-)" "" "DeleteInstance removes domains, overlays, reservations and records"
 garm ListInstances GARM_POOL_ID="$pool_id"
 expect "$out" "[]" "ListInstances of the emptied pool"
 echo "system tier: real guests booted, reported idle through the relay, and were deleted without a trace"

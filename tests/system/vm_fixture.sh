@@ -178,6 +178,13 @@ start_agent() {
   wait_for_agent_ready "$agent_pid" "$work/agent.ready" "$log" || exit 1
   write_provider_config
 }
+restart_agent() {  # LOG: stops the agent (SIGTERM) and starts it with agent.toml as it is now
+  if [ -n "$agent_pid" ]; then
+    kill "$agent_pid" 2>/dev/null || true
+    wait "$agent_pid" 2>/dev/null || true
+  fi
+  start_agent "$1"
+}
 
 write_provider_config() {
   provider_toml "$vm_name" "$api_port" "$work/pki" "$work/sessions" > "$work/provider.toml"
@@ -187,6 +194,12 @@ write_provider_config() {
 control() {
   curl -sS --cacert "$work/pki/ca.crt" --cert "$work/pki/clients/garm.crt" \
     --key "$work/pki/clients/garm.key" "https://localhost:$api_port/v1/controllers/$controller/$1"
+}
+
+# The agent's control API outside any controller (GET /v1/PATH): warm guests, capacity.
+control_root() {
+  curl -sS --cacert "$work/pki/ca.crt" --cert "$work/pki/clients/garm.crt" \
+    --key "$work/pki/clients/garm.key" "https://localhost:$api_port/v1/$1"
 }
 
 # garm's exec of the provider: only GARM_* variables (no PATH, no HOME), stdin from

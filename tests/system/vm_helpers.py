@@ -119,6 +119,24 @@ def arp_claim_program():
     print(base64.b64encode(ARP_CLAIM.encode()).decode())
 
 
+def warm_token(record_file):
+    """The token a warm guest asks for its assignment with, read from its record in the agent's
+    state directory (its seed's install script), as an attacker who knew it would use it."""
+    import hashlib
+    import re
+    import yaml
+    with open(record_file) as f:
+        record = json.load(f)
+    user_data = yaml.safe_load(record["guest"]["user_data"])
+    script = next(base64.b64decode(f["content"]).decode() for f in user_data["write_files"]
+                  if f["path"] == "/install_runner.sh")
+    token = re.search(r"^WARM_TOKEN='([^']*)'$", script, re.M).group(1)
+    # The agent keeps only the token's hash: this is the token it accepts, not a look-alike.
+    if hashlib.sha256(token.encode()).hexdigest() != record["warm"]["token_hash"]:
+        sys.exit("the seed's WARM_TOKEN is not the one the record's token_hash stands for")
+    print(token)
+
+
 def stamp_lines():
     """Copies stdin (a guest's console) to stdout, each line prefixed with the epoch time it
     arrived at, to a hundredth of a second."""
@@ -129,6 +147,7 @@ def stamp_lines():
 
 COMMANDS = {
     "stamp-lines": stamp_lines,
+    "warm-token": warm_token,
     "set-garm-instance": set_garm_instance,
     "garm-instance-data": garm_instance_data,
     "bootstrap-json": bootstrap_json,
