@@ -55,9 +55,11 @@ trap 'report_failure $LINENO' ERR
 
 /// What update-ca-certificates does for added certificates, without rebuilding the whole bundle
 /// from every CA the image trusts: that spawns a few processes per CA, about 40 s under TCG,
-/// on the path from CreateInstance to idle. The result is the same: the certificate under
-/// /usr/local/share/ca-certificates (kept by later full runs), its .pem and hash links in
-/// /etc/ssl/certs, the bundle, and the update.d hooks told what was added.
+/// on the path from CreateInstance to idle. The trust is the same: the certificate under
+/// /usr/local/share/ca-certificates (kept by later full runs), its .pem link and hash link in
+/// /etc/ssl/certs (none for a file openssl cannot read, none when an identical one is linked,
+/// as openssl rehash), the bundle (appended to, where a full run sorts local certificates by
+/// name), and the update.d hooks told what was added.
 constexpr std::string_view kAddCaCertificates = R"bash(add_ca_certificates() {
   local certs=${CA_CERTS_DIR:-/etc/ssl/certs} hooks=${CA_HOOKS_DIR:-/etc/ca-certificates/update.d}
   local bundle added crt pem hash n
@@ -71,14 +73,13 @@ constexpr std::string_view kAddCaCertificates = R"bash(add_ca_certificates() {
   for crt in "$@"; do
     pem=$certs/$(basename "$crt" .crt).pem
     ln -sf "$crt" "$pem"
-    hash=$(openssl x509 -hash -noout -in "$crt")
-    n=0
-    while [ -e "$certs/$hash.$n" ]; do n=$((n + 1)); done
-    ln -s "$(basename "$pem")" "$certs/$hash.$n"
-    printf '+%s
-' "$pem" >> "$added"
+    printf '+%s\n' "$pem" >> "$added"
     cat "$crt" >> "$bundle.garm-edge"
     if [ -n "$(tail -c 1 "$crt")" ]; then echo >> "$bundle.garm-edge"; fi  # as its sed '$a'
+    hash=$(openssl x509 -hash -noout -in "$crt" 2>/dev/null) || continue
+    n=0
+    while [ -e "$certs/$hash.$n" ] && ! cmp -s "$certs/$hash.$n" "$crt"; do n=$((n + 1)); done
+    if [ ! -e "$certs/$hash.$n" ]; then ln -s "$(basename "$pem")" "$certs/$hash.$n"; fi
   done
   mv "$bundle.garm-edge" "$bundle"
   if [ -d "$hooks" ]; then
@@ -197,7 +198,7 @@ std::string render_linux_assignment(const wire::BootstrapInstance& bootstrap,
   std::string script =
       "#!/bin/bash\n"
       "# garm-edge: this warm guest is now garm's instance; run once, as root.\n"
-      "set -euo pipefail\n"
+      "set -Eeuo pipefail  # -E: the ERR trap reports failures inside functions too\n"
       "rm -f \"$0\"  # it holds garm's token\n"
       "umask 022\n";
   assign(script, "CALLBACK_URL", callback_base(endpoints.callback_url));

@@ -124,9 +124,10 @@ std::vector<WarmCount> InstanceService::warm_counts() {
     const auto spec = warm_spec_of(config_, warm);
     WarmCount count{.image = warm.image, .flavor = warm.flavor, .ready = 0, .warming = 0};
     for (const auto& guest : guests) {
-      if (guest.warm->spec == spec) {
-        (guest.warm->state == WarmState::ready ? count.ready : count.warming) += 1;
+      if (guest.warm->spec != spec || guest.intent != Intent::created) {
+        continue;  // bind_warm would not take it
       }
+      (guest.warm->state == WarmState::ready ? count.ready : count.warming) += 1;
     }
     counts.push_back(count);
   }

@@ -879,8 +879,9 @@ TEST_CASE("a warm guest trusts garm's CA exactly as update-ca-certificates would
                       " '/usr/local/share/ca-certificates/garm-edge-2.crt'"));
   CHECK(assignment.find("update-ca-certificates >/dev/null\n    return") != std::string::npos);
 
-  // Two image CAs made trusted by update-ca-certificates; then garm's CA added once by it, in
-  // etc-full, and once by the assignment's function, in etc-fast: the same files and links.
+  // Two image CAs made trusted by update-ca-certificates; then garm's CA and one the image
+  // already trusts added once by it, in etc-full, and once by the assignment's function, in
+  // etc-fast: the same files, modes and links, the same bundle, the same news for the hooks.
   write_file(dir.path() / "compare.sh", R"bash(set -euo pipefail
 PATH=$PATH:/usr/sbin
 root=$1
@@ -900,12 +901,13 @@ update() {
 update
 cp -a etc-full etc-fast && rm -f hooks/record.log
 cp garm.crt local/garm-edge-1.crt
+cp ca1.crt local/garm-edge-2.crt
 update
 mv hooks/record.log full-hook.log
-CA_CERTS_DIR=$root/etc-fast CA_HOOKS_DIR=$root/hooks \
-  bash -euo pipefail -c '. ./add.sh; add_ca_certificates "$1"' add "$root/local/garm-edge-1.crt"
+CA_CERTS_DIR=$root/etc-fast CA_HOOKS_DIR=$root/hooks bash -euo pipefail -c \
+  '. ./add.sh; add_ca_certificates "$@"' add "$root"/local/garm-edge-{1,2}.crt
 mv hooks/record.log fast-hook.log
-listing() { (cd "$1" && find . -printf '%p -> %l\n' | sort); }
+listing() { (cd "$1" && find . -printf '%p %m -> %l\n' | sort); }
 diff <(listing etc-full) <(listing etc-fast)
 cmp etc-full/ca-certificates.crt etc-fast/ca-certificates.crt
 diff <(sed 's/etc-full/etc-X/' full-hook.log) <(sed 's/etc-fast/etc-X/' fast-hook.log)
@@ -917,7 +919,25 @@ openssl verify -CApath etc-fast garm.crt
   INFO(result.output);
   CHECK(result.exit_code == 0);
   CHECK_THAT(result.output,
-             Catch::Contains("certificates in the bundle: 3") && Catch::Contains("garm.crt: OK"));
+             Catch::Contains("certificates in the bundle: 4") && Catch::Contains("garm.crt: OK"));
+
+  // A step that fails inside the function still reports `failed` to garm (bash's ERR trap
+  // reaches into functions only with -E).
+  const auto prologue = assignment.substr(0, assignment.find("hostnamectl"));
+  REQUIRE(prologue.find("trap 'report_failure $LINENO' ERR") != std::string::npos);
+  std::filesystem::create_directories(dir.path() / "stubs");
+  write_file(dir.path() / "stubs/curl", "#!/bin/sh\necho \"$@\" >> \"$CURL_LOG\"\n");
+  write_file(dir.path() / "failing.sh", prologue + assignment.substr(begin, end + 3 - begin) +
+                                            "add_ca_certificates /nonexistent.crt\n");
+  const auto failing = run_command("chmod +x " + quoted(dir.path() / "stubs/curl") +
+                                   " && CA_CERTS_DIR=" + quoted(dir.path() / "etc-fast") +
+                                   " CURL_LOG=" + quoted(dir.path() / "curl.log") +
+                                   " PATH=" + quoted(dir.path() / "stubs") + ":\"$PATH\" bash " +
+                                   quoted(dir.path() / "failing.sh") + " 2>&1");
+  INFO(failing.output);
+  CHECK(failing.exit_code != 0);
+  CHECK_THAT(read_file(dir.path() / "curl.log"),
+             Catch::Contains("\"status\": \"failed\"") && Catch::Contains("/status"));
 }
 
 TEST_CASE("a warm guest unpacks the cached runner, reports ready, waits, then runs its assignment",
