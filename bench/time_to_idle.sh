@@ -93,7 +93,10 @@ console_pids=()
 capture_console() {  # DOMAIN (name or UUID) LABEL: its console, each line stamped, for timelines
   local tty
   tty=$(virsh ttyconsole "$1") || return 0
-  vm_helpers stamp-lines < "$tty" > "$work/console-$2.log" 2>/dev/null &
+  # python3 itself in the background (not the vm_helpers function's subshell), so the kill at
+  # exit reaches it; the host lock stays with this script.
+  /usr/bin/python3 "$here/vm_helpers.py" stamp-lines < "$tty" > "$work/console-$2.log" 2>/dev/null \
+    {test_host_lock}>&- &
   console_pids+=($!)
 }
 timeline() {  # TOKEN SINCE: what garm heard from the runner, in seconds since SINCE
@@ -163,6 +166,9 @@ echo "  warm timeline:"; timeline "$token" "$created_at"
 garm DeleteInstance GARM_INSTANCE_ID=garm-warm0001
 echo "warm: CreateInstance $(cat "$work/create-warm") s, idle after $warm s"
 
+if [ "$runners" -gt 1 ]; then
+  echo "(cold with cache ran $runners guests at once on this host's CPUs: its ratio to one cold guest says nothing about the cache)"
+fi
 awk -v cold="$cold" -v cached="$cached" -v warm="$warm" 'BEGIN {
   printf "CreateInstance -> idle (TCG, 1 vCPU): cold %.1f s | cold with cache %.1f s (%.2fx cold, bar 0.8) | warm %.1f s (%.2fx cold, bar 0.3)\n",
     cold, cached, cached / cold, warm, warm / cold }'

@@ -64,7 +64,16 @@ echo "reconcile rolled the interrupted create back; garm's delete-then-create re
 
 # ---- a warm guest, booted ahead of demand ---------------------------------------------------
 cp "$work/agent.toml" "$work/agent-without-warm.toml"
-printf '[[warm]]\nimage = "debian-12"\nflavor = "small"\ncount = 1\n' >> "$work/agent.toml"
+# Room for three guests: the warm one and the two below; none is replaced while they boot.
+cat >> "$work/agent.toml" <<TOML
+[[warm]]
+image = "debian-12"
+flavor = "small"
+count = 1
+ready_timeout_seconds = 86400
+[capacity]
+max_instances = 3
+TOML
 restart_agent "$work/agent-3.log"
 read_warm_token() {  # from its record, once the agent has written its seed there
   local record
@@ -72,9 +81,10 @@ read_warm_token() {  # from its record, once the agent has written its seed ther
     warm_token=$(vm_helpers warm-token "$record" 2>/dev/null)
 }
 wait_for "the agent to start a warm guest" 120 read_warm_token
-warm_field() { control_root warm | json_field "0.$1"; }
-warm_uuid=$(warm_field provider_id)
-warm_address=$(warm_field address)
+warm_field() { control_root warm | json_field "0.$1" 2>/dev/null; }
+listed_warm() { warm_uuid=$(warm_field provider_id) && warm_address=$(warm_field address); }
+wait_for "the warm guest in GET /v1/warm" 60 listed_warm
+warm_mac=$(virsh domiflist "$warm_uuid" | awk '$5 ~ /:/ {print $5; exit}')
 warm_url=$guest_url/warm/assignment
 echo "warm guest $warm_uuid at $warm_address: $(warm_field state)"
 
@@ -152,6 +162,8 @@ touch "$work/second-guest-done"
 expect "$probe_report" "probe: peer seed HTTP 404, from the peer address HTTP 000; warm assignment HTTP 404, from its address HTTP 000" \
   "the second guest cannot read the first one's seed nor the warm guest's assignment, from its own address or theirs"
 expect "$neighbour" "$mac1" "the host still reaches the first guest's address at the first guest's MAC"
+expect "$(ip neigh show "$warm_address" dev "$bridge" | awk '{print $3}')" "$warm_mac" \
+  "the host still reaches the warm guest's address at its MAC"
 
 reported_idle() { garm_requests "$1" | grep -q 'callbacks/status {"status": "idle"'; }
 both_idle() { reported_idle "$token1" && reported_idle "$token2"; }
@@ -212,12 +224,15 @@ garm DeleteInstance GARM_INSTANCE_ID=garm-guest00002
 expect "$last_status" 0 "DeleteInstance of the second guest"
 garm DeleteInstance GARM_INSTANCE_ID=garm-warm00003
 expect "$last_status" 0 "DeleteInstance of the bound warm guest"
-# The pool has started the next warm guest: without [[warm]], the agent retires it.
+# With room again, the pool starts the next warm guest; without [[warm]], the agent retires it.
+wait_for "the pool to start the next warm guest" 120 listed_warm
 cp "$work/agent-without-warm.toml" "$work/agent.toml"
 restart_agent "$work/agent-4.log"
-no_warm_guest() { [ "$(control_root warm)" = "[]" ] && ! virsh list --all --name | grep -q 6761726d; }
-wait_for "the agent to retire its warm guests" 120 no_warm_guest
-expect "$(leftovers garm-)" "" "DeleteInstance removes domains, overlays, reservations and records"
+warm_records() { compgen -G "$work/state/instances/garm-edge-6761726d-*.json"; }
+retired() { [ "$(control_root warm)" = "[]" ] && ! warm_records >/dev/null && ! virsh dominfo "$warm_uuid" >/dev/null 2>&1; }
+wait_for "the agent to retire the warm guest $warm_uuid" 120 retired
+expect "$(leftovers "garm-edge-$controller-")" "" "DeleteInstance removes domains, overlays, reservations and records"
+expect "$(compgen -G "$work/state/instances/*.json" || true)" "" "no instance record is left"
 garm ListInstances GARM_POOL_ID="$pool_id"
 expect "$out" "[]" "ListInstances of the emptied pool"
 echo "system tier: real guests booted, reported idle through the relay, and were deleted without a trace"

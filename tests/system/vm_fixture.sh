@@ -30,14 +30,18 @@ made_network=
 vm_fixture_cleanup() {
   if [ -n "$agent_pid" ]; then kill "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null; fi || true
   if [ -n "$fake_garm_pid" ]; then kill "$fake_garm_pid" 2>/dev/null; fi || true
-  # Only what this run made: its own controller's domains (and the agent's warm guests when it
-  # had [[warm]]), and the network and pool only if it defined them (another run may be using
-  # them).
-  for owner in "${controller:-none}" ${fixture_warm_guests:+6761726d-6564-6765-7761-726d00000000}; do
-    for domain in $(virsh list --all --name | grep "^garm-edge-$owner-" || true); do
-      virsh destroy "$domain" >/dev/null 2>&1 || true
-      virsh undefine --remove-all-storage "$domain" >/dev/null 2>&1 || true
+  # Only what this run made: its own controller's domains, the warm guests its agent recorded,
+  # and the network and pool only if it defined them (another run may be using them).
+  local warm_domains=()
+  if [ -n "${fixture_warm_guests:-}" ]; then
+    for record in "$work"/state/instances/garm-edge-6761726d-*.json; do
+      [ -e "$record" ] && warm_domains+=("$(basename "$record" .json)")
     done
+  fi
+  for domain in $(virsh list --all --name | grep "^garm-edge-${controller:-none}-" || true) \
+    ${warm_domains[@]+"${warm_domains[@]}"}; do
+    virsh destroy "$domain" >/dev/null 2>&1 || true
+    virsh undefine --remove-all-storage "$domain" >/dev/null 2>&1 || true
   done
   if [ -n "$made_network" ]; then
     virsh net-destroy "$network" >/dev/null 2>&1 || true
