@@ -7,6 +7,7 @@
 #include <set>
 #include <stdexcept>
 #include <sys/stat.h>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -66,7 +67,7 @@ class Provider {
       throw CommandFailure(
           1, std::string("CreateInstance: stdin is not a usable BootstrapInstance: ") + e.what());
     }
-    PlacementPlan plan{.order = {0}, .skipped = {}};
+    PlacementPlan plan{.warm_first = {}, .order = {0}, .skipped = {}};
     // With one agent there is no choice to make, and the agent itself is idempotent by name
     // and refuses what it has no room for: no probe round trip.
     if (fleet_.agents().size() > 1) {
@@ -230,12 +231,18 @@ class Provider {
   /// cannot be reached at all, passes the instance on to the next.
   Outcome create_on_first_taker(const wire::BootstrapInstance& bootstrap, PlacementPlan plan) {
     const auto body = wire::to_go_json_text(wire::to_json(bootstrap));
+    const auto path = controller_path(controller_) + "/instances";
+    std::vector<std::pair<std::size_t, std::string>> attempts;
+    for (const auto index : plan.warm_first) {
+      attempts.emplace_back(index, path + "?warm_only=true");
+    }
     for (const auto index : plan.order) {
+      attempts.emplace_back(index, path);
+    }
+    for (const auto& [index, target] : attempts) {
       auto& agent = *fleet_.agents()[index];
-      const auto reply = reply_of([&] {
-        return agent.call("POST", controller_path(controller_) + "/instances", body,
-                          CallKind::create);
-      });
+      const auto reply =
+          reply_of([&] { return agent.call("POST", target, body, CallKind::create); });
       if (reply.answered(200)) {
         return {0, print_instance(agent, reply.response->body), ""};
       }

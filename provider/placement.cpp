@@ -15,9 +15,10 @@ std::string resources_text(std::uint64_t vcpus, std::uint64_t memory_mib) {
   return std::to_string(vcpus) + " vCPUs, " + std::to_string(memory_mib) + " MiB";
 }
 
-/// Why `capacity` cannot take `request`; nothing when it can.
+/// Why `capacity` cannot take `request`; nothing when it can. `need_room`: a cold create needs
+/// the flavor's resources free, a ready warm guest holds them already.
 std::optional<std::string> unfit_reason(const PlacementRequest& request, const AgentEndpoint& agent,
-                                        const wire::AgentCapacity& capacity) {
+                                        const wire::AgentCapacity& capacity, bool need_room) {
   if (capacity.draining) {
     return "draining";
   }
@@ -43,8 +44,8 @@ std::optional<std::string> unfit_reason(const PlacementRequest& request, const A
   if (flavor == nullptr) {
     return "no flavor \"" + printable_excerpt(request.flavor) + "\"";
   }
-  if (capacity.warm_ready(request.image, request.flavor) > 0) {
-    return std::nullopt;  // a ready warm guest takes the create with no further room
+  if (!need_room) {
+    return std::nullopt;
   }
   const auto& free = capacity.free;
   const bool instance_slot = capacity.limit.instances == 0 || free.instances >= 1;
@@ -129,23 +130,25 @@ PlacementPlan plan_placement(const PlacementRequest& request,
     const auto& input = inputs[i];
     if (!input.capacity) {
       plan.skipped.push_back({input.agent->name, "unreachable: " + input.error});
-    } else if (const auto reason = unfit_reason(request, *input.agent, *input.capacity)) {
+    } else if (const auto reason = unfit_reason(request, *input.agent, *input.capacity, true)) {
       plan.skipped.push_back({input.agent->name, *reason});
     } else {
       plan.order.push_back(i);
     }
+    if (input.capacity && input.capacity->warm_ready(request.image, request.flavor) > 0 &&
+        !unfit_reason(request, *input.agent, *input.capacity, false)) {
+      plan.warm_first.push_back(i);
+    }
   }
-  if (policy == Placement::pack) {
-    std::stable_sort(plan.order.begin(), plan.order.end(), [&](std::size_t a, std::size_t b) {
-      return inputs[a].agent->weight > inputs[b].agent->weight;
-    });
-  } else {
-    order_for_spread(request, inputs, plan.order);
+  for (auto* agents : {&plan.warm_first, &plan.order}) {
+    if (policy == Placement::pack) {
+      std::stable_sort(agents->begin(), agents->end(), [&](std::size_t a, std::size_t b) {
+        return inputs[a].agent->weight > inputs[b].agent->weight;
+      });
+    } else {
+      order_for_spread(request, inputs, *agents);
+    }
   }
-  // A ready warm guest answers in well under a second where a cold create boots for a minute.
-  std::stable_partition(plan.order.begin(), plan.order.end(), [&](std::size_t i) {
-    return inputs[i].capacity->warm_ready(request.image, request.flavor) > 0;
-  });
   return plan;
 }
 

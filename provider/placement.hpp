@@ -38,6 +38,10 @@ struct SkippedAgent {
 };
 
 struct PlacementPlan {
+  /// Agents with a warm guest of the image and flavor ready, in policy order: asked first, to
+  /// bind it and nothing else (a burst that saw one ready guest must not pile cold creates
+  /// onto its agent), whether or not they have room for a cold create.
+  std::vector<std::size_t> warm_first;
   std::vector<std::size_t> order;  // indexes into the inputs, best first
   std::vector<SkippedAgent> skipped;
 };
@@ -45,9 +49,8 @@ struct PlacementPlan {
 /// The agents that can take the instance, ordered by `policy`: spread takes the most free
 /// memory times weight/100 first (agents within one instance's memory of each other are tied,
 /// and ties go by a hash of the instance and agent names), pack the highest weight and then
-/// config order. Agents with a warm guest of the image and flavor ready come before all others
-/// (in that order among themselves) and need no free capacity. Every other agent is skipped
-/// with its reason.
+/// config order. Every other agent is skipped with its reason. Agents that could take it but
+/// for room, with a warm guest of the image and flavor ready, are also in `warm_first`.
 PlacementPlan plan_placement(const PlacementRequest& request,
                              const std::vector<PlacementInput>& inputs, Placement policy);
 

@@ -67,7 +67,9 @@ ApiCommand parse_create(const RouteArgs& args, const net::HttpRequest& request) 
   if (query_flag(request, "dry_run")) {
     return DryRunCreate{.controller = *args.controller, .bootstrap = std::move(bootstrap)};
   }
-  return CreateInstance{.controller = *args.controller, .bootstrap = std::move(bootstrap)};
+  return CreateInstance{.controller = *args.controller,
+                        .bootstrap = std::move(bootstrap),
+                        .warm_only = query_flag(request, "warm_only")};
 }
 
 // Order matters only where two patterns could match one path: none do.

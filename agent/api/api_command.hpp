@@ -49,6 +49,7 @@ struct CreateInstance {
   static constexpr std::string_view kRoute = "create";
   ControllerId controller;
   wire::BootstrapInstance bootstrap;
+  bool warm_only = false;  // ?warm_only=true: only by binding a ready warm guest
 };
 struct DryRunCreate {
   static constexpr std::string_view kRoute = "dry_run";

@@ -288,7 +288,10 @@ net::HttpResponse ControlApi::run(const ConfigSchema&) {
 }
 
 net::HttpResponse ControlApi::run(const CreateInstance& command) {
-  return json_response(200, wire::to_json(service_.create(command.controller, command.bootstrap)));
+  const auto warm_use =
+      command.warm_only ? InstanceService::WarmUse::only : InstanceService::WarmUse::preferred;
+  return json_response(
+      200, wire::to_json(service_.create(command.controller, command.bootstrap, warm_use)));
 }
 
 net::HttpResponse ControlApi::run(const DryRunCreate& command) {

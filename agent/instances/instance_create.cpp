@@ -33,13 +33,14 @@ std::string names_of(const std::vector<Named>& items) {
 }  // namespace
 
 wire::ProviderInstance InstanceService::create(const ControllerId& controller,
-                                               const wire::BootstrapInstance& bootstrap) {
-  return create_as(controller, bootstrap, nullptr);
+                                               const wire::BootstrapInstance& bootstrap,
+                                               WarmUse warm_use) {
+  return create_as(controller, bootstrap, nullptr, warm_use);
 }
 
 wire::ProviderInstance InstanceService::create_as(const ControllerId& controller,
                                                   const wire::BootstrapInstance& bootstrap,
-                                                  const WarmRecord* warm) {
+                                                  const WarmRecord* warm, WarmUse warm_use) {
   try {
     return guarded("create " + printable_excerpt(bootstrap.name), [&] {
       auto plan = plan_create(controller, bootstrap);
@@ -66,6 +67,11 @@ wire::ProviderInstance InstanceService::create_as(const ControllerId& controller
       if (warm == nullptr) {
         if (auto bound = bind_warm(bootstrap, plan)) {
           return *bound;
+        }
+        if (warm_use == WarmUse::only) {
+          throw ServiceError(Code::no_capacity, "no warm guest of image " + plan.record.image +
+                                                    " and flavor " + plan.record.flavor +
+                                                    " is ready");
         }
       }
       const auto hold = admit_create(plan);

@@ -71,10 +71,16 @@ class InstanceService {
   std::optional<GuestRecord> guest_status(const ControllerId& controller,
                                           const InstanceRef& instance);
 
+  /// Whether a create may boot a new guest when no warm guest of its image and flavor is ready.
+  enum class WarmUse {
+    preferred,  // a ready warm guest if there is one, else a cold create
+    only,       // a ready warm guest, else refused with no_capacity (placement's first try)
+  };
   /// Idempotent by instance name. Returns a running instance or throws; whatever a failed
   /// create made is removed before the error is thrown.
   wire::ProviderInstance create(const ControllerId& controller,
-                                const wire::BootstrapInstance& bootstrap);
+                                const wire::BootstrapInstance& bootstrap,
+                                WarmUse warm_use = WarmUse::preferred);
   /// Validates a create and renders what it would define, creating nothing.
   DryRunResult dry_run_create(const ControllerId& controller,
                               const wire::BootstrapInstance& bootstrap);
@@ -148,8 +154,8 @@ class InstanceService {
   CreatePlan plan_create(const ControllerId& controller, const wire::BootstrapInstance& bootstrap);
   /// create(), for garm (`warm` null) or for a warm guest.
   wire::ProviderInstance create_as(const ControllerId& controller,
-                                   const wire::BootstrapInstance& bootstrap,
-                                   const WarmRecord* warm);
+                                   const wire::BootstrapInstance& bootstrap, const WarmRecord* warm,
+                                   WarmUse warm_use);
   /// Under the instance's lock: makes a ready warm guest of the plan's image and flavor garm's
   /// instance, if there is one.
   std::optional<wire::ProviderInstance> bind_warm(const wire::BootstrapInstance& bootstrap,

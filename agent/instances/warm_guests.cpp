@@ -166,7 +166,7 @@ wire::ProviderInstance InstanceService::create_warm(const WarmConfig& warm) {
                           .assignment = "",
                           .delivered = false,
                           .unpacked_sha256 = ""};
-  return create_as(ControllerId::parse(kWarmControllerId), bootstrap, &record);
+  return create_as(ControllerId::parse(kWarmControllerId), bootstrap, &record, WarmUse::preferred);
 }
 
 bool InstanceService::mark_warm_ready(std::string_view domain_name) {

@@ -184,39 +184,51 @@ TEST_CASE("a pool's agent_labels pick the agents that carry every one of them", 
   CHECK_THROWS(placement_request_for(bootstrap));
 }
 
-TEST_CASE("an agent with a ready warm guest of the image and flavor goes first, even when full",
+TEST_CASE("agents with a ready warm guest of the image and flavor are asked first, even when full",
           "[placement][warm]") {
   const auto roomy = endpoint("roomy");
-  const auto full = endpoint("full", 10);
+  const auto full = endpoint("full", 500);
   const auto warming = endpoint("warming");
   const auto other_flavor = endpoint("other-flavor");
+  const auto roomy_warm = endpoint("roomy-warm");
   auto full_capacity = capacity(0, 0);
   full_capacity.warm = {{.image = "debian-12", .flavor = "small", .ready = 1, .warming = 0}};
   auto warming_capacity = capacity(8192);
   warming_capacity.warm = {{.image = "debian-12", .flavor = "small", .ready = 0, .warming = 2}};
   auto other_capacity = capacity(4096);
   other_capacity.warm = {{.image = "debian-12", .flavor = "large", .ready = 3, .warming = 0}};
+  auto roomy_warm_capacity = capacity(2048);
+  roomy_warm_capacity.warm = {{.image = "debian-12", .flavor = "small", .ready = 2, .warming = 0}};
   const std::vector<PlacementInput> inputs = {{&roomy, capacity(30000), ""},
                                               {&full, full_capacity, ""},
                                               {&warming, warming_capacity, ""},
-                                              {&other_flavor, other_capacity, ""}};
-  for (const auto policy : {Placement::spread, Placement::pack}) {
-    const auto plan = plan_placement(small_debian(), inputs, policy);
-    REQUIRE(names(plan, inputs).size() == 4);
-    CHECK(names(plan, inputs).front() == "full");
-  }
-  // Once its guest is taken, the full agent is full again.
+                                              {&other_flavor, other_capacity, ""},
+                                              {&roomy_warm, roomy_warm_capacity, ""}};
+  const auto warm_names = [&](const PlacementPlan& plan) {
+    std::vector<std::string> out;
+    for (const auto index : plan.warm_first) {
+      out.push_back(inputs[index].agent->name);
+    }
+    return out;
+  };
+  // Spread: the most free memory first among the warm ones too; pack: the highest weight.
+  const auto spread = plan_placement(small_debian(), inputs, Placement::spread);
+  CHECK(warm_names(spread) == std::vector<std::string>{"roomy-warm", "full"});
+  CHECK(names(spread, inputs) ==
+        std::vector<std::string>{"roomy", "warming", "other-flavor", "roomy-warm"});
+  CHECK(reason_of(spread, "full").starts_with("no capacity"));  // no cold create there
+  const auto pack = plan_placement(small_debian(), inputs, Placement::pack);
+  CHECK(warm_names(pack) == std::vector<std::string>{"full", "roomy-warm"});
+  // Once its guest is taken, or while it drains, an agent has none to offer.
   full_capacity.warm.front().ready = 0;
-  const std::vector<PlacementInput> taken = {{&roomy, capacity(30000), ""},
-                                             {&full, full_capacity, ""}};
-  const auto plan = plan_placement(small_debian(), taken, Placement::spread);
-  CHECK(names(plan, taken) == std::vector<std::string>{"roomy"});
-  CHECK(reason_of(plan, "full").starts_with("no capacity"));
-  // A draining agent's warm guests are not offered.
+  CHECK(plan_placement(small_debian(), {{&full, full_capacity, ""}}, Placement::pack)
+            .warm_first.empty());
   full_capacity.warm.front().ready = 1;
   full_capacity.draining = true;
   const std::vector<PlacementInput> drained = {{&full, full_capacity, ""}};
-  CHECK(reason_of(plan_placement(small_debian(), drained, Placement::pack), "full") == "draining");
+  const auto plan = plan_placement(small_debian(), drained, Placement::pack);
+  CHECK(plan.warm_first.empty());
+  CHECK(reason_of(plan, "full") == "draining");
 }
 
 TEST_CASE("the capacity answer reads back as it was written", "[placement]") {

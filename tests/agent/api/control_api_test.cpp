@@ -62,6 +62,11 @@ TEST_CASE("control API: the instance lifecycle route by route", "[api]") {
   CHECK(dry.status == 200);
   CHECK(json::parse(dry.body).at("already_exists") == false);
   CHECK(api.call("GET", instances("/garm-route01")).status == 404);  // a dry run makes nothing
+  // Placement's warm-only try: this agent has no warm guest, so it refuses and makes nothing.
+  const auto warm_only = api.call("POST", instances("?warm_only=true"), body);
+  CHECK(warm_only.status == 503);
+  CHECK(json::parse(warm_only.body).at("code") == "no_capacity");
+  CHECK(api.call("GET", instances("/garm-route01")).status == 404);
 
   const auto created = api.call("POST", instances(), body);
   REQUIRE(created.status == 200);

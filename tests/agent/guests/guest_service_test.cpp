@@ -613,6 +613,16 @@ TEST_CASE("a warm guest waits with no garm secret, then garm's create binds it a
     return std::pair{counts.front().ready, counts.front().warming};
   };
   CHECK(warm_counts() == std::pair<std::size_t, std::size_t>{0, 1});
+  // Placement's warm-only try is refused while no guest is ready, and makes nothing.
+  try {
+    agent.service->create(kControllerId, agent.bootstrap("garm-guest-b", kTokenB),
+                          agent::InstanceService::WarmUse::only);
+    FAIL("a warm-only create was taken with no warm guest ready");
+  } catch (const agent::ServiceError& e) {
+    CHECK(e.code() == agent::ServiceError::Code::no_capacity);
+    CHECK_THAT(e.what(), Catch::Contains("no warm guest of image debian-12"));
+  }
+  CHECK(agent.service->list(kControllerId, pool_id(kPool)).empty());
 
   // What the warm guest boots with: its own token and the agent's address, nothing of garm's.
   const auto seed = read_seed(
