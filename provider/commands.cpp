@@ -239,8 +239,9 @@ class Provider {
     for (const auto index : plan.order) {
       attempts.emplace_back(index, path);
     }
-    for (const auto& [index, target] : attempts) {
-      auto& agent = *fleet_.agents()[index];
+    for (const auto& attempt : attempts) {
+      auto& agent = *fleet_.agents()[attempt.first];
+      const auto& target = attempt.second;  // not a structured binding: clang 14 cannot capture one
       const auto reply =
           reply_of([&] { return agent.call("POST", target, body, CallKind::create); });
       if (reply.answered(200)) {
