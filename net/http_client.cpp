@@ -8,6 +8,7 @@
 #include "common/unique_fd.hpp"
 #include "net/http_syntax.hpp"
 #include "net/socket_io.hpp"
+#include "net/upstream_connection.hpp"
 
 namespace garm_edge::net {
 namespace {
@@ -141,16 +142,6 @@ bool always_sends_length(std::string_view method) {
 
 // ---- proxy ------------------------------------------------------------------------------------
 
-/// A proxy's status line for an error message: printable ASCII, bounded.
-std::string printable_status_line(std::string_view head) {
-  const auto line = head.substr(0, std::min<std::size_t>(head.find('\r'), 80));
-  std::string out;
-  for (const char c : line) {
-    out += (c >= 0x20 && c < 0x7f) ? c : '?';
-  }
-  return out;
-}
-
 /// An IPv4 or IPv6 literal as its bytes (4 or 16); empty for a name.
 std::string address_bytes(const std::string& text) {
   in6_addr v6{};
@@ -228,78 +219,11 @@ bool bypasses_proxy(const std::string& host, std::string_view no_proxy) {
 
 // ---- exchange --------------------------------------------------------------------------------
 
-/// The byte stream of one exchange: TCP, with TLS over it for https.
-class Connection {
- public:
-  Connection(const UpstreamUrl& url, const TlsConfig* trust, const HttpClientOptions& options,
-             const std::string& where)
-      : where_(where),
-        socket_(connect_before(options.proxy ? options.proxy->host : url.host,
-                               options.proxy ? options.proxy->port : url.port,
-                               SteadyClock::now() + options.connect_timeout)),
-        transport_{socket_.get(), SteadyClock::now() + options.request_timeout} {
-    if (options.proxy && url.tls) {
-      open_tunnel(url, *options.proxy);
-    }
-    if (url.tls) {
-      tls_.emplace(trust->ssl_config(), url.host, transport_);
-      tls_->handshake(where_);
-    }
-  }
-  Connection(const Connection&) = delete;
-  Connection& operator=(const Connection&) = delete;
-
-  void write_all(std::string_view data) {
-    if (tls_) {
-      tls_->write_all(data, where_);
-    } else {
-      send_all_plain(transport_, data, where_);
-    }
-  }
-
-  std::size_t read_some(char* data, std::size_t size) {
-    return tls_ ? tls_->read_some(data, size, where_)
-                : receive_plain(transport_, data, size, where_);
-  }
-
-  /// Whether the end of the stream is the server's own: over TLS only a close_notify proves
-  /// that; a bare TCP close could come from anyone on the path.
-  bool end_is_authentic() const { return !tls_ || tls_->closed_cleanly(); }
-
- private:
-  /// HTTP CONNECT through the proxy, so TLS runs end to end with the URL's host.
-  void open_tunnel(const UpstreamUrl& url, const UpstreamUrl& proxy) {
-    const auto proxy_where = describe_endpoint(proxy.host, proxy.port);
-    const auto authority = describe_endpoint(url.host, url.port);
-    send_all_plain(transport_,
-                   "CONNECT " + authority + " HTTP/1.1\r\nHost: " + authority + "\r\n\r\n",
-                   proxy_where);
-    // Byte by byte: nothing of the TLS stream after the proxy's answer may be consumed here.
-    std::string head;
-    while (!head.ends_with("\r\n\r\n")) {
-      char c = 0;
-      if (receive_plain(transport_, &c, 1, proxy_where) == 0 || head.size() > 16 * 1024) {
-        throw HttpClientError("the proxy " + proxy_where + " gave no usable answer to CONNECT");
-      }
-      head += c;
-    }
-    if (head.size() < 12 || !head.starts_with("HTTP/1.") || head.substr(8, 4) != " 200") {
-      throw HttpClientError("the proxy " + proxy_where + " refused CONNECT to " + authority + ": " +
-                            printable_status_line(head));
-    }
-  }
-
-  std::string where_;
-  UniqueFd socket_;
-  Transport transport_;  // the TLS session points at it: Connection never moves
-  std::optional<TlsSession> tls_;
-};
-
-ClientResponse read_response(Connection& connection, const HttpClientOptions& options,
-                             bool response_to_head, const std::string& where, BodySink sink) {
+ClientResponse read_response(UpstreamConnection& connection, const HttpClientOptions& options,
+                             bool response_to_head, const std::string& where, HeadHandler on_head) {
   HttpResponseParser parser(options.max_response_bytes, response_to_head);
-  if (sink) {
-    parser.stream_body_to(std::move(sink));
+  if (on_head) {
+    parser.on_head(std::move(on_head));
   }
   std::array<char, 16 * 1024> buffer{};
   try {
@@ -325,14 +249,14 @@ ClientResponse read_response(Connection& connection, const HttpClientOptions& op
 
 ClientResponse exchange(const UpstreamUrl& url, std::string wire, bool response_to_head,
                         const HttpClientOptions& options, const TlsConfig* trust,
-                        const std::string& where, BodySink sink) {
+                        const std::string& where, HeadHandler on_head) {
   if (options.proxy && !url.tls) {
     // A plain request through a proxy names its whole URL (absolute-form).
     wire.insert(wire.find(' ') + 1, "http://" + host_header(url));
   }
-  Connection connection(url, trust, options, where);
+  UpstreamConnection connection(url, trust, options, where);
   connection.write_all(wire);
-  return read_response(connection, options, response_to_head, where, std::move(sink));
+  return read_response(connection, options, response_to_head, where, std::move(on_head));
 }
 
 }  // namespace
@@ -420,12 +344,19 @@ std::string serialize_client_request(const UpstreamUrl& url, const ClientRequest
 ClientResponse send_request(const UpstreamUrl& url, const ClientRequest& request,
                             const HttpClientOptions& options,
                             std::shared_ptr<const TlsConfig> trust) {
-  return send_request_streaming(url, request, options, std::move(trust), nullptr);
+  return send_request_with_head(url, request, options, std::move(trust), nullptr);
 }
 
 ClientResponse send_request_streaming(const UpstreamUrl& url, const ClientRequest& request,
                                       const HttpClientOptions& options,
                                       std::shared_ptr<const TlsConfig> trust, BodySink sink) {
+  return send_request_with_head(url, request, options, std::move(trust),
+                                [sink = std::move(sink)](const ClientResponse&) { return sink; });
+}
+
+ClientResponse send_request_with_head(const UpstreamUrl& url, const ClientRequest& request,
+                                      const HttpClientOptions& options,
+                                      std::shared_ptr<const TlsConfig> trust, HeadHandler on_head) {
   const auto where = describe_endpoint(url.host, url.port);
   const std::string wire = serialize_client_request(url, request);
   if (url.tls && trust == nullptr) {
@@ -433,7 +364,7 @@ ClientResponse send_request_streaming(const UpstreamUrl& url, const ClientReques
   }
   try {
     return exchange(url, wire, request.method == "HEAD", options, trust.get(), where,
-                    std::move(sink));
+                    std::move(on_head));
   } catch (const TransportError& e) {
     throw HttpClientError(e.what());
   }

@@ -63,6 +63,10 @@ struct ClientResponse {
 /// Receives a response body piece by piece, with the response's status (a redirect's body
 /// comes here too). May throw to abandon the exchange.
 using BodySink = std::function<void(int status, std::string_view data)>;
+/// Called once with the final response's status and headers, before any of its body; returns
+/// where the body goes (nullptr: into the returned response, as without a handler). May throw
+/// to abandon the exchange.
+using HeadHandler = std::function<BodySink(const ClientResponse& head)>;
 
 /// Where requests go through an HTTP proxy (CONNECT for https, absolute-form for http), as
 /// curl reads http_proxy, https_proxy and no_proxy. Empty strings: no proxy.
@@ -110,6 +114,11 @@ ClientResponse send_request(const UpstreamUrl& url, const ClientRequest& request
 ClientResponse send_request_streaming(const UpstreamUrl& url, const ClientRequest& request,
                                       const HttpClientOptions& options,
                                       std::shared_ptr<const TlsConfig> trust, BodySink sink);
+/// send_request that lets `on_head` see the answer's head and choose where its body goes
+/// (e.g. straight on to a client) before any of the body arrives.
+ClientResponse send_request_with_head(const UpstreamUrl& url, const ClientRequest& request,
+                                      const HttpClientOptions& options,
+                                      std::shared_ptr<const TlsConfig> trust, HeadHandler on_head);
 
 /// An incremental HTTP/1.x response parser, separate from any I/O. Handles Content-Length,
 /// chunked (extensions and trailers dropped) and close-delimited bodies, skips interim 1xx
@@ -125,6 +134,11 @@ class HttpResponseParser {
   /// From now on the body goes to `sink` (with the final status) instead of into take()'s
   /// response; `max_body_bytes` still bounds it.
   void stream_body_to(BodySink sink) { body_sink_ = std::move(sink); }
+  /// A 101 answer is final and has no body (for a WebSocket upgrade that was asked for); else
+  /// 101 is refused as never asked for.
+  void allow_switching_protocols() { switching_allowed_ = true; }
+  /// `on_head` sees the final response's head and may choose a sink for its body.
+  void on_head(HeadHandler handler) { head_handler_ = std::move(handler); }
 
   /// Consumes `data`. After `complete`, bytes beyond the response are ignored (the
   /// connection is closed after one request anyway).
@@ -172,12 +186,14 @@ class HttpResponseParser {
 
   std::size_t max_body_bytes_;
   bool response_to_head_;
+  bool switching_allowed_ = false;
   State state_ = State::head;
   std::string pending_;  // the head, or the current chunk-size or trailer line, so far
   std::uint64_t remaining_ = 0;
   std::size_t trailer_bytes_ = 0;
   std::uint64_t body_bytes_ = 0;
   BodySink body_sink_;
+  HeadHandler head_handler_;
   ClientResponse response_;
 };
 

@@ -8,6 +8,8 @@ std::string_view reason_phrase(int status) {
       return "OK";
     case 201:
       return "Created";
+    case 101:
+      return "Switching Protocols";
     case 204:
       return "No Content";
     case 400:
@@ -51,15 +53,20 @@ std::string_view reason_phrase(int status) {
 
 std::string serialize(const HttpResponse& response, bool keep_alive) {
   std::string out = "HTTP/1.1 " + std::to_string(response.status) + " " +
-                    std::string(reason_phrase(response.status)) +
-                    "\r\nContent-Type: " + response.content_type + "\r\nContent-Length: " +
-                    std::to_string(response.file ? response.file->size : response.body.size()) +
-                    "\r\nConnection: " + (keep_alive ? "keep-alive" : "close") + "\r\n";
+                    std::string(reason_phrase(response.status)) + "\r\n";
+  if (!response.upgrade) {
+    out += "Content-Type: " + response.content_type + "\r\n";
+    out += response.stream
+               ? std::string("Transfer-Encoding: chunked")
+               : "Content-Length: " +
+                     std::to_string(response.file ? response.file->size : response.body.size());
+    out += std::string("\r\nConnection: ") + (keep_alive ? "keep-alive" : "close") + "\r\n";
+  }
   for (const auto& [name, value] : response.headers) {
     out += name + ": " + value + "\r\n";
   }
   out += "\r\n";
-  if (!response.file) {
+  if (!response.file && !response.stream && !response.upgrade) {
     out += response.body;
   }
   return out;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "common/unique_fd.hpp"
+#include "net/body_pipe.hpp"
 
 namespace garm_edge::net {
 
@@ -26,10 +28,19 @@ struct HttpResponse {
   std::vector<std::pair<std::string, std::string>> headers;
   /// When set, the body is this file's content and `body` is ignored.
   std::shared_ptr<FileBody> file = nullptr;
+  /// When set, the body comes from this pipe as it is made, sent chunked; `body` is ignored.
+  /// A body cut off upstream ends the connection without the last chunk, so the client sees
+  /// it was cut off.
+  std::shared_ptr<BodyPipe> stream = nullptr;
+  /// For 101 Switching Protocols: after the head (status line and `headers` only), the
+  /// client's socket and whatever it sent after its request are handed here, and the server
+  /// forgets the connection.
+  std::function<void(UniqueFd socket, std::string early_bytes)> upgrade = nullptr;
 };
 
 std::string_view reason_phrase(int status);
-/// The status line, headers (Content-Length, Connection) and body (not a file body's).
+/// The status line, headers (Content-Length or chunked Transfer-Encoding, Connection) and body
+/// (not a file's or a pipe's). An upgrade's head carries only the caller's headers.
 std::string serialize(const HttpResponse& response, bool keep_alive);
 
 }  // namespace garm_edge::net

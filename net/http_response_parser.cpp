@@ -146,6 +146,10 @@ void HttpResponseParser::parse_head(std::string_view head) {
 
 void HttpResponseParser::choose_framing() {
   const int status = response_.status;
+  if (status == 101 && switching_allowed_) {
+    state_ = State::done;
+    return;
+  }
   if (status == 101) {
     throw HttpClientError("the server switched protocols, which was never asked for");
   }
@@ -153,6 +157,11 @@ void HttpResponseParser::choose_framing() {
     state_ =
         State::head;  // an interim answer (100 Continue, 103 Early Hints): the real one follows
     return;
+  }
+  if (head_handler_) {
+    if (auto sink = head_handler_(response_)) {
+      body_sink_ = std::move(sink);
+    }
   }
   std::optional<std::uint64_t> length;
   bool chunked = false;

@@ -1,6 +1,8 @@
 #include "net/http_server.hpp"
 
 #include <array>
+#include <cstdio>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "net/accept_loop.hpp"
@@ -47,6 +49,9 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     ++*open_;
   }
   ~Connection() {
+    if (stream_) {
+      stream_->abandon();
+    }
     --*open_;
     std::lock_guard lock(peers_->mutex);
     if (const auto it = peers_->open.find(peer_); it != peers_->open.end() && --it->second == 0) {
@@ -118,9 +123,35 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
 
   void write_response(HttpResponse response) {
     outgoing_ = serialize(response, keep_alive_);
+    if (response.upgrade) {
+      return write_upgrade(std::move(response.upgrade));
+    }
     file_ = std::move(response.file);
     file_offset_ = 0;
+    stream_ = std::move(response.stream);
     write_outgoing();
+  }
+
+  /// The 101 head, then the socket goes to `upgrade` (as a descriptor of its own: the asio
+  /// socket closes with this connection).
+  void write_upgrade(std::function<void(UniqueFd, std::string)> upgrade) {
+    arm_deadline(options_.write_timeout);
+    asio::async_write(
+        socket_, asio::buffer(outgoing_),
+        [self = shared_from_this(), upgrade = std::move(upgrade)](const asio::error_code& error,
+                                                                  std::size_t) {
+          ++self->deadline_epoch_;
+          self->timer_.cancel();
+          if (error) {
+            return self->close();
+          }
+          UniqueFd socket(::fcntl(self->socket_.native_handle(), F_DUPFD_CLOEXEC, 0));
+          asio::error_code ignored;
+          self->socket_.close(ignored);  // no shutdown: that would end the handed-on socket too
+          if (socket.get() >= 0) {
+            upgrade(std::move(socket), std::exchange(self->pending_, {}));
+          }
+        });
   }
 
   /// Writes outgoing_, then the file body piece by piece (each piece with its own deadline, so
@@ -135,7 +166,12 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
                         if (self->file_ && self->file_offset_ < self->file_->size) {
                           return self->next_file_piece();
                         }
+                        if (self->stream_ && !self->stream_ended_) {
+                          return self->next_stream_piece();
+                        }
                         self->file_.reset();
+                        self->stream_.reset();
+                        self->stream_ended_ = false;
                         if (!self->keep_alive_) {
                           return self->close();
                         }
@@ -159,7 +195,43 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     write_outgoing();
   }
 
+  /// Waits (without a deadline: the writer has its own) for the next piece of a piped body.
+  void next_stream_piece() {
+    ++deadline_epoch_;
+    timer_.cancel();
+    stream_->read([self = shared_from_this()](BodyPipe::Piece piece) {
+      asio::post(self->socket_.get_executor(), [self, piece = std::move(piece)]() mutable {
+        self->write_stream_piece(std::move(piece));
+      });
+    });
+  }
+
+  void write_stream_piece(BodyPipe::Piece piece) {
+    outgoing_.clear();
+    if (!piece.data.empty()) {
+      std::array<char, 20> size{};
+      std::snprintf(size.data(), size.size(), "%zx\r\n", piece.data.size());
+      outgoing_ = size.data() + std::move(piece.data) + "\r\n";
+    }
+    if (piece.end && !piece.complete) {
+      // Cut off upstream: what arrived goes out, then the connection ends without the last
+      // chunk, which the client reads as a truncated body.
+      stream_->abandon();
+      return asio::async_write(
+          socket_, asio::buffer(outgoing_),
+          [self = shared_from_this()](const asio::error_code&, std::size_t) { self->close(); });
+    }
+    if (piece.end) {
+      outgoing_ += "0\r\n\r\n";
+      stream_ended_ = true;
+    }
+    write_outgoing();
+  }
+
   void close() {
+    if (stream_) {
+      stream_->abandon();
+    }
     asio::error_code ignored;
     ++deadline_epoch_;
     timer_.cancel();
@@ -180,6 +252,8 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   std::string outgoing_;
   std::shared_ptr<FileBody> file_;
   std::uint64_t file_offset_ = 0;
+  std::shared_ptr<BodyPipe> stream_;
+  bool stream_ended_ = false;
   bool keep_alive_ = true;
   bool request_started_ = false;
   std::uint64_t deadline_epoch_ = 0;

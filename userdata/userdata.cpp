@@ -92,13 +92,14 @@ GarmUrls garm_urls_of(const wire::BootstrapInstance& bootstrap, const GuestEndpo
 std::string rewrite_garm_urls(std::string_view text, const GarmUrls& garm,
                               const GuestEndpoints& endpoints) {
   const bool cached = !endpoints.runner_archive_url.empty();
-  std::array<UrlReplacement, 4> replacements = {
+  std::array<UrlReplacement, 5> replacements = {
       UrlReplacement{detail::without_trailing_slashes(garm.callback_url),
                      detail::without_trailing_slashes(endpoints.callback_url)},
       UrlReplacement{detail::without_trailing_slashes(garm.metadata_url),
                      detail::without_trailing_slashes(endpoints.metadata_url)},
       UrlReplacement{cached ? garm.runner_download_url : "", endpoints.runner_archive_url},
-      UrlReplacement{cached ? garm.runner_download_token : "", ""}};
+      UrlReplacement{cached ? garm.runner_download_token : "", ""},
+      UrlReplacement{endpoints.agent_url.empty() ? "" : garm.agent_url, endpoints.agent_url}};
   // The longer URL is tried first at each position, so one that is a prefix of another (a
   // callback URL of "https://garm" and metadata of "https://garm/md") never takes its match.
   std::stable_sort(replacements.begin(), replacements.end(),

@@ -28,6 +28,8 @@ struct GuestEndpoints {
   /// Where the guest downloads its runner archive from, in place of the tool's own URL; empty:
   /// from the tool's URL (no cache).
   std::string runner_archive_url = "";
+  /// Where garm-agent opens its WebSocket (the relay's `/agent`); empty: garm's own.
+  std::string agent_url = "";
 };
 
 /// garm's own URLs that a script garm rendered may hold, each replaced by its GuestEndpoints
@@ -39,6 +41,8 @@ struct GarmUrls {
   /// GHES's temp_download_token: blanked where the download URL is replaced, so it is not
   /// sent to the agent.
   std::string runner_download_token = "";
+  /// garm's agent URL (controller-wide, learned from what garm rendered).
+  std::string agent_url = "";
 };
 
 /// The three NoCloud documents, served as meta-data, user-data and vendor-data.

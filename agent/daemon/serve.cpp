@@ -79,12 +79,12 @@ AgentDaemon::AgentDaemon(const AgentConfig& config, Logger& log, ServeOptions op
       api_workers_(config.api.workers),
       runner_archives_(make_runner_archive_cache(config, clock_, log)),
       guest_access_(config, hypervisor_, log),
-      guest_attachments_(guest_access_, guest_index_, runner_archives_.get()),
+      agent_sockets_(AgentSockets::Options{}, log),
+      guest_attachments_(guest_access_, guest_index_, runner_archives_.get(), &agent_sockets_),
       relay_(net::HttpClientOptions{.connect_timeout = std::chrono::seconds(5),
-                                    .request_timeout = config.guests.relay_timeout,
-                                    .max_response_bytes = 64 * 1024 * 1024}),
+                                    .request_timeout = config.guests.relay_timeout}),
       guests_(config, service_, store_, guest_index_, guest_access_, relay_, runner_archives_.get(),
-              clock_, log),
+              &agent_sockets_, clock_, log),
       api_(config, service_),
       watchdog_timer_(io_),
       drain_timer_(io_) {
@@ -129,7 +129,9 @@ void AgentDaemon::start_guest_service() {
   options.idle_timeout = std::chrono::seconds(10);
   guest_server_ = std::make_unique<net::HttpServer>(
       io_, options, [this](net::HttpRequest request, std::string peer, auto respond) {
-        auto& pool = request.path.starts_with("/api/") ? relay_workers_ : seed_workers_;
+        const bool to_garm =
+            request.path.starts_with("/api/") || request.path.starts_with("/agent");
+        auto& pool = to_garm ? relay_workers_ : seed_workers_;
         asio::post(pool, [this, request = std::move(request), peer = std::move(peer),
                           respond = std::move(respond)]() mutable {
           guests_.handle_async(request, peer, std::move(respond));  // never throws

@@ -87,6 +87,8 @@ class AgentDaemon {
   /// downloads still under way then call no one.
   std::unique_ptr<RunnerArchiveCache> runner_archives_;
   GuestAccess guest_access_;
+  /// garm-agent sockets relayed to garm: each on its own thread, ended with their instance.
+  AgentSockets agent_sockets_;
   GuestAttachments guest_attachments_;
   HttpGarmRelay relay_;
   GuestService guests_;

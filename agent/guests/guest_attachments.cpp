@@ -38,6 +38,9 @@ void GuestAttachments::admit(const InstanceRecord& record) {
 
 void GuestAttachments::revoke(std::string_view domain_name) {
   index_.remove(domain_name);
+  if (sockets_ != nullptr) {
+    sockets_->close_instance(domain_name);
+  }
 }
 
 void GuestAttachments::release(const GuestRecord& guest) {

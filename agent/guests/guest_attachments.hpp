@@ -2,6 +2,7 @@
 
 #include <mutex>
 
+#include "agent/guests/agent_sockets.hpp"
 #include "agent/guests/guest_access.hpp"
 #include "agent/guests/guest_index.hpp"
 #include "agent/instances/guest_side.hpp"
@@ -14,9 +15,11 @@ namespace garm_edge::agent {
 class GuestAttachments final : public GuestSide {
  public:
   /// `archives` (may be null: no cache) starts each new guest's runner archive download at
-  /// create, so it is ready by the time the guest has booted.
-  GuestAttachments(GuestAccess& access, GuestIndex& index, RunnerArchiveCache* archives)
-      : access_(access), index_(index), archives_(archives) {}
+  /// create, so it is ready by the time the guest has booted. `sockets` (may be null) are
+  /// the agent sockets relayed for guests: revoke() ends an instance's.
+  GuestAttachments(GuestAccess& access, GuestIndex& index, RunnerArchiveCache* archives,
+                   AgentSockets* sockets = nullptr)
+      : access_(access), index_(index), archives_(archives), sockets_(sockets) {}
 
   bool enabled() const override { return true; }
   std::optional<GuestPlan> plan(const InstanceRecord& record,
@@ -35,6 +38,7 @@ class GuestAttachments final : public GuestSide {
   GuestAccess& access_;
   GuestIndex& index_;
   RunnerArchiveCache* archives_;
+  AgentSockets* sockets_;
   /// Held from choosing an address until the instance holding it is recorded and admitted.
   std::mutex address_mutex_;
 };

@@ -85,9 +85,19 @@ std::optional<GuestIndex::Entry> GuestIndex::by_warm_token(std::string_view toke
 }
 
 std::optional<GuestIndex::Entry> GuestIndex::by_address(std::string_view source_ip) const {
+  auto entry = at_address(source_ip);
+  return entry && !entry->closed ? entry : std::nullopt;
+}
+
+std::optional<GuestIndex::Entry> GuestIndex::instance_at(std::string_view source_ip) const {
+  auto entry = at_address(source_ip);
+  return entry && !entry->warm_unbound ? entry : std::nullopt;
+}
+
+std::optional<GuestIndex::Entry> GuestIndex::at_address(std::string_view source_ip) const {
   std::lock_guard lock(mutex_);
   for (const auto& [name, entry] : entries_) {
-    if (!entry.closed && !entry.ip.empty() && entry.ip == source_ip) {
+    if (!entry.ip.empty() && entry.ip == source_ip) {
       return entry;
     }
   }

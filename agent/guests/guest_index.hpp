@@ -51,8 +51,13 @@ class GuestIndex {
   /// The open instance whose reserved address is `source_ip`: for what the guest may fetch
   /// without a token (its runner archive, which is no secret of its own).
   std::optional<Entry> by_address(std::string_view source_ip) const;
+  /// The instance whose reserved address is `source_ip`, open or closed, bound if warm: for
+  /// garm-agent's socket, which lives as long as its instance.
+  std::optional<Entry> instance_at(std::string_view source_ip) const;
 
  private:
+  /// The entry whose reserved address is `source_ip` (one address is one entry).
+  std::optional<Entry> at_address(std::string_view source_ip) const;
   std::optional<Entry> find(std::string Entry::*hash, std::string_view token_hash,
                             std::string_view source_ip) const;
 

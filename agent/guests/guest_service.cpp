@@ -3,7 +3,9 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/base/prometheus_text.hpp"
+#include "agent/guests/garm_agent.hpp"
 #include "common/text.hpp"
+#include "net/http_syntax.hpp"
 #include "net/secret_token.hpp"
 #include "userdata/userdata.hpp"
 #include "wire/json_fields.hpp"
@@ -14,6 +16,52 @@ namespace {
 constexpr std::string_view kCallbacks = "/api/v1/callbacks";
 constexpr std::string_view kMetadata = "/api/v1/metadata";
 constexpr std::size_t kMaxMessages = 50;
+/// Answers the relay reads or rewrites whole (scripts, runner metadata, errors); everything
+/// else streams.
+constexpr std::size_t kMaxWholeAnswerBytes = 4 * 1024 * 1024;
+
+net::HttpResponse service_unavailable() {
+  return {.status = 503,
+          .content_type = "text/plain; charset=utf-8",
+          .body = "service unavailable\n",
+          .headers = {{"Retry-After", "5"}}};
+}
+
+bool is_one_of(std::string_view suffix, std::initializer_list<std::string_view> paths) {
+  if (suffix.ends_with('/')) {
+    suffix.remove_suffix(1);
+  }
+  return std::find(paths.begin(), paths.end(), suffix) != paths.end();
+}
+
+/// garm's answer as the guest gets it: status, content type, disposition; `body` or `stream`.
+net::HttpResponse answer_for_guest(const net::ClientResponse& answer, std::string body,
+                                   std::shared_ptr<net::BodyPipe> stream) {
+  net::HttpResponse response{
+      .status = answer.status,
+      .content_type = std::string(answer.header("content-type").value_or("text/plain")),
+      .body = std::move(body),
+      .headers = {},
+      .stream = std::move(stream)};
+  if (const auto disposition = answer.header("content-disposition")) {
+    response.headers.emplace_back("Content-Disposition", std::string(*disposition));
+  }
+  return response;
+}
+
+/// The WebSocket headers of an upgrade, passed on as they are in `names` (lower case) from
+/// `find`, under their usual spelling.
+template <typename Find>
+std::vector<std::pair<std::string, std::string>> websocket_headers(
+    const Find& find, std::initializer_list<std::pair<std::string_view, std::string_view>> names) {
+  std::vector<std::pair<std::string, std::string>> headers;
+  for (const auto& [lower, spelled] : names) {
+    if (const auto value = find(lower)) {
+      headers.emplace_back(std::string(spelled), std::string(*value));
+    }
+  }
+  return headers;
+}
 
 net::HttpResponse not_found() {
   // Go's default 404, so a probe learns nothing about which check failed.
@@ -142,8 +190,8 @@ void MissLimiter::miss(const std::string& source) {
 
 GuestService::GuestService(const AgentConfig& config, InstanceService& instances,
                            InstanceStore& store, GuestIndex& index, GuestAccess& access,
-                           GarmRelay& relay, RunnerArchiveCache* archives, const Clock& clock,
-                           Logger& log)
+                           GarmRelay& relay, RunnerArchiveCache* archives, AgentSockets* sockets,
+                           const Clock& clock, Logger& log)
     : config_(config),
       instances_(instances),
       store_(store),
@@ -151,6 +199,7 @@ GuestService::GuestService(const AgentConfig& config, InstanceService& instances
       access_(access),
       relay_(relay),
       archives_(archives),
+      sockets_(sockets),
       clock_(clock),
       log_(log),
       misses_(clock, 20, std::chrono::seconds(60)) {}
@@ -166,31 +215,57 @@ net::HttpResponse GuestService::handle(const net::HttpRequest& request,
   } catch (...) {
     log_.error("guest service: unknown failure");
   }
-  return {.status = 503,
-          .content_type = "text/plain; charset=utf-8",
-          .body = "service unavailable\n",
-          .headers = {{"Retry-After", "5"}}};
+  return service_unavailable();
 }
 
 void GuestService::handle_async(const net::HttpRequest& request, const std::string& source_ip,
                                 Respond respond) {
+  auto answered = std::make_shared<std::atomic<bool>>(false);
+  const Respond once = [answered, respond = std::move(respond)](net::HttpResponse response) {
+    if (!answered->exchange(true)) {
+      respond(std::move(response));
+    }
+  };
   try {
-    if (serve_runner_archive(request, source_ip, respond)) {
+    if (dispatch(request, source_ip, once)) {
       return;
     }
   } catch (const std::exception& e) {
     log_.error(std::string("guest service: ") + e.what());
+    return once(service_unavailable());  // a no-op once garm's answer has begun
   }
-  if (respond) {  // not handed on to a download that will answer
-    respond(handle(request, source_ip));
+  once(handle(request, source_ip));
+}
+
+bool GuestService::dispatch(const net::HttpRequest& request, const std::string& source_ip,
+                            const Respond& respond) {
+  if (misses_.blocked(source_ip)) {
+    return false;  // handle() says so
   }
+  const std::string_view path = request.path;
+  if (path == "/agent" || path == "/agent/") {
+    if (!config_.guests.relay || sockets_ == nullptr) {
+      return false;
+    }
+    open_agent_socket(request, source_ip, respond);
+    return true;
+  }
+  for (const auto& [prefix, callback] :
+       {std::pair{kCallbacks, true}, std::pair{kMetadata, false}}) {
+    if (config_.guests.relay && path.starts_with(prefix) &&
+        (path.size() == prefix.size() || path[prefix.size()] == '/') &&
+        is_garm_endpoint(callback, path.substr(prefix.size()))) {
+      relay(request, source_ip, callback, path.substr(prefix.size()), respond);
+      return true;
+    }
+  }
+  return serve_runner_archive(request, source_ip, respond);
 }
 
 bool GuestService::serve_runner_archive(const net::HttpRequest& request,
-                                        const std::string& source_ip, Respond& respond) {
+                                        const std::string& source_ip, const Respond& respond) {
   constexpr std::string_view kPrefix = "/runner-archives/";
-  if (archives_ == nullptr || request.method != "GET" || !request.path.starts_with(kPrefix) ||
-      misses_.blocked(source_ip)) {
+  if (archives_ == nullptr || request.method != "GET" || !request.path.starts_with(kPrefix)) {
     return false;  // handle() refuses it
   }
   const auto sha256 = request.path.substr(kPrefix.size());
@@ -200,24 +275,23 @@ bool GuestService::serve_runner_archive(const net::HttpRequest& request,
       !record->guest->runner_archive || record->guest->runner_archive->sha256 != sha256) {
     return false;
   }
-  archives_->fetch(
-      archive_source_of(*record->guest),
-      [this, name = record->name, respond = std::move(respond)](RunnerArchiveCache::Outcome got) {
-        if (got.file) {
-          ++counters_.runner_archives_served;
-          return respond({.status = 200,
-                          .content_type = "application/octet-stream",
-                          .body = "",
-                          .headers = {},
-                          .file = std::move(got.file)});
-        }
-        ++counters_.runner_archives_unavailable;
-        log_.warning("no runner archive for " + name + ": " + got.error);
-        respond({.status = 502,
-                 .content_type = "text/plain; charset=utf-8",
-                 .body = "the agent could not get the runner archive: " + got.error + "\n",
-                 .headers = {}});
-      });
+  archives_->fetch(archive_source_of(*record->guest), [this, name = record->name,
+                                                       respond](RunnerArchiveCache::Outcome got) {
+    if (got.file) {
+      ++counters_.runner_archives_served;
+      return respond({.status = 200,
+                      .content_type = "application/octet-stream",
+                      .body = "",
+                      .headers = {},
+                      .file = std::move(got.file)});
+    }
+    ++counters_.runner_archives_unavailable;
+    log_.warning("no runner archive for " + name + ": " + got.error);
+    respond({.status = 502,
+             .content_type = "text/plain; charset=utf-8",
+             .body = "the agent could not get the runner archive: " + got.error + "\n",
+             .headers = {}});
+  });
   return true;
 }
 
@@ -231,15 +305,6 @@ net::HttpResponse GuestService::route(const net::HttpRequest& request,
             .headers = {{"Retry-After", "60"}}};
   }
   const std::string_view path = request.path;
-  for (const auto& [prefix, callback] :
-       {std::pair{kCallbacks, true}, std::pair{kMetadata, false}}) {
-    if (path.starts_with(prefix) && (path.size() == prefix.size() || path[prefix.size()] == '/')) {
-      if (!config_.guests.relay || !is_garm_endpoint(callback, path.substr(prefix.size()))) {
-        break;
-      }
-      return relay(request, source_ip, callback, path.substr(prefix.size()));
-    }
-  }
   if (path == "/warm/ready" || path == "/warm/assignment") {
     return serve_warm(request, source_ip, path == "/warm/ready");
   }
@@ -268,9 +333,15 @@ std::string GuestService::render_metrics() const {
       {"rate_limited", &counters_.rate_limited},
       {"runner_archive_served", &counters_.runner_archives_served},
       {"runner_archive_unavailable", &counters_.runner_archives_unavailable},
-      {"warm_assignment", &counters_.warm_assignments}};
+      {"warm_assignment", &counters_.warm_assignments},
+      {"agent_socket_opened", &counters_.agent_sockets}};
   for (const auto& [outcome, count] : outcomes) {
     text.sample("garm_edge_guest_requests_total", {{"outcome", outcome}}, count->load());
+  }
+  if (sockets_ != nullptr) {
+    text.family("garm_edge_guest_agent_sockets", "gauge",
+                "garm-agent WebSockets relayed to garm now.");
+    text.sample("garm_edge_guest_agent_sockets", {}, sockets_->open());
   }
   return text.str();
 }
@@ -335,17 +406,17 @@ net::HttpResponse GuestService::serve_seed(const net::HttpRequest&, const std::s
   return {.status = 200, .content_type = "text/plain; charset=utf-8", .body = body, .headers = {}};
 }
 
-net::HttpResponse GuestService::relay(const net::HttpRequest& request, const std::string& source_ip,
-                                      bool callback, std::string_view suffix) {
+void GuestService::relay(const net::HttpRequest& request, const std::string& source_ip,
+                         bool callback, std::string_view suffix, const Respond& respond) {
   const auto token = bearer_token(request);
   const auto entry = token ? index_.by_bearer_token(net::sha256_hex(*token), source_ip)
                            : std::optional<GuestIndex::Entry>();
   if (!entry || entry->warm_unbound || (request.method != "GET" && request.method != "POST")) {
-    return refuse(source_ip);  // a warm guest reaches garm only as garm's instance
+    return respond(refuse(source_ip));  // a warm guest reaches garm only as garm's instance
   }
   const auto record = store_.get(entry->domain_name);
   if (!still_admits(record, entry->bearer_token_hash, &GuestRecord::bearer_token_hash, source_ip)) {
-    return refuse(source_ip);
+    return respond(refuse(source_ip));
   }
   const auto& guest = *record->guest;
   if (record->warm && !record->warm->delivered) {
@@ -361,49 +432,141 @@ net::HttpResponse GuestService::relay(const net::HttpRequest& request, const std
       upstream.headers.emplace_back(name, std::string(*value));
     }
   }
+  const bool rewritten = !callback && is_one_of(suffix, {"/install-script", "/runner-metadata"});
+  // The garm-agent binary is tens of MB: it gets the runner download's time, not a call's.
+  const auto timeout =
+      !callback && (suffix.ends_with("/download") || suffix.ends_with("/download/"))
+          ? std::chrono::milliseconds(config_.guests.runner_download_timeout)
+          : std::chrono::milliseconds(config_.guests.relay_timeout);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::shared_ptr<net::BodyPipe> pipe;
+  std::string whole;
+  auto on_head = [&](const net::ClientResponse& head) -> net::BodySink {
+    if (rewritten || head.status != 200) {
+      return [&whole](int, std::string_view data) {
+        if (data.size() > kMaxWholeAnswerBytes - whole.size()) {
+          throw net::HttpClientError("the answer is larger than the relay reads whole");
+        }
+        whole.append(data);
+      };
+    }
+    pipe = std::make_shared<net::BodyPipe>();
+    respond(answer_for_guest(head, "", pipe));
+    return [pipe = pipe, deadline](int, std::string_view data) {
+      if (!pipe->write(data, deadline)) {
+        throw net::HttpClientError("the guest stopped reading the answer");
+      }
+    };
+  };
   net::ClientResponse answer;
   try {
     answer =
         relay_.forward(callback ? userdata::callback_base(guest.callback_url) : guest.metadata_url,
-                       guest.ca_cert_bundle, std::move(upstream));
+                       guest.ca_cert_bundle, std::move(upstream), timeout, on_head);
   } catch (const std::exception& e) {
     ++counters_.relay_failures;
     log_.warning("relay for " + record->name + " to garm failed: " + e.what());
-    return bad_gateway();
+    if (pipe) {
+      return pipe->finish(false);  // the guest sees a cut-off body
+    }
+    return respond(bad_gateway());
   }
   ++counters_.relayed;
-  net::HttpResponse response{
-      .status = answer.status,
-      .content_type = std::string(answer.header("content-type").value_or("text/plain")),
-      .body = std::move(answer.body),
-      .headers = {}};
-  if (const auto disposition = answer.header("content-disposition")) {
-    response.headers.emplace_back("Content-Disposition", std::string(*disposition));
-  }
-  const bool install_script =
-      !callback && (suffix == "/install-script" || suffix == "/install-script/");
-  if (install_script && response.status == 200) {
-    // The script garm renders names garm's URLs (and the runner's download URL); the guest
-    // may have no route there.
-    userdata::GuestEndpoints endpoints{.callback_url = access_.base_url() + std::string(kCallbacks),
-                                       .metadata_url = access_.base_url() + std::string(kMetadata)};
-    if (archives_ != nullptr && guest.runner_archive) {
-      endpoints.runner_archive_url =
-          access_.base_url() + runner_archive_path(guest.runner_archive->sha256);
+  if (pipe) {
+    pipe->finish(true);
+  } else {
+    auto response = answer_for_guest(answer, std::move(whole), nullptr);
+    if (rewritten && response.status == 200) {
+      rewrite_for_guest(response, entry->domain_name, guest);
     }
-    response.body = userdata::rewrite_garm_urls(
-        response.body,
-        {.callback_url = guest.callback_url,
-         .metadata_url = guest.metadata_url,
-         .runner_download_url = guest.runner_archive ? guest.runner_archive->download_url : "",
-         .runner_download_token =
-             guest.runner_archive ? guest.runner_archive->temp_download_token : ""},
-        endpoints);
+    respond(std::move(response));
   }
-  if (callback && request.method == "POST" && response.status >= 200 && response.status < 300) {
+  if (callback && request.method == "POST" && answer.status >= 200 && answer.status < 300) {
     record_report(entry->domain_name, suffix, request.body);
   }
-  return response;
+}
+
+void GuestService::rewrite_for_guest(net::HttpResponse& response, const std::string& domain_name,
+                                     const GuestRecord& guest) {
+  auto garm_agent_url = guest.garm_agent_url;
+  if (const auto rendered = find_agent_url(response.body);
+      rendered && *rendered != garm_agent_url) {
+    garm_agent_url = *rendered;
+    instances_.update_guest(domain_name, [&](GuestRecord& stored) {
+      stored.garm_agent_url = garm_agent_url;
+      return true;
+    });
+  }
+  // garm renders its own URLs (and the runner's download URL); the guest may have no route
+  // there.
+  userdata::GuestEndpoints endpoints{.callback_url = access_.base_url() + std::string(kCallbacks),
+                                     .metadata_url = access_.base_url() + std::string(kMetadata),
+                                     .agent_url = access_.base_url() + "/agent"};
+  if (archives_ != nullptr && guest.runner_archive) {
+    endpoints.runner_archive_url =
+        access_.base_url() + runner_archive_path(guest.runner_archive->sha256);
+  }
+  response.body = userdata::rewrite_garm_urls(
+      response.body,
+      {.callback_url = guest.callback_url,
+       .metadata_url = guest.metadata_url,
+       .runner_download_url = guest.runner_archive ? guest.runner_archive->download_url : "",
+       .runner_download_token =
+           guest.runner_archive ? guest.runner_archive->temp_download_token : "",
+       .agent_url = garm_agent_url},
+      endpoints);
+}
+
+void GuestService::open_agent_socket(const net::HttpRequest& request, const std::string& source_ip,
+                                     const Respond& respond) {
+  const auto upgrade = request.header("upgrade");
+  const auto token = bearer_token(request);
+  const auto name = token ? agent_token_instance(*token) : std::nullopt;
+  const auto entry = index_.instance_at(source_ip);
+  const auto record = entry ? store_.get(entry->domain_name) : std::nullopt;
+  if (request.method != "GET" || !upgrade ||
+      !net::http_syntax::equals_ignoring_case(*upgrade, "websocket") || !name || !record ||
+      record->intent != Intent::created || !record->guest || record->guest->ip != source_ip ||
+      record->name != *name) {
+    return respond(refuse(source_ip));
+  }
+  auto headers = websocket_headers([&](std::string_view n) { return request.header(n); },
+                                   {{"authorization", "Authorization"},
+                                    {"sec-websocket-key", "Sec-WebSocket-Key"},
+                                    {"sec-websocket-version", "Sec-WebSocket-Version"},
+                                    {"sec-websocket-protocol", "Sec-WebSocket-Protocol"},
+                                    {"sec-websocket-extensions", "Sec-WebSocket-Extensions"},
+                                    {"user-agent", "User-Agent"}});
+  std::shared_ptr<net::WebSocketTunnel> tunnel;
+  try {
+    tunnel = relay_.open_websocket(upstream_agent_url(*record->guest),
+                                   record->guest->ca_cert_bundle, headers);
+  } catch (const std::exception& e) {
+    ++counters_.relay_failures;
+    log_.warning("agent socket for " + record->name + " to garm failed: " + e.what());
+    return respond(bad_gateway());
+  }
+  const auto& answer = tunnel->answer();
+  if (!tunnel->switched()) {
+    return respond(answer_for_guest(answer, answer.body, nullptr));
+  }
+  ++counters_.agent_sockets;
+  net::HttpResponse switching{
+      .status = 101,
+      .content_type = "",
+      .body = "",
+      .headers = websocket_headers([&](std::string_view n) { return answer.header(n); },
+                                   {{"upgrade", "Upgrade"},
+                                    {"connection", "Connection"},
+                                    {"sec-websocket-accept", "Sec-WebSocket-Accept"},
+                                    {"sec-websocket-protocol", "Sec-WebSocket-Protocol"},
+                                    {"sec-websocket-extensions", "Sec-WebSocket-Extensions"}})};
+  switching.upgrade = [this, tunnel, domain_name = record->domain_name, name = record->name](
+                          UniqueFd socket, std::string early_bytes) {
+    sockets_->carry(domain_name, name, tunnel, std::move(socket), std::move(early_bytes),
+                    [this, &domain_name] { return index_.get(domain_name).has_value(); });
+  };
+  respond(std::move(switching));
 }
 
 void GuestService::record_report(const std::string& domain_name, std::string_view suffix,

@@ -13,6 +13,7 @@
 #include "agent/base/clock.hpp"
 #include "agent/base/config.hpp"
 #include "agent/base/log.hpp"
+#include "agent/guests/agent_sockets.hpp"
 #include "agent/guests/garm_relay.hpp"
 #include "agent/guests/guest_access.hpp"
 #include "agent/guests/guest_index.hpp"
@@ -56,17 +57,18 @@ class MissLimiter {
 /// the same plain 404. Transport-free, so it is tested without sockets.
 class GuestService {
  public:
-  /// `archives` may be null: no runner archive cache.
+  /// `archives` may be null: no runner archive cache. `sockets` may be null: garm-agent's
+  /// socket is not relayed.
   GuestService(const AgentConfig& config, InstanceService& instances, InstanceStore& store,
                GuestIndex& index, GuestAccess& access, GarmRelay& relay,
-               RunnerArchiveCache* archives, const Clock& clock, Logger& log);
-
-  /// `source_ip` is the peer address of the connection, never a header.
-  net::HttpResponse handle(const net::HttpRequest& request, const std::string& source_ip);
+               RunnerArchiveCache* archives, AgentSockets* sockets, const Clock& clock,
+               Logger& log);
 
   using Respond = std::function<void(net::HttpResponse)>;
-  /// handle(), except that a runner archive request is answered when its download ends
-  /// (without holding a thread meanwhile). `respond` is called exactly once.
+  /// Answers `request` from `source_ip` (the peer address of the connection, never a header)
+  /// through `respond`, exactly once: a relayed answer as it arrives from garm, a runner
+  /// archive when its download ends (without holding a thread meanwhile), garm-agent's socket
+  /// by switching the connection over to garm's.
   void handle_async(const net::HttpRequest& request, const std::string& source_ip, Respond respond);
 
   struct Counters {
@@ -78,12 +80,17 @@ class GuestService {
     std::atomic<std::uint64_t> runner_archives_served{0};
     std::atomic<std::uint64_t> runner_archives_unavailable{0};
     std::atomic<std::uint64_t> warm_assignments{0};
+    std::atomic<std::uint64_t> agent_sockets{0};
   };
   const Counters& counters() const { return counters_; }
   /// The counters as Prometheus text.
   std::string render_metrics() const;
 
  private:
+  /// What is answered through `respond` (relayed, streamed or switched); false: handle() it.
+  bool dispatch(const net::HttpRequest& request, const std::string& source_ip,
+                const Respond& respond);
+  net::HttpResponse handle(const net::HttpRequest& request, const std::string& source_ip);
   net::HttpResponse route(const net::HttpRequest& request, const std::string& source_ip);
   net::HttpResponse serve_seed(const net::HttpRequest& request, const std::string& source_ip,
                                std::string_view token, std::string_view file);
@@ -91,12 +98,20 @@ class GuestService {
   /// with its own token from its reserved address.
   net::HttpResponse serve_warm(const net::HttpRequest& request, const std::string& source_ip,
                                bool ready_report);
-  net::HttpResponse relay(const net::HttpRequest& request, const std::string& source_ip,
-                          bool callback, std::string_view suffix);
+  /// garm's answer, passed on as it arrives (whole, for what the relay reads or rewrites).
+  void relay(const net::HttpRequest& request, const std::string& source_ip, bool callback,
+             std::string_view suffix, const Respond& respond);
+  /// A script or runner metadata garm rendered, its garm URLs made the relay's.
+  void rewrite_for_guest(net::HttpResponse& response, const std::string& domain_name,
+                         const GuestRecord& guest);
+  /// garm-agent's `GET /agent` upgrade: its agent token naming the instance at `source_ip`,
+  /// while that instance exists (not only until idle).
+  void open_agent_socket(const net::HttpRequest& request, const std::string& source_ip,
+                         const Respond& respond);
   /// `/runner-archives/<sha256>` to the open instance at `source_ip` that was given that
   /// archive; false (nothing answered) when `request` asks for something else.
   bool serve_runner_archive(const net::HttpRequest& request, const std::string& source_ip,
-                            Respond& respond);
+                            const Respond& respond);
   void record_report(const std::string& domain_name, std::string_view suffix,
                      const std::string& body);
   /// The uniform 404, counted as a miss of `source_ip`.
@@ -109,6 +124,7 @@ class GuestService {
   GuestAccess& access_;
   GarmRelay& relay_;
   RunnerArchiveCache* archives_;
+  AgentSockets* sockets_;
   const Clock& clock_;
   Logger& log_;
   MissLimiter misses_;

@@ -285,6 +285,7 @@ nlohmann::ordered_json guest_to_json(const GuestRecord& g) {
       {"messages", messages},
       {"runner_archive",
        g.runner_archive ? runner_archive_to_json(*g.runner_archive) : nlohmann::ordered_json()},
+      {"garm_agent_url", g.garm_agent_url},
   };
 }
 
@@ -299,6 +300,7 @@ GuestRecord guest_from_json(const nlohmann::json& document) {
   g.callback_url = in.string_or_empty("callback_url");
   g.metadata_url = in.string_or_empty("metadata_url");
   g.ca_cert_bundle = in.string_or_empty("ca_cert_bundle");
+  g.garm_agent_url = in.string_or_empty("garm_agent_url");
   g.meta_data = in.string_or_empty("meta_data");
   g.user_data = in.string_or_empty("user_data");
   g.vendor_data = in.string_or_empty("vendor_data");

@@ -64,6 +64,9 @@ struct GuestRecord {
   std::string os_version;
   std::vector<GuestMessage> messages;                 // the latest ones, oldest first
   std::optional<RunnerArchiveRecord> runner_archive;  // none: the guest downloads it itself
+  /// garm's agent URL as garm rendered it into this guest's install script or runner
+  /// metadata: where the relay carries garm-agent's socket. Empty: not seen yet.
+  std::string garm_agent_url;
 
   bool operator==(const GuestRecord&) const = default;
 };

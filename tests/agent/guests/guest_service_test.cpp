@@ -69,8 +69,9 @@ struct GuestHost {
     access.set_port(server->port());
     service = host.service(hypervisor, host.store);
     service->serve_guests(attachments);
-    guests = std::make_unique<agent::GuestService>(host.config, *service, host.store, index, access,
-                                                   relay, &archives, host.clock, host.log);
+    guests =
+        std::make_unique<agent::GuestService>(host.config, *service, host.store, index, access,
+                                              relay, &archives, &sockets, host.clock, host.log);
     hypervisor.defining = [this](const hypervisor::DomainSpec& spec) {
       serials[spec.name] = spec.smbios_serial;
     };
@@ -121,7 +122,10 @@ struct GuestHost {
           std::make_shared<agent::HttpArchiveFetcher>(std::chrono::seconds(60)), host.clock,
           host.log);
   agent::RunnerArchiveCache& archives = *archives_alive;
-  agent::GuestAttachments attachments{access, index, &archives};
+  agent::AgentSockets sockets{
+      {.per_instance = 2, .idle = std::chrono::seconds(3), .stall = std::chrono::seconds(5)},
+      host.log};
+  agent::GuestAttachments attachments{access, index, &archives, &sockets};
   agent::HttpGarmRelay relay{net::HttpClientOptions{}};
   std::unique_ptr<agent::InstanceService> service;
   std::unique_ptr<agent::GuestService> guests;
