@@ -19,6 +19,14 @@ a test can add an instance whose script depends on one created before. An instan
 "hold_idle_until": "<path>" gets the answer to its `idle` report only once that path exists
 (at most HOLD_SECONDS later): until garm answers, the agent keeps the guest's access open.
 
+Agent mode (garm-contract §3): an instance with "agent_token" has garm-agent's WebSocket at
+GET /agent, opened with that token (valid after idle too, as garm checks the instance, not
+its bootstrap): garm pings at once, echoes text and binary frames, answers pings, and logs
+every frame as {"method": "WS", "opcode", "body", "time"} and the socket's end as
+{"method": "WS-END"}. In an install script, @AGENT_URL@ and @AGENT_TOKEN@ stand for them.
+/api/v1/metadata/tools/garm-agent/<id>/download streams "agent_tool_bytes" (default 1 MiB)
+of agent_tool_bytes() chunked, as garm's io.Copy does.
+
 With --downloads DIR, files in DIR are served without a token at /downloads/<name>, at most
 --download-rate bytes per second (a WAN link to GitHub; 0: no limit), and /redirect/<name>
 answers 302 to /downloads/<name>?signature=..., as GitHub's release URLs do.
@@ -26,6 +34,8 @@ answers 302 to /downloads/<name>?signature=..., as GitHub's release URLs do.
 
 import argparse
 import base64
+import hashlib
+import struct
 import json
 import os
 import ssl
@@ -109,6 +119,14 @@ class Instances:
         with self._lock:
             self._data[token]["closed"] = True
 
+    def by_agent_token(self, token):
+        with self._lock:
+            self._reload_if_changed()
+            for instance in self._data.values():
+                if token and instance.get("agent_token") == token:
+                    return dict(instance)
+            return None
+
     def take_registration_token(self, token):
         """The token text the first time, None afterwards (garm answers 401 then)."""
         with self._lock:
@@ -128,6 +146,52 @@ class RequestLog:
         line = json.dumps(entry, separators=(",", ":")) + "\n"
         with self._lock, open(self._path, "a", encoding="utf-8") as log:
             log.write(line)
+
+
+def agent_tool_block():
+    """64 KiB that repeat to make the fake garm-agent binary (see agent_tool_sha256)."""
+    seed = hashlib.sha256(b"garm-agent").digest()
+    return b"".join(hashlib.sha256(seed + struct.pack(">I", i)).digest() for i in range(2048))
+
+
+def agent_tool_sha256(size):
+    digest, block, left = hashlib.sha256(), agent_tool_block(), size
+    while left > 0:
+        digest.update(block[:left])
+        left -= len(block)
+    return digest.hexdigest()
+
+
+WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+
+def ws_frame(opcode, payload):
+    """A server frame: final, unmasked."""
+    size = len(payload)
+    if size < 126:
+        head = struct.pack(">BB", 0x80 | opcode, size)
+    elif size < 65536:
+        head = struct.pack(">BBH", 0x80 | opcode, 126, size)
+    else:
+        head = struct.pack(">BBQ", 0x80 | opcode, 127, size)
+    return head + payload
+
+
+def ws_read_frame(stream):
+    """(opcode, payload) of the next frame, or None at the end of the stream."""
+    head = stream.read(2)
+    if len(head) < 2:
+        return None
+    opcode, size = head[0] & 0x0F, head[1] & 0x7F
+    if size == 126:
+        size = struct.unpack(">H", stream.read(2))[0]
+    elif size == 127:
+        size = struct.unpack(">Q", stream.read(8))[0]
+    mask = stream.read(4) if head[1] & 0x80 else b"\0\0\0\0"
+    payload = bytearray(stream.read(size))
+    for i in range(len(payload)):
+        payload[i] ^= mask[i % 4]
+    return opcode, bytes(payload)
 
 
 def install_script_bytes(script):
@@ -209,7 +273,12 @@ class Handler(BaseHTTPRequestHandler):
             return
         # garm registers every route with and without a trailing slash.
         path = url.path[:-1] if len(url.path) > 1 and url.path.endswith("/") else url.path
+        if path == "/agent":
+            self.agent_socket()
+            return
         route = ROUTES.get(path)
+        if path.startswith(METADATA + "/tools/garm-agent/") and path.endswith("/download"):
+            route = ("GET", Handler.agent_tool)
         if route is None:
             self.respond(404, error_body("Not Found", "no such route"))
             return
@@ -230,6 +299,59 @@ class Handler(BaseHTTPRequestHandler):
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = handle_any
 
     # ---- endpoints ---------------------------------------------------------------------------
+
+    def agent_socket(self):
+        token = self.bearer_token()
+        instance = self.server.instances.by_agent_token(token)
+        if instance is None:
+            self.respond(401, AUTH_FAILED)
+            return
+        key = self.headers.get("Sec-WebSocket-Key", "")
+        if self.headers.get("Upgrade", "").lower() != "websocket" or not key:
+            self.respond(400, error_body("Bad Request", "not a websocket handshake"))
+            return
+        accept = base64.b64encode(hashlib.sha1((key + WS_GUID).encode()).digest()).decode()
+        self.wfile.write(
+            ("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+             "Sec-WebSocket-Accept: %s\r\n\r\n" % accept).encode() + ws_frame(0x9, b"garm"))
+        self.wfile.flush()
+        self.connection.settimeout(300)
+        end = "closed by the client"
+        try:
+            while True:
+                frame = ws_read_frame(self.rfile)
+                if frame is None:
+                    break
+                opcode, payload = frame
+                self.server.request_log.append({"method": "WS", "path": "/agent", "opcode": opcode,
+                                                "body": base64.b64encode(payload).decode(),
+                                                "time": time.time()})
+                if opcode in (0x1, 0x2):
+                    self.wfile.write(ws_frame(opcode, payload))
+                elif opcode == 0x9:
+                    self.wfile.write(ws_frame(0xA, payload))
+                elif opcode == 0x8:
+                    self.wfile.write(ws_frame(0x8, payload[:2]))
+                    end = "close frame"
+                    break
+                self.wfile.flush()
+        except OSError as error:
+            end = "error: %s" % error
+        self.server.request_log.append({"method": "WS-END", "path": "/agent", "body": "",
+                                        "end": end, "time": time.time()})
+        self.close_connection = True
+
+    def agent_tool(self, token, instance, body, query):
+        size = int(instance.get("agent_tool_bytes", 1 << 20))
+        self.send_response(200)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        block, left = agent_tool_block(), size
+        while left > 0:
+            piece = block[:left]
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            left -= len(piece)
+        self.wfile.write(b"0\r\n\r\n")
 
     def download(self, path):
         kind, name = path.split("/")[1:3]
@@ -292,6 +414,8 @@ class Handler(BaseHTTPRequestHandler):
             return
         # Like garm's, the rendered script names garm's own URLs: @GARM_URL@ stands for them.
         script = script.replace("@GARM_URL@", self.server.base_url)
+        script = script.replace("@AGENT_URL@", self.server.base_url + "/agent")
+        script = script.replace("@AGENT_TOKEN@", instance.get("agent_token", ""))
         self.respond_chunked(200, install_script_bytes(script), "text/plain")
 
     def registration_token(self, token, instance, body, query):

@@ -802,3 +802,202 @@ TEST_CASE("the warm pool refills within capacity, retires changed settings and w
     CHECK(bound.provider_id == warm.domain_uuid);
   }
 }
+
+namespace {
+
+/// A JWT shaped as garm's agent token for `instance` (garm signs it; the relay only reads it).
+std::string agent_token_for(const std::string& instance, bool is_agent = true) {
+  const auto url_safe = [](std::string text) {
+    auto encoded = wire::base64_encode(text);
+    std::replace(encoded.begin(), encoded.end(), '+', '-');
+    std::replace(encoded.begin(), encoded.end(), '/', '_');
+    encoded.erase(encoded.find_last_not_of('=') + 1);
+    return encoded;
+  };
+  const nlohmann::json claims{{"id", "7d3c"}, {"name", instance}, {"is_agent", is_agent}};
+  return url_safe(R"({"alg":"HS256","typ":"JWT"})") + "." + url_safe(claims.dump()) + ".c2ln";
+}
+
+/// garm-agent's side of the socket (tests/integration/ws_client.py) from `source`.
+nlohmann::json open_agent_socket(const std::string& url, const std::string& source,
+                                 const std::string& token, const std::string& options = "") {
+  const auto result = run_command(std::string("/usr/bin/python3 ") + GARM_EDGE_TEST_DATA_DIR +
+                                  "/../integration/ws_client.py '" + url + "' " + source + " '" +
+                                  token + "' " + options);
+  INFO(result.output);
+  REQUIRE(result.exit_code == 0);
+  return nlohmann::json::parse(result.output);
+}
+
+std::size_t garm_saw(const FakeGarm& garm, const std::string& method) {
+  std::size_t count = 0;
+  for (const auto& request : garm.requests()) {
+    count += request["method"] == method ? 1U : 0U;
+  }
+  return count;
+}
+
+FakeGarmOptions agent_mode_instances() {
+  FakeGarmOptions options;
+  const std::string script =
+      "#!/bin/bash\nAGENT_URL=\"@AGENT_URL@\"\nAGENT_TOKEN=\"@AGENT_TOKEN@\"\n"
+      "DOWNLOAD_URL=\"@GARM_URL@/api/v1/metadata/tools/garm-agent/4f1e/download\"\n";
+  options.instances = {
+      {kTokenA,
+       {{"install_script", script},
+        {"agent_token", agent_token_for("garm-guest-a")},
+        {"agent_tool_bytes", 100'000'000}}},
+      {kTokenB, {{"install_script", script}, {"agent_token", agent_token_for("garm-guest-b")}}},
+  };
+  return options;
+}
+
+/// The peak resident set of this process since the last reset (see reset_peak_rss).
+std::size_t peak_rss_kib() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.starts_with("VmHWM:")) {
+      return std::stoul(line.substr(6));
+    }
+  }
+  return 0;
+}
+
+void reset_peak_rss() {
+  std::ofstream("/proc/self/clear_refs") << "5";
+}
+
+}  // namespace
+
+TEST_CASE("garm-agent's socket reaches garm through the relay for its own instance only",
+          "[guests][integration]") {
+  FakeGarm garm(agent_mode_instances());
+  GuestHost agent(garm);
+  agent.service->create(kControllerId, agent.bootstrap("garm-guest-a", kTokenA));
+  agent.service->create(kControllerId, agent.bootstrap("garm-guest-b", kTokenB));
+  const auto metadata = agent.base_url() + "/api/v1/metadata";
+  const auto socket_url = agent.base_url() + "/agent";
+  const auto token_a = agent_token_for("garm-guest-a");
+
+  // The install script garm renders names garm's agent URL: the guest gets the relay's.
+  const auto script = curl_from("127.0.0.2", metadata + "/install-script/", bearer(kTokenA));
+  REQUIRE(script.status == 200);
+  CHECK(script.body.find("AGENT_URL=\"" + socket_url + "\"\n") != std::string::npos);
+  CHECK(script.body.find("DOWNLOAD_URL=\"" + metadata + "/tools/garm-agent/4f1e/download\"") !=
+        std::string::npos);
+  CHECK(script.body.find(garm.base_url()) == std::string::npos);
+
+  const auto opened =
+      open_agent_socket(socket_url, "127.0.0.2", token_a, "--send hello --send 'é ✓' --ping");
+  CHECK(opened["status"] == 101);
+  CHECK(opened["accept_ok"] == true);  // garm's answer to the guest's own key
+  CHECK(opened["garm_ping"] == true);
+  CHECK(opened["echo"] == nlohmann::json::array({"hello", "é ✓"}));
+  CHECK(opened["pong"] == true);
+  CHECK(garm_saw(garm, "WS") == 3);
+  const auto seen = garm.requests();
+  const auto upgrade =
+      std::find_if(seen.begin(), seen.end(), [](const auto& r) { return r["path"] == "/agent"; });
+  REQUIRE(upgrade != seen.end());
+  CHECK((*upgrade)["headers"].value("Authorization", "") == "Bearer " + token_a);
+  CHECK_FALSE((*upgrade)["headers"].contains("Origin"));
+
+  SECTION("strangers get the uniform 404 and garm sees nothing of them") {
+    const auto before = garm.requests().size();
+    const auto refused = [&](const std::string& source, const std::string& token) {
+      const auto answer = open_agent_socket(socket_url, source, token);
+      CHECK(answer["status"] == 404);
+      CHECK(answer["body"] == "404 page not found\n");
+    };
+    refused("127.0.0.3", token_a);                                 // B's address, A's token
+    refused("127.0.0.2", agent_token_for("garm-guest-b"));         // A's address, B's token
+    refused("127.0.0.2", kTokenA);                                 // the instance token
+    refused("127.0.0.2", agent_token_for("garm-guest-a", false));  // not an agent token
+    refused("127.0.0.9", token_a);                                 // no instance there
+    CHECK(garm.requests().size() == before);
+  }
+  SECTION("garm's refusal comes back as it is") {
+    // B's address with a token naming B that garm did not issue.
+    const auto forged = agent_token_for("garm-guest-b") + "x";
+    const auto answer = open_agent_socket(socket_url, "127.0.0.3", forged);
+    CHECK(answer["status"] == 401);
+    CHECK(answer["body"] == R"({"error":"Authentication failed","details":""})");
+  }
+  SECTION("the socket outlives idle, and ends when the instance is deleted") {
+    CHECK(curl_from("127.0.0.2", agent.base_url() + "/api/v1/callbacks/status",
+                    bearer(kTokenA) + " -H 'Content-Type: application/json' "
+                                      "--data '{\"status\":\"idle\",\"message\":\"ok\"}'")
+              .status == 200);
+    auto holding = std::async(std::launch::async, [&] {
+      return open_agent_socket(socket_url, "127.0.0.2", token_a, "--hold 15");
+    });
+    for (int i = 0; i < 100 && agent.sockets.open() == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    REQUIRE(agent.sockets.open() == 1);
+    CHECK(agent.service->remove(kControllerId, instance_ref("garm-guest-a")));
+    const auto held = holding.get();
+    CHECK(held["status"] == 101);
+    REQUIRE(held["closed_after"].is_number());
+    CHECK(held["closed_after"].get<double>() < 2.5);  // idle would take 3 s
+    CHECK(agent.sockets.open() == 0);
+    CHECK(open_agent_socket(socket_url, "127.0.0.2", token_a)["status"] == 404);
+  }
+  SECTION("a silent socket ends after the idle time; a third of one instance ends its oldest") {
+    const auto silent = open_agent_socket(socket_url, "127.0.0.2", token_a, "--hold 10");
+    REQUIRE(silent["closed_after"].is_number());
+    CHECK(silent["closed_after"].get<double>() > 2.5);
+    CHECK(silent["closed_after"].get<double>() < 6);
+
+    auto first = std::async(std::launch::async, [&] {
+      return open_agent_socket(socket_url, "127.0.0.2", token_a, "--hold 2.8");
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    auto second = std::async(std::launch::async, [&] {
+      return open_agent_socket(socket_url, "127.0.0.2", token_a, "--hold 2.5");
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    const auto third = open_agent_socket(socket_url, "127.0.0.2", token_a, "--hold 1.5");
+    CHECK(third["closed_after"].is_null());
+    REQUIRE(first.get()["closed_after"].is_number());  // ended when the third opened
+    CHECK(second.get()["closed_after"].is_null());
+  }
+}
+
+TEST_CASE("a 100 MB garm-agent download streams through the relay in bounded memory",
+          "[guests][integration]") {
+  FakeGarm garm(agent_mode_instances());
+  GuestHost agent(garm);
+  agent.service->create(kControllerId, agent.bootstrap("garm-guest-a", kTokenA));
+  const auto url = agent.base_url() + "/api/v1/metadata/tools/garm-agent/4f1e/download";
+  TempDir dir("download");
+  const auto file = (dir.path() / "garm-agent").string();
+
+  reset_peak_rss();
+  const auto before = peak_rss_kib();
+  const auto result =
+      run_command("curl -s -m 120 --fail --interface 127.0.0.2 " + bearer(kTokenA) + " -o " + file +
+                  " -w '%{http_code} %{size_download}' '" + url + "'");
+  const auto growth = peak_rss_kib() - before;
+  CHECK(result.output == "200 100000000");
+  const auto expected =
+      run_command(std::string("/usr/bin/python3 -c 'import sys; sys.path.insert(0, \"") +
+                  GARM_EDGE_TEST_DATA_DIR +
+                  "/../integration\"); import fake_garm; "
+                  "print(fake_garm.agent_tool_sha256(100000000))'");
+  const auto got = run_command("sha256sum " + file);
+  CHECK(got.output.substr(0, 64) == expected.output.substr(0, 64));
+  // The relay holds at most its pipe (1 MiB) and a few read buffers per download.
+  INFO("peak RSS grew by " << growth << " KiB");
+  CHECK(growth < 16 * 1024);
+  UNSCOPED_INFO("relay: 100 MB streamed, peak RSS growth " << growth << " KiB");
+
+  SECTION("a guest that leaves mid-download frees the relay at once") {
+    run_command("curl -s -m 1 --limit-rate 1M --interface 127.0.0.2 " + bearer(kTokenA) +
+                " -o /dev/null '" + url + "'");
+    // Its worker is free again: the next call is answered, not queued behind a stalled pipe.
+    const auto next = curl_from("127.0.0.2", agent.base_url() + "/api/v1/metadata/install-script",
+                                bearer(kTokenA));
+    CHECK(next.status == 200);
+  }
+}
