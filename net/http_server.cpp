@@ -136,22 +136,22 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   /// socket closes with this connection).
   void write_upgrade(std::function<void(UniqueFd, std::string)> upgrade) {
     arm_deadline(options_.write_timeout);
-    asio::async_write(
-        socket_, asio::buffer(outgoing_),
-        [self = shared_from_this(), upgrade = std::move(upgrade)](const asio::error_code& error,
-                                                                  std::size_t) {
-          ++self->deadline_epoch_;
-          self->timer_.cancel();
-          if (error) {
-            return self->close();
-          }
-          UniqueFd socket(::fcntl(self->socket_.native_handle(), F_DUPFD_CLOEXEC, 0));
-          asio::error_code ignored;
-          self->socket_.close(ignored);  // no shutdown: that would end the handed-on socket too
-          if (socket.get() >= 0) {
-            upgrade(std::move(socket), std::exchange(self->pending_, {}));
-          }
-        });
+    asio::async_write(socket_, asio::buffer(outgoing_),
+                      [self = shared_from_this(), upgrade = std::move(upgrade)](
+                          const asio::error_code& error, std::size_t) {
+                        ++self->deadline_epoch_;
+                        self->timer_.cancel();
+                        if (error) {
+                          return self->close();
+                        }
+                        // release() takes it out of asio's epoll set; a dup would leave it
+                        // registered.
+                        asio::error_code released;
+                        UniqueFd socket(self->socket_.release(released));
+                        if (!released && socket.get() >= 0) {
+                          upgrade(std::move(socket), std::exchange(self->pending_, {}));
+                        }
+                      });
   }
 
   /// Writes outgoing_, then the file body piece by piece (each piece with its own deadline, so

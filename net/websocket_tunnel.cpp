@@ -36,14 +36,15 @@ std::string upgrade_request(const UpstreamUrl& url, const std::string& target,
 WebSocketTunnel::WebSocketTunnel(const UpstreamUrl& url, const std::string& target,
                                  const std::vector<std::pair<std::string, std::string>>& headers,
                                  const HttpClientOptions& options,
-                                 std::shared_ptr<const TlsConfig> trust) {
+                                 std::shared_ptr<const TlsConfig> trust)
+    : trust_(std::move(trust)) {
   const auto where = describe_endpoint(url.host, url.port);
-  if (url.tls && trust == nullptr) {
+  if (url.tls && trust_ == nullptr) {
     throw HttpClientError("https to " + where + " needs a TLS configuration to trust");
   }
   const auto wire = upgrade_request(url, target, headers);
   try {
-    connection_ = std::make_unique<UpstreamConnection>(url, trust.get(), options, where);
+    connection_ = std::make_unique<UpstreamConnection>(url, trust_.get(), options, where);
     connection_->write_all(wire);
     HttpResponseParser parser(kMaxRefusalBytes);
     parser.allow_switching_protocols();

@@ -41,6 +41,7 @@ class WebSocketTunnel {
              std::chrono::milliseconds stall, int stop_fd);
 
  private:
+  std::shared_ptr<const TlsConfig> trust_;  // the connection's TLS session points into it
   std::unique_ptr<UpstreamConnection> connection_;
   ClientResponse answer_;
   std::string early_bytes_;  // sent by the upstream after its 101 head

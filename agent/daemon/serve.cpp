@@ -76,6 +76,7 @@ AgentDaemon::AgentDaemon(const AgentConfig& config, Logger& log, ServeOptions op
       service_(config, hypervisor_, store_, clock_, log),
       relay_workers_(config.guests.enabled ? 8 : 1),
       seed_workers_(config.guests.enabled ? 4 : 1),
+      download_workers_(config.guests.enabled ? 4 : 1),
       api_workers_(config.api.workers),
       runner_archives_(make_runner_archive_cache(config, clock_, log)),
       guest_access_(config, hypervisor_, log),
@@ -97,6 +98,7 @@ AgentDaemon::~AgentDaemon() {
   warm_loop_.reset();  // no pass starts a create any more
   api_workers_.join();
   relay_workers_.join();
+  download_workers_.join();
   seed_workers_.join();
   // No request can reach the cache now; downloads still under way call no one.
   runner_archives_.reset();
@@ -131,7 +133,11 @@ void AgentDaemon::start_guest_service() {
       io_, options, [this](net::HttpRequest request, std::string peer, auto respond) {
         const bool to_garm =
             request.path.starts_with("/api/") || request.path.starts_with("/agent");
-        auto& pool = to_garm ? relay_workers_ : seed_workers_;
+        // A garm-agent download holds its worker as long as the guest reads: never the
+        // workers that carry every guest's callbacks.
+        const bool download = to_garm && (request.path.ends_with("/download") ||
+                                          request.path.ends_with("/download/"));
+        auto& pool = download ? download_workers_ : to_garm ? relay_workers_ : seed_workers_;
         asio::post(pool, [this, request = std::move(request), peer = std::move(peer),
                           respond = std::move(respond)]() mutable {
           guests_.handle_async(request, peer, std::move(respond));  // never throws

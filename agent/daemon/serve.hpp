@@ -81,6 +81,7 @@ class AgentDaemon {
   // holds up neither the control API nor the seed fetches of booting guests.
   asio::thread_pool relay_workers_;
   asio::thread_pool seed_workers_;
+  asio::thread_pool download_workers_;
   asio::thread_pool api_workers_;
   GuestIndex guest_index_;
   /// Null without guests or with runner_cache_mib = 0. Destroyed first (see ~AgentDaemon):

@@ -41,19 +41,25 @@ void AgentSockets::carry(const std::string& domain_name, const std::string& inst
     log_.warning("agent socket for " + instance_name + " not opened: no eventfd");
     return;
   }
+  auto* state = socket.get();
+  try {
+    socket->thread =
+        std::thread([this, state, instance_name, tunnel = std::move(tunnel),
+                     guest = std::move(guest), early_bytes = std::move(early_bytes)]() mutable {
+          const auto end = tunnel->splice(guest.get(), std::move(early_bytes), options_.idle,
+                                          options_.stall, state->stop.get());
+          tunnel.reset();  // garm sees the close now, not when the thread is joined
+          ::close(guest.release());
+          log_.info("agent socket for " + instance_name +
+                    " closed: " + std::string(net::to_string(end)));
+          state->done = true;
+        });
+  } catch (const std::system_error& e) {
+    log_.warning("agent socket for " + instance_name + " not opened: " + e.what());
+    return;  // no thread (e.g. the task limit): the guest's socket closes, it will redial
+  }
   ++opened_;
   log_.info("agent socket for " + instance_name + " opened");
-  auto* state = socket.get();
-  socket->thread = std::thread([this, state, instance_name, tunnel = std::move(tunnel),
-                                guest = std::move(guest),
-                                early_bytes = std::move(early_bytes)]() mutable {
-    const auto end = tunnel->splice(guest.get(), std::move(early_bytes), options_.idle,
-                                    options_.stall, state->stop.get());
-    tunnel.reset();  // garm sees the close now, not when the thread is joined
-    ::close(guest.release());
-    log_.info("agent socket for " + instance_name + " closed: " + std::string(net::to_string(end)));
-    state->done = true;
-  });
   sockets_.push_back(std::move(socket));
 }
 

@@ -19,6 +19,8 @@ constexpr std::size_t kMaxMessages = 50;
 /// Answers the relay reads or rewrites whole (scripts, runner metadata, errors); everything
 /// else streams.
 constexpr std::size_t kMaxWholeAnswerBytes = 4 * 1024 * 1024;
+/// How long a streamed answer waits for the guest to take the pipe's contents.
+constexpr std::chrono::seconds kMaxGuestStall{30};
 
 net::HttpResponse service_unavailable() {
   return {.status = 503,
@@ -233,6 +235,9 @@ void GuestService::handle_async(const net::HttpRequest& request, const std::stri
   } catch (const std::exception& e) {
     log_.error(std::string("guest service: ") + e.what());
     return once(service_unavailable());  // a no-op once garm's answer has begun
+  } catch (...) {
+    log_.error("guest service: unknown failure");
+    return once(service_unavailable());
   }
   once(handle(request, source_ip));
 }
@@ -453,7 +458,10 @@ void GuestService::relay(const net::HttpRequest& request, const std::string& sou
     pipe = std::make_shared<net::BodyPipe>();
     respond(answer_for_guest(head, "", pipe));
     return [pipe = pipe, deadline](int, std::string_view data) {
-      if (!pipe->write(data, deadline)) {
+      // A guest that reads nothing for a while (or an agent that stopped serving) frees
+      // this worker well before the whole download's deadline.
+      const auto stalled = std::chrono::steady_clock::now() + kMaxGuestStall;
+      if (!pipe->write(data, std::min(deadline, stalled))) {
         throw net::HttpClientError("the guest stopped reading the answer");
       }
     };

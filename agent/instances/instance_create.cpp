@@ -42,9 +42,15 @@ wire::ProviderInstance InstanceService::create_as(const ControllerId& controller
                                                   const wire::BootstrapInstance& bootstrap,
                                                   const WarmRecord* warm, WarmUse warm_use) {
   try {
+    const auto began = deletes_.now();
     return guarded("create " + printable_excerpt(bootstrap.name), [&] {
       auto plan = plan_create(controller, bootstrap);
       auto lock = instance_locks_.lock(plan.record.domain_name);
+      if (deletes_.deleted_since(plan.record.domain_name, began)) {
+        // garm gave up on this create and deleted the name before the create got here.
+        throw ServiceError(Code::conflict, "instance " + plan.record.name +
+                                               " was deleted while it was being created");
+      }
       if (warm != nullptr) {
         plan.record.warm = *warm;
         if (plan.guest && plan.guest->record.runner_archive) {

@@ -13,6 +13,7 @@ using Code = ServiceError::Code;
 bool InstanceService::remove(const ControllerId& controller, const InstanceRef& instance) {
   return guarded("delete " + instance.str(), [&] {
     const auto [locks, target] = lock_target(controller, instance);
+    deletes_.mark(target.domain_name);
     return remove_locked(controller, target);
   });
 }

@@ -240,6 +240,8 @@ class InstanceService {
   const Clock& clock_;
   Logger& log_;
   KeyedMutex instance_locks_;
+  /// Deletes by name, so a create they overtook before its lock stops (see DeleteMarks).
+  DeleteMarks deletes_;
   CreateGate create_gate_;
   CapacityLedger capacity_ledger_;
   DrainSwitch drain_;

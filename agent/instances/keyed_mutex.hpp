@@ -1,6 +1,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -74,6 +75,50 @@ class KeyedMutex {
   std::mutex mutex_;
   std::condition_variable released_;
   std::map<std::string, Entry> entries_;
+};
+
+}  // namespace garm_edge::agent
+
+namespace garm_edge::agent {
+
+/// Which keys (instances) were deleted after a given moment, so that a create that began
+/// before a delete of its name does not carry on after it: garm cuts a create off at its
+/// timeout and deletes the name at once, possibly before the create has even taken the
+/// instance's lock. Moments are a counter, not a clock. Bounded: past 4096 keys the older
+/// half is forgotten (a create would have to wait behind that many deletes to miss one).
+class DeleteMarks {
+ public:
+  using Moment = std::uint64_t;
+
+  Moment now() const {
+    std::lock_guard lock(mutex_);
+    return counter_;
+  }
+  void mark(const std::string& key) {
+    std::lock_guard lock(mutex_);
+    if (marks_.size() >= kMaxKeys) {
+      forget_older_half();
+    }
+    marks_[key] = ++counter_;
+  }
+  /// Whether `key` was deleted after `moment`.
+  bool deleted_since(const std::string& key, Moment moment) const {
+    std::lock_guard lock(mutex_);
+    const auto it = marks_.find(key);
+    return it != marks_.end() && it->second > moment;
+  }
+
+ private:
+  static constexpr std::size_t kMaxKeys = 4096;
+
+  void forget_older_half() {
+    const auto cut = counter_ - kMaxKeys / 2;
+    std::erase_if(marks_, [cut](const auto& entry) { return entry.second <= cut; });
+  }
+
+  mutable std::mutex mutex_;
+  Moment counter_ = 0;
+  std::map<std::string, Moment> marks_;
 };
 
 }  // namespace garm_edge::agent

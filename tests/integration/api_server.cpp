@@ -29,7 +29,7 @@ ApiServer::ApiServer(const std::string& fixture,
                  .agent_ip_addresses = {"127.0.0.1"},
                  .client_name = "garm"});
   net::pki_issue_client(pki_, "stranger");
-  service_ = host_.service();
+  service_ = host_.service(hypervisor_, host_.store);
   api_ = std::make_unique<agent::ControlApi>(host_.config, *service_);
   start(handshake_timeout);
 }

@@ -44,6 +44,8 @@ class ApiServer {
   std::uint64_t handshake_evictions() const { return server_->handshake_evictions(); }
   std::size_t open_connections() const { return server_->open_connections(); }
   Host& host() { return host_; }
+  /// The agent's hypervisor, for hooks on its operations (e.g. to hold a create at a step).
+  FaultyHypervisor& hypervisor() { return hypervisor_; }
   agent::InstanceService& service() { return *service_; }
   /// As if the agent process died: its port closes, nothing answers any more.
   void stop();
@@ -52,6 +54,8 @@ class ApiServer {
   void start(std::chrono::seconds handshake_timeout);
 
   Host host_;
+  CrashSwitch crash_;
+  FaultyHypervisor hypervisor_{host_.hypervisor, crash_};
   std::filesystem::path pki_;
   std::unique_ptr<agent::InstanceService> service_;
   std::unique_ptr<agent::ControlApi> api_;

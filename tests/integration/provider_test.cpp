@@ -1,4 +1,8 @@
+#include <condition_variable>
 #include <fstream>
+#include <future>
+#include <mutex>
+#include <thread>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -220,4 +224,145 @@ TEST_CASE("a provider ID naming an agent the config does not know is an error, n
                {{"GARM_INSTANCE_ID", "retired-host:0b6f5b8e-3a52-4c8e-9c1f-2a3b4c5d6e7f"}});
   CHECK(deleted.exit_code == 1);  // 30 would make garm forget a VM that may still run
   CHECK_THAT(deleted.err, Catch::Contains("names no configured agent"));
+}
+
+namespace {
+
+/// Holds the agent's create at its `step`-th hypervisor operation (counted on the thread that
+/// runs the create) until release(); every other operation passes.
+class CreateHold {
+ public:
+  explicit CreateHold(FaultyHypervisor& hypervisor) {
+    hypervisor.before = [this](const std::string& operation) { on_operation(operation); };
+  }
+
+  void arm(int step) {
+    std::lock_guard lock(mutex_);
+    step_ = step;
+    seen_ = 0;
+    create_thread_ = {};
+    held_ = false;
+    released_ = false;
+    operations_.clear();
+  }
+  /// Whether the create reached its step within `timeout` (false: it has fewer steps).
+  bool wait_held(std::chrono::seconds timeout) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, timeout, [this] { return held_; });
+  }
+  void release() {
+    std::lock_guard lock(mutex_);
+    released_ = true;
+    changed_.notify_all();
+  }
+  std::string held_at() {
+    std::lock_guard lock(mutex_);
+    return operations_.empty() ? "" : operations_.back();
+  }
+
+ private:
+  void on_operation(const std::string& operation) {
+    std::unique_lock lock(mutex_);
+    if (step_ < 0) {
+      return;
+    }
+    if (create_thread_ == std::thread::id{}) {
+      create_thread_ = std::this_thread::get_id();  // the create's first call comes first
+    }
+    if (std::this_thread::get_id() != create_thread_ || seen_++ != step_) {
+      return;
+    }
+    operations_.push_back(operation);
+    held_ = true;
+    changed_.notify_all();
+    changed_.wait_for(lock, std::chrono::seconds(20), [this] { return released_; });
+  }
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  int step_ = -1;
+  int seen_ = 0;
+  std::thread::id create_thread_;
+  bool held_ = false;
+  bool released_ = false;
+  std::vector<std::string> operations_;
+};
+
+}  // namespace
+
+TEST_CASE("garm cutting a create off at any step, then deleting by name, leaves nothing",
+          "[provider]") {
+  // garm PR 817: CreateInstance is killed at the pool's bootstrap timeout (SIGKILL from
+  // exec.CommandContext), the instance marked error, and DeleteInstance(name) runs at once.
+  ApiServer server;
+  const Garm garm(server);
+  CreateHold hold(server.hypervisor());
+  const std::map<std::string, std::string> pool{{"GARM_POOL_ID", kPool}};
+  int steps = 0;
+  for (int step = 0; step < 40; ++step) {
+    const auto name = "garm-cut" + std::to_string(step);
+    INFO("create held at step " << step);
+    hold.arm(step);
+    auto create = std::async(std::launch::async, [&] {
+      // The provider is SIGKILLed half a second after it starts, while the agent is held.
+      std::map<std::string, std::string> env{{"GARM_COMMAND", "CreateInstance"},
+                                             {"GARM_CONTROLLER_ID", kController},
+                                             {"GARM_POOL_ID", kPool},
+                                             {"GARM_PROVIDER_CONFIG_FILE", garm.config().string()},
+                                             {"GARM_INTERFACE_VERSION", "v0.1.0"}};
+      return run_program("/usr/bin/timeout", {"-s", "KILL", "0.5", kProvider}, env,
+                         bootstrap_json(name));
+    });
+    if (!hold.wait_held(std::chrono::seconds(10))) {
+      hold.release();
+      CHECK(create.get().exit_code == 0);  // the create had fewer steps: it completed
+      CHECK(garm.run("DeleteInstance", {{"GARM_INSTANCE_ID", name}}).exit_code == 0);
+      CHECK(server.host().holds_nothing_of(kController, name));
+      break;
+    }
+    ++steps;
+    INFO("held at " << hold.held_at());
+    CHECK(create.get().exit_code != 0);  // SIGKILLed, as garm kills it
+    auto deleting = std::async(std::launch::async, [&] {
+      return garm.run("DeleteInstance", {{"GARM_INSTANCE_ID", name}});
+    });
+    // The delete arrives while the create is still held, then the create goes on.
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    hold.release();
+    const auto deleted = deleting.get();
+    INFO("delete: " << deleted.err);
+    CHECK(deleted.exit_code == 0);
+    // Whatever the create did after the delete returned has been undone by then or is
+    // refused: nothing of the instance is left, now or a moment later.
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    CHECK(server.host().holds_nothing_of(kController, name));
+    CHECK(garm.run("ListInstances", pool).out == "[]");
+  }
+  hold.arm(-1);
+  UNSCOPED_INFO("the create was cut off at each of its " << steps << " hypervisor steps");
+  CHECK(steps >= 4);  // the create was cut at each of its hypervisor steps
+  CHECK(server.host().tagged_domain_count() == 0);
+}
+
+TEST_CASE("garm's proxy variables do not divert the provider's mTLS connection to the agent",
+          "[provider]") {
+  // garm passes http_proxy, https_proxy and no_proxy (both cases) from its own environment.
+  ApiServer server;
+  const Garm garm(server);
+  const std::string nowhere = "http://127.0.0.1:9";  // nothing listens: a proxy used fails
+  const std::map<std::string, std::string> proxies{
+      {"http_proxy", nowhere},    {"https_proxy", nowhere}, {"HTTP_PROXY", nowhere},
+      {"HTTPS_PROXY", nowhere},   {"ALL_PROXY", nowhere},   {"no_proxy", "example.com"},
+      {"NO_PROXY", "example.com"}};
+  auto with = [&](std::map<std::string, std::string> env) {
+    env.insert(proxies.begin(), proxies.end());
+    return env;
+  };
+  const auto created =
+      garm.run("CreateInstance", with({{"GARM_POOL_ID", kPool}}), bootstrap_json("garm-proxied"));
+  INFO(created.err);
+  REQUIRE(created.exit_code == 0);
+  CHECK(strict_json(garm.run("ListInstances", with({{"GARM_POOL_ID", kPool}}))).size() == 1);
+  CHECK(garm.run("DeleteInstance", with({{"GARM_INSTANCE_ID", "garm-proxied"}})).exit_code == 0);
+  CHECK(server.host().holds_nothing_of(kController, "garm-proxied"));
 }

@@ -7,7 +7,8 @@
 Prints one JSON object: the answer's status (and body when it is not 101), whether
 Sec-WebSocket-Accept matches the key, whether garm's first ping arrived, the echo of each
 --send, whether --ping got its pong, and with --hold, after how many seconds the other end
-closed the socket while the client stayed silent (null: still open when the hold ended).
+closed the socket while the client stayed silent, or only pinged every second with
+--keepalive (null: still open when the hold ended).
 """
 
 import argparse
@@ -76,6 +77,7 @@ def main():
     parser.add_argument("--send", action="append", default=[])
     parser.add_argument("--ping", action="store_true")
     parser.add_argument("--hold", type=float, default=0)
+    parser.add_argument("--keepalive", action="store_true", help="ping every second while holding")
     args = parser.parse_args()
 
     url = urlsplit(args.url)
@@ -114,14 +116,17 @@ def main():
     result["closed_after"] = None
     if args.hold:
         started = time.monotonic()
-        sock.settimeout(args.hold)
-        try:
-            while True:
+        while time.monotonic() - started < args.hold:
+            left = args.hold - (time.monotonic() - started)
+            sock.settimeout(min(left, 1.0) if args.keepalive else left)
+            try:
                 reader.frame()
-        except (EOFError, ConnectionError):
-            result["closed_after"] = round(time.monotonic() - started, 2)
-        except socket.timeout:
-            pass
+            except (EOFError, ConnectionError):
+                result["closed_after"] = round(time.monotonic() - started, 2)
+                break
+            except socket.timeout:
+                if args.keepalive:
+                    sock.sendall(frame(0x9, b"keepalive"))
     print(json.dumps(result))
 
 
