@@ -447,7 +447,8 @@ void GuestService::relay(const net::HttpRequest& request, const std::string& sou
   std::shared_ptr<net::BodyPipe> pipe;
   std::string whole;
   auto on_head = [&](const net::ClientResponse& head) -> net::BodySink {
-    if (rewritten || head.status != 200) {
+    // A callback's answer is tiny and the relay acts on it before the guest hears it.
+    if (rewritten || callback || head.status != 200) {
       return [&whole](int, std::string_view data) {
         if (data.size() > kMaxWholeAnswerBytes - whole.size()) {
           throw net::HttpClientError("the answer is larger than the relay reads whole");
@@ -481,17 +482,16 @@ void GuestService::relay(const net::HttpRequest& request, const std::string& sou
   }
   ++counters_.relayed;
   if (pipe) {
-    pipe->finish(true);
-  } else {
-    auto response = answer_for_guest(answer, std::move(whole), nullptr);
-    if (rewritten && response.status == 200) {
-      rewrite_for_guest(response, entry->domain_name, guest);
-    }
-    respond(std::move(response));
+    return pipe->finish(true);
   }
   if (callback && request.method == "POST" && answer.status >= 200 && answer.status < 300) {
-    record_report(entry->domain_name, suffix, request.body);
+    record_report(entry->domain_name, suffix, request.body);  // before the guest goes on
   }
+  auto response = answer_for_guest(answer, std::move(whole), nullptr);
+  if (rewritten && response.status == 200) {
+    rewrite_for_guest(response, entry->domain_name, guest);
+  }
+  respond(std::move(response));
 }
 
 void GuestService::rewrite_for_guest(net::HttpResponse& response, const std::string& domain_name,
