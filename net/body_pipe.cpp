@@ -58,10 +58,11 @@ void BodyPipe::read(Ready ready) {
 }
 
 void BodyPipe::abandon() {
+  Ready dropped;  // may hold the last reference to the reader: destroyed after unlocking
   {
     std::lock_guard lock(mutex_);
     abandoned_ = true;
-    waiting_ = nullptr;
+    dropped = std::exchange(waiting_, nullptr);
   }
   space_.notify_all();
 }
