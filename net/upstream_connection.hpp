@@ -38,7 +38,6 @@ class UpstreamConnection {
   /// Input already read from the socket but not yet returned (decrypted TLS records): a wait
   /// on fd() would not see it.
   bool has_buffered_input();
-  const std::string& where() const { return where_; }
 
  private:
   /// HTTP CONNECT through the proxy, so TLS runs end to end with the URL's host.

@@ -58,7 +58,6 @@ void AgentSockets::carry(const std::string& domain_name, const std::string& inst
     log_.warning("agent socket for " + instance_name + " not opened: " + e.what());
     return;  // no thread (e.g. the task limit): the guest's socket closes, it will redial
   }
-  ++opened_;
   log_.info("agent socket for " + instance_name + " opened");
   sockets_.push_back(std::move(socket));
 }

@@ -52,7 +52,6 @@ class AgentSockets {
   /// Sockets open now: of one instance, or of all.
   std::size_t open(std::string_view domain_name) const;
   std::size_t open() const;
-  std::uint64_t opened() const { return opened_.load(); }
 
  private:
   struct Socket {
@@ -71,7 +70,6 @@ class AgentSockets {
   Logger& log_;
   mutable std::mutex mutex_;
   std::list<std::unique_ptr<Socket>> sockets_;  // oldest first
-  std::atomic<std::uint64_t> opened_{0};
 };
 
 }  // namespace garm_edge::agent
