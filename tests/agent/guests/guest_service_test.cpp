@@ -997,7 +997,13 @@ TEST_CASE("a 100 MB garm-agent download streams through the relay in bounded mem
   CHECK(got.output.substr(0, 64) == expected.output.substr(0, 64));
   // The relay holds at most its pipe (1 MiB) and a few read buffers per download.
   INFO("peak RSS grew by " << growth << " KiB");
+#if !defined(__SANITIZE_ADDRESS__)
   CHECK(growth < 16 * 1024);
+#else
+  // ASan keeps freed buffers in its quarantine (256 MB by default), so RSS there counts every byte
+  // ever allocated, not what is live; the bound is checked by the plain build.
+  CHECK(growth < 512 * 1024);
+#endif
   UNSCOPED_INFO("relay: 100 MB streamed, peak RSS growth " << growth << " KiB");
 
   SECTION("a guest that leaves mid-download frees the relay at once") {
