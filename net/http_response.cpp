@@ -51,16 +51,18 @@ std::string_view reason_phrase(int status) {
   }
 }
 
-std::string serialize(const HttpResponse& response, bool keep_alive) {
+std::string serialize(const HttpResponse& response, bool keep_alive, bool client_reads_chunked) {
   std::string out = "HTTP/1.1 " + std::to_string(response.status) + " " +
                     std::string(reason_phrase(response.status)) + "\r\n";
   if (!response.upgrade) {
     out += "Content-Type: " + response.content_type + "\r\n";
-    out += response.stream
-               ? std::string("Transfer-Encoding: chunked")
-               : "Content-Length: " +
-                     std::to_string(response.file ? response.file->size : response.body.size());
-    out += std::string("\r\nConnection: ") + (keep_alive ? "keep-alive" : "close") + "\r\n";
+    if (!response.stream) {
+      out += "Content-Length: " +
+             std::to_string(response.file ? response.file->size : response.body.size()) + "\r\n";
+    } else if (client_reads_chunked) {
+      out += "Transfer-Encoding: chunked\r\n";
+    }
+    out += std::string("Connection: ") + (keep_alive ? "keep-alive" : "close") + "\r\n";
   }
   for (const auto& [name, value] : response.headers) {
     out += name + ": " + value + "\r\n";

@@ -40,7 +40,9 @@ struct HttpResponse {
 
 std::string_view reason_phrase(int status);
 /// The status line, headers (Content-Length or chunked Transfer-Encoding, Connection) and body
-/// (not a file's or a pipe's). An upgrade's head carries only the caller's headers.
-std::string serialize(const HttpResponse& response, bool keep_alive);
+/// (not a file's or a pipe's). An upgrade's head carries only the caller's headers. A pipe's
+/// body goes chunked to an HTTP/1.1 client; an HTTP/1.0 client reads it until the connection
+/// closes (`keep_alive` must then be false).
+std::string serialize(const HttpResponse& response, bool keep_alive, bool client_reads_chunked);
 
 }  // namespace garm_edge::net

@@ -110,6 +110,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     }
     auto request = std::move(*parsed.request);
     keep_alive_ = request.keep_alive;
+    client_reads_chunked_ = request.minor_version >= 1;
     ++deadline_epoch_;  // the handler may take its time (a relay); the write has its own deadline
     timer_.cancel();
     auto respond = [self = shared_from_this()](HttpResponse response) {
@@ -122,7 +123,10 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void write_response(HttpResponse response) {
-    outgoing_ = serialize(response, keep_alive_);
+    if (response.stream && !client_reads_chunked_) {
+      keep_alive_ = false;  // an HTTP/1.0 client knows the body's end by the close
+    }
+    outgoing_ = serialize(response, keep_alive_, client_reads_chunked_);
     if (response.upgrade) {
       return write_upgrade(std::move(response.upgrade));
     }
@@ -208,7 +212,9 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
 
   void write_stream_piece(BodyPipe::Piece piece) {
     outgoing_.clear();
-    if (!piece.data.empty()) {
+    if (!client_reads_chunked_) {
+      outgoing_ = std::move(piece.data);
+    } else if (!piece.data.empty()) {
       std::array<char, 20> size{};
       std::snprintf(size.data(), size.size(), "%zx\r\n", piece.data.size());
       outgoing_ = size.data() + std::move(piece.data) + "\r\n";
@@ -222,7 +228,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
           [self = shared_from_this()](const asio::error_code&, std::size_t) { self->close(); });
     }
     if (piece.end) {
-      outgoing_ += "0\r\n\r\n";
+      outgoing_ += client_reads_chunked_ ? "0\r\n\r\n" : "";
       stream_ended_ = true;
     }
     write_outgoing();
@@ -255,6 +261,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   std::shared_ptr<BodyPipe> stream_;
   bool stream_ended_ = false;
   bool keep_alive_ = true;
+  bool client_reads_chunked_ = true;
   bool request_started_ = false;
   std::uint64_t deadline_epoch_ = 0;
 };

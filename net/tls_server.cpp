@@ -244,7 +244,7 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void write_response(HttpResponse response) {
-    outgoing_ = serialize(response, keep_alive_);
+    outgoing_ = serialize(response, keep_alive_, /*client_reads_chunked=*/true);
     written_ = 0;
     arm_deadline(options_.request_timeout);
     write();

@@ -556,6 +556,9 @@ void GuestService::open_agent_socket(const net::HttpRequest& request, const std:
   }
   const auto& answer = tunnel->answer();
   if (!tunnel->switched()) {
+    if (answer.status == 401) {
+      misses_.miss(source_ip);  // the token named this instance, but garm did not issue it
+    }
     return respond(answer_for_guest(answer, answer.body, nullptr));
   }
   ++counters_.agent_sockets;

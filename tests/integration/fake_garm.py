@@ -25,7 +25,8 @@ its bootstrap): garm pings at once, echoes text and binary frames, answers pings
 every frame as {"method": "WS", "opcode", "body", "time"} and the socket's end as
 {"method": "WS-END"}. In an install script, @AGENT_URL@ and @AGENT_TOKEN@ stand for them.
 /api/v1/metadata/tools/garm-agent/<id>/download streams "agent_tool_bytes" (default 1 MiB)
-of agent_tool_bytes() chunked, as garm's io.Copy does.
+of agent_tool_bytes() chunked, as garm's io.Copy does; with "agent_tool_cut_at", the
+connection ends after that many bytes, without the last chunk.
 
 With --downloads DIR, files in DIR are served without a token at /downloads/<name>, at most
 --download-rate bytes per second (a WAN link to GitHub; 0: no limit), and /redirect/<name>
@@ -347,7 +348,11 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         block, left = agent_tool_block(), size
+        cut_at = int(instance.get("agent_tool_cut_at", size + 1))
         while left > 0:
+            if size - left >= cut_at:  # garm's connection ends before the last chunk
+                self.close_connection = True
+                return
             piece = block[:left]
             self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
             left -= len(piece)

@@ -92,10 +92,23 @@ echo "warm guest $warm_uuid at $warm_address: $(warm_field state)"
 echo "== two Debian 12 guests with cloud-init"
 token1=jwt-first-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
 token2=jwt-second-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
+# The first guest runs in garm's agent mode: it opens garm-agent's WebSocket at the AGENT_URL
+# garm rendered (which the relay rewrites to its own /agent), with the agent JWT garm issued it,
+# sends a text frame and a ping, and reports what came back.
+agent_token1=$(vm_helpers agent-token garm-guest00001)
+agent_socket=$(cat <<SH
+AGENT_URL="@AGENT_URL@"
+AGENT_TOKEN="@AGENT_TOKEN@"
+echo '$(vm_helpers ws-client-program)' | base64 -d > /tmp/ws_client.py
+socket=\$({ /usr/bin/python3 /tmp/ws_client.py "\$AGENT_URL" 0.0.0.0 "\$AGENT_TOKEN" \
+  --send 'hello from garm-guest00001' --ping || echo '{"status": "client failed"}'; } | base64 -w0)
+post /status "{\"status\": \"installing\", \"message\": \"agent socket \$AGENT_URL: \$socket\"}"
+SH
+)
 # The first guest's `idle` is answered only once the second guest has made its attempts: until
 # garm answers, its seed stays open, so a refusal is the identity check and not a closed door.
-garm_instance "$token1" "$(vm_helpers garm-instance-data "$(install_script "$token1" 101)" \
-  "$work/second-guest-done")"
+garm_instance "$token1" "$(vm_helpers garm-instance-data "$(install_script "$token1" 101 "$agent_socket")" \
+  "$work/second-guest-done" "$agent_token1")"
 bootstrap_json garm-guest00001 "$token1" "$(garm_wrapper "$token1")" > "$work/guest1.json"
 created1=$(stamp)
 stdin_file=$work/guest1.json garm CreateInstance GARM_POOL_ID="$pool_id"
@@ -193,8 +206,21 @@ for expected in '/api/v1/callbacks/status .*fetching the install script' \
   '/api/v1/callbacks/status {"status": "idle"'; do
   printf '%s\n' "$requests1" | grep -q "$expected" || fail "the fake garm did not receive $expected: $requests1"
 done
-strangers=$(vm_helpers count-strangers "$work/garm.log" "$token1" "$token2" "$token3" token-crash)
+strangers=$(vm_helpers count-strangers "$work/garm.log" "$token1" "$token2" "$token3" token-crash \
+  "$agent_token1")
 expect "$strangers" 0 "every request reached the fake garm with its guest's bearer token"
+# garm-agent's socket, as the guest saw it and as garm saw it.
+socket_report=$(printf '%s\n' "$requests1" | grep -o 'agent socket [^ ]*: [A-Za-z0-9+/=]*' | head -1)
+[ -n "$socket_report" ] || fail "the first guest did not report its agent socket: $requests1"
+expect "${socket_report%%: *}" "agent socket $guest_url/agent" "the guest's AGENT_URL is the relay's"
+socket_seen=$(printf '%s' "${socket_report##*: }" | base64 -d)
+echo "guest 1's garm-agent socket through the relay: $socket_seen"
+for field in status:101 accept_ok:True garm_ping:True echo.0:"hello from garm-guest00001" pong:True; do
+  expect "$(printf '%s' "$socket_seen" | json_field "${field%%:*}")" "${field#*:}" "the guest's socket: ${field%%:*}"
+done
+garm_requests "$agent_token1" | grep -q ' /agent ' || fail "garm saw no upgrade with guest 1's agent token"
+vm_helpers agent-frames "$work/garm.log" | grep -qx 'hello from garm-guest00001' ||
+  fail "garm did not receive the guest's frame on /agent"
 # The agent records a report once garm has answered it, a moment after garm logged it.
 agent_saw_idle() { [ "$(control instances/garm-guest00001/guest | json_field runner_status)" = idle ]; }
 wait_for "the agent to record the first guest's idle" 60 agent_saw_idle

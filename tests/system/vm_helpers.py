@@ -22,13 +22,41 @@ def set_garm_instance(path, token, data):
     os.replace(path + ".tmp", path)
 
 
-def garm_instance_data(install_script, hold_idle_until=None):
-    """The fake garm's view of one instance: its install script, and a file whose appearance
-    it waits for before it answers the instance's `idle`."""
+def garm_instance_data(install_script, hold_idle_until=None, agent_token=None):
+    """The fake garm's view of one instance: its install script, a file whose appearance it
+    waits for before it answers the instance's `idle`, and the JWT garm issued for its
+    garm-agent (agent mode)."""
     data = {"install_script": install_script}
     if hold_idle_until:
         data["hold_idle_until"] = hold_idle_until
+    if agent_token:
+        data["agent_token"] = agent_token
     print(json.dumps(data))
+
+
+def agent_token(name):
+    """A JWT shaped as garm issues to an instance's garm-agent (`name`, `is_agent`). Its
+    signature is garm's to check: the fake garm compares the whole token."""
+    def part(value):
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
+    claims = {"id": "vm-test", "name": name, "is_agent": True}
+    print(part({"alg": "HS256", "typ": "JWT"}) + "." + part(claims) + "." + part("signature"))
+
+
+def ws_client_program():
+    """tests/integration/ws_client.py (garm-agent's side of the socket), base64-encoded so a
+    guest's install script can carry it."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "..", "integration", "ws_client.py"), "rb") as f:
+        print(base64.b64encode(f.read()).decode())
+
+
+def agent_frames(log):
+    """The payloads of the WebSocket frames the fake garm received on /agent, one per line."""
+    for line in open(log):
+        r = json.loads(line)
+        if r["method"] == "WS":
+            print(base64.b64decode(r["body"]).decode(errors="replace"))
 
 
 def bootstrap_json(name, token, wrapper, garm_url, ca_path, pool):
@@ -68,7 +96,7 @@ def garm_log_summary(log):
     """Every request the fake garm received: method, path, the start of its token."""
     for line in open(log):
         r = json.loads(line)
-        print(r["method"], r["path"], r["headers"].get("Authorization", "")[:20] + "...")
+        print(r["method"], r["path"], r.get("headers", {}).get("Authorization", "")[:20] + "...")
 
 
 def json_field(path):
@@ -83,16 +111,18 @@ def garm_requests(log, token):
     """The fake garm's requests carrying TOKEN, one line each: "TIME PATH BODY"."""
     for line in open(log):
         r = json.loads(line)
-        if r["headers"].get("Authorization") == "Bearer " + token:
+        if r.get("headers", {}).get("Authorization") == "Bearer " + token:
             body = base64.b64decode(r["body"]).decode(errors="replace").replace("\n", " ")
             print("%.3f %s %s" % (r["time"], r["path"], body))
 
 
 def count_strangers(log, *tokens):
-    """How many requests reached the fake garm with none of TOKENS as their bearer token."""
+    """How many requests reached the fake garm with none of TOKENS as their bearer token
+    (WebSocket frames are not requests: they travel on a socket opened by one)."""
     allowed = ["Bearer " + t for t in tokens]
-    print(sum(1 for line in open(log)
-              if json.loads(line)["headers"].get("Authorization") not in allowed))
+    requests = (json.loads(line) for line in open(log))
+    print(sum(1 for r in requests
+              if "headers" in r and r["headers"].get("Authorization") not in allowed))
 
 
 def seconds_between(rfc3339, epoch_seconds):
@@ -159,6 +189,9 @@ COMMANDS = {
     "arp-claim-program": arp_claim_program,
     "add-tool": add_tool,
     "count-downloads": count_downloads,
+    "agent-token": agent_token,
+    "ws-client-program": ws_client_program,
+    "agent-frames": agent_frames,
 }
 
 

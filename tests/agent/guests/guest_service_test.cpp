@@ -867,6 +867,14 @@ void reset_peak_rss() {
   std::ofstream("/proc/self/clear_refs") << "5";
 }
 
+/// The sockets open once `count` have opened, or after 5 s.
+std::size_t sockets_open_within(const agent::AgentSockets& sockets, std::size_t count) {
+  for (int i = 0; i < 200 && sockets.open() < count; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  return sockets.open();
+}
+
 }  // namespace
 
 TEST_CASE("garm-agent's socket reaches garm through the relay for its own instance only",
@@ -922,6 +930,13 @@ TEST_CASE("garm-agent's socket reaches garm through the relay for its own instan
     const auto answer = open_agent_socket(socket_url, "127.0.0.3", forged);
     CHECK(answer["status"] == 401);
     CHECK(answer["body"] == R"({"error":"Authentication failed","details":""})");
+    // Each counts as a miss: a guest that keeps forging is cut off before garm, as for seeds.
+    for (int attempt = 1; attempt < 20; ++attempt) {
+      REQUIRE(open_agent_socket(socket_url, "127.0.0.3", forged)["status"] == 401);
+    }
+    const auto upgrades = garm_saw(garm, "GET");
+    CHECK(open_agent_socket(socket_url, "127.0.0.3", forged)["status"] == 429);
+    CHECK(garm_saw(garm, "GET") == upgrades);
   }
   SECTION("the socket outlives idle, and ends when the instance is deleted") {
     CHECK(curl_from("127.0.0.2", agent.base_url() + "/api/v1/callbacks/status",
@@ -953,17 +968,11 @@ TEST_CASE("garm-agent's socket reaches garm through the relay for its own instan
     auto first = std::async(std::launch::async, [&] {
       return open_agent_socket(socket_url, "127.0.0.2", token_a, "--hold 12 --keepalive");
     });
-    const auto opened_count = [&](std::size_t count) {
-      for (int i = 0; i < 200 && agent.sockets.open() < count; ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(25));
-      }
-      return agent.sockets.open();
-    };
-    REQUIRE(opened_count(1) == 1);
+    REQUIRE(sockets_open_within(agent.sockets, 1) == 1);
     auto second = std::async(std::launch::async, [&] {
       return open_agent_socket(socket_url, "127.0.0.2", token_a, "--hold 5 --keepalive");
     });
-    REQUIRE(opened_count(2) == 2);
+    REQUIRE(sockets_open_within(agent.sockets, 2) == 2);
     const auto third =
         open_agent_socket(socket_url, "127.0.0.2", token_a, "--hold 1.5 --keepalive");
     CHECK(third["closed_after"].is_null());
@@ -1016,4 +1025,58 @@ TEST_CASE("a 100 MB garm-agent download streams through the relay in bounded mem
     }
     CHECK(agent.guests->counters().relay_failures == failures + 1);
   }
+}
+
+TEST_CASE(
+    "a streamed answer leaves the guest's connection reusable, and one garm cuts off "
+    "reaches the guest cut off",
+    "[guests][integration]") {
+  auto options = agent_mode_instances();
+  options.instances[kTokenA]["agent_tool_bytes"] = 3'000'000;  // three times the relay's pipe
+  options.instances[kTokenB]["agent_tool_bytes"] = 3'000'000;
+  options.instances[kTokenB]["agent_tool_cut_at"] = 1'500'000;
+  FakeGarm garm(options);
+  GuestHost agent(garm);
+  agent.service->create(kControllerId, agent.bootstrap("garm-guest-a", kTokenA));
+  agent.service->create(kControllerId, agent.bootstrap("garm-guest-b", kTokenB));
+  const auto url = agent.base_url() + "/api/v1/metadata/tools/garm-agent/4f1e/download";
+
+  // Two downloads on one connection: the second reuses it (no new connect).
+  const auto twice = run_command("curl -s --interface 127.0.0.2 " + bearer(kTokenA) +
+                                 " -o /dev/null '" + url + "' -o /dev/null '" + url +
+                                 "' -w '%{http_code} %{size_download} %{num_connects}\\n'");
+  CHECK(twice.output == "200 3000000 1\n200 3000000 0\n");
+  // An HTTP/1.0 client knows no chunks: it reads the body until the connection closes.
+  const auto old_client =
+      run_command("curl -s --http1.0 -D - --interface 127.0.0.2 " + bearer(kTokenA) +
+                  " -o /dev/null -w '%{size_download}' '" + url + "'");
+  CHECK(old_client.exit_code == 0);
+  CHECK(old_client.output.find("Transfer-Encoding") == std::string::npos);
+  CHECK(old_client.output.ends_with("Connection: close\r\n\r\n3000000"));
+
+  // garm's connection ends mid-body: the guest must not take the half for the whole.
+  const auto cut = run_command("curl -s --interface 127.0.0.3 " + bearer(kTokenB) +
+                               " -o /dev/null -w '%{size_download}' '" + url + "'");
+  CHECK(cut.exit_code == 18);  // CURLE_PARTIAL_FILE: the chunked body never ended
+  CHECK(std::stoul(cut.output) < 3'000'000);
+}
+
+TEST_CASE("stopping the agent ends garm-agent's sockets without waiting for them",
+          "[guests][integration]") {
+  FakeGarm garm(agent_mode_instances());
+  auto agent = std::make_unique<GuestHost>(garm);
+  agent->service->create(kControllerId, agent->bootstrap("garm-guest-a", kTokenA));
+  const auto socket_url = agent->base_url() + "/agent";
+  auto held = std::async(std::launch::async, [&] {
+    return open_agent_socket(socket_url, "127.0.0.2", agent_token_for("garm-guest-a"),
+                             "--hold 20 --keepalive");
+  });
+  REQUIRE(sockets_open_within(agent->sockets, 1) == 1);
+
+  const auto stopping = std::chrono::steady_clock::now();
+  agent.reset();
+  CHECK(std::chrono::steady_clock::now() - stopping < std::chrono::seconds(3));
+  const auto seen = held.get();
+  REQUIRE(seen["closed_after"].is_number());
+  CHECK(seen["closed_after"].get<double>() < 3.0);
 }
