@@ -37,7 +37,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(tcp::socket socket, std::string peer, const HttpServerOptions& options,
              Handler handler, std::shared_ptr<std::atomic<std::size_t>> open,
-             std::shared_ptr<PeerCounts> peers)
+             std::shared_ptr<PeerCounts> peers, std::shared_ptr<LiveStreams> streams)
       : socket_(std::move(socket)),
         timer_(socket_.get_executor()),
         options_(options),
@@ -45,6 +45,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
         parser_(options_.limits),
         open_(std::move(open)),
         peers_(std::move(peers)),
+        streams_(std::move(streams)),
         peer_(std::move(peer)) {
     ++*open_;
   }
@@ -133,6 +134,9 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     file_ = std::move(response.file);
     file_offset_ = 0;
     stream_ = std::move(response.stream);
+    if (stream_) {
+      streams_->add(stream_);
+    }
     write_outgoing();
   }
 
@@ -252,6 +256,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   HttpRequestParser parser_;
   std::shared_ptr<std::atomic<std::size_t>> open_;
   std::shared_ptr<PeerCounts> peers_;
+  std::shared_ptr<LiveStreams> streams_;
   std::string peer_;
   std::array<char, 16 * 1024> buffer_{};
   std::string pending_;
@@ -292,6 +297,22 @@ void HttpServer::stop() {
   accept_retry_.cancel();
 }
 
+void HttpServer::abandon_streams() {
+  std::lock_guard lock(streams_->mutex);
+  for (const auto& pipe : streams_->pipes) {
+    if (const auto live = pipe.lock()) {
+      live->abandon();
+    }
+  }
+  streams_->pipes.clear();
+}
+
+void HttpServer::LiveStreams::add(const std::shared_ptr<BodyPipe>& pipe) {
+  std::lock_guard lock(mutex);
+  std::erase_if(pipes, [](const auto& known) { return known.expired(); });
+  pipes.push_back(pipe);
+}
+
 void HttpServer::accept() {
   accept_connections(acceptor_, io_, accept_retry_, [this](tcp::socket& socket) {
     asio::error_code error;
@@ -308,7 +329,7 @@ void HttpServer::accept() {
       ++count;
     }
     std::make_shared<Connection>(std::move(socket), std::move(peer), options_, handler_, open_,
-                                 peers_)
+                                 peers_, streams_)
         ->start();
     return true;
   });

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <asio.hpp>
 
@@ -51,6 +52,9 @@ class HttpServer {
   std::uint16_t port() const;
   /// Stops accepting; connections in progress finish.
   void stop();
+  /// Once the event loop has stopped, no connection reads its streamed answer any more: this
+  /// tells their writers, which would otherwise wait for a reader until their own deadline.
+  void abandon_streams();
   std::size_t open_connections() const { return open_->load(); }
 
   class Connection;
@@ -70,6 +74,13 @@ class HttpServer {
     std::map<std::string, std::size_t> open;
   };
   std::shared_ptr<PeerCounts> peers_ = std::make_shared<PeerCounts>();
+  /// The pipes of streamed answers, shared with the connections that add theirs.
+  struct LiveStreams {
+    std::mutex mutex;
+    std::vector<std::weak_ptr<BodyPipe>> pipes;
+    void add(const std::shared_ptr<BodyPipe>& pipe);
+  };
+  std::shared_ptr<LiveStreams> streams_ = std::make_shared<LiveStreams>();
 };
 
 /// What buffered bytes make: nothing yet, a refusal to send before closing (400, 413, 431, 501,

@@ -96,6 +96,9 @@ AgentDaemon::AgentDaemon(const AgentConfig& config, Logger& log, ServeOptions op
 
 AgentDaemon::~AgentDaemon() {
   warm_loop_.reset();  // no pass starts a create any more
+  if (guest_server_) {
+    guest_server_->abandon_streams();  // the event loop is done: no guest reads them
+  }
   api_workers_.join();
   relay_workers_.join();
   download_workers_.join();

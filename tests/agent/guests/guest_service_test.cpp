@@ -83,6 +83,7 @@ struct GuestHost {
     work.reset();
     io.stop();
     io_thread.join();
+    server->abandon_streams();  // as the agent does once its event loop is done
     workers.join();
   }
 
@@ -1079,4 +1080,23 @@ TEST_CASE("stopping the agent ends garm-agent's sockets without waiting for them
   const auto seen = held.get();
   REQUIRE(seen["closed_after"].is_number());
   CHECK(seen["closed_after"].get<double>() < 3.0);
+}
+
+TEST_CASE("stopping the agent during a slow download does not wait for the guest",
+          "[guests][integration]") {
+  FakeGarm garm(agent_mode_instances());
+  auto agent = std::make_unique<GuestHost>(garm);
+  agent->service->create(kControllerId, agent->bootstrap("garm-guest-a", kTokenA));
+  const auto url = agent->base_url() + "/api/v1/metadata/tools/garm-agent/4f1e/download";
+  auto download = std::async(std::launch::async, [&] {
+    return run_command("curl -s -m 60 --limit-rate 100K --interface 127.0.0.2 " + bearer(kTokenA) +
+                       " -o /dev/null '" + url + "'");
+  });
+  // The relay's pipe fills while the guest reads slowly.
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+
+  const auto stopping = std::chrono::steady_clock::now();
+  agent.reset();
+  CHECK(std::chrono::steady_clock::now() - stopping < std::chrono::seconds(5));
+  CHECK(download.get().exit_code != 0);  // the guest sees its download cut off
 }
