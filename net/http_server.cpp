@@ -115,6 +115,11 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     ++deadline_epoch_;  // the handler may take its time (a relay); the write has its own deadline
     timer_.cancel();
     auto respond = [self = shared_from_this()](HttpResponse response) {
+      if (response.stream) {
+        // Known before the post: the event loop may have stopped, and then only
+        // abandon_streams() can free the writer.
+        self->streams_->add(response.stream);
+      }
       asio::post(self->socket_.get_executor(), [self, response = std::move(response)]() mutable {
         self->write_response(std::move(response));
       });
@@ -134,9 +139,6 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     file_ = std::move(response.file);
     file_offset_ = 0;
     stream_ = std::move(response.stream);
-    if (stream_) {
-      streams_->add(stream_);
-    }
     write_outgoing();
   }
 
@@ -225,17 +227,27 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     }
     if (piece.end && !piece.complete) {
       // Cut off upstream: what arrived goes out, then the connection ends without the last
-      // chunk, which the client reads as a truncated body.
+      // chunk, which the client reads as a truncated body. An HTTP/1.0 client has no chunks:
+      // it gets a reset instead of a clean end, so it cannot take the half for the whole.
       stream_->abandon();
-      return asio::async_write(
-          socket_, asio::buffer(outgoing_),
-          [self = shared_from_this()](const asio::error_code&, std::size_t) { self->close(); });
+      return asio::async_write(socket_, asio::buffer(outgoing_),
+                               [self = shared_from_this()](const asio::error_code&, std::size_t) {
+                                 self->client_reads_chunked_ ? self->close() : self->reset();
+                               });
     }
     if (piece.end) {
       outgoing_ += client_reads_chunked_ ? "0\r\n\r\n" : "";
       stream_ended_ = true;
     }
     write_outgoing();
+  }
+
+  /// Ends the connection with a reset (no FIN): the client sees an error, not an end of body.
+  void reset() {
+    asio::error_code ignored;
+    socket_.set_option(asio::socket_base::linger(true, 0), ignored);
+    socket_.close(ignored);
+    close();
   }
 
   void close() {
@@ -299,6 +311,7 @@ void HttpServer::stop() {
 
 void HttpServer::abandon_streams() {
   std::lock_guard lock(streams_->mutex);
+  streams_->abandoned = true;
   for (const auto& pipe : streams_->pipes) {
     if (const auto live = pipe.lock()) {
       live->abandon();
@@ -309,6 +322,10 @@ void HttpServer::abandon_streams() {
 
 void HttpServer::LiveStreams::add(const std::shared_ptr<BodyPipe>& pipe) {
   std::lock_guard lock(mutex);
+  if (abandoned) {
+    pipe->abandon();
+    return;
+  }
   std::erase_if(pipes, [](const auto& known) { return known.expired(); });
   pipes.push_back(pipe);
 }

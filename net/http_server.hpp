@@ -53,7 +53,8 @@ class HttpServer {
   /// Stops accepting; connections in progress finish.
   void stop();
   /// Once the event loop has stopped, no connection reads its streamed answer any more: this
-  /// tells their writers, which would otherwise wait for a reader until their own deadline.
+  /// tells their writers, which would otherwise wait for a reader until their own deadline,
+  /// and those of answers still to come.
   void abandon_streams();
   std::size_t open_connections() const { return open_->load(); }
 
@@ -74,9 +75,11 @@ class HttpServer {
     std::map<std::string, std::size_t> open;
   };
   std::shared_ptr<PeerCounts> peers_ = std::make_shared<PeerCounts>();
-  /// The pipes of streamed answers, shared with the connections that add theirs.
+  /// The pipes of streamed answers, shared with the connections that add theirs (as their
+  /// handler answers, before the event loop sees the answer).
   struct LiveStreams {
     std::mutex mutex;
+    bool abandoned = false;  // then a pipe added later is abandoned at once
     std::vector<std::weak_ptr<BodyPipe>> pipes;
     void add(const std::shared_ptr<BodyPipe>& pipe);
   };
