@@ -33,6 +33,12 @@ endif()
 if(GARM_EDGE_WERROR)
   target_compile_options(garm_edge_options INTERFACE -Werror)
 endif()
+# 32-bit targets (armhf): 64-bit file offsets, so pread and stat reach past 2 GiB (runner
+# archives and overlays can be that large). time_t stays 32-bit: _TIME_BITS=64 would change the
+# layout of mbedTLS's structures against Debian's prebuilt libmbedtls.
+if(CMAKE_SIZEOF_VOID_P EQUAL 4)
+  target_compile_definitions(garm_edge_options INTERFACE _FILE_OFFSET_BITS=64)
+endif()
 if(GARM_EDGE_SANITIZE)
   target_compile_options(garm_edge_options INTERFACE
     -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)

@@ -193,7 +193,9 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
 
   void next_file_piece() {
     constexpr std::size_t kPiece = 256 * 1024;
-    const auto wanted = std::min<std::uint64_t>(kPiece, file_->size - file_offset_);
+    // At most kPiece, so it fits a 32-bit size_t too.
+    const auto wanted =
+        static_cast<std::size_t>(std::min<std::uint64_t>(kPiece, file_->size - file_offset_));
     outgoing_.resize(wanted);
     const auto got =
         ::pread(file_->fd.get(), outgoing_.data(), wanted, static_cast<off_t>(file_offset_));

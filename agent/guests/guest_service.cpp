@@ -346,7 +346,7 @@ std::string GuestService::render_metrics() const {
   if (sockets_ != nullptr) {
     text.family("garm_edge_guest_agent_sockets", "gauge",
                 "garm-agent WebSockets relayed to garm now.");
-    text.sample("garm_edge_guest_agent_sockets", {}, sockets_->open());
+    text.sample("garm_edge_guest_agent_sockets", {}, std::uint64_t{sockets_->open()});
   }
   return text.str();
 }

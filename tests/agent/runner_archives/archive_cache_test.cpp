@@ -81,7 +81,7 @@ class FakeInternet final : public agent::ArchiveFetcher {
 };
 
 std::string read_all(const net::FileBody& file) {
-  std::string data(file.size, '\0');
+  std::string data(static_cast<std::size_t>(file.size), '\0');
   REQUIRE(::pread(file.fd.get(), data.data(), data.size(), 0) == static_cast<ssize_t>(data.size()));
   return data;
 }
