@@ -3,20 +3,21 @@
 # tests under qemu-user. Usage: scripts/cross-build.sh arm64|armhf [--deps-only]
 #
 # As root it first installs what the build needs (idempotent: no apt call when everything is
-# there): the architecture (dpkg --add-architecture), crossbuild-essential-ARCH, the :ARCH -dev
-# packages and qemu-user. Then it configures and builds the cross-ARCH preset, runs
-# `ctest --preset cross-ARCH -L unit` and `-L integration`, and prints the stripped sizes and
-# the NEEDED list of the agent and the provider, and the time of each phase.
+# there): the cross compiler g++-TRIPLET, qemu-user and debootstrap, all packages of the build
+# machine's own architecture. The target's libraries come from a Debian sysroot that
+# scripts/make-sysroot.sh makes (cached in /var/cache/garm-edge-sysroot/ARCH, or
+# $GARM_EDGE_SYSROOT), not from multiarch packages: nothing of the target is installed on the
+# build machine, and a lagging or broken index of one architecture cannot hold the build.
+# Then it configures and builds the cross-ARCH preset, runs `ctest --preset cross-ARCH -L unit`
+# and `-L integration`, makes the .debs and the static provider tarball, and prints their
+# sizes, the stripped sizes and the NEEDED list of the agent and the provider, and the time of
+# each phase.
 #
-# ctest runs the test binaries under qemu-ARCH (the toolchain's CMAKE_CROSSCOMPILING_EMULATOR);
-# some tests exec the provider or the agent themselves (the provider tests, the sd_notify test,
-# the garm flow): the script registers qemu-user-binfmt's qemu-ARCH with binfmt_misc (left
-# registered, as systemd-binfmt would at boot) so that the kernel runs those through qemu too.
-# Then the CPack .debs are made and their Architecture checked.
-#
-# armhf: when apt-get fails for armhf (the Debian mirror's armhf index has been broken), the
-# script removes the armhf architecture again (a broken foreign index makes every apt-get
-# update fail), says why and exits 77 (skipped).
+# ctest runs the test binaries under qemu-ARCH -L SYSROOT (the toolchain's
+# CMAKE_CROSSCOMPILING_EMULATOR); some tests exec the provider or the agent themselves (the
+# provider tests, the sd_notify test, the garm flow): the script registers qemu-user-binfmt's
+# qemu-ARCH with binfmt_misc (left registered, as systemd-binfmt would at boot) and links
+# /etc/qemu-binfmt/ARCH to the sysroot so that the kernel runs those through qemu too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,7 +33,7 @@ arch=$1
 deps_only=
 case ${2:-} in
   "") ;;
-  --deps-only) deps_only=yes ;;  # only the packages and the binfmt registration
+  --deps-only) deps_only=yes ;;  # only the packages, the sysroot and the binfmt registration
   *)
     echo "usage: $0 arm64|armhf [--deps-only]" >&2
     exit 2
@@ -56,51 +57,12 @@ phase() {  # phase NAME: ends the running phase (printing its time) and starts N
   return 0
 }
 
-# --- packages -----------------------------------------------------------------------------
-packages=(
-  "crossbuild-essential-$arch" qemu-user qemu-user-binfmt
-  "libvirt-dev:$arch" "libmbedtls-dev:$arch" "libtomlplusplus-dev:$arch" "libpugixml-dev:$arch"
-)
-# libasio-dev and nlohmann-json3-dev (Architecture: all) and catch2 (Multi-Arch: foreign, headers
-# and CMake files only) serve every architecture: scripts/install-deps.sh installs them.
+# --- packages and the sysroot ----------------------------------------------------------------
+# The build machine gets only the cross compiler, qemu-user and debootstrap (all amd64 packages,
+# no foreign architecture); the target's libraries come from a sysroot (scripts/make-sysroot.sh).
+packages=("g++-$triplet" qemu-user qemu-user-binfmt debootstrap)
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
-
-# First line of apt's output that says what failed.
-apt_error() {
-  grep -m1 -E "Failed to fetch|:$arch : Depends|^E: " "$1" | sed 's/^ *//' || echo "apt-get failed"
-}
-
-# Takes the architecture away again: a foreign architecture whose index is broken on the mirror
-# makes every `apt-get update` on the machine fail.
-remove_arch() {
-  local packages
-  mapfile -t packages < <(dpkg-query -W -f='${db:Status-Status} ${binary:Package}\n' "*:$arch" \
-    2>/dev/null | awk '$1 != "not-installed" { print $2 }')
-  if [ ${#packages[@]} -gt 0 ]; then
-    apt-get purge -y -q --allow-remove-essential -o DPkg::Lock::Timeout=300 "${packages[@]}" \
-      > /dev/null || true
-  fi
-  dpkg --remove-architecture "$arch" || echo "warning: dpkg --remove-architecture $arch failed" >&2
-  timeout 300 apt-get update -q -o Acquire::Retries=3 > /dev/null 2>&1 || true
-}
-
-apt_failed() {  # apt_failed LOG: armhf is skipped (the mirror's armhf index breaks for days)
-  local line
-  line=$(apt_error "$1")
-  if [ "$arch" = armhf ]; then
-    remove_arch
-    if grep -E '^(E|W|Err):|armhf : Depends' "$1" | grep -q armhf; then
-      echo "armhf: skipped, the Debian mirror's armhf index is broken: $line"
-    else
-      echo "armhf: skipped, apt-get failed: $line"
-    fi
-    exit 77
-  fi
-  if [ -n "$added_arch" ]; then remove_arch; fi
-  echo "$arch: apt-get failed: $line" >&2
-  exit 1
-}
 
 phase "install packages"
 scripts/install-deps.sh
@@ -108,37 +70,25 @@ missing=()
 for package in "${packages[@]}"; do
   installed "$package" || missing+=("$package")
 done
-if [ ${#missing[@]} -gt 0 ] || ! dpkg --print-foreign-architectures | grep -qx "$arch"; then
+if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "cross-build: missing packages (${missing[*]}); run as root to install them" >&2
     exit 1
   fi
   log=$(mktemp)
   trap 'rm -f "$log"' EXIT
-  added_arch=
-  if ! dpkg --print-foreign-architectures | grep -qx "$arch"; then
-    dpkg --add-architecture "$arch"
-    added_arch=yes
-  fi
-  updated=
-  for attempt in 1 2 3; do
-    if timeout 300 apt-get update -q -o Acquire::Retries=3 > "$log" 2>&1; then
-      updated=yes
-      break
-    fi
-    echo "apt-get update failed (attempt $attempt): $(apt_error "$log")"
-    [ "$attempt" -lt 3 ] && sleep 10
-  done
-  [ -n "$updated" ] || apt_failed "$log"
-  # Multi-Arch: same packages need equal versions on every architecture, so this may upgrade
-  # some of the build machine's libraries to the mirror's versions.
   if ! timeout 900 apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=300 \
       "${missing[@]}" > "$log" 2>&1; then
     tail -n 20 "$log"
-    apt_failed "$log"
+    echo "$arch: apt-get install ${missing[*]} failed" >&2
+    exit 1
   fi
-  grep -E '^[0-9]+ upgraded' "$log" || true
 fi
+
+phase "sysroot"
+sysroot=${GARM_EDGE_SYSROOT:-/var/cache/garm-edge-sysroot/$arch}
+export GARM_EDGE_SYSROOT=$sysroot
+scripts/make-sysroot.sh "$arch" "$sysroot"
 
 # Let the kernel run ARM executables through qemu (qemu-user-binfmt ships the registrations;
 # without systemd nothing loads them). Tests exec the provider and the agent directly.
@@ -161,6 +111,22 @@ if [ "$(head -n1 "$binfmt/$qemu" 2>/dev/null)" != enabled ]; then
     "the integration tests exec the ARM provider and agent" >&2
   exit 1
 fi
+# Through binfmt_misc, Debian's qemu-user takes the loader and libraries from
+# /etc/qemu-binfmt/<qemu arch> (its interp prefix), as -L does for ctest.
+interp_prefix=/etc/qemu-binfmt/${qemu#qemu-}
+if [ "$(readlink -f "$interp_prefix" 2>/dev/null)" != "$(readlink -f "$sysroot")" ]; then
+  if [ -e "$interp_prefix" ] && [ ! -L "$interp_prefix" ]; then
+    echo "cross-build: $interp_prefix is not a link to the sysroot; move it away" >&2
+    exit 1
+  fi
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "cross-build: $interp_prefix must link to $sysroot (run as root)" >&2
+    exit 1
+  fi
+  mkdir -p /etc/qemu-binfmt
+  ln -sfn "$sysroot" "$interp_prefix"
+fi
+echo "$qemu runs ARM programs with the sysroot's libraries ($interp_prefix -> $sysroot)"
 if [ -n "$deps_only" ]; then
   phase
   exit 0
@@ -168,13 +134,15 @@ fi
 
 # --- build and tests ----------------------------------------------------------------------
 phase "configure"
-cmake --preset "$preset" > /dev/null
+fresh=()  # a build configured against another sysroot (or multiarch) starts its cache anew
+grep -qx "GARM_EDGE_SYSROOT:PATH=$sysroot" "$build/CMakeCache.txt" 2>/dev/null || fresh=(--fresh)
+cmake --preset "$preset" "${fresh[@]}" > /dev/null
 phase "build"
 cmake --build --preset "$preset" -j2
 phase "unit tests (qemu-user)"
 ctest --preset "$preset" -L unit -j2
 phase "integration tests (qemu-user)"
-ctest --preset "$preset" -L integration
+ctest --preset "$preset" -L integration -j2  # the tier holds both cores
 
 # --- packages (.deb) -----------------------------------------------------------------------
 # cmake/Packaging.cmake (CPack): the agent's and the provider's .deb for the target architecture,

@@ -14,6 +14,8 @@ packages=(
   qemu-system-x86 qemu-utils libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients tini
   dnsmasq-base iptables ebtables python3 busybox iproute2 lintian
   debootstrap debian-archive-keyring grub-pc-bin fdisk e2fsprogs
+  # The cross tiers' compilers and emulators (the target's libraries come from a sysroot).
+  g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user qemu-user-binfmt
 )
 
 missing=()
