@@ -1,5 +1,8 @@
 # Shared by the cross toolchain files: the target's libraries come from a Debian 12 sysroot
-# (scripts/make-sysroot.sh ARCH), not from multiarch packages on the build machine. Set before
+# (scripts/make-sysroot.sh ARCH), not from multiarch packages on the build machine. glibc's and
+# libstdc++'s headers, crt files and link-time libc come first from the cross compiler's own
+# *-cross packages (/usr/TRIPLET): the same glibc 2.36 and GCC 12 as the sysroot, which
+# supplies everything at run time. Set before
 # including: GARM_EDGE_SYSROOT_ARCH (Debian's name), CMAKE_LIBRARY_ARCHITECTURE (the triplet)
 # and GARM_EDGE_QEMU (the qemu-user program).
 #
@@ -13,6 +16,8 @@ if(NOT GARM_EDGE_SYSROOT)
   endif()
 endif()
 set(GARM_EDGE_SYSROOT "${GARM_EDGE_SYSROOT}" CACHE PATH "Debian sysroot of the target")
+# try_compile projects read this file again, but not the cache: hand them the sysroot.
+list(APPEND CMAKE_TRY_COMPILE_PLATFORM_VARIABLES GARM_EDGE_SYSROOT)
 if(NOT EXISTS "${GARM_EDGE_SYSROOT}/.garm-edge-sysroot")
   message(FATAL_ERROR "no sysroot at ${GARM_EDGE_SYSROOT}: "
                       "run scripts/make-sysroot.sh ${GARM_EDGE_SYSROOT_ARCH} first")

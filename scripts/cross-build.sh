@@ -17,7 +17,8 @@
 # CMAKE_CROSSCOMPILING_EMULATOR); some tests exec the provider or the agent themselves (the
 # provider tests, the sd_notify test, the garm flow): the script registers qemu-user-binfmt's
 # qemu-ARCH with binfmt_misc (left registered, as systemd-binfmt would at boot) and links
-# /etc/qemu-binfmt/ARCH to the sysroot so that the kernel runs those through qemu too.
+# /etc/qemu-binfmt/QEMU_ARCH (aarch64, arm) to the sysroot so that the kernel runs those
+# through qemu too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -86,7 +87,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 phase "sysroot"
-sysroot=${GARM_EDGE_SYSROOT:-/var/cache/garm-edge-sysroot/$arch}
+sysroot=$(realpath -m "${GARM_EDGE_SYSROOT:-/var/cache/garm-edge-sysroot/$arch}")
 export GARM_EDGE_SYSROOT=$sysroot
 scripts/make-sysroot.sh "$arch" "$sysroot"
 

@@ -10,9 +10,9 @@
 #   list and mirror is reused (its stamp says so); otherwise it is made anew beside DIR and
 #   moved into place, so an interrupted run never leaves a half sysroot at DIR.
 #
-# debootstrap --foreign resolves the dependencies and downloads the .debs for ARCH without
-# running anything of the target; each .deb is then unpacked with dpkg-deb. No maintainer
-# script runs, which a sysroot does not need. What a build does not read (programs, /etc,
+# debootstrap --download-only resolves the dependencies and downloads the .debs for ARCH; each
+# is then unpacked with dpkg-deb and tar. Nothing of the target runs, not even a maintainer
+# script, which a sysroot does not need. What a build does not read (programs, /etc,
 # documentation) is removed, and absolute symlinks are made relative so that they resolve
 # inside the sysroot.
 set -euo pipefail
@@ -33,7 +33,7 @@ mirror=$(debian_mirror)  # the one apt uses: CI reaches no other
 # The build's libraries (CMakeLists.txt) and the header-only ones, from the target's archive.
 packages=libc6-dev,libstdc++-12-dev,libvirt-dev,libmbedtls-dev,libtomlplusplus-dev,libpugixml-dev
 packages+=,nlohmann-json3-dev,libasio-dev,catch2
-stamp="suite=$suite mirror=$mirror packages=$packages layout=2"
+stamp="suite=$suite mirror=$mirror packages=$packages layout=3"
 
 if [ -f "$dir/.garm-edge-sysroot" ] && [ "$(cat "$dir/.garm-edge-sysroot")" = "$stamp" ]; then
   echo "sysroot $dir is up to date"
@@ -45,42 +45,62 @@ if ! command -v debootstrap > /dev/null; then
 fi
 
 mkdir -p "$(dirname "$dir")"
-work=$(mktemp -d "$dir.new.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-started=$EPOCHREALTIME
-if ! debootstrap --foreign --arch="$arch" --variant=minbase --include="$packages" \
-  "$suite" "$work" "$mirror" > "$work.log" 2>&1; then
-  tail -n 20 "$work.log" >&2
-  rm -f "$work.log"
-  echo "make-sysroot: debootstrap failed for $arch" >&2
-  exit 1
+exec {lock}> "$dir.lock"
+flock "$lock"  # two runs for one ARCH take turns; the second finds the first's sysroot
+if [ -f "$dir/.garm-edge-sysroot" ] && [ "$(cat "$dir/.garm-edge-sysroot")" = "$stamp" ]; then
+  echo "sysroot $dir is up to date"
+  exit 0
 fi
+started=$EPOCHREALTIME
+work=
+trap 'rm -rf "${work:-}" "${work:-}.log"' EXIT
+for attempt in 1 2 3; do  # a flaky mirror is the usual failure
+  work=$(mktemp -d "$dir.new.XXXXXX")
+  if debootstrap --download-only --arch="$arch" --variant=minbase --include="$packages" \
+    "$suite" "$work" "$mirror" > "$work.log" 2>&1; then
+    break
+  fi
+  tail -n 20 "$work.log" >&2
+  rm -rf "$work" "$work.log"
+  if [ "$attempt" -eq 3 ]; then
+    echo "make-sysroot: debootstrap failed for $arch" >&2
+    exit 1
+  fi
+  echo "make-sysroot: debootstrap failed (attempt $attempt), retrying in 10 s" >&2
+  sleep 10
+done
 rm -f "$work.log"
 debs=("$work"/var/cache/apt/archives/*.deb)
+# Merged /usr, as on the target: /lib is a link to usr/lib, and tar keeps it a link.
+mkdir -p "$work/usr/lib"
+ln -s usr/lib "$work/lib"
 for deb in "${debs[@]}"; do
-  dpkg-deb -x "$deb" "$work"
+  dpkg-deb --fsys-tarfile "$deb" | tar -x --keep-directory-symlink -C "$work"
 done
 # shellcheck disable=SC2016 # dpkg-deb's format, not the shell's
 versions=$(for deb in "${debs[@]}"; do dpkg-deb --show --showformat='${Package} ${Version}\n' "$deb"; done)
 
 # Only headers, libraries, pkg-config and CMake files are read: the rest goes, and with it
 # what qemu-user would otherwise take from the sysroot instead of the host (/etc, /bin/sh).
-find "$work" -mindepth 1 -maxdepth 1 ! -name usr ! -name lib ! -name lib64 -exec rm -rf {} +
+find "$work" -mindepth 1 -maxdepth 1 ! -name usr ! -name lib -exec rm -rf {} +
 find "$work/usr" -mindepth 1 -maxdepth 1 ! -name include ! -name lib ! -name share \
   -exec rm -rf {} +
 find "$work/usr/share" -mindepth 1 -maxdepth 1 ! -name pkgconfig ! -name cmake \
   -exec rm -rf {} +
-# /lib -> usr/lib (merged /usr) is kept: qemu-user finds the loader there.
+# Absolute links would resolve on the build machine: make them relative, inside the sysroot
+# (-s: the target path is not resolved through other links, which may still be absolute).
 while IFS= read -r -d '' link; do
   target=$(readlink "$link")
-  ln -sfn "$(realpath -m --relative-to="$(dirname "$link")" "$work$target")" "$link"
+  ln -sfn "$(realpath -m -s --relative-to="$(dirname "$link")" "$work$target")" "$link"
 done < <(find "$work" -type l -lname '/*' -print0)
 
-printf '%s\n' "$stamp" > "$work/.garm-edge-sysroot"
 printf '%s\n' "$versions" > "$work/.garm-edge-packages"
+printf '%s\n' "$stamp" > "$work/.garm-edge-sysroot"
+# The old stamp goes first: a replace cut short never leaves a stamp on a half tree.
+rm -f "$dir/.garm-edge-sysroot"
 rm -rf "$dir"
-mv "$work" "$dir"
-trap - EXIT
+mv -T "$work" "$dir"
+work=
 printf 'sysroot %s: %d packages, %s, made in %.0f s\n' "$dir" "${#debs[@]}" \
   "$(du -sh "$dir" | cut -f1)" "$(awk "BEGIN { print $EPOCHREALTIME - $started }")"
 grep -E '^(libc6|libvirt0|libmbedtls14|libstdc\+\+6) ' "$dir/.garm-edge-packages" | paste -sd';' |
