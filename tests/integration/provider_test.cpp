@@ -1,4 +1,5 @@
 #include <condition_variable>
+#include <csignal>
 #include <fstream>
 #include <future>
 #include <mutex>
@@ -246,7 +247,7 @@ class CreateHold {
     operations_.clear();
   }
   /// Whether the create reached its step within `timeout` (false: it has fewer steps).
-  bool wait_held(std::chrono::seconds timeout) {
+  bool wait_held(std::chrono::milliseconds timeout) {
     std::unique_lock lock(mutex_);
     return changed_.wait_for(lock, timeout, [this] { return held_; });
   }
@@ -298,22 +299,39 @@ TEST_CASE("garm cutting a create off at any step, then deleting by name, leaves 
   const Garm garm(server);
   CreateHold hold(server.hypervisor());
   const std::map<std::string, std::string> pool{{"GARM_POOL_ID", kPool}};
+  TempDir dir("cut");
+  const auto pid_file = (dir.path() / "provider.pid").string();
   int steps = 0;
   for (int step = 0; step < 40; ++step) {
     const auto name = "garm-cut" + std::to_string(step);
     INFO("create held at step " << step);
     hold.arm(step);
     auto create = std::async(std::launch::async, [&] {
-      // The provider is SIGKILLed half a second after it starts, while the agent is held.
+      // The shell becomes the provider (exec), so the pid it writes is the provider's.
       std::map<std::string, std::string> env{{"GARM_COMMAND", "CreateInstance"},
                                              {"GARM_CONTROLLER_ID", kController},
                                              {"GARM_POOL_ID", kPool},
                                              {"GARM_PROVIDER_CONFIG_FILE", garm.config().string()},
                                              {"GARM_INTERFACE_VERSION", "v0.1.0"}};
-      return run_program("/usr/bin/timeout", {"-s", "KILL", "0.5", kProvider}, env,
-                         bootstrap_json(name));
+      return run_program("/bin/sh", {"-c", "echo $$ > \"$0\"; exec \"$1\"", pid_file, kProvider},
+                         env, bootstrap_json(name));
     });
-    if (!hold.wait_held(std::chrono::seconds(10))) {
+    // The provider is SIGKILLed once the agent holds its create, however slowly it started
+    // (under qemu-user it takes seconds); a create with fewer steps completes instead.
+    bool held = false;
+    for (int tick = 0; tick < 300 && !held; ++tick) {
+      held = hold.wait_held(std::chrono::milliseconds(100));
+      if (!held && create.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+        break;
+      }
+    }
+    if (held) {
+      std::ifstream pid(pid_file);
+      pid_t provider = 0;
+      pid >> provider;
+      REQUIRE(provider > 0);
+      ::kill(provider, SIGKILL);
+    } else {
       hold.release();
       CHECK(create.get().exit_code == 0);  // the create had fewer steps: it completed
       CHECK(garm.run("DeleteInstance", {{"GARM_INSTANCE_ID", name}}).exit_code == 0);
