@@ -2,11 +2,11 @@
 # Cross builds garm-edge for ARM on an x86_64 Debian 12 machine and runs its unit and integration
 # tests under qemu-user. Usage: scripts/cross-build.sh arm64|armhf [--deps-only]
 #
-# As root it first installs what the build needs (idempotent: no apt call when everything is
-# there): the cross compiler g++-TRIPLET, qemu-user and debootstrap, all packages of the build
-# machine's own architecture. The target's libraries come from a Debian sysroot that
-# scripts/make-sysroot.sh makes (cached in /var/cache/garm-edge-sysroot/ARCH, or
-# $GARM_EDGE_SYSROOT), not from multiarch packages: nothing of the target is installed on the
+# As root it first installs what the build needs through scripts/install-deps.sh (idempotent:
+# no apt call when everything is there): the cross compiler g++-TRIPLET, qemu-user and
+# debootstrap, all packages of the build machine's own architecture. The target's libraries
+# come from a Debian sysroot that scripts/make-sysroot.sh makes (cached in
+# /var/cache/garm-edge-sysroot/ARCH, or $GARM_EDGE_SYSROOT), not from multiarch packages: nothing of the target is installed on the
 # build machine, and a lagging or broken index of one architecture cannot hold the build.
 # Then it configures and builds the cross-ARCH preset, runs `ctest --preset cross-ARCH -L unit`
 # and `-L integration`, makes the .debs and the static provider tarball, and prints their
@@ -26,7 +26,7 @@ case ${1:-} in
   arm64) triplet=aarch64-linux-gnu qemu=qemu-aarch64 ;;
   armhf) triplet=arm-linux-gnueabihf qemu=qemu-arm ;;
   *)
-    echo "usage: $0 arm64|armhf" >&2
+    echo "usage: $0 arm64|armhf [--deps-only]" >&2
     exit 2
     ;;
 esac
@@ -42,7 +42,6 @@ case ${2:-} in
 esac
 preset=cross-$arch
 build=build/$preset
-export DEBIAN_FRONTEND=noninteractive
 
 phases=()
 phase_started=
@@ -59,32 +58,10 @@ phase() {  # phase NAME: ends the running phase (printing its time) and starts N
 }
 
 # --- packages and the sysroot ----------------------------------------------------------------
-# The build machine gets only the cross compiler, qemu-user and debootstrap (all amd64 packages,
-# no foreign architecture); the target's libraries come from a sysroot (scripts/make-sysroot.sh).
-packages=("g++-$triplet" qemu-user qemu-user-binfmt debootstrap)
-
-installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
-
+# scripts/install-deps.sh has the cross compilers, qemu-user and debootstrap (all packages of the
+# build machine's own architecture); the target's libraries come from a sysroot.
 phase "install packages"
 scripts/install-deps.sh
-missing=()
-for package in "${packages[@]}"; do
-  installed "$package" || missing+=("$package")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "cross-build: missing packages (${missing[*]}); run as root to install them" >&2
-    exit 1
-  fi
-  log=$(mktemp)
-  trap 'rm -f "$log"' EXIT
-  if ! timeout 900 apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=300 \
-      "${missing[@]}" > "$log" 2>&1; then
-    tail -n 20 "$log"
-    echo "$arch: apt-get install ${missing[*]} failed" >&2
-    exit 1
-  fi
-fi
 
 phase "sysroot"
 sysroot=$(realpath -m "${GARM_EDGE_SYSROOT:-/var/cache/garm-edge-sysroot/$arch}")
@@ -177,7 +154,7 @@ needed() {
   echo "${libraries:-none (static)}"
 }
 stripped=$(mktemp -d)
-trap 'rm -rf "$stripped" "${log:-}"' EXIT
+trap 'rm -rf "$stripped"' EXIT
 for binary in agent/garm-edge-agent provider/garm-provider-edge; do
   name=$(basename "$binary")
   "$triplet-strip" -o "$stripped/$name" "$build/$binary"
