@@ -6,8 +6,9 @@
 # no apt call when everything is there): the cross compiler g++-TRIPLET, qemu-user and
 # debootstrap, all packages of the build machine's own architecture. The target's libraries
 # come from a Debian sysroot that scripts/make-sysroot.sh makes (cached in
-# /var/cache/garm-edge-sysroot/ARCH, or $GARM_EDGE_SYSROOT), not from multiarch packages: nothing of the target is installed on the
-# build machine, and a lagging or broken index of one architecture cannot hold the build.
+# /var/cache/garm-edge-sysroot/ARCH, or $GARM_EDGE_SYSROOT), not from multiarch packages:
+# nothing of the target is installed on the build machine, and a lagging or broken index of one
+# architecture cannot hold the build.
 # Then it configures and builds the cross-ARCH preset, runs `ctest --preset cross-ARCH -L unit`
 # and `-L integration`, makes the .debs and the static provider tarball, and prints their
 # sizes, the stripped sizes and the NEEDED list of the agent and the provider, and the time of
