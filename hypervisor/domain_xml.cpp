@@ -58,6 +58,15 @@ void append_os(pugi::xml_node domain, const DomainSpec& spec) {
   auto os = domain.append_child("os");
   if (arch.uefi) {
     os.append_attribute("firmware").set_value("efi");
+    // Without these libvirt prefers the firmware with Microsoft's keys enrolled and Secure Boot
+    // enforced (Debian's AAVMF_CODE.ms.fd), which refuses any image whose boot loader is not
+    // signed by them: "Access Denied" before GRUB runs.
+    auto firmware = os.append_child("firmware");
+    for (const char* feature : {"secure-boot", "enrolled-keys"}) {
+      auto element = firmware.append_child("feature");
+      element.append_attribute("enabled").set_value("no");
+      element.append_attribute("name").set_value(feature);
+    }
   }
   auto type = os.append_child("type");
   type.append_attribute("arch").set_value(std::string(arch.libvirt_arch).c_str());

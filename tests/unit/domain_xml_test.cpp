@@ -1,5 +1,7 @@
 #include "hypervisor/domain_xml.hpp"
 
+#include <map>
+
 #include <catch2/catch.hpp>
 #include <pugixml.hpp>
 
@@ -50,6 +52,13 @@ TEST_CASE("aarch64 guests boot UEFI on the virt machine; TCG gets the maximum CP
   const auto document = parse(render_domain_xml(spec, VirtType::qemu));
   const auto os = document.child("domain").child("os");
   CHECK(std::string(os.attribute("firmware").value()) == "efi");
+  // Unsigned boot loaders must boot: libvirt must not pick a Secure Boot firmware.
+  std::map<std::string, std::string> features;
+  for (auto feature : os.child("firmware").children("feature")) {
+    features[feature.attribute("name").value()] = feature.attribute("enabled").value();
+  }
+  CHECK(features ==
+        std::map<std::string, std::string>{{"enrolled-keys", "no"}, {"secure-boot", "no"}});
   CHECK(std::string(os.child("type").attribute("arch").value()) == "aarch64");
   CHECK(std::string(os.child("type").attribute("machine").value()) == "virt");
   CHECK(std::string(document.child("domain").child("cpu").attribute("mode").value()) == "maximum");
