@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# System tier, aarch64: the agent defines a Debian 12 arm64 guest exactly as on an arm64 host
+# (virt machine, UEFI firmware that libvirt picks from qemu-efi-aarch64 with a per-domain NVRAM,
+# virtio disk and NIC, the seed in the SMBIOS serial, a qcow2 overlay on the arm64 base image)
+# on a real libvirtd driving qemu-system-aarch64 under TCG. The guest fetches its seed from the
+# agent, reports `idle` through the relay to a fake garm, and DeleteInstance leaves nothing,
+# its NVRAM included. The agent is the arm64 build, run through qemu-user (binfmt_misc) against
+# the host's libvirtd, when ARM64_AGENT exists and can run; otherwise the native build.
+# Prints boot-to-seed and boot-to-idle. Exit 77 (skipped) when not root.
+# Usage: run_aarch64_guest.sh BUILD_DIR [ARM64_AGENT]
+set -euo pipefail
+build=$(cd "$1" && pwd)
+arm64_agent=${2:-}
+deadline_seconds=${GARM_EDGE_VM_DEADLINE:-1500}
+
+console_pid=
+test_cleanup() {
+  if [ -n "$console_pid" ]; then kill "$console_pid" 2>/dev/null || true; fi
+}
+vm_image_arch=arm64
+# The arm64 build runs only where the kernel hands aarch64 programs to qemu (cross-build.sh
+# registers it and points qemu at the sysroot's libraries).
+agent_kind="the native build ($(uname -m))"
+if [ -n "$arm64_agent" ] && [ -x "$arm64_agent" ] && "$arm64_agent" --version >/dev/null 2>&1; then
+  vm_agent=$arm64_agent
+  agent_kind="the arm64 build under qemu-user"
+elif [ -n "$arm64_agent" ]; then
+  echo "the arm64 agent at $arm64_agent is missing or cannot run here (run scripts/cross-build.sh arm64)"
+fi
+GARM_EDGE_VM_NAME=${GARM_EDGE_VM_NAME:-aarch64} GARM_EDGE_VM_SUBNET=${GARM_EDGE_VM_SUBNET:-154}
+# shellcheck source-path=SCRIPTDIR source=vm_fixture.sh
+. "$(dirname "$0")/vm_fixture.sh"
+
+machine_of() { readelf -h "$1" | sed -n 's/^ *Machine: *//p'; }
+start_agent "$work/agent.log"
+echo "agent: $agent_kind ($(machine_of "$agent")), serving on 127.0.0.1:$api_port; guests reach it at $guest_url"
+if [ "$agent" != "$build/agent/garm-edge-agent" ]; then
+  expect "$(machine_of "$agent")" AArch64 "the agent under test is an arm64 program"
+fi
+
+# ---- one arm64 guest ------------------------------------------------------------------------
+token=jwt-aarch64-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
+# The install script reports the guest's machine and firmware: the guest is aarch64 and booted
+# by UEFI.
+# shellcheck disable=SC2016  # expanded in the guest
+machine_report='post /status "{\"status\": \"installing\", \"message\": \"machine $(uname -m), efi $([ -d /sys/firmware/efi ] && echo yes || echo no)\"}"'
+garm_instance "$token" "$(vm_helpers garm-instance-data "$(install_script "$token" 201 "$machine_report")")"
+bootstrap_json garm-arm00001 "$token" "$(garm_wrapper "$token")" > "$work/guest.json"
+created=$(stamp)
+stdin_file=$work/guest.json garm CreateInstance GARM_POOL_ID="$pool_id"
+expect "$last_status" 0 "CreateInstance of the arm64 guest: $out"
+create_seconds=$(seconds_since "$created")
+expect "$(printf '%s' "$out" | json_field status)" running "the arm64 guest runs"
+domain=$(domain_of garm-arm00001)
+tty=$(virsh ttyconsole "$domain")
+vm_helpers stamp-lines < "$tty" > "$work/console-$domain.log" 2>/dev/null &
+console_pid=$!
+echo "guest $domain created in ${create_seconds}s"
+
+# ---- the domain as libvirt runs it ----------------------------------------------------------
+virsh dumpxml "$domain" > "$work/domain.xml"
+xml_has() { grep -Eq "$1" "$work/domain.xml" || fail "the running domain has no $2: $(grep -E "<os|<type|<loader|<nvram" "$work/domain.xml")"; }
+xml_has "<type arch=['\"]aarch64['\"] machine=['\"]virt" "aarch64 virt machine"
+# libvirt picks the firmware (firmware='efi'): the one without Secure Boot, or an image with an
+# unsigned boot loader stops at "Access Denied" (AAVMF_CODE.ms.fd enforces Microsoft's keys).
+xml_has "<loader [^>]*>/usr/share/AAVMF/AAVMF_CODE\.fd</loader>" "AAVMF code without Secure Boot from qemu-efi-aarch64"
+nvram=$(sed -n 's/.*<nvram[^>]*>\([^<]*\)<\/nvram>.*/\1/p' "$work/domain.xml")
+{ [ -n "$nvram" ] && [ -f "$nvram" ]; } || fail "the domain's NVRAM file ($nvram) does not exist"
+case "$nvram" in *"$domain"*) ;; *) fail "the NVRAM file $nvram is not the domain's own" ;; esac
+xml_has "<entry name=['\"]serial['\"]>ds=nocloud-net;s=http://$gateway:[0-9]+/" "seed URL in the SMBIOS serial"
+xml_has "<target dev=['\"]vda['\"] bus=['\"]virtio['\"]" "virtio disk"
+xml_has "<model type=['\"]virtio['\"]" "virtio NIC"
+overlay=$(sed -n "s/.*<source file='\([^']*\)'.*/\1/p" "$work/domain.xml" | head -1)
+qemu-img info -U --output=json "$overlay" | grep -q "\"backing-filename\": \"$pool_dir/$base_volume\"" ||
+  fail "the overlay is not backed by the arm64 base image: $(qemu-img info -U "$overlay")"
+echo "domain: aarch64 virt, UEFI $(sed -n 's/.*<loader[^>]*>\([^<]*\)<.*/\1/p' "$work/domain.xml"), NVRAM $nvram"
+
+# ---- boot, seed, idle -----------------------------------------------------------------------
+reported_idle() { garm_requests "$token" | grep -q 'callbacks/status {"status": "idle"'; }
+wait_for "the arm64 guest to report idle" "$deadline_seconds" reported_idle
+report=$(garm_requests "$token" | grep -o 'machine [a-z0-9_]*, efi [a-z]*' | head -1)
+expect "$report" "machine aarch64, efi yes" "the guest's own report of its machine and firmware"
+agent_saw_idle() { [ "$(control instances/garm-arm00001/guest | json_field runner_status)" = idle ]; }
+wait_for "the agent to record the guest's idle" 60 agent_saw_idle
+guest=$(control instances/garm-arm00001/guest)
+garm GetInstance GARM_INSTANCE_ID=garm-arm00001
+expect "$(printf '%s' "$out" | json_field os_arch)" arm64 "GetInstance shows the instance as arm64"
+expect "$(printf '%s' "$out" | json_field os_name)" "Debian GNU/Linux" "GetInstance shows the OS the guest reported"
+to_seed=$(vm_helpers seconds-between "$(printf '%s' "$guest" | json_field seed_served_at)" "$created")
+idle_at=$(garm_requests "$token" | awk '/callbacks\/status {"status": "idle"/ {print $1; exit}')
+to_idle=$(awk -v a="$created" -v b="$idle_at" 'BEGIN { printf "%.1f", b - a }')
+vcpus=$(sed -n "s/.*<vcpu[^>]*>\([0-9]*\)<.*/\1/p" "$work/domain.xml")
+kernel_at=$(awk '/Linux version/ {print $1; exit}' "$work/console-$domain.log")
+to_kernel=$(awk -v a="$created" -v b="${kernel_at:-0}" 'BEGIN { printf "%.1f", (b > 0 ? b - a : -1) }')
+echo "aarch64 guest (TCG, $vcpus vCPU): Linux started ${to_kernel}s, seed fetched ${to_seed}s and idle reported ${to_idle}s after CreateInstance was called"
+
+# ---- delete: nothing left, the NVRAM included ------------------------------------------------
+garm DeleteInstance GARM_INSTANCE_ID=garm-arm00001
+expect "$last_status" 0 "DeleteInstance of the arm64 guest"
+virsh dominfo "$domain" >/dev/null 2>&1 && fail "the domain is still defined after DeleteInstance"
+[ ! -e "$nvram" ] || fail "DeleteInstance left the NVRAM file $nvram"
+[ ! -e "$overlay" ] || fail "DeleteInstance left the overlay $overlay"
+expect "$(compgen -G "$work/state/instances/*.json" || true)" "" "no instance record is left"
+echo "aarch64 tier: an arm64 guest booted by UEFI, reported idle through the relay, and was deleted with its NVRAM"
