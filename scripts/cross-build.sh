@@ -72,19 +72,11 @@ scripts/make-sysroot.sh "$arch" "$sysroot"
 # Let the kernel run ARM executables through qemu (qemu-user-binfmt ships the registrations;
 # without systemd nothing loads them). Tests exec the provider and the agent directly.
 phase "binfmt_misc registration"
-binfmt=/proc/sys/fs/binfmt_misc
-if [ -e "$binfmt/$qemu" ]; then
-  if [ "$(head -n1 "$binfmt/$qemu")" = disabled ] && [ "$(id -u)" -eq 0 ]; then
-    echo 1 > "$binfmt/$qemu"
-  fi
-  echo "$qemu is registered: $(head -n1 "$binfmt/$qemu")"
-elif [ "$(id -u)" -eq 0 ]; then
-  [ -e "$binfmt/register" ] || mount -t binfmt_misc binfmt_misc "$binfmt" || true
-  if grep -v '^[#;]' "/usr/lib/binfmt.d/$qemu.conf" > "$binfmt/register"; then
-    echo "registered $qemu: $(grep '^interpreter' "$binfmt/$qemu")"
-  fi
-fi
-if [ "$(head -n1 "$binfmt/$qemu" 2>/dev/null)" != enabled ]; then
+# shellcheck source-path=SCRIPTDIR source=lib/binfmt.sh
+. scripts/lib/binfmt.sh
+if register_qemu_binfmt "$qemu"; then
+  echo "$qemu is registered: $(binfmt_interpreter "$qemu")"
+else
   # Without it the provider tests, the sd_notify test and the garm flow fail (ENOEXEC).
   echo "cross-build: $qemu is not registered with binfmt_misc and cannot be (run as root):" \
     "the integration tests exec the ARM provider and agent" >&2

@@ -12,8 +12,10 @@ packages=(
   # time, and an apt-get beside the tests that use libvirtd could replace it under them (the
   # tiers' scripts still install what is missing when run on their own).
   qemu-system-x86 qemu-utils libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients tini
-  dnsmasq-base iptables ebtables python3 busybox iproute2 lintian
+  dnsmasq-base iptables ebtables python3 busybox iproute2 lintian procps
   debootstrap debian-archive-keyring grub-pc-bin fdisk e2fsprogs
+  # The aarch64 guest: its emulator and UEFI firmware, and the image's EFI system partition.
+  qemu-system-arm qemu-efi-aarch64 dosfstools mtools
   # The cross tiers' compilers and emulators (the target's libraries come from a sysroot).
   g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user qemu-user-binfmt
 )

@@ -36,6 +36,7 @@ place_static_qemu() {
   dpkg-deb --fsys-tarfile "$downloads"/qemu-user-static_*.deb |
     tar -xO "./usr/bin/$qemu-static" >"$root/$interpreter"
   chmod 0755 "$root/$interpreter"
+  # shellcheck disable=SC2034  # the caller's
   qemu_in_root=$root/$interpreter
 }
 

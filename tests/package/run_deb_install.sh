@@ -4,6 +4,9 @@
 # permissions, the unit (systemd-analyze verify) and check-config, runs the installed agent on
 # libvirt's test driver, runs the static provider in an empty chroot against it by host name,
 # then removes and purges both packages. Needs root (exit 77 otherwise).
+# Packages of another architecture (BUILD_DIR a cross build, such as build/cross-arm64) go
+# through the same steps in a Debian root of that architecture (debootstrap --foreign, its
+# programs run by qemu-user through binfmt_misc) instead of this machine.
 # Usage: run_deb_install.sh SOURCE_DIR [BUILD_DIR]   (default: the `package` preset's build)
 set -euo pipefail
 if [ "$(id -u)" -ne 0 ]; then
@@ -18,17 +21,33 @@ else
 fi
 # shellcheck source-path=SCRIPTDIR source=../../scripts/lib/agent-ready.sh
 . "$1/scripts/lib/agent-ready.sh"
+# shellcheck source-path=SCRIPTDIR source=../../scripts/lib/foreign-root.sh
+. "$1/scripts/lib/foreign-root.sh"
+# shellcheck source-path=SCRIPTDIR source=../../scripts/lib/debian-mirror.sh
+. "$1/scripts/lib/debian-mirror.sh"
 fail() { echo "FAILED: $*"; [ -f "${work:-/nonexistent}/agent.log" ] && cat "$work/agent.log"; exit 1; }
 section() { printf '\n== %s\n' "$*"; }
 command -v lintian >/dev/null || DEBIAN_FRONTEND=noninteractive timeout 600 \
   apt-get install -y -q --no-install-recommends lintian >/dev/null
 
-work=$(mktemp -d /tmp/garm-edge-package.XXXXXX)
+scratch=$(mktemp -d /tmp/garm-edge-package.XXXXXX)
+# The packages are installed on this machine, or into $root when they are another
+# architecture's. in_root runs a command there; $work is the same directory seen from here, and
+# $inner as seen from in_root.
+root=
+work=$scratch
+inner=$scratch
+in_root() { if [ -n "$root" ]; then chroot "$root" "$@"; else "$@"; fi; }
 agent_pid=
 cleanup() {
   if [ -n "$agent_pid" ]; then kill "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null; fi || true
-  dpkg -P garm-edge-agent garm-provider-edge >/dev/null 2>&1 || true
-  rm -rf "$work"
+  if [ -n "$root" ]; then
+    awk -v prefix="$root/" 'index($5, prefix) == 1 { print $5 }' /proc/self/mountinfo | sort -r |
+      while read -r target; do umount -l "$target" 2>/dev/null || true; done
+  else
+    dpkg -P garm-edge-agent garm-provider-edge >/dev/null 2>&1 || true
+  fi
+  rm -rf --one-file-system "$scratch"
 }
 trap cleanup EXIT
 
@@ -50,57 +69,84 @@ lintian --fail-on error,warning "$agent_deb" "$provider_deb" >/dev/null 2>&1 ||
   fail "lintian reports errors or warnings"
 echo "lintian: no errors or warnings (overrides: packaging/lintian/)"
 
+deb_arch=$(dpkg-deb -f "$agent_deb" Architecture)
+if [ "$deb_arch" != "$(dpkg --print-architecture)" ]; then
+  section "a Debian 12 $deb_arch root to install into (qemu-user runs its programs)"
+  root=$scratch/root
+  started=$SECONDS
+  # What apt would bring for the packages (their Depends), and systemd for systemd-analyze.
+  depends=$(dpkg-deb -f "$agent_deb" Depends | sed -e 's/([^)]*)//g' -e 's/[[:space:]]//g')
+  debootstrap --arch="$deb_arch" --foreign --variant=minbase --include="$depends,systemd" \
+    bookworm "$root" "$(debian_mirror)" >"$scratch/debootstrap.out" 2>&1 ||
+    { tail -n 20 "$scratch/debootstrap.out"; fail "debootstrap --foreign of $deb_arch"; }
+  place_static_qemu "$deb_arch" "$root" "$scratch" || fail "no qemu-user for $deb_arch"
+  foreign_second_stage "$root" "$scratch/second-stage.out" || fail "the $deb_arch root's second stage"
+  inner=/tmp/garm-edge-package
+  work=$root$inner
+  mkdir -p "$work"
+  cp "$agent_deb" "$provider_deb" "$work/"
+  agent_deb=$inner/$(basename "$agent_deb") provider_deb=$inner/$(basename "$provider_deb")
+  echo "$root: $(in_root dpkg --print-architecture), $(in_root dpkg-query -W | wc -l) packages, made in $((SECONDS - started)) s"
+fi
+
 section "install with dpkg"
-getent group libvirt >/dev/null || groupadd -r libvirt  # as libvirt-daemon-system would
-dpkg -i "$agent_deb" "$provider_deb"
-if [ ! -x /usr/bin/garm-edge-agent ] || [ ! -x /usr/bin/garm-provider-edge ]; then fail "binaries missing"; fi
-[ -f /lib/systemd/system/garm-edge-agent.service ] || fail "unit missing"
-[ -f /usr/lib/sysusers.d/garm-edge.conf ] || fail "sysusers file missing"
-dpkg-query -W -f='${Conffiles}\n' garm-edge-agent | grep -q '/etc/garm-edge/agent.toml' ||
+in_root getent group libvirt >/dev/null || in_root groupadd -r libvirt  # as libvirt-daemon-system would
+in_root dpkg -i "$agent_deb" "$provider_deb"
+if [ ! -x "$root/usr/bin/garm-edge-agent" ] || [ ! -x "$root/usr/bin/garm-provider-edge" ]; then fail "binaries missing"; fi
+[ -f "$root/lib/systemd/system/garm-edge-agent.service" ] || fail "unit missing"
+[ -f "$root/usr/lib/sysusers.d/garm-edge.conf" ] || fail "sysusers file missing"
+# shellcheck disable=SC2016  # dpkg-query's own field syntax
+in_root dpkg-query -W -f='${Conffiles}\n' garm-edge-agent | grep -q '/etc/garm-edge/agent.toml' ||
   fail "agent.toml is not a conffile"
-getent passwd garm-edge >/dev/null || fail "no garm-edge user"
-id -nG garm-edge | grep -qw libvirt || fail "garm-edge is not in group libvirt"
-[ "$(stat -c '%U:%G %a' /etc/garm-edge)" = "root:garm-edge 750" ] || fail "/etc/garm-edge: $(stat -c '%U:%G %a' /etc/garm-edge)"
-[ "$(stat -c '%U %a' /etc/garm-edge/pki)" = "garm-edge 700" ] || fail "/etc/garm-edge/pki permissions"
-[ "$(stat -c '%U %a' /var/lib/garm-edge)" = "garm-edge 700" ] || fail "/var/lib/garm-edge permissions"
-echo "files, conffile, user garm-edge (groups: $(id -nG garm-edge)) and permissions as expected"
-readelf -d /usr/bin/garm-edge-agent | grep NEEDED
-file /usr/bin/garm-provider-edge | grep -q 'statically linked' || fail "the provider is not static"
+in_root getent passwd garm-edge >/dev/null || fail "no garm-edge user"
+in_root id -nG garm-edge | grep -qw libvirt || fail "garm-edge is not in group libvirt"
+owner_and_mode() { in_root stat -c "$1" "$2"; }
+[ "$(owner_and_mode '%U:%G %a' /etc/garm-edge)" = "root:garm-edge 750" ] || fail "/etc/garm-edge: $(owner_and_mode '%U:%G %a' /etc/garm-edge)"
+[ "$(owner_and_mode '%U %a' /etc/garm-edge/pki)" = "garm-edge 700" ] || fail "/etc/garm-edge/pki permissions"
+[ "$(owner_and_mode '%U %a' /var/lib/garm-edge)" = "garm-edge 700" ] || fail "/var/lib/garm-edge permissions"
+echo "files, conffile, user garm-edge (groups: $(in_root id -nG garm-edge)) and permissions as expected"
+readelf -h "$root/usr/bin/garm-edge-agent" | grep Machine
+readelf -d "$root/usr/bin/garm-edge-agent" | grep NEEDED
+file "$root/usr/bin/garm-provider-edge" | grep -q 'statically linked' || fail "the provider is not static"
 
 section "systemd-analyze verify, pki init and check-config as the service account"
-systemd-analyze verify /lib/systemd/system/garm-edge-agent.service 2>&1 |
-  grep -v -e 'libvirtd.service' -e 'virtqemud.service' -e 'virtnetworkd.service' || true
-if systemd-analyze verify /lib/systemd/system/garm-edge-agent.service 2>&1 |
-  grep -v -e 'libvirtd.service' -e 'virtqemud.service' -e 'virtnetworkd.service' | grep -q .; then
-  fail "systemd-analyze verify reports problems"
-fi
-echo "systemd-analyze verify: clean"
-runuser -u garm-edge -- garm-edge-agent pki init --dir /etc/garm-edge/pki --dns localhost \
+verify_unit() {
+  in_root systemd-analyze verify /lib/systemd/system/garm-edge-agent.service 2>&1 |
+    grep -v -e 'libvirtd.service' -e 'virtqemud.service' -e 'virtnetworkd.service' || true
+}
+verify_unit
+[ -z "$(verify_unit)" ] || fail "systemd-analyze verify reports problems"
+echo "systemd-analyze verify ($(in_root systemd-analyze --version | head -n1)): clean"
+in_root runuser -u garm-edge -- garm-edge-agent pki init --dir /etc/garm-edge/pki --dns localhost \
   --dns edge-agent.test
-runuser -u garm-edge -- garm-edge-agent check-config --config /etc/garm-edge/agent.toml
+in_root runuser -u garm-edge -- garm-edge-agent check-config --config /etc/garm-edge/agent.toml
 
 section "the installed agent on test:///default"
 # The test driver's host is a made-up 3 GiB one: room for more than one small instance.
 sed -e 's|^uri = .*|uri = "test:///default"|' -e 's|^storage_pool = .*|storage_pool = "default-pool"|' \
   -e 's|^memory_overcommit = .*|memory_overcommit = 100.0|' \
   -e 's|^port = 8443 |port = 0 |' -e 's|^address = "0.0.0.0"|address = "127.0.0.1"|' \
-  /etc/garm-edge/agent.toml | awk '/^\[guests\]/{skip=1; next} /^\[/{skip=0} !skip' > "$work/agent.toml"
+  "$root/etc/garm-edge/agent.toml" | awk '/^\[guests\]/{skip=1; next} /^\[/{skip=0} !skip' > "$work/agent.toml"
 sed -i 's|^base_volume = .*|base_path = "/var/lib/garm-edge/images/debian-12.qcow2"|' "$work/agent.toml"
-chown garm-edge "$work" "$work/agent.toml"
-runuser -u garm-edge -- garm-edge-agent check-config --config "$work/agent.toml"
-runuser -u garm-edge -- /usr/bin/garm-edge-agent serve --config "$work/agent.toml" \
-  --ready-file "$work/agent.ready" 2> "$work/agent.log" &
+in_root chown garm-edge "$inner" "$inner/agent.toml"
+in_root runuser -u garm-edge -- garm-edge-agent check-config --config "$inner/agent.toml"
+in_root runuser -u garm-edge -- /usr/bin/garm-edge-agent serve --config "$inner/agent.toml" \
+  --ready-file "$inner/agent.ready" 2> "$work/agent.log" &
 agent_pid=$!
 wait_for_agent_ready "$agent_pid" "$work/agent.ready" "$work/agent.log" 200 || fail "the installed agent did not start"
 port=$api_port
-pgrep -u garm-edge -f '/usr/bin/garm-edge-agent serve' >/dev/null || fail "the agent does not run as garm-edge"
+pgrep -u "$(in_root id -u garm-edge)" -f '/usr/bin/garm-edge-agent serve' >/dev/null || fail "the agent does not run as garm-edge"
 echo "installed agent listening on 127.0.0.1:$port as user garm-edge"
 
 section "the static provider in an empty chroot, agent addressed by host name"
 jail=$work/jail
 mkdir -p "$jail/etc" "$jail/certs" "$jail/sessions"
-cp /usr/bin/garm-provider-edge "$jail/"
-cp /etc/garm-edge/pki/ca.crt /etc/garm-edge/pki/clients/garm.crt /etc/garm-edge/pki/clients/garm.key "$jail/certs/"
+cp "$root/usr/bin/garm-provider-edge" "$jail/"
+cp "$root"/etc/garm-edge/pki/{ca.crt,clients/garm.crt,clients/garm.key} "$jail/certs/"
+if [ -n "$root" ]; then  # the kernel looks for the provider's qemu inside the jail
+  mkdir -p "$jail/$(dirname "${qemu_in_root#"$root"}")"
+  cp "$qemu_in_root" "$jail/${qemu_in_root#"$root"}"
+fi
 echo "127.0.0.1 edge-agent.test" > "$jail/etc/hosts"
 cat > "$jail/provider.toml" <<TOML
 session_dir = "/sessions"
@@ -135,12 +181,12 @@ echo "localhost resolved without /etc/hosts: the agent answered (not found, as i
 kill "$agent_pid"; wait "$agent_pid" 2>/dev/null || true; agent_pid=
 
 section "remove keeps config and state; purge removes them"
-dpkg -r garm-edge-agent garm-provider-edge
-[ ! -e /usr/bin/garm-edge-agent ] || fail "the agent binary survived remove"
-if [ ! -f /etc/garm-edge/agent.toml ] || [ ! -d /var/lib/garm-edge ]; then fail "remove took config or state"; fi
-dpkg -P garm-edge-agent garm-provider-edge
-if [ -e /etc/garm-edge ] || [ -e /var/lib/garm-edge ] || [ -e /etc/garm/garm-provider-edge.toml ]; then
+in_root dpkg -r garm-edge-agent garm-provider-edge
+[ ! -e "$root/usr/bin/garm-edge-agent" ] || fail "the agent binary survived remove"
+if [ ! -f "$root/etc/garm-edge/agent.toml" ] || [ ! -d "$root/var/lib/garm-edge" ]; then fail "remove took config or state"; fi
+in_root dpkg -P garm-edge-agent garm-provider-edge
+if [ -e "$root/etc/garm-edge" ] || [ -e "$root/var/lib/garm-edge" ] || [ -e "$root/etc/garm/garm-provider-edge.toml" ]; then
   fail "purge left config or state behind"
 fi
-dpkg-query -W garm-edge-agent >/dev/null 2>&1 && fail "the package is still known to dpkg"
-echo "package tier: installed, ran, removed and purged cleanly"
+in_root dpkg-query -W garm-edge-agent >/dev/null 2>&1 && fail "the package is still known to dpkg"
+echo "package tier ($deb_arch${root:+ in a chroot}): installed, ran, removed and purged cleanly"

@@ -1,24 +1,35 @@
 #!/usr/bin/env bash
-# Builds the guest image for the booting system tier: a BIOS-bootable Debian 12 disk with
-# cloud-init 22.4 that the agent's domains (q35, SeaBIOS, <boot dev='hd'/>, a qcow2 overlay on
-# this image as virtio vda, SMBIOS serial ds=nocloud-net;s=URL/) boot with no direct kernel
-# boot. CI has neither loop devices nor mounts, so the disk is assembled from plain files:
-# debootstrap into a directory, mkfs.ext4 -d writes that directory straight into the partition
-# inside the raw disk, and GRUB's boot.img and a core.img with an embedded config are written
-# into the MBR gap, which needs no grub-install. Needs root (debootstrap, chroot); exits 77
-# (skipped) otherwise.
-# Usage: build_guest_image.sh OUT_DIR
-# Writes OUT_DIR/debian-12-cloudinit.qcow2 (1 GiB virtual) and OUT_DIR/debian-12-cloudinit.stamp
-# (this script's hash): a later run with the same script and the image present does nothing.
+# Builds the guest image for the booting system tiers: a Debian 12 disk with cloud-init 22.4
+# that the agent's domains (a qcow2 overlay on this image as virtio vda, SMBIOS serial
+# ds=nocloud-net;s=URL/, <boot dev='hd'/>) boot with no direct kernel boot.
+# - amd64 (q35, SeaBIOS): MBR, GRUB's boot.img and a core.img with an embedded config in the
+#   gap before the one partition, which needs no grub-install.
+# - arm64 (virt, UEFI from AAVMF): GPT with an EFI system partition holding GRUB's arm64 EFI
+#   image at the removable-media path (EFI/BOOT/BOOTAA64.EFI, which fresh NVRAM boots), and the
+#   root partition. debootstrap's second stage runs in a chroot under qemu-user (binfmt_misc).
+# CI has neither loop devices nor mounts, so the disk is assembled from plain files:
+# debootstrap into a directory, mkfs.ext4 -d writes that directory straight into the root
+# partition inside the raw disk, mkfs.vfat and mtools write the ESP. Needs root (debootstrap,
+# chroot); exits 77 (skipped) otherwise.
+# Usage: build_guest_image.sh OUT_DIR [amd64|arm64]
+# Writes OUT_DIR/debian-12-cloudinit.qcow2 (amd64) or debian-12-cloudinit-arm64.qcow2, 1 GiB
+# virtual, and a .stamp beside it (this script's hash): a later run with the same script and
+# the image present does nothing.
 set -euo pipefail
 
-if [ $# -ne 1 ]; then
-  echo "usage: $0 OUT_DIR" >&2
+if [ $# -lt 1 ] || [ $# -gt 2 ]; then
+  echo "usage: $0 OUT_DIR [amd64|arm64]" >&2
   exit 2
 fi
 out=$1
-image=$out/debian-12-cloudinit.qcow2
-stamp=$out/debian-12-cloudinit.stamp
+arch=${2:-amd64}
+case $arch in
+  amd64) name=debian-12-cloudinit ;;
+  arm64) name=debian-12-cloudinit-arm64 ;;
+  *) echo "unsupported architecture $arch (amd64 or arm64)" >&2; exit 2 ;;
+esac
+image=$out/$name.qcow2
+stamp=$out/$name.stamp
 hash=$(sha256sum "${BASH_SOURCE[0]}" | cut -d' ' -f1)
 if [ -s "$image" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$hash" ]; then
   echo "guest image up to date: $image"
@@ -37,17 +48,28 @@ label=garm-root
 # image, and cloud-init grows the root partition and ext4 into them on first boot. The SSH
 # server is what the user-data's ssh_authorized_keys are for (without it cloud-init also warns
 # about every host key it cannot generate).
-guest_packages=systemd-sysv,udev,cloud-init,python3-cffi-backend,linux-image-cloud-amd64
+# GRUB's arm64 EFI modules come from the guest's own grub-efi-arm64-bin (no grub-install, and
+# nothing of it runs in the guest): an amd64 host cannot install that package for itself.
+guest_packages=systemd-sysv,udev,cloud-init,python3-cffi-backend,linux-image-cloud-$arch
 guest_packages+=,initramfs-tools,ifupdown,isc-dhcp-client,iproute2,netbase,ca-certificates
 guest_packages+=,curl,sudo,cloud-guest-utils,openssh-server
 
-host_packages=(debootstrap debian-archive-keyring grub-pc-bin qemu-utils fdisk e2fsprogs)
+host_packages=(debootstrap debian-archive-keyring qemu-utils fdisk e2fsprogs)
+case $arch in
+  amd64) host_packages+=(grub-pc-bin) ;;
+  arm64)
+    guest_packages+=,grub-efi-arm64-bin
+    host_packages+=(grub-common dosfstools mtools qemu-user qemu-user-binfmt)
+    ;;
+esac
 # shellcheck source-path=SCRIPTDIR source=apt.sh
 . "$(dirname "${BASH_SOURCE[0]}")/apt.sh"
 install_missing "${host_packages[@]}"
 
 # shellcheck source-path=SCRIPTDIR source=../../scripts/lib/debian-mirror.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/debian-mirror.sh"
+# shellcheck source-path=SCRIPTDIR source=../../scripts/lib/foreign-root.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/foreign-root.sh"
 mirror=$(debian_mirror)
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/garm-edge-image.XXXXXX")
@@ -67,15 +89,29 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# The arm64 root's second debootstrap stage, in a chroot under qemu-user (foreign-root.sh).
+# MODULES=most would make mkinitramfs copy and resolve every driver under emulation (90 s
+# here); these guests boot only on virt from virtio-blk, and ext4 is built in.
+second_stage_under_qemu() {
+  place_static_qemu "$arch" "$root" "$work" || exit 1
+  mkdir -p "$root/etc/initramfs-tools/conf.d" "$root/usr/share/initramfs-tools/modules.d"
+  echo MODULES=list >"$root/etc/initramfs-tools/conf.d/90-garm-edge.conf"
+  printf 'virtio_pci\nvirtio_blk\n' >"$root/usr/share/initramfs-tools/modules.d/garm-edge.conf"
+  echo "debootstrap second stage under ${qemu_in_root#"$root"}"
+  foreign_second_stage "$root" "$work/second-stage.out" || exit 1
+}
+
 # A stale stamp must not vouch for a half-replaced image.
 mkdir -p "$out"
 rm -f "$stamp"
 start=$SECONDS
 
-echo "debootstrap bookworm from $mirror"
+foreign=()
+[ "$arch" = amd64 ] || foreign=(--arch="$arch" --foreign)
+echo "debootstrap bookworm ($arch) from $mirror"
 for attempt in 1 2; do
-  if debootstrap --variant=minbase --include="$guest_packages" bookworm "$root" "$mirror" \
-    >"$work/debootstrap.out" 2>&1; then
+  if debootstrap ${foreign[@]+"${foreign[@]}"} --variant=minbase --include="$guest_packages" \
+    bookworm "$root" "$mirror" >"$work/debootstrap.out" 2>&1; then
     break
   fi
   tail -n 20 "$work/debootstrap.out" "$root/debootstrap/debootstrap.log" 2>/dev/null || true
@@ -84,6 +120,7 @@ for attempt in 1 2; do
   release_mounts
   rm -rf --one-file-system "$root"
 done
+[ "$arch" = amd64 ] || second_stage_under_qemu
 echo "debootstrap done after $((SECONDS - start)) s"
 if grep -q " $root/" /proc/self/mountinfo; then
   echo "FAILED: something is still mounted under $root" >&2
@@ -128,7 +165,8 @@ datasource_list: [ NoCloud, None ]
 locale: C.UTF-8
 # Host keys are made per clone on first boot; RSA key generation alone takes seconds under TCG.
 ssh_genkeytypes: [ ed25519 ]
-# There is no grub-pc package in the guest (GRUB lives only in the MBR gap) to tell debconf about.
+# No GRUB package that installs a boot loader is in the guest (GRUB lives only in the MBR gap
+# or the ESP), so there is nothing to tell debconf about.
 grub_dpkg:
   enabled: false
 YAML
@@ -151,46 +189,82 @@ rm -rf "$root"/usr/share/man/* "$root"/usr/share/info/* "$root"/var/lib/apt/list
   "$root"/var/cache/apt/*.bin "$root"/var/cache/apt/archives/*.deb "$root"/var/cache/debconf/*-old \
   "$root"/var/log/*.log "$root"/var/log/apt/*
 
-# The disk: MBR, one bootable Linux partition from 1 MiB to the end, GRUB in the gap before it.
-disk=$work/disk.raw
-part_offset=$((2048 * 512))
-truncate -s 1G "$disk"
-printf 'label: dos\nstart=2048, type=83, bootable\n' | sfdisk -q --no-reread --no-tell-kernel "$disk"
-# -E offset writes the file system inside the partition of the raw disk, no partition file or
-# dd needed; -d copies the rootfs with owners, modes, hard links and xattrs (we are root).
-# metadata_csum_seed is an incompatible feature GRUB 2.06 cannot read: keep it off whatever
-# the host's mke2fs.conf says.
-mkfs.ext4 -q -F -L "$label" -O ^metadata_csum_seed -E "offset=$part_offset,nodiscard,root_owner=0:0" \
-  -d "$root" "$disk" $(((1024 - 1) * 1024))k
-e2fsck -fn "$disk?offset=$part_offset" >"$work/fsck.out" 2>&1 ||
-  { cat "$work/fsck.out" >&2; echo "FAILED: the new file system does not check clean" >&2; exit 1; }
+# The root file system at OFFSET (bytes) inside the raw disk, SIZE KiB. -E offset writes it
+# inside the partition, no partition file or dd needed; -d copies the rootfs with owners,
+# modes, hard links and xattrs (we are root). metadata_csum_seed is an incompatible feature
+# GRUB 2.06 cannot read: keep it off whatever the host's mke2fs.conf says.
+write_root_fs() {
+  local offset=$1 size_kib=$2
+  mkfs.ext4 -q -F -L "$label" -O ^metadata_csum_seed -E "offset=$offset,nodiscard,root_owner=0:0" \
+    -d "$root" "$disk" "${size_kib}k"
+  e2fsck -fn "$disk?offset=$offset" >"$work/fsck.out" 2>&1 ||
+    { cat "$work/fsck.out" >&2; echo "FAILED: the new file system does not check clean" >&2; exit 1; }
+  root_offset=$offset
+}
 
-# GRUB without grub-install: boot.img's default kernel_sector is 1 and diskboot.img's default
-# blocklist starts at sector 2 with the length grub-mkimage fills in, so core.img at sector 1
-# needs no patching by grub-bios-setup. The embedded config runs in GRUB's rescue parser
-# (no normal.mod, no /boot/grub in the guest), so it is a plain list of commands.
-cat >"$work/early.cfg" <<CFG
-serial --unit=0 --speed=115200
-terminal_input serial console
-terminal_output serial console
+# GRUB's commands, run by the parser of an image without normal.mod (no /boot/grub in the
+# guest), so a plain list: find the root by label, boot Linux with CONSOLE.
+grub_config() {
+  local console=$1
+  cat <<CFG
 search --no-floppy --label $label --set=root
 echo "garm-edge guest image: GRUB boots Linux $kver"
-linux /boot/vmlinuz-$kver root=LABEL=$label ro console=tty0 console=ttyS0,115200 net.ifnames=0
+linux /boot/vmlinuz-$kver root=LABEL=$label ro console=tty0 console=$console,115200 net.ifnames=0
 initrd /boot/initrd.img-$kver
 boot
 CFG
-grub-mkimage -O i386-pc -o "$work/core.img" -c "$work/early.cfg" -p "(hd0,msdos1)/boot/grub" \
-  biosdisk part_msdos ext2 search search_label linux boot echo serial terminal
-core_size=$(stat -c %s "$work/core.img")
-[ "$core_size" -le $(((2048 - 1) * 512)) ] || { echo "FAILED: core.img ($core_size bytes) does not fit before the partition" >&2; exit 1; }
-# Bytes 440..511 of the MBR are the disk id and the partition table sfdisk wrote: keep them.
-dd if=/usr/lib/grub/i386-pc/boot.img of="$disk" bs=440 count=1 conv=notrunc status=none
-dd if="$work/core.img" of="$disk" bs=512 seek=1 conv=notrunc status=none
+}
+
+# amd64: MBR, one bootable Linux partition from 1 MiB to the end, GRUB in the gap before it.
+# boot.img's default kernel_sector is 1 and diskboot.img's default blocklist starts at sector 2
+# with the length grub-mkimage fills in, so core.img at sector 1 needs no patching by
+# grub-bios-setup.
+assemble_bios_disk() {
+  printf 'label: dos\nstart=2048, type=83, bootable\n' | sfdisk -q --no-reread --no-tell-kernel "$disk"
+  write_root_fs $((2048 * 512)) $(((1024 - 1) * 1024))
+  { printf 'serial --unit=0 --speed=115200\nterminal_input serial console\nterminal_output serial console\n'
+    grub_config ttyS0; } >"$work/early.cfg"
+  grub-mkimage -O i386-pc -o "$work/core.img" -c "$work/early.cfg" -p "(hd0,msdos1)/boot/grub" \
+    biosdisk part_msdos ext2 search search_label linux boot echo serial terminal
+  local core_size
+  core_size=$(stat -c %s "$work/core.img")
+  [ "$core_size" -le $(((2048 - 1) * 512)) ] || { echo "FAILED: core.img ($core_size bytes) does not fit before the partition" >&2; exit 1; }
+  # Bytes 440..511 of the MBR are the disk id and the partition table sfdisk wrote: keep them.
+  dd if=/usr/lib/grub/i386-pc/boot.img of="$disk" bs=440 count=1 conv=notrunc status=none
+  dd if="$work/core.img" of="$disk" bs=512 seek=1 conv=notrunc status=none
+}
+
+# arm64: GPT, a 32 MiB EFI system partition from 1 MiB, the root partition after it up to the
+# last MiB (the backup GPT lives at the end). The ESP holds only GRUB, at the removable-media
+# path the firmware boots when its (fresh, per-domain) NVRAM has no boot entry.
+assemble_uefi_disk() {
+  local esp_mib=32
+  local root_start=$(((1 + esp_mib) * 2048)) root_mib=$((1024 - 1 - esp_mib - 1))
+  printf 'label: gpt\nstart=2048, size=%d, type=U, name="EFI system"\nstart=%d, size=%d, type=L, name="root"\n' \
+    $((esp_mib * 2048)) "$root_start" $((root_mib * 2048)) |
+    sfdisk -q --no-reread --no-tell-kernel "$disk"
+  write_root_fs $((root_start * 512)) $((root_mib * 1024))
+  grub_config ttyAMA0 >"$work/early.cfg"
+  grub-mkimage -O arm64-efi -d "$root/usr/lib/grub/arm64-efi" -o "$work/BOOTAA64.EFI" \
+    -c "$work/early.cfg" -p /boot/grub part_gpt ext2 search search_label linux boot echo
+  mkfs.vfat -C -n ESP "$work/esp.img" $((esp_mib * 1024)) >/dev/null
+  mmd -i "$work/esp.img" ::/EFI ::/EFI/BOOT
+  mcopy -i "$work/esp.img" "$work/BOOTAA64.EFI" ::/EFI/BOOT/BOOTAA64.EFI
+  dd if="$work/esp.img" of="$disk" bs=1M seek=1 conv=notrunc status=none
+}
+
+[ -z "${qemu_in_root:-}" ] || rm -f "$qemu_in_root"
+disk=$work/disk.raw
+truncate -s 1G "$disk"
+case $arch in
+  amd64) assemble_bios_disk ;;
+  arm64) assemble_uefi_disk ;;
+esac
 
 qemu-img convert -O qcow2 "$disk" "$work/image.qcow2"
 size=$(qemu-img info --output=json "$work/image.qcow2" | sed -n 's/.*"virtual-size": *\([0-9]*\).*/\1/p')
 [ "$size" = $((1 << 30)) ] || { echo "FAILED: virtual size $size, not 1 GiB" >&2; exit 1; }
-blocks=$(dumpe2fs -h "$disk?offset=$part_offset" 2>/dev/null | awk -F: '/^Block count/ { total = $2 } /^Free blocks/ { free = $2 } END { print total - free }')
+blocks=$(dumpe2fs -h "$disk?offset=$root_offset" 2>/dev/null | awk -F: '/^Block count/ { total = $2 } /^Free blocks/ { free = $2 } END { print total - free }')
 
 # Publish atomically (the partial copy is removed by the trap if this is interrupted), then the
 # stamp that makes the next run a no-op.

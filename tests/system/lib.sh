@@ -112,7 +112,7 @@ claim_test_host() {
     system_virsh domiflist "$domain" 2>/dev/null | awk -v net="$network" '$3 == net {f = 1} END {exit !f}' || continue
     echo "removing $domain, left by a run of $1 that did not finish"
     system_virsh destroy "$domain" >/dev/null 2>&1 || true
-    system_virsh undefine "$domain" >/dev/null 2>&1 || true
+    system_virsh undefine --nvram "$domain" >/dev/null 2>&1 || true
   done
   if [ -n "$network" ] && system_virsh net-info "$network" >/dev/null 2>&1; then
     echo "removing network $network, left by a run of $1 that did not finish"

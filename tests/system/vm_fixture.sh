@@ -5,13 +5,24 @@
 # over HTTPS on loopback, writes the agent's config (guest service on the network's gateway,
 # relay mode) and garm-provider-edge's config, and offers start_agent / garm / bootstrap_json.
 # Expects $build (a build directory). Sets $work, $pool_dir, $controller, $pool_id, $fake_garm_url.
+# Optional: $vm_image_arch (amd64, the default, or arm64: the guests are aarch64 on the virt
+# machine with UEFI), $vm_agent (another agent binary, such as the arm64 build under qemu-user).
 # Exits 77 (skipped) when not root.
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-agent=$build/agent/garm-edge-agent
+agent=${vm_agent:-$build/agent/garm-edge-agent}
 provider=$build/provider/garm-provider-edge
+image_arch=${vm_image_arch:-amd64}
 # shellcheck disable=SC2034  # read by lib.sh
 extra_packages=(dnsmasq-base iptables ebtables curl openssl python3)
+case $image_arch in
+  amd64) image_file=debian-12-cloudinit.qcow2 base_volume=debian-12.qcow2 ;;
+  arm64)
+    image_file=debian-12-cloudinit-arm64.qcow2 base_volume=debian-12-arm64.qcow2
+    extra_packages+=(qemu-system-arm qemu-efi-aarch64)
+    ;;
+  *) echo "FAILED: no guest image for $image_arch"; exit 1 ;;
+esac
 virsh() { command virsh -q -c qemu:///system "$@"; }
 
 work=$(mktemp -d /tmp/garm-edge-vm.XXXXXX)
@@ -41,7 +52,7 @@ vm_fixture_cleanup() {
   for domain in $(virsh list --all --name | grep "^garm-edge-${controller:-none}-" || true) \
     ${warm_domains[@]+"${warm_domains[@]}"}; do
     virsh destroy "$domain" >/dev/null 2>&1 || true
-    virsh undefine --remove-all-storage "$domain" >/dev/null 2>&1 || true
+    virsh undefine --remove-all-storage --nvram "$domain" >/dev/null 2>&1 || true
   done
   if [ -n "$made_network" ]; then
     virsh net-destroy "$network" >/dev/null 2>&1 || true
@@ -75,12 +86,12 @@ seconds_since() { awk -v a="$1" -v b="$(stamp)" 'BEGIN { printf "%.1f", b - a }'
 # ---- base image and storage pool ------------------------------------------------------------
 image_cache=${GARM_EDGE_IMAGE_CACHE:-/var/cache/garm-edge-vmtest}
 image_started=$(stamp)
-"$here/build_guest_image.sh" "$image_cache"
-echo "base image ready in $(seconds_since "$image_started") s: $image_cache/debian-12-cloudinit.qcow2"
+"$here/build_guest_image.sh" "$image_cache" "$image_arch"
+echo "base image ready in $(seconds_since "$image_started") s: $image_cache/$image_file"
 claim_test_host "$vm_name"
 made_pool=1
 mkdir -p "$pool_dir" && chmod 0755 "$pool_dir"
-cp --sparse=always "$image_cache/debian-12-cloudinit.qcow2" "$pool_dir/debian-12.qcow2"
+cp --sparse=always "$image_cache/$image_file" "$pool_dir/$base_volume"
 virsh pool-define-as "$storage_pool" dir --target "$pool_dir" >/dev/null
 virsh pool-start "$storage_pool" >/dev/null
 
@@ -159,11 +170,11 @@ addresses = "${vm_guest_addresses:-}"
 address_quarantine_seconds = ${vm_address_quarantine:-120}
 [[images]]
 name = "debian-12"
-base_volume = "debian-12.qcow2"
+base_volume = "$base_volume"
 os_type = "linux"
 os_name = "debian"
 os_version = "12"
-arch = "amd64"
+arch = "$image_arch"
 [[flavors]]
 name = "small"
 vcpus = 1
@@ -220,7 +231,7 @@ garm() {
 # A BootstrapInstance as garm sends it: NAME, TOKEN, then the runner_install_template script
 # (garm's wrapper). URLs point at the fake garm; its CA is the ca-cert-bundle.
 bootstrap_json() {
-  vm_helpers bootstrap-json "$1" "$2" "$3" "$fake_garm_url" "$work/garm-pki/ca.crt" "$pool_id"
+  vm_helpers bootstrap-json "$1" "$2" "$3" "$fake_garm_url" "$work/garm-pki/ca.crt" "$pool_id" "$image_arch"
 }
 
 # garm's Linux wrapper (linux_wrapper.tmpl) in short: garm's URLs and the token substituted,

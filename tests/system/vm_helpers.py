@@ -59,8 +59,9 @@ def agent_frames(log):
             print(base64.b64decode(r["body"]).decode(errors="replace"))
 
 
-def bootstrap_json(name, token, wrapper, garm_url, ca_path, pool):
-    """A BootstrapInstance as garm sends it; URLs point at the fake garm, its CA is the bundle."""
+def bootstrap_json(name, token, wrapper, garm_url, ca_path, pool, arch="amd64"):
+    """A BootstrapInstance as garm sends it for a pool of ARCH; URLs point at the fake garm, its
+    CA is the bundle."""
     with open(ca_path, "rb") as f:
         ca = f.read()
     print(json.dumps({
@@ -70,7 +71,7 @@ def bootstrap_json(name, token, wrapper, garm_url, ca_path, pool):
         "instance-token": token, "ssh-keys": None,
         "extra_specs": {"runner_install_template": base64.b64encode(wrapper.encode()).decode()},
         "github-runner-group": "", "ca-cert-bundle": base64.b64encode(ca).decode(),
-        "arch": "amd64", "os_type": "linux", "flavor": "small", "image": "debian-12",
+        "arch": arch, "os_type": "linux", "flavor": "small", "image": "debian-12",
         "labels": ["self-hosted", "edge"], "pool_id": pool,
         "user_data_options": {"disable_updates_on_boot": True, "extra_packages": None,
                               "enable_boot_debug": False},
