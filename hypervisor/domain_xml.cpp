@@ -59,8 +59,8 @@ void append_os(pugi::xml_node domain, const DomainSpec& spec) {
   if (arch.uefi) {
     os.append_attribute("firmware").set_value("efi");
     // Without these libvirt prefers the firmware with Microsoft's keys enrolled and Secure Boot
-    // enforced (Debian's AAVMF_CODE.ms.fd), which refuses any image whose boot loader is not
-    // signed by them: "Access Denied" before GRUB runs.
+    // enforced (Debian's AAVMF_CODE.ms.fd with the NVRAM template AAVMF_VARS.ms.fd), which
+    // refuses any image whose boot loader they did not sign: "Access Denied" before GRUB runs.
     auto firmware = os.append_child("firmware");
     for (const char* feature : {"secure-boot", "enrolled-keys"}) {
       auto element = firmware.append_child("feature");

@@ -27,14 +27,20 @@ place_static_qemu() {
   register_qemu_binfmt "$qemu" ||
     { echo "FAILED: $qemu cannot be registered with binfmt_misc (run as root)" >&2; return 1; }
   interpreter=$(binfmt_interpreter "$qemu")
+  [ -n "$interpreter" ] || { echo "FAILED: binfmt_misc names no interpreter for $qemu" >&2; return 1; }
   if ! compgen -G "$downloads/qemu-user-static_*.deb" >/dev/null; then
+    # Callers run this under `|| exit`, where errexit is off: every step checks itself.
     (cd "$downloads" && { apt-get download -q -o APT::Sandbox::User=root qemu-user-static >/dev/null 2>&1 ||
       { timeout 300 apt-get update -q >/dev/null &&
-        apt-get download -q -o APT::Sandbox::User=root qemu-user-static >/dev/null; }; })
+        apt-get download -q -o APT::Sandbox::User=root qemu-user-static; }; }) ||
+      { echo "FAILED: apt-get download qemu-user-static" >&2; return 1; }
   fi
-  mkdir -p "$root/$(dirname "$interpreter")"
-  dpkg-deb --fsys-tarfile "$downloads"/qemu-user-static_*.deb |
-    tar -xO "./usr/bin/$qemu-static" >"$root/$interpreter"
+  mkdir -p "$root/$(dirname "$interpreter")" || return 1
+  if ! dpkg-deb --fsys-tarfile "$downloads"/qemu-user-static_*.deb |
+    tar -xO "./usr/bin/$qemu-static" >"$root/$interpreter" || [ ! -s "$root/$interpreter" ]; then
+    echo "FAILED: no $qemu-static in qemu-user-static's package" >&2
+    return 1
+  fi
   chmod 0755 "$root/$interpreter"
   # shellcheck disable=SC2034  # the caller's
   qemu_in_root=$root/$interpreter

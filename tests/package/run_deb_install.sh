@@ -14,7 +14,7 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 77
 fi
 if [ $# -ge 2 ]; then
-  build=$(cd "$2" && pwd)
+  build=$(cd "$2" 2>/dev/null && pwd) || { echo "FAILED: no build directory $2"; exit 1; }
 else
   (cd "$1" && cmake --preset package >/dev/null && cmake --build --preset package)
   build=$(cd "$1/build/package" && pwd)
@@ -52,7 +52,9 @@ cleanup() {
 trap cleanup EXIT
 
 section "build the packages and the provider tarball"
-cmake --build "$build" --target package provider_tarball | grep -E 'generated|tarball' || true
+cmake --build "$build" --target package provider_tarball >"$scratch/build.out" 2>&1 ||
+  { tail -n 30 "$scratch/build.out"; fail "building the packages in $build"; }
+grep -E 'generated|tarball' "$scratch/build.out" || true
 agent_deb=$(ls "$build"/garm-edge-agent_*.deb)
 provider_deb=$(ls "$build"/garm-provider-edge_*.deb)
 tarball=$(ls "$build"/garm-provider-edge_*_linux_*.tar.gz)
@@ -74,14 +76,20 @@ if [ "$deb_arch" != "$(dpkg --print-architecture)" ]; then
   section "a Debian 12 $deb_arch root to install into (qemu-user runs its programs)"
   root=$scratch/root
   started=$SECONDS
-  # What apt would bring for the packages (their Depends), and systemd for systemd-analyze.
-  depends=$(dpkg-deb -f "$agent_deb" Depends | sed -e 's/([^)]*)//g' -e 's/[[:space:]]//g')
-  debootstrap --arch="$deb_arch" --foreign --variant=minbase --include="$depends,systemd" \
-    bookworm "$root" "$(debian_mirror)" >"$scratch/debootstrap.out" 2>&1 ||
-    { tail -n 20 "$scratch/debootstrap.out"; fail "debootstrap --foreign of $deb_arch"; }
+  # What apt would bring for the packages (their Depends, the first of alternatives), and
+  # systemd for systemd-analyze.
+  depends=$(dpkg-deb -f "$agent_deb" Depends |
+    sed -e 's/([^)]*)//g' -e 's/|[^,]*//g' -e 's/[[:space:]]//g')
+  for attempt in 1 2; do
+    debootstrap --arch="$deb_arch" --foreign --variant=minbase --include="$depends,systemd" \
+      bookworm "$root" "$(debian_mirror)" >"$scratch/debootstrap.out" 2>&1 && break
+    tail -n 20 "$scratch/debootstrap.out"
+    [ "$attempt" -lt 2 ] || fail "debootstrap --foreign of $deb_arch"
+    rm -rf --one-file-system "$root"  # a flaky mirror is the usual cause: once more
+  done
   place_static_qemu "$deb_arch" "$root" "$scratch" || fail "no qemu-user for $deb_arch"
   foreign_second_stage "$root" "$scratch/second-stage.out" || fail "the $deb_arch root's second stage"
-  inner=/tmp/garm-edge-package
+  inner=/tmp/$(basename "$scratch")  # its own name: no process of another run matches it
   work=$root$inner
   mkdir -p "$work"
   cp "$agent_deb" "$provider_deb" "$work/"
@@ -130,12 +138,17 @@ sed -e 's|^uri = .*|uri = "test:///default"|' -e 's|^storage_pool = .*|storage_p
 sed -i 's|^base_volume = .*|base_path = "/var/lib/garm-edge/images/debian-12.qcow2"|' "$work/agent.toml"
 in_root chown garm-edge "$inner" "$inner/agent.toml"
 in_root runuser -u garm-edge -- garm-edge-agent check-config --config "$inner/agent.toml"
-in_root runuser -u garm-edge -- /usr/bin/garm-edge-agent serve --config "$inner/agent.toml" \
-  --ready-file "$inner/agent.ready" 2> "$work/agent.log" &
+# Started as a command, not through in_root: $! must be runuser (or chroot, which execs it),
+# which passes SIGTERM on to the agent; a backgrounded function would be a subshell.
+serve=(runuser -u garm-edge -- /usr/bin/garm-edge-agent serve --config "$inner/agent.toml"
+  --ready-file "$inner/agent.ready")
+if [ -n "$root" ]; then serve=(chroot "$root" "${serve[@]}"); fi
+"${serve[@]}" 2> "$work/agent.log" &
 agent_pid=$!
 wait_for_agent_ready "$agent_pid" "$work/agent.ready" "$work/agent.log" 200 || fail "the installed agent did not start"
 port=$api_port
-pgrep -u "$(in_root id -u garm-edge)" -f '/usr/bin/garm-edge-agent serve' >/dev/null || fail "the agent does not run as garm-edge"
+pgrep -u "$(in_root id -u garm-edge)" -f "serve --config $inner/agent.toml" >/dev/null ||
+  fail "the agent does not run as garm-edge"
 echo "installed agent listening on 127.0.0.1:$port as user garm-edge"
 
 section "the static provider in an empty chroot, agent addressed by host name"
@@ -179,6 +192,8 @@ garm_in_jail GetInstance GARM_INSTANCE_ID=garm-packaged1 > /dev/null 2> "$work/l
   fail "GetInstance by localhost without /etc/hosts: $(cat "$work/localhost.err")"
 echo "localhost resolved without /etc/hosts: the agent answered (not found, as it was deleted)"
 kill "$agent_pid"; wait "$agent_pid" 2>/dev/null || true; agent_pid=
+for _ in $(seq 50); do pgrep -f "serve --config $inner/agent.toml" >/dev/null || break; sleep 0.1; done
+pgrep -f "serve --config $inner/agent.toml" >/dev/null && fail "the agent outlived its stop"
 
 section "remove keeps config and state; purge removes them"
 in_root dpkg -r garm-edge-agent garm-provider-edge

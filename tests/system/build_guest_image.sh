@@ -13,8 +13,9 @@
 # chroot); exits 77 (skipped) otherwise.
 # Usage: build_guest_image.sh OUT_DIR [amd64|arm64]
 # Writes OUT_DIR/debian-12-cloudinit.qcow2 (amd64) or debian-12-cloudinit-arm64.qcow2, 1 GiB
-# virtual, and a .stamp beside it (this script's hash): a later run with the same script and
-# the image present does nothing.
+# virtual, and a .stamp beside it (the hash of this script and the libraries it sources): a
+# later run with the same scripts and the image present does nothing. Two runs for one image
+# take turns (a lock beside it); the second finds the image up to date.
 set -euo pipefail
 
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then
@@ -30,15 +31,21 @@ case $arch in
 esac
 image=$out/$name.qcow2
 stamp=$out/$name.stamp
-hash=$(sha256sum "${BASH_SOURCE[0]}" | cut -d' ' -f1)
-if [ -s "$image" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$hash" ]; then
+scripts=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib" && pwd)
+hash=$(cat "${BASH_SOURCE[0]}" "$scripts"/{debian-mirror,foreign-root,binfmt}.sh | sha256sum | cut -d' ' -f1)
+up_to_date() {
+  [ -s "$image" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$hash" ] || return 1
   echo "guest image up to date: $image"
-  exit 0
-fi
+}
+up_to_date && exit 0
 if [ "$(id -u)" -ne 0 ]; then
   echo "skipped: building the guest image needs root"
   exit 77
 fi
+mkdir -p "$out"
+exec {image_lock}>"$out/$name.lock"
+flock "$image_lock"
+up_to_date && exit 0
 
 label=garm-root
 # The Linux build for clouds: it has virtio, ext4, netfilter and overlayfs but none of the
@@ -67,9 +74,9 @@ esac
 install_missing "${host_packages[@]}"
 
 # shellcheck source-path=SCRIPTDIR source=../../scripts/lib/debian-mirror.sh
-. "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/debian-mirror.sh"
+. "$scripts/debian-mirror.sh"
 # shellcheck source-path=SCRIPTDIR source=../../scripts/lib/foreign-root.sh
-. "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/foreign-root.sh"
+. "$scripts/foreign-root.sh"
 mirror=$(debian_mirror)
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/garm-edge-image.XXXXXX")
@@ -102,7 +109,6 @@ second_stage_under_qemu() {
 }
 
 # A stale stamp must not vouch for a half-replaced image.
-mkdir -p "$out"
 rm -f "$stamp"
 start=$SECONDS
 
@@ -134,8 +140,9 @@ if [ ${#kernels[@]} -ne 1 ] || [ ! -f "${kernels[0]}" ]; then
 fi
 kver=${kernels[0]##*/vmlinuz-}
 [ -f "$root/boot/initrd.img-$kver" ] || chroot "$root" update-initramfs -c -k "$kver"
-# The root disk is virtio-blk on PCI (q35) with ext4: the kernel must reach it before the root
-# fs is mounted, so each driver is built in or in the initramfs (MODULES=most puts them there).
+# The root disk is virtio-blk on PCI (q35 or virt) with ext4: the kernel must reach it before
+# the root fs is mounted, so each driver is built in or in the initramfs (MODULES=most puts
+# them there on amd64, the list second_stage_under_qemu writes on arm64).
 chroot "$root" lsinitramfs "/boot/initrd.img-$kver" >"$work/initrd.list"
 for driver in VIRTIO_PCI:virtio_pci VIRTIO_BLK:virtio_blk EXT4_FS:ext4; do
   grep -q "^CONFIG_${driver%%:*}=y" "$root/boot/config-$kver" ||
@@ -253,7 +260,10 @@ assemble_uefi_disk() {
   dd if="$work/esp.img" of="$disk" bs=1M seek=1 conv=notrunc status=none
 }
 
-[ -z "${qemu_in_root:-}" ] || rm -f "$qemu_in_root"
+if [ -n "${qemu_in_root:-}" ]; then
+  rm -f "$qemu_in_root"
+  rmdir --ignore-fail-on-non-empty "$(dirname "$qemu_in_root")"
+fi
 disk=$work/disk.raw
 truncate -s 1G "$disk"
 case $arch in

@@ -4,8 +4,9 @@
 # virtio disk and NIC, the seed in the SMBIOS serial, a qcow2 overlay on the arm64 base image)
 # on a real libvirtd driving qemu-system-aarch64 under TCG. The guest fetches its seed from the
 # agent, reports `idle` through the relay to a fake garm, and DeleteInstance leaves nothing,
-# its NVRAM included. The agent is the arm64 build, run through qemu-user (binfmt_misc) against
-# the host's libvirtd, when ARM64_AGENT exists and can run; otherwise the native build.
+# its NVRAM included. With ARM64_AGENT the agent is that arm64 build, run through qemu-user
+# (binfmt_misc) against the host's libvirtd, and the test fails if it cannot run; without it,
+# the native build.
 # Prints boot-to-seed and boot-to-idle. Exit 77 (skipped) when not root.
 # Usage: run_aarch64_guest.sh BUILD_DIR [ARM64_AGENT]
 set -euo pipefail
@@ -21,11 +22,13 @@ vm_image_arch=arm64
 # The arm64 build runs only where the kernel hands aarch64 programs to qemu (cross-build.sh
 # registers it and points qemu at the sysroot's libraries).
 agent_kind="the native build ($(uname -m))"
-if [ -n "$arm64_agent" ] && [ -x "$arm64_agent" ] && "$arm64_agent" --version >/dev/null 2>&1; then
+if [ -n "$arm64_agent" ]; then
+  if ! "$arm64_agent" --version >/dev/null 2>&1; then
+    echo "FAILED: the arm64 agent $arm64_agent is missing or cannot run here (scripts/cross-build.sh arm64 makes it and registers qemu-user)"
+    exit 1
+  fi
   vm_agent=$arm64_agent
   agent_kind="the arm64 build under qemu-user"
-elif [ -n "$arm64_agent" ]; then
-  echo "the arm64 agent at $arm64_agent is missing or cannot run here (run scripts/cross-build.sh arm64)"
 fi
 GARM_EDGE_VM_NAME=${GARM_EDGE_VM_NAME:-aarch64} GARM_EDGE_VM_SUBNET=${GARM_EDGE_VM_SUBNET:-154}
 # shellcheck source-path=SCRIPTDIR source=vm_fixture.sh
@@ -53,7 +56,9 @@ create_seconds=$(seconds_since "$created")
 expect "$(printf '%s' "$out" | json_field status)" running "the arm64 guest runs"
 domain=$(domain_of garm-arm00001)
 tty=$(virsh ttyconsole "$domain")
-vm_helpers stamp-lines < "$tty" > "$work/console-$domain.log" 2>/dev/null &
+# python3 itself, not the vm_helpers function (a subshell), so that cleanup's kill reaches it.
+/usr/bin/python3 "$here/vm_helpers.py" stamp-lines < "$tty" > "$work/console-$domain.log" 2>/dev/null \
+  {test_host_lock}>&- &
 console_pid=$!
 echo "guest $domain created in ${create_seconds}s"
 
@@ -62,8 +67,11 @@ virsh dumpxml "$domain" > "$work/domain.xml"
 xml_has() { grep -Eq "$1" "$work/domain.xml" || fail "the running domain has no $2: $(grep -E "<os|<type|<loader|<nvram" "$work/domain.xml")"; }
 xml_has "<type arch=['\"]aarch64['\"] machine=['\"]virt" "aarch64 virt machine"
 # libvirt picks the firmware (firmware='efi'): the one without Secure Boot, or an image with an
-# unsigned boot loader stops at "Access Denied" (AAVMF_CODE.ms.fd enforces Microsoft's keys).
-xml_has "<loader [^>]*>/usr/share/AAVMF/AAVMF_CODE\.fd</loader>" "AAVMF code without Secure Boot from qemu-efi-aarch64"
+# unsigned boot loader stops at "Access Denied". The code is the same file either way
+# (AAVMF_CODE.ms.fd links to it); Secure Boot comes with the NVRAM template AAVMF_VARS.ms.fd,
+# whose variables enroll Microsoft's keys.
+xml_has "<loader [^>]*>/usr/share/AAVMF/AAVMF_CODE\.fd</loader>" "AAVMF code from qemu-efi-aarch64"
+xml_has "<nvram template=['\"]/usr/share/AAVMF/AAVMF_VARS\.fd['\"]" "NVRAM from the template without Secure Boot"
 nvram=$(sed -n 's/.*<nvram[^>]*>\([^<]*\)<\/nvram>.*/\1/p' "$work/domain.xml")
 { [ -n "$nvram" ] && [ -f "$nvram" ]; } || fail "the domain's NVRAM file ($nvram) does not exist"
 case "$nvram" in *"$domain"*) ;; *) fail "the NVRAM file $nvram is not the domain's own" ;; esac
@@ -78,7 +86,7 @@ echo "domain: aarch64 virt, UEFI $(sed -n 's/.*<loader[^>]*>\([^<]*\)<.*/\1/p' "
 # ---- boot, seed, idle -----------------------------------------------------------------------
 reported_idle() { garm_requests "$token" | grep -q 'callbacks/status {"status": "idle"'; }
 wait_for "the arm64 guest to report idle" "$deadline_seconds" reported_idle
-report=$(garm_requests "$token" | grep -o 'machine [a-z0-9_]*, efi [a-z]*' | head -1)
+report=$(garm_requests "$token" | grep -o 'machine [a-z0-9_]*, efi [a-z]*' | head -1 || true)
 expect "$report" "machine aarch64, efi yes" "the guest's own report of its machine and firmware"
 agent_saw_idle() { [ "$(control instances/garm-arm00001/guest | json_field runner_status)" = idle ]; }
 wait_for "the agent to record the guest's idle" 60 agent_saw_idle
@@ -101,4 +109,4 @@ virsh dominfo "$domain" >/dev/null 2>&1 && fail "the domain is still defined aft
 [ ! -e "$nvram" ] || fail "DeleteInstance left the NVRAM file $nvram"
 [ ! -e "$overlay" ] || fail "DeleteInstance left the overlay $overlay"
 expect "$(compgen -G "$work/state/instances/*.json" || true)" "" "no instance record is left"
-echo "aarch64 tier: an arm64 guest booted by UEFI, reported idle through the relay, and was deleted with its NVRAM"
+echo "aarch64 tier: an arm64 guest booted by UEFI, reported idle through the relay, and was deleted with its NVRAM (agent: $agent_kind)"

@@ -142,8 +142,9 @@ garm_instance() {
 # ---- the agent, as it runs in production ----------------------------------------------------
 # TCG unless asked for KVM: on nested hosts /dev/kvm may exist and still fail (measured here:
 # QEMU aborts on MSR 0x10a with host-passthrough, and with that feature off the guest crawls).
+# KVM runs only guests of the host's own architecture.
 virt_type=qemu
-if [ -n "${GARM_EDGE_VM_KVM:-}" ]; then virt_type=kvm; fi
+if [ -n "${GARM_EDGE_VM_KVM:-}" ] && [ "$image_arch" = "$(dpkg --print-architecture)" ]; then virt_type=kvm; fi
 controller=$(cat /proc/sys/kernel/random/uuid)  # this run's own: cleanup touches no other
 pool_id=0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0
 "$agent" pki init --dir "$work/pki" --dns localhost >/dev/null
