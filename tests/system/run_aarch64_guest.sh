@@ -47,12 +47,7 @@ token=jwt-aarch64-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
 # by UEFI.
 # shellcheck disable=SC2016  # expanded in the guest
 machine_report='post /status "{\"status\": \"installing\", \"message\": \"machine $(uname -m), efi $([ -d /sys/firmware/efi ] && echo yes || echo no)\"}"'
-garm_instance "$token" "$(vm_helpers garm-instance-data "$(install_script "$token" 201 "$machine_report")")"
-bootstrap_json garm-arm00001 "$token" "$(garm_wrapper "$token")" > "$work/guest.json"
-created=$(stamp)
-stdin_file=$work/guest.json garm CreateInstance GARM_POOL_ID="$pool_id"
-expect "$last_status" 0 "CreateInstance of the arm64 guest: $out"
-create_seconds=$(seconds_since "$created")
+create_guest garm-arm00001 "$token" "$(vm_helpers garm-instance-data "$(install_script "$token" 201 "$machine_report")")"
 expect "$(printf '%s' "$out" | json_field status)" running "the arm64 guest runs"
 domain=$(domain_of garm-arm00001)
 tty=$(virsh ttyconsole "$domain")

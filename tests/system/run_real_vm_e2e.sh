@@ -107,13 +107,9 @@ SH
 )
 # The first guest's `idle` is answered only once the second guest has made its attempts: until
 # garm answers, its seed stays open, so a refusal is the identity check and not a closed door.
-garm_instance "$token1" "$(vm_helpers garm-instance-data "$(install_script "$token1" 101 "$agent_socket")" \
-  "$work/second-guest-done" "$agent_token1")"
-bootstrap_json garm-guest00001 "$token1" "$(garm_wrapper "$token1")" > "$work/guest1.json"
-created1=$(stamp)
-stdin_file=$work/guest1.json garm CreateInstance GARM_POOL_ID="$pool_id"
-expect "$last_status" 0 "CreateInstance of the first guest: $out"
-create1_seconds=$(seconds_since "$created1")
+create_guest garm-guest00001 "$token1" "$(vm_helpers garm-instance-data \
+  "$(install_script "$token1" 101 "$agent_socket")" "$work/second-guest-done" "$agent_token1")"
+created1=$created create1_seconds=$create_seconds
 expect "$(printf '%s' "$out" | json_field status)" running "the first guest runs"
 address1=$(printf '%s' "$out" | json_field addresses.0.address)
 domain1=$(domain_of garm-guest00001)
@@ -143,12 +139,8 @@ sudo ip addr del '$warm_address/32' dev "\$dev"
 post /status "{\"status\": \"installing\", \"message\": \"probe: peer seed HTTP \$peer_seed, from the peer address HTTP \$spoofed; warm assignment HTTP \$peer_warm, from its address HTTP \$spoofed_warm\"}"
 SH
 )
-garm_instance "$token2" "$(vm_helpers garm-instance-data "$(install_script "$token2" 102 "$probe")")"
-bootstrap_json garm-guest00002 "$token2" "$(garm_wrapper "$token2")" > "$work/guest2.json"
-created2=$(stamp)
-stdin_file=$work/guest2.json garm CreateInstance GARM_POOL_ID="$pool_id"
-expect "$last_status" 0 "CreateInstance of the second guest: $out"
-create2_seconds=$(seconds_since "$created2")
+create_guest garm-guest00002 "$token2" "$(vm_helpers garm-instance-data "$(install_script "$token2" 102 "$probe")")"
+create2_seconds=$create_seconds
 address2=$(printf '%s' "$out" | json_field addresses.0.address)
 domain2=$(domain_of garm-guest00002)
 echo "guest 2: $domain2 at $address2, created in ${create2_seconds}s"
@@ -186,12 +178,8 @@ wait_for "both guests to report idle" "$deadline_seconds" both_idle
 warm_ready() { [ "$(warm_field state)" = ready ]; }
 wait_for "the warm guest to be ready" "$deadline_seconds" warm_ready
 token3=jwt-third-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
-garm_instance "$token3" "$(vm_helpers garm-instance-data "$(install_script "$token3" 103)")"
-bootstrap_json garm-warm00003 "$token3" "$(garm_wrapper "$token3")" > "$work/guest3.json"
-created3=$(stamp)
-stdin_file=$work/guest3.json garm CreateInstance GARM_POOL_ID="$pool_id"
-expect "$last_status" 0 "CreateInstance that binds the warm guest: $out"
-bind_seconds=$(seconds_since "$created3")
+create_guest garm-warm00003 "$token3" "$(vm_helpers garm-instance-data "$(install_script "$token3" 103)")"
+created3=$created bind_seconds=$create_seconds
 expect "$(printf '%s' "$out" | json_field provider_id)" "$vm_name:$warm_uuid" "garm's instance is the warm guest"
 expect "$(printf '%s' "$out" | json_field addresses.0.address)" "$warm_address" "the bound guest keeps its address"
 wait_for "the bound warm guest to report idle" "$deadline_seconds" reported_idle "$token3"

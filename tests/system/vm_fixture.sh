@@ -235,6 +235,19 @@ bootstrap_json() {
   vm_helpers bootstrap-json "$1" "$2" "$3" "$fake_garm_url" "$work/garm-pki/ca.crt" "$pool_id" "$image_arch"
 }
 
+# garm's CreateInstance of NAME with garm's wrapper for TOKEN, whose instance the fake garm
+# knows as INSTANCE_DATA (vm_helpers garm-instance-data). Sets $out, $created (when garm called
+# the provider) and $create_seconds; fails the test unless the provider succeeded.
+create_guest() {  # NAME TOKEN INSTANCE_DATA
+  local name=$1 token=$2
+  garm_instance "$token" "$3"
+  bootstrap_json "$name" "$token" "$(garm_wrapper "$token")" > "$work/$name.json"
+  created=$(stamp)
+  stdin_file=$work/$name.json garm CreateInstance GARM_POOL_ID="$pool_id"
+  expect "$last_status" 0 "CreateInstance of $name: $out"
+  create_seconds=$(seconds_since "$created")
+}
+
 # garm's Linux wrapper (linux_wrapper.tmpl) in short: garm's URLs and the token substituted,
 # report `installing`, fetch the install script from the metadata endpoint, run it.
 garm_wrapper() {
