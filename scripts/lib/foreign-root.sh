@@ -30,9 +30,9 @@ place_static_qemu() {
   [ -n "$interpreter" ] || { echo "FAILED: binfmt_misc names no interpreter for $qemu" >&2; return 1; }
   if ! compgen -G "$downloads/qemu-user-static_*.deb" >/dev/null; then
     # Callers run this under `|| exit`, where errexit is off: every step checks itself.
-    (cd "$downloads" && { apt-get download -q -o APT::Sandbox::User=root qemu-user-static >/dev/null 2>&1 ||
+    (cd "$downloads" && { timeout 300 apt-get download -q -o APT::Sandbox::User=root qemu-user-static >/dev/null 2>&1 ||
       { timeout 300 apt-get update -q >/dev/null &&
-        apt-get download -q -o APT::Sandbox::User=root qemu-user-static; }; }) ||
+        timeout 300 apt-get download -q -o APT::Sandbox::User=root qemu-user-static; }; }) ||
       { echo "FAILED: apt-get download qemu-user-static" >&2; return 1; }
   fi
   mkdir -p "$root/$(dirname "$interpreter")" || return 1
