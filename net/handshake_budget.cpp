@@ -1,7 +1,6 @@
 #include "net/handshake_budget.hpp"
 
 #include <algorithm>
-#include <vector>
 
 namespace garm_edge::net {
 
@@ -26,39 +25,46 @@ HandshakeBudget::Evict HandshakeBudget::remove(Entries::iterator entry) {
   return evict;
 }
 
+HandshakeBudget::Entries::iterator HandshakeBudget::oldest_over_share() {
+  return std::find_if(entries_.begin(), entries_.end(), [this](const Entry& entry) {
+    return per_peer_.at(entry.peer) > limits_.per_peer;
+  });
+}
+
+HandshakeBudget::Entries::iterator HandshakeBudget::room_for(const std::string& peer) {
+  const auto held = per_peer_.find(peer);
+  if (held != per_peer_.end() && held->second >= limits_.per_peer) {
+    return victim(&peer);  // over its share: only its own silent ones make room for it
+  }
+  const auto silent = victim(nullptr);
+  return silent != entries_.end() ? silent : oldest_over_share();
+}
+
 std::optional<HandshakeBudget::Ticket> HandshakeBudget::admit(const std::string& peer,
                                                               Evict evict) {
-  std::vector<Evict> evicted;
+  Evict evicted;
   std::optional<Ticket> ticket;
   {
     std::lock_guard lock(mutex_);
-    const auto make_room = [&](const std::string* among) {
-      const auto entry = victim(among);
+    if (entries_.size() >= limits_.total) {
+      const auto entry = room_for(peer);
       if (entry == entries_.end()) {
-        return false;
+        return std::nullopt;
       }
-      evicted.push_back(remove(entry));
-      return true;
-    };
-    const auto held = per_peer_.find(peer);
-    const bool peer_full = held != per_peer_.end() && held->second >= limits_.per_peer;
-    if ((!peer_full || make_room(&peer)) &&
-        (entries_.size() < limits_.total || make_room(nullptr))) {
-      ticket = next_++;
-      entries_.push_back(
-          Entry{.ticket = *ticket, .peer = peer, .progressed = false, .evict = std::move(evict)});
-      ++per_peer_[peer];
+      evicted = remove(entry);
+      ++evictions_;
     }
-    evictions_ += evicted.size();
+    ticket = next_++;
+    entries_.push_back(
+        Entry{.ticket = *ticket, .peer = peer, .progressed = false, .evict = std::move(evict)});
+    ++per_peer_[peer];
   }
-  for (auto& run : evicted) {
-    try {
-      if (run) {
-        run();
-      }
-    } catch (...) {
-      // the victim stays open until its own deadline; the budget no longer counts it
+  try {
+    if (evicted) {
+      evicted();
     }
+  } catch (...) {
+    // the victim stays open until its own deadline; the budget no longer counts it
   }
   return ticket;
 }

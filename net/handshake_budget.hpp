@@ -11,13 +11,16 @@
 
 namespace garm_edge::net {
 
-/// The slots for connections that have not yet shown a certificate. Anyone can open a TCP
-/// connection, so a full budget does not simply refuse the newcomer (silent connections held
-/// open would then lock every client out): it evicts the oldest handshake whose ClientHello has
-/// not arrived yet, from the newcomer's own address when that address holds its share. A real
-/// client sends its ClientHello at once, so a flood of silent or reopened connections only ever
-/// displaces its own kind. Only when every slot holds a handshake under way is the newcomer
-/// refused: those cost their sender a real handshake each, and finish or time out soon.
+/// The slots for connections that have not yet shown a certificate. While slots are free,
+/// anyone may take them: a burst of real clients from one address (garm starting fifty provider
+/// processes at once) is never cut. Anyone can open a TCP connection, so a full budget does not
+/// simply refuse the newcomer (silent connections held open would then lock every client out):
+/// it evicts the oldest handshake whose ClientHello has not arrived yet, from the newcomer's own
+/// address when that address holds its share. A real client sends its ClientHello at once, so a
+/// flood of silent or reopened connections only ever displaces its own kind. With no silent
+/// handshake left, an address holding more than its share loses its oldest handshake to a
+/// newcomer from elsewhere (a client that sends a ClientHello and stalls cannot hold every
+/// slot). Only when neither exists is the newcomer refused.
 class HandshakeBudget {
  public:
   struct Limits {
@@ -54,6 +57,10 @@ class HandshakeBudget {
   Entries::iterator victim(const std::string* peer);
   Entries::iterator find(Ticket ticket);
   Evict remove(Entries::iterator entry);
+  /// The handshake to evict for a newcomer from `peer` when the budget is full, if any.
+  Entries::iterator room_for(const std::string& peer);
+  /// The oldest handshake of an address holding more than its share.
+  Entries::iterator oldest_over_share();
 
   Limits limits_;
   mutable std::mutex mutex_;

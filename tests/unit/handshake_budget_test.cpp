@@ -17,7 +17,7 @@ struct Recorder {
 
 }  // namespace
 
-TEST_CASE("a full handshake budget evicts the oldest silent handshake for a newcomer",
+TEST_CASE("free slots take a burst from one address; a full budget evicts the oldest silent one",
           "[net][budget]") {
   HandshakeBudget budget({.total = 4, .per_peer = 2});
   Recorder record;
@@ -25,24 +25,39 @@ TEST_CASE("a full handshake budget evicts the oldest silent handshake for a newc
   const auto a2 = budget.admit("10.0.0.1", record.note("a2"));
   REQUIRE(a1);
   REQUIRE(a2);
-  CHECK(budget.admit("10.0.0.1", record.note("a3")));
-  CHECK(record.evicted == std::set<std::string>{"a1"});  // the address's own share is full
+  CHECK(budget.admit("10.0.0.1", record.note("a3")));  // beyond its share, into free slots
+  CHECK(budget.admit("10.0.0.1", record.note("a4")));
+  CHECK(record.evicted.empty());
 
   budget.progressed(*a2);
-  CHECK(budget.admit("10.0.0.1", record.note("a4")));
-  CHECK(record.evicted == std::set<std::string>{"a1", "a3"});  // a handshake under way stays
+  CHECK(budget.admit("10.0.0.1", record.note("a5")));    // full and over its share: its own
+  CHECK(record.evicted == std::set<std::string>{"a1"});  // oldest silent, never a2 under way
 
-  CHECK(budget.admit("10.0.0.2", record.note("b1")));
-  CHECK(budget.admit("10.0.0.2", record.note("b2")));
+  CHECK(budget.admit("10.0.0.2", record.note("b1")));  // full: the oldest silent of anyone
+  CHECK(record.evicted == std::set<std::string>{"a1", "a3"});
   CHECK(budget.size() == 4);
-  CHECK(budget.admit("10.0.0.3", record.note("c1")));  // total full: the oldest silent of anyone
-  CHECK(record.evicted == std::set<std::string>{"a1", "a3", "a4"});
-  CHECK(budget.size() == 4);
-  CHECK(budget.evictions() == 3);
+  CHECK(budget.evictions() == 2);
 
   budget.release(*a1);  // already evicted: nothing happens
   budget.release(*a2);
   CHECK(budget.size() == 3);
+}
+
+TEST_CASE("an address that sends ClientHellos and stalls loses its oldest to a newcomer",
+          "[net][budget]") {
+  HandshakeBudget budget({.total = 64, .per_peer = 16});
+  Recorder record;
+  for (int i = 0; i < 64; ++i) {
+    budget.progressed(*budget.admit("198.51.100.9", record.note(std::to_string(i))));
+  }
+  CHECK_FALSE(budget.admit("198.51.100.9", record.note("more")));  // its own get no more
+  CHECK(record.evicted.empty());
+  const auto legit = budget.admit("192.0.2.7", record.note("legit"));
+  REQUIRE(legit);
+  CHECK(record.evicted == std::set<std::string>{"0"});
+  budget.progressed(*legit);
+  CHECK(budget.admit("192.0.2.8", record.note("legit2")));
+  CHECK(record.evicted == std::set<std::string>{"0", "1"});  // never the one within its share
 }
 
 TEST_CASE("when every slot holds a handshake under way, the newcomer is refused", "[net][budget]") {
