@@ -73,7 +73,7 @@ InstanceService::Target InstanceService::resolve(const ControllerId& controller,
     }
   }
   auto canonical = domain_name_for(controller, instance.str());
-  if (!store_.get(canonical)) {
+  if (!store_.contains(canonical)) {  // a lookup, not a read: GetInstance's hot path
     if (auto bound = find_bound(controller, instance.str())) {
       return Target{bound->name, std::nullopt};
     }

@@ -431,6 +431,11 @@ std::optional<InstanceRecord> FileInstanceStore::get(std::string_view domain_nam
   }
 }
 
+bool FileInstanceStore::contains(std::string_view domain_name) {
+  struct stat status {};
+  return ::stat(path_for(domain_name).c_str(), &status) == 0;
+}
+
 void FileInstanceStore::remove(std::string_view domain_name) {
   const auto path = path_for(domain_name);
   if (::unlink(path.c_str()) != 0) {

@@ -128,6 +128,8 @@ class InstanceStore {
   virtual ~InstanceStore() = default;
   virtual void put(const InstanceRecord& record) = 0;
   virtual std::optional<InstanceRecord> get(std::string_view domain_name) = 0;
+  /// Whether a record, readable or not, exists under that name: without reading it.
+  virtual bool contains(std::string_view domain_name) = 0;
   virtual void remove(std::string_view domain_name) = 0;
   virtual std::vector<InstanceRecord> list() = 0;
   /// Domain names of records that exist but cannot be read (list() skips them).
@@ -153,6 +155,7 @@ class FileInstanceStore final : public InstanceStore {
   /// Throws StoreError when the record exists but cannot be read: callers must not mistake
   /// it for an absent one.
   std::optional<InstanceRecord> get(std::string_view domain_name) override;
+  bool contains(std::string_view domain_name) override;
   void remove(std::string_view domain_name) override;
   /// Every readable record. Unreadable ones are skipped here and left in place; `get` keeps
   /// failing for them, so nothing acts on their instance until an operator looks.

@@ -293,6 +293,9 @@ void FaultyStore::put(const agent::InstanceRecord& record) {
 std::optional<agent::InstanceRecord> FaultyStore::get(std::string_view domain_name) {
   return intercept("get", [&] { return inner_.get(domain_name); });
 }
+bool FaultyStore::contains(std::string_view domain_name) {
+  return intercept("contains", [&] { return inner_.contains(domain_name); });
+}
 void FaultyStore::remove(std::string_view domain_name) {
   intercept("remove", [&] { inner_.remove(domain_name); });
 }

@@ -152,7 +152,8 @@ class FaultyHypervisor final : public hypervisor::Hypervisor {
   std::string crash_after_;
 };
 
-/// Wraps a store the same way; operations are "put:<intent>", "remove", "get", "list".
+/// Wraps a store the same way; operations are "put:<intent>", "remove", "get", "contains",
+/// "list".
 class FaultyStore final : public agent::InstanceStore {
  public:
   FaultyStore(agent::InstanceStore& inner, CrashSwitch& crash) : inner_(inner), crash_(crash) {}
@@ -162,6 +163,7 @@ class FaultyStore final : public agent::InstanceStore {
 
   void put(const agent::InstanceRecord& record) override;
   std::optional<agent::InstanceRecord> get(std::string_view domain_name) override;
+  bool contains(std::string_view domain_name) override;
   void remove(std::string_view domain_name) override;
   std::vector<agent::InstanceRecord> list() override;
   std::vector<std::string> unreadable() override { return inner_.unreadable(); }

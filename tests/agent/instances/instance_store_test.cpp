@@ -42,7 +42,9 @@ TEST_CASE("records round-trip through the state directory", "[store]") {
   TempDir dir;
   FileInstanceStore store(dir.path());
   auto record = sample_record("garm-a");
+  CHECK_FALSE(store.contains(record.domain_name));
   store.put(record);
+  CHECK(store.contains(record.domain_name));
   CHECK(store.get(record.domain_name) == record);
   record.intent = Intent::created;
   store.put(record);
@@ -50,6 +52,7 @@ TEST_CASE("records round-trip through the state directory", "[store]") {
   CHECK(store.list() == std::vector<InstanceRecord>{record});
   store.remove(record.domain_name);
   CHECK_FALSE(store.get(record.domain_name).has_value());
+  CHECK_FALSE(store.contains(record.domain_name));
   CHECK_NOTHROW(store.remove(record.domain_name));  // removing twice is fine
 }
 
@@ -95,7 +98,8 @@ TEST_CASE("an unreadable record is skipped by list and refused by get, never tak
   REQUIRE(records.size() == 1);
   CHECK(records[0].name == "garm-a");
   CHECK_THROWS_AS(store.get("garm-edge-9dcf590a-garm-b"), StoreError);
-  CHECK(std::filesystem::exists(torn));  // left for an operator to look at
+  CHECK(store.contains("garm-edge-9dcf590a-garm-b"));  // present, though unreadable
+  CHECK(std::filesystem::exists(torn));                // left for an operator to look at
 }
 
 TEST_CASE("a record from another format version is refused, not guessed at", "[store]") {
