@@ -1,7 +1,8 @@
 # shellcheck shell=bash disable=SC2034,SC2154 # shares its variables with the script that sources it
 # Sourced by the demo and the benchmark: certificates from `pki init`, an agent serving its mTLS
 # API on a free loopback port over libvirt URI $uri, and a provider config for it. Expects $build
-# (a build directory), $uri and an `announce` function; sets $agent, $provider, $work (removed
+# (a build directory), $uri and an `announce` function (and takes $guest_addresses, a range on
+# the network `default`, when set); sets $agent, $provider, $work (removed
 # on exit, with the agent stopped), $controller, $pool and $port, and writes $work/provider.toml.
 
 # shellcheck source-path=SCRIPTDIR source=agent-toml.sh
@@ -38,7 +39,7 @@ $(agent_api_toml "$work/pki" "$controller")
 # outside the part a demo would use, and skip nwfilters (the test driver has none).
 address = "127.0.0.1"
 port = 0
-addresses = "192.168.122.200-192.168.122.250"
+addresses = "${guest_addresses:-192.168.122.200-192.168.122.250}"
 anti_spoofing = "off"
 [capacity]
 # The test driver's host is a made-up 3 GiB one whose guests run nowhere: room for hundreds.
