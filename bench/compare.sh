@@ -13,6 +13,7 @@
 # the rounds are printed with their ratio and the bar. Prints figures; asserts only that every
 # request was answered. Usage: bench/compare.sh BUILD_DIR [ROUNDS] [SECONDS_PER_AB_RUN]
 set -euo pipefail
+export LC_ALL=C  # $EPOCHREALTIME and awk agree on the decimal point
 build=$(cd "$1" && pwd)
 rounds=${2:-5}
 seconds=${3:-2}
@@ -47,8 +48,9 @@ guest_addresses=10.88.1.0-10.88.15.250
 pki=$work/pki
 nginx_pid=
 system_agent_pid=
+floor_pid=
 stop_everything() {
-  for pid in $nginx_pid $system_agent_pid; do
+  for pid in $(jobs -p) $nginx_pid $system_agent_pid $floor_pid; do
     if kill "$pid" 2>/dev/null; then wait "$pid" 2>/dev/null || true; fi
   done
   cleanup
@@ -72,7 +74,7 @@ create garm-bench
 path=/v1/controllers/$controller/instances/garm-bench
 mkdir -p "$work/www$(dirname "$path")"
 curl -sf --cacert "$pki/ca.crt" --cert "$pki/clients/garm.crt" --key "$pki/clients/garm.key" \
-  "https://localhost:$port$path" > "$work/www$path"
+  "https://127.0.0.1:$port$path" > "$work/www$path"
 chmod 711 "$work" && chmod -R a+rX "$work/www"  # nginx's worker runs as www-data under root
 cat "$pki/clients/garm.crt" "$pki/clients/garm.key" > "$work/client.pem"
 
@@ -113,8 +115,8 @@ CONF
 "$nginx_bin" -c "$work/nginx/nginx.conf" -e "$work/nginx/error.log" &
 nginx_pid=$!
 for _ in $(seq 100); do ss -Hltn "sport = :$nginx_port" | grep -q . && break; sleep 0.05; done
-agent_url="https://localhost:$port$path"
-nginx_url="https://localhost:$nginx_port$path"
+agent_url="https://127.0.0.1:$port$path"
+nginx_url="https://127.0.0.1:$nginx_port$path"
 if ! cmp -s <(curl -s --cacert "$pki/ca.crt" --cert "$pki/clients/garm.crt" --key "$pki/clients/garm.key" "$nginx_url") "$work/www$path"; then
   echo "FAILED: nginx does not serve the agent's answer"; cat "$work/nginx/error.log"; exit 1
 fi
@@ -138,12 +140,15 @@ ab_rate() {  # URL AB_OPTIONS...: requests per second, failing on any failed or 
   fi
   awk '/^Requests per second/ {print $4}' <<< "$out"
 }
-now_us() { echo $(($(date +%s%N) / 1000)); }
-timed_ms() {  # COMMAND...: wall time in ms (its output discarded)
-  local started
-  started=$(now_us)
-  "$@" > /dev/null
-  awk -v us=$(($(now_us) - started)) 'BEGIN {printf "%.2f", us / 1000}'
+timed_ms() {  # COMMAND...: wall time in ms (its output discarded); fails when the command does
+  local started=$EPOCHREALTIME
+  "$@" > /dev/null || return 1
+  awk -v a="$started" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.2f", (b - a) * 1000}'
+}
+sample() {  # NAME COMMAND...: one timed sample of COMMAND, the run stopped when it fails
+  local ms
+  ms=$(timed_ms "${@:2}") || { echo "FAILED: ${*:2}" >&2; exit 1; }
+  add_sample "$1" "$ms"
 }
 provider_get() {
   garm GetInstance GARM_INSTANCE_ID=garm-bench < /dev/null > /dev/null
@@ -156,20 +161,21 @@ provider_get  # the first call saves the TLS session every later process resumes
 declare -a ab_rows=("keepalive_c1:-k -c1" "keepalive_c50:-k -c50" "handshake_c1:-c1" "handshake_c2:-c2" "handshake_c8:-c8")
 for round in $(seq "$rounds"); do
   for _ in $(seq 9); do
-    add_sample provider_get "$(timed_ms provider_get)"
-    add_sample curl_get "$(timed_ms curl_get)"
+    sample provider_get provider_get
+    sample curl_get curl_get
   done
   for row in "${ab_rows[@]}"; do
     name=${row%%:*}
     for server in agent nginx; do
       url_var=${server}_url
       # shellcheck disable=SC2086  # the options are words
-      rate=$(ab_rate "${!url_var}" ${row#*:})
+      rate=$(ab_rate "${!url_var}" ${row#*:}) || exit 1
       add_sample "${server}_$name" "$rate"
     done
   done
   echo "round $round of $rounds done"
 done
+sleep 5  # idle: the last round's connections closed
 idle_rss=$(rss_mb "$agent_pid")
 idle_threads=$(threads_of "$agent_pid")
 
@@ -193,14 +199,16 @@ wait_fillers() {  # every filler, not the servers (they are this shell's jobs to
 fill_to 500
 rss_500=$(rss_mb "$agent_pid")
 fill_to 1000
-first_list=$(timed_ms garm ListInstances)
+sample first_list garm ListInstances
+first_list=$(median first_list)
 listed=$(garm ListInstances | grep -o '"provider_id"' | wc -l)
-for _ in $(seq $((rounds * 4))); do add_sample list "$(timed_ms garm ListInstances)"; done
+for _ in $(seq $((rounds * 4 + 1))); do sample list garm ListInstances; done  # odd: a true median
 rss_1000=$(rss_mb "$agent_pid")
 
 # -- idle on qemu:///system ----------------------------------------------------------------
-system_rss="not measured: no libvirtd answers at qemu:///system"
-if timeout 10 virsh -c qemu:///system uri > /dev/null 2>&1; then
+# Opt-in: the second agent reconciles that host's domains and volumes like any agent would.
+system_rss="not measured: set GARM_EDGE_COMPARE_SYSTEM=1 on a host whose libvirtd it may use"
+if [ "${GARM_EDGE_COMPARE_SYSTEM:-0}" = 1 ] && timeout 10 virsh -c qemu:///system uri > /dev/null 2>&1; then
   sed -e "s|^uri = .*|uri = \"qemu:///system\"|" -e "s|^state_dir = .*|state_dir = \"$work/system-state\"|" \
     -e '/^\[guests\]/,/^anti_spoofing/d' "$work/agent.toml" > "$work/system-agent.toml"
   "$agent" serve --config "$work/system-agent.toml" --ready-file "$work/system.ready" 2> "$work/system-agent.log" &
@@ -208,6 +216,7 @@ if timeout 10 virsh -c qemu:///system uri > /dev/null 2>&1; then
   if wait_for_agent_ready "$system_agent_pid" "$work/system.ready" "$work/system-agent.log" 400 > /dev/null; then
     sleep 2  # its first reconcile and libvirt's event thread settle
     system_rss="$(rss_mb "$system_agent_pid") MB, $(threads_of "$system_agent_pid") threads"
+    system_rss_mb=$(rss_mb "$system_agent_pid")
   else
     system_rss="not measured: the agent did not start on qemu:///system (see below)"
     tail -n 5 "$work/system-agent.log"
@@ -215,8 +224,9 @@ if timeout 10 virsh -c qemu:///system uri > /dev/null 2>&1; then
 fi
 
 # -- the floors under the bars: libvirt's own pages, and one handshake's public-key work ------
-# A process that only opens libvirt on the same URI and lists its domains: the shared libraries
-# libvirt brings (gnutls, glib, libxml2, libcrypto, ...) are mapped and touched by it alone.
+# A process that only opens libvirt on the agent's URI (the same host XML, without the agent's
+# domains) and lists its domains: the shared libraries libvirt brings (gnutls, glib, libxml2,
+# libcrypto, ...) are mapped and touched by it alone.
 cat > "$work/libvirt_floor.c" <<'C'
 #include <libvirt/libvirt.h>
 #include <stdio.h>
@@ -266,22 +276,24 @@ int main(void) {
   return 0;
 }
 C
-floor_rss="not measured: no C compiler"
+floor_rss=-
 crypto_floor=
-if command -v cc > /dev/null; then
-  cc -O2 -o "$work/libvirt_floor" "$work/libvirt_floor.c" -lvirt
-  cc -O2 -o "$work/handshake_crypto" "$work/handshake_crypto.c" -lmbedcrypto
-  "$work/libvirt_floor" "test:///default" > "$work/floor.out" &
+if cc -O2 -o "$work/libvirt_floor" "$work/libvirt_floor.c" -lvirt; then
+  "$work/libvirt_floor" "$uri" > "$work/floor.out" &
   floor_pid=$!
   for _ in $(seq 100); do [ -s "$work/floor.out" ] && break; sleep 0.05; done
   floor_rss=$(rss_mb "$floor_pid")
-  kill "$floor_pid"; wait "$floor_pid" 2>/dev/null || true
-  read -r keygen shared sign verify < <("$work/handshake_crypto")
+  kill "$floor_pid"
+  wait "$floor_pid" 2>/dev/null || true
+  floor_pid=
+fi
+if cc -O2 -o "$work/handshake_crypto" "$work/handshake_crypto.c" -lmbedcrypto &&
+  read -r keygen shared sign verify < <("$work/handshake_crypto"); then
   crypto_floor=$(awk -v k="$keygen" -v x="$shared" -v s="$sign" -v v="$verify" 'BEGIN {printf "%.2f", k + x + s + 2 * v}')
   openssl_ms=$(openssl speed -seconds 1 ecdhp256 ecdsap256 2>/dev/null | awk '
     /ecdsa \(nistp256\)/ {sign = 1000 / $(NF - 1); verify = 1000 / $NF}
     /ecdh \(nistp256\)/ {derive = 1000 / $NF}
-    END {printf "%.3f", sign + derive + sign + 2 * verify}')  # key generation costs about a signature
+    END {printf "%.3f", sign + derive + sign + 2 * verify}' || echo -)  # a key costs about a signature
 fi
 
 # -- the table ------------------------------------------------------------------------------
@@ -306,7 +318,7 @@ rate_row "full mTLS handshakes/s, ab -c2" handshake_c2 ">= 0.5"
 rate_row "full mTLS handshakes/s, ab -c8" handshake_c8 ">= 0.5"
 row "ListInstances of $listed, provider process (ms)" "$(median list)" "-" "-" "<= 50 ms"
 row "  the first list right after the burst (ms)" "$first_list" "-" "-" "as fast as the rest"
-row "agent RSS idle, qemu:///system" "${system_rss%% *}" "-" "-" "<= 10 MB"
+row "agent RSS idle, qemu:///system (MB)" "${system_rss_mb:--}" "-" "-" "<= 10 MB"
 row "agent RSS, test driver: idle (MB, $idle_threads threads)" "$idle_rss" "-" "-" "<= 10 MB"
 row "agent RSS, test driver: 500 instances (MB)" "$rss_500" "-" "-" "-"
 row "agent RSS, test driver: 1,000 instances (MB)" "$rss_1000" "-" "-" "<= 24 MB"

@@ -25,29 +25,32 @@ HandshakeBudget::Evict HandshakeBudget::remove(Entries::iterator entry) {
   return evict;
 }
 
-HandshakeBudget::Entries::iterator HandshakeBudget::oldest_over_share() {
-  return std::find_if(entries_.begin(), entries_.end(), [this](const Entry& entry) {
-    return per_peer_.at(entry.peer) > limits_.per_peer;
+HandshakeBudget::Entries::iterator HandshakeBudget::oldest_stalled_over_share(
+    Clock::time_point now) {
+  return std::find_if(entries_.begin(), entries_.end(), [this, now](const Entry& entry) {
+    return entry.progressed && now - entry.progressed_at >= limits_.stalled_after &&
+           per_peer_.at(entry.peer) > limits_.per_peer;
   });
 }
 
-HandshakeBudget::Entries::iterator HandshakeBudget::room_for(const std::string& peer) {
+HandshakeBudget::Entries::iterator HandshakeBudget::room_for(const std::string& peer,
+                                                             Clock::time_point now) {
   const auto held = per_peer_.find(peer);
   if (held != per_peer_.end() && held->second >= limits_.per_peer) {
     return victim(&peer);  // over its share: only its own silent ones make room for it
   }
   const auto silent = victim(nullptr);
-  return silent != entries_.end() ? silent : oldest_over_share();
+  return silent != entries_.end() ? silent : oldest_stalled_over_share(now);
 }
 
-std::optional<HandshakeBudget::Ticket> HandshakeBudget::admit(const std::string& peer,
-                                                              Evict evict) {
+std::optional<HandshakeBudget::Ticket> HandshakeBudget::admit(const std::string& peer, Evict evict,
+                                                              Clock::time_point now) {
   Evict evicted;
   std::optional<Ticket> ticket;
   {
     std::lock_guard lock(mutex_);
     if (entries_.size() >= limits_.total) {
-      const auto entry = room_for(peer);
+      const auto entry = room_for(peer, now);
       if (entry == entries_.end()) {
         return std::nullopt;
       }
@@ -69,10 +72,11 @@ std::optional<HandshakeBudget::Ticket> HandshakeBudget::admit(const std::string&
   return ticket;
 }
 
-void HandshakeBudget::progressed(Ticket ticket) {
+void HandshakeBudget::progressed(Ticket ticket, Clock::time_point now) {
   std::lock_guard lock(mutex_);
   if (const auto entry = find(ticket); entry != entries_.end()) {
     entry->progressed = true;
+    entry->progressed_at = now;
   }
 }
 

@@ -28,10 +28,10 @@ struct TlsServerOptions {
   std::uint16_t port = 0;  // 0: any free port (see TlsServer::port)
   std::size_t max_connections = 256;
   /// Connections still in their handshake (no certificate shown yet): kept well below
-  /// max_connections so clients without a certificate cannot take every slot. When full, the
-  /// oldest is evicted (see HandshakeBudget), never the newcomer refused.
+  /// max_connections so clients without a certificate cannot take every slot. When full, a
+  /// silent or stalled one is evicted for a newcomer (see HandshakeBudget).
   std::size_t max_handshakes = 64;
-  /// Handshake slots one client address may hold; its newest evicts its oldest.
+  /// A client address's share of a full budget: beyond it, its newest evicts its oldest silent.
   std::size_t max_handshakes_per_peer = 16;
   /// From accept to the client's first byte (a real client sends its ClientHello at once).
   std::chrono::milliseconds first_byte_timeout{std::chrono::seconds(3)};

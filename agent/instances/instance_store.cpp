@@ -432,8 +432,15 @@ std::optional<InstanceRecord> FileInstanceStore::get(std::string_view domain_nam
 }
 
 bool FileInstanceStore::contains(std::string_view domain_name) {
+  const auto path = path_for(domain_name);
   struct stat status {};
-  return ::stat(path_for(domain_name).c_str(), &status) == 0;
+  if (::stat(path.c_str(), &status) == 0) {
+    return true;
+  }
+  if (errno != ENOENT) {  // unknown is not absent
+    fail_errno("cannot look for " + path.string());
+  }
+  return false;
 }
 
 void FileInstanceStore::remove(std::string_view domain_name) {

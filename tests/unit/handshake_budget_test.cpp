@@ -25,6 +25,7 @@ TEST_CASE("free slots take a burst from one address; a full budget evicts the ol
   const auto a2 = budget.admit("10.0.0.1", record.note("a2"));
   REQUIRE(a1);
   REQUIRE(a2);
+  REQUIRE(record.evicted.empty());
   CHECK(budget.admit("10.0.0.1", record.note("a3")));  // beyond its share, into free slots
   CHECK(budget.admit("10.0.0.1", record.note("a4")));
   CHECK(record.evicted.empty());
@@ -45,18 +46,27 @@ TEST_CASE("free slots take a burst from one address; a full budget evicts the ol
 
 TEST_CASE("an address that sends ClientHellos and stalls loses its oldest to a newcomer",
           "[net][budget]") {
-  HandshakeBudget budget({.total = 64, .per_peer = 16});
+  using namespace std::chrono_literals;
+  HandshakeBudget budget({.total = 64, .per_peer = 16, .stalled_after = 2s});
   Recorder record;
+  const auto start = HandshakeBudget::Clock::now();
   for (int i = 0; i < 64; ++i) {
-    budget.progressed(*budget.admit("198.51.100.9", record.note(std::to_string(i))));
+    const auto ticket = budget.admit("198.51.100.9", record.note(std::to_string(i)), start);
+    REQUIRE(ticket);
+    budget.progressed(*ticket, start);
   }
-  CHECK_FALSE(budget.admit("198.51.100.9", record.note("more")));  // its own get no more
+  // Handshakes under way for less than 2 s are real ones: nobody cuts them, not even a
+  // newcomer from another address.
+  CHECK_FALSE(budget.admit("192.0.2.7", record.note("early"), start + 1s));
   CHECK(record.evicted.empty());
-  const auto legit = budget.admit("192.0.2.7", record.note("legit"));
+  const auto later = start + 3s;
+  CHECK_FALSE(budget.admit("198.51.100.9", record.note("more"), later));  // its own get no more
+  CHECK(record.evicted.empty());
+  const auto legit = budget.admit("192.0.2.7", record.note("legit"), later);
   REQUIRE(legit);
   CHECK(record.evicted == std::set<std::string>{"0"});
-  budget.progressed(*legit);
-  CHECK(budget.admit("192.0.2.8", record.note("legit2")));
+  budget.progressed(*legit, later);
+  CHECK(budget.admit("192.0.2.8", record.note("legit2"), later));
   CHECK(record.evicted == std::set<std::string>{"0", "1"});  // never the one within its share
 }
 
