@@ -1,4 +1,5 @@
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include <catch2/catch.hpp>
@@ -173,6 +174,32 @@ TEST_CASE("keep-alive: one connection carries many requests", "[api][mtls]") {
   const auto result = server.curl("-w '%{num_connects}\\n' " + url + " " + url + " " + url);
   CHECK_THAT(result.output,
              Catch::Contains(R"({"status":"ok"}1)") && Catch::Contains(R"({"status":"ok"}0)"));
+}
+
+TEST_CASE("50 clients connecting at once from one address are all answered", "[api][mtls]") {
+  // garm starts provider processes side by side, each with its own connection. The handshake
+  // budget once evicted every connection past the 16th that had not yet sent its ClientHello.
+  ApiServer server;
+  std::string urls;
+  for (int i = 0; i < 50; ++i) {
+    urls += " -o /dev/null " + server.url("/healthz");
+  }
+  const auto result = server.curl(
+      "--parallel --parallel-immediate --parallel-max 50 -w '%{http_code} "
+      "%{num_connects}\\n'" +
+      urls);
+  CHECK(result.exit_code == 0);
+  std::istringstream lines(result.output);
+  std::string line;
+  int answered = 0;
+  int connections = 0;
+  while (std::getline(lines, line)) {
+    answered += line.starts_with("200 ") ? 1 : 0;
+    connections += line.ends_with(" 1") ? 1 : 0;
+  }
+  INFO(result.output);
+  CHECK(answered == 50);
+  CHECK(connections == 50);  // each its own connection and handshake, as 50 processes would
 }
 
 TEST_CASE("an idle connection is closed at its deadline", "[api][mtls]") {
