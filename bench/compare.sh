@@ -69,12 +69,15 @@ create() { bootstrap "$1" | garm CreateInstance > /dev/null; }
 rss_mb() { awk '/^VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$1/status"; }
 threads_of() { awk '/^Threads/ {print $2}' "/proc/$1/status"; }
 
-# -- the answer both servers give: the agent's GetInstance of a real instance ------------------
+# -- the answers both servers give: the agent's GetInstance of a real instance, and its health
+# (no libvirt call: the transport alone) -------------------------------------------------------
 create garm-bench
 path=/v1/controllers/$controller/instances/garm-bench
 mkdir -p "$work/www$(dirname "$path")"
-curl -sf --cacert "$pki/ca.crt" --cert "$pki/clients/garm.crt" --key "$pki/clients/garm.key" \
-  "https://127.0.0.1:$port$path" > "$work/www$path"
+for served in "$path" /healthz; do
+  curl -sf --cacert "$pki/ca.crt" --cert "$pki/clients/garm.crt" --key "$pki/clients/garm.key" \
+    "https://127.0.0.1:$port$served" > "$work/www$served"
+done
 chmod 711 "$work" && chmod -R a+rX "$work/www"  # nginx's worker runs as www-data under root
 cat "$pki/clients/garm.crt" "$pki/clients/garm.key" > "$work/client.pem"
 
@@ -115,8 +118,10 @@ CONF
 "$nginx_bin" -c "$work/nginx/nginx.conf" -e "$work/nginx/error.log" &
 nginx_pid=$!
 for _ in $(seq 100); do ss -Hltn "sport = :$nginx_port" | grep -q . && break; sleep 0.05; done
-agent_url="https://127.0.0.1:$port$path"
-nginx_url="https://127.0.0.1:$nginx_port$path"
+agent_base="https://127.0.0.1:$port"
+nginx_base="https://127.0.0.1:$nginx_port"
+agent_url=$agent_base$path
+nginx_url=$nginx_base$path
 if ! cmp -s <(curl -s --cacert "$pki/ca.crt" --cert "$pki/clients/garm.crt" --key "$pki/clients/garm.key" "$nginx_url") "$work/www$path"; then
   echo "FAILED: nginx does not serve the agent's answer"; cat "$work/nginx/error.log"; exit 1
 fi
@@ -158,18 +163,20 @@ curl_get() {
 }
 
 provider_get  # the first call saves the TLS session every later process resumes, as under garm
-declare -a ab_rows=("keepalive_c1:-k -c1" "keepalive_c50:-k -c50" "handshake_c1:-c1" "handshake_c2:-c2" "handshake_c8:-c8")
+declare -a ab_rows=("keepalive_c1|$path|-k -c1" "keepalive_c50|$path|-k -c50"
+  "health_c1|/healthz|-k -c1" "health_c50|/healthz|-k -c50"
+  "handshake_c1|$path|-c1" "handshake_c2|$path|-c2" "handshake_c8|$path|-c8")
 for round in $(seq "$rounds"); do
   for _ in $(seq 9); do
     sample provider_get provider_get
     sample curl_get curl_get
   done
   for row in "${ab_rows[@]}"; do
-    name=${row%%:*}
+    IFS='|' read -r name served options <<< "$row"
     for server in agent nginx; do
-      url_var=${server}_url
+      base_var=${server}_base
       # shellcheck disable=SC2086  # the options are words
-      rate=$(ab_rate "${!url_var}" ${row#*:}) || exit 1
+      rate=$(ab_rate "${!base_var}$served" $options) || exit 1
       add_sample "${server}_$name" "$rate"
     done
   done
@@ -313,6 +320,8 @@ row "GetInstance: provider process vs curl --cert (ms)" "$(median provider_get)"
   "$(ratio "$(median provider_get)" "$(median curl_get)")" "<= 0.5"
 rate_row "keep-alive req/s, 1 connection (ab -k -c1)" keepalive_c1 ">= 1.0"
 rate_row "keep-alive req/s, 50 connections (ab -k -c50)" keepalive_c50 ">= 1.0"
+rate_row "  /healthz (no libvirt call), ab -k -c1" health_c1 "-"
+rate_row "  /healthz (no libvirt call), ab -k -c50" health_c50 "-"
 rate_row "full mTLS handshakes/s, ab -c1" handshake_c1 ">= 0.5"
 rate_row "full mTLS handshakes/s, ab -c2" handshake_c2 ">= 0.5"
 rate_row "full mTLS handshakes/s, ab -c8" handshake_c8 ">= 0.5"
