@@ -231,17 +231,42 @@ if [ "${GARM_EDGE_COMPARE_SYSTEM:-0}" = 1 ] && timeout 10 virsh -c qemu:///syste
 fi
 
 # -- the floors under the bars: libvirt's own pages, and one handshake's public-key work ------
-# A process that only opens libvirt on the agent's URI (the same host XML, without the agent's
-# domains) and lists its domains: the shared libraries libvirt brings (gnutls, glib, libxml2,
-# libcrypto, ...) are mapped and touched by it alone.
+# A process that only opens libvirt on the agent's URI (the same host XML) and lists its
+# domains: the shared libraries libvirt brings (gnutls, glib, libxml2, libcrypto, ...) are mapped
+# and touched by it alone. Given the agent's own domain XML (from a dry-run create) and N, it
+# first defines and starts N copies: what the test driver's domains cost without the agent.
 cat > "$work/libvirt_floor.c" <<'C'
 #include <libvirt/libvirt.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
+static char* read_all(const char* path) {
+  FILE* f = fopen(path, "r");
+  static char text[1 << 20];
+  size_t got = f ? fread(text, 1, sizeof text - 1, f) : 0;
+  if (f) fclose(f);
+  text[got] = 0;
+  return got ? text : NULL;
+}
 int main(int argc, char** argv) {
-  virConnectPtr conn = virConnectOpen(argc > 1 ? argv[1] : "test:///default");
+  virConnectPtr conn = virConnectOpen(argv[1]);
+  if (conn == NULL) return 1;
+  char* xml = argc > 3 ? read_all(argv[2]) : NULL;
+  int copies = xml ? atoi(argv[3]) : 0;
+  char* name = xml ? strstr(xml, "<name>") : NULL;
+  char* uuid = xml ? strstr(xml, "<uuid>") : NULL;
+  if (uuid) memset(uuid, ' ', strstr(uuid, "</uuid>") + 7 - uuid);
+  for (int i = 0; name && i < copies; i++) {
+    static char copy[1 << 20];
+    char* end = strstr(name, "</name>");
+    snprintf(copy, sizeof copy, "%.*s<name>floor-%d%s", (int)(name - xml), xml, i, end);
+    virDomainPtr domain = virDomainDefineXML(conn, copy);
+    if (domain == NULL || virDomainCreate(domain) < 0) return 1;
+    virDomainFree(domain);
+  }
   virDomainPtr* domains = NULL;
-  if (conn == NULL || virConnectListAllDomains(conn, &domains, 0) < 0) return 1;
+  if (virConnectListAllDomains(conn, &domains, 0) < 0) return 1;
   puts("open");
   fflush(stdout);
   pause();
@@ -283,16 +308,26 @@ int main(void) {
   return 0;
 }
 C
-floor_rss=-
-crypto_floor=
-if cc -O2 -o "$work/libvirt_floor" "$work/libvirt_floor.c" -lvirt; then
-  "$work/libvirt_floor" "$uri" > "$work/floor.out" &
+floor_rss() {  # [XML N]: the RSS of the floor program, once it is ready
+  rm -f "$work/floor.out"
+  "$work/libvirt_floor" "$uri" "$@" > "$work/floor.out" &
   floor_pid=$!
-  for _ in $(seq 100); do [ -s "$work/floor.out" ] && break; sleep 0.05; done
-  floor_rss=$(rss_mb "$floor_pid")
+  for _ in $(seq 600); do [ -s "$work/floor.out" ] && break; sleep 0.05; done
+  if [ -s "$work/floor.out" ]; then rss_mb "$floor_pid"; else echo -; fi
   kill "$floor_pid"
   wait "$floor_pid" 2>/dev/null || true
   floor_pid=
+}
+floor_idle=-
+floor_1000=-
+crypto_floor=
+if cc -O2 -o "$work/libvirt_floor" "$work/libvirt_floor.c" -lvirt; then
+  floor_idle=$(floor_rss)
+  bootstrap garm-floor | curl -sf --cacert "$pki/ca.crt" --cert "$pki/clients/garm.crt" \
+    --key "$pki/clients/garm.key" --data-binary @- \
+    "$agent_base/v1/controllers/$controller/instances?dry_run=true" |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["domain_xml"])' > "$work/domain.xml" &&
+    floor_1000=$(floor_rss "$work/domain.xml" "$listed")
 fi
 if cc -O2 -o "$work/handshake_crypto" "$work/handshake_crypto.c" -lmbedcrypto &&
   read -r keygen shared sign verify < <("$work/handshake_crypto"); then
@@ -331,7 +366,8 @@ row "agent RSS idle, qemu:///system (MB)" "${system_rss_mb:--}" "-" "-" "<= 10 M
 row "agent RSS, test driver: idle (MB, $idle_threads threads)" "$idle_rss" "-" "-" "<= 10 MB"
 row "agent RSS, test driver: 500 instances (MB)" "$rss_500" "-" "-" "-"
 row "agent RSS, test driver: 1,000 instances (MB)" "$rss_1000" "-" "-" "<= 24 MB"
-row "floor: a process that only opens libvirt (MB)" "$floor_rss" "-" "-" "-"
+row "floor: a process that only opens libvirt (MB)" "$floor_idle" "-" "-" "-"
+row "floor: the same, holding $listed such domains (MB)" "$floor_1000" "-" "-" "-"
 if [ -n "$crypto_floor" ]; then
   row "floor: public-key ms per full handshake, mbedTLS" "$crypto_floor" "$openssl_ms" \
     "$(awk -v a="$openssl_ms" -v b="$crypto_floor" 'BEGIN {printf "%.2f", a / b}')" "(OpenSSL; ratio = speed)"
