@@ -319,10 +319,12 @@ floor_rss() {  # [XML N]: the RSS of the floor program, once it is ready
   floor_pid=
 }
 floor_idle=-
+floor_system=-
 floor_1000=-
 crypto_floor=
 if cc -O2 -o "$work/libvirt_floor" "$work/libvirt_floor.c" -lvirt; then
   floor_idle=$(floor_rss)
+  if [ -n "${system_rss_mb:-}" ]; then floor_system=$(uri=qemu:///system floor_rss); fi
   bootstrap garm-floor | curl -sf --cacert "$pki/ca.crt" --cert "$pki/clients/garm.crt" \
     --key "$pki/clients/garm.key" --data-binary @- \
     "$agent_base/v1/controllers/$controller/instances?dry_run=true" |
@@ -363,6 +365,7 @@ rate_row "full mTLS handshakes/s, ab -c8" handshake_c8 ">= 0.5"
 row "ListInstances of $listed, provider process (ms)" "$(median list)" "-" "-" "<= 50 ms"
 row "  the first list right after the burst (ms)" "$first_list" "-" "-" "as fast as the rest"
 row "agent RSS idle, qemu:///system (MB)" "${system_rss_mb:--}" "-" "-" "<= 10 MB"
+row "  floor: a process that only opens qemu:///system" "$floor_system" "-" "-" "-"
 row "agent RSS, test driver: idle (MB, $idle_threads threads)" "$idle_rss" "-" "-" "<= 10 MB"
 row "agent RSS, test driver: 500 instances (MB)" "$rss_500" "-" "-" "-"
 row "agent RSS, test driver: 1,000 instances (MB)" "$rss_1000" "-" "-" "<= 24 MB"
