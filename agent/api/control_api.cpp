@@ -154,6 +154,15 @@ net::HttpResponse ControlApi::handle(const net::HttpRequest& request,
   return response;
 }
 
+void ControlApi::dispatch(net::HttpRequest request, net::PeerIdentity peer,
+                          net::TlsServer::Respond respond, asio::thread_pool& workers) {
+  if (request.method == "GET" && request.path == "/healthz") {
+    return respond(handle(request, peer));
+  }
+  asio::post(workers, [this, request = std::move(request), peer = std::move(peer),
+                       respond = std::move(respond)] { respond(handle(request, peer)); });
+}
+
 net::HttpResponse ControlApi::answer(const net::HttpRequest& request, const net::PeerIdentity& peer,
                                      std::string_view& route_name) {
   try {

@@ -17,7 +17,7 @@ namespace garm_edge::agent {
 
 /// The versioned JSON API over the instance service. Transport-free: it maps one parsed
 /// request and the caller's verified identity to one response, so its routes are tested
-/// directly (tests/agent/api) as well as over mutual TLS. Runs on worker threads (commands
+/// directly (tests/agent/api) as well as over mutual TLS. Commands run on worker threads (they
 /// block on libvirt).
 class ControlApi {
  public:
@@ -25,6 +25,11 @@ class ControlApi {
 
   /// Never throws: every failure is a JSON error (see docs/error-policy.md).
   net::HttpResponse handle(const net::HttpRequest& request, const net::PeerIdentity& peer);
+  /// Answers through `respond`. /healthz reads only what the libvirt monitor last saw, so it is
+  /// answered at once on the calling I/O thread: a health probe gets its answer even while every
+  /// worker waits on libvirt. Everything else runs on `workers`.
+  void dispatch(net::HttpRequest request, net::PeerIdentity peer, net::TlsServer::Respond respond,
+                asio::thread_pool& workers);
   /// More Prometheus text for /metrics (the guest service's counters).
   void add_metrics_source(std::function<std::string()> source) {
     metrics_sources_.push_back(std::move(source));

@@ -192,9 +192,7 @@ void AgentDaemon::start_control_api() {
   options.max_connections = config_.api.max_connections;
   api_server_ = std::make_unique<net::TlsServer>(
       io_, options, tls_, [this](net::HttpRequest request, net::PeerIdentity peer, auto respond) {
-        asio::post(api_workers_,
-                   [this, request = std::move(request), peer = std::move(peer),
-                    respond = std::move(respond)] { respond(api_.handle(request, peer)); });
+        api_.dispatch(std::move(request), std::move(peer), std::move(respond), api_workers_);
       });
   api_server_->start();
 }

@@ -46,9 +46,7 @@ void ApiServer::start(std::chrono::seconds handshake_timeout) {
                                                           .certificate = pki_ / "agent.crt",
                                                           .key = pki_ / "agent.key"}),
       [this](net::HttpRequest request, net::PeerIdentity peer, net::TlsServer::Respond respond) {
-        asio::post(workers_,
-                   [this, request = std::move(request), peer = std::move(peer),
-                    respond = std::move(respond)] { respond(api_->handle(request, peer)); });
+        api_->dispatch(std::move(request), std::move(peer), std::move(respond), workers_);
       });
   server_->start();
   for (auto& thread : threads_) {

@@ -1,4 +1,8 @@
+#include <atomic>
+#include <condition_variable>
 #include <fstream>
+#include <future>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -200,6 +204,45 @@ TEST_CASE("50 clients connecting at once from one address are all answered", "[a
   INFO(result.output);
   CHECK(answered == 50);
   CHECK(connections == 50);  // each its own connection and handshake, as 50 processes would
+}
+
+TEST_CASE("/healthz answers while every command worker waits on libvirt", "[api][mtls]") {
+  ApiServer server;
+  std::mutex mutex;
+  std::condition_variable wake;
+  bool released = false;
+  std::atomic<int> waiting{0};
+  server.hypervisor().before = [&](const std::string& operation) {
+    if (operation == "find_by_name") {  // a libvirt that does not answer lookups
+      ++waiting;
+      std::unique_lock lock(mutex);
+      wake.wait_for(lock, std::chrono::seconds(20), [&] { return released; });
+    }
+  };
+  const auto release = [&] {
+    const std::lock_guard lock(mutex);
+    released = true;
+    wake.notify_all();
+  };
+  std::vector<std::future<CommandResult>> stuck;
+  for (int i = 0; i < 6; ++i) {  // more GetInstance calls than the server has workers
+    stuck.push_back(std::async(std::launch::async, [&server, i] {
+      return server.curl(controller_url(server, "/instances/garm-stuck" + std::to_string(i)));
+    }));
+  }
+  for (int i = 0; i < 500 && waiting < 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  REQUIRE(waiting >= 4);
+  const auto started = std::chrono::steady_clock::now();
+  const auto health = server.curl(server.url("/healthz"));
+  const auto took = std::chrono::steady_clock::now() - started;
+  release();
+  CHECK(health.output == R"({"status":"ok"})");
+  CHECK(took < std::chrono::seconds(2));
+  for (auto& call : stuck) {
+    CHECK(call.get().exit_code == 0);  // answered once libvirt did
+  }
 }
 
 TEST_CASE("an idle connection is closed at its deadline", "[api][mtls]") {
