@@ -1,11 +1,14 @@
 #include "agent/daemon/serve.hpp"
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <malloc.h>
 #include <system_error>
 #include <thread>
+#include <unistd.h>
 
 namespace garm_edge::agent {
 namespace {
@@ -66,15 +69,20 @@ std::unique_ptr<RunnerArchiveCache> make_runner_archive_cache(const AgentConfig&
       std::make_shared<HttpArchiveFetcher>(config.guests.runner_download_timeout), clock, log);
 }
 
-/// glibc gives each thread that allocates its own arena, up to 8 per core; the agent's ~35
-/// threads mostly wait, and each arena keeps its own freed memory. Four arenas hold 1,000
-/// test-driver instances in 59.6 MB instead of 73.0, at the same handshakes/s; two cost a fifth
-/// of the handshakes (mbedTLS allocates for every bignum), bench/compare.sh. MALLOC_ARENA_MAX in
-/// the environment still wins.
+/// glibc gives each thread that allocates its own arena, up to 8 per core (2 on 32-bit); the
+/// agent's ~35 threads mostly wait, and each arena keeps its own freed memory. Four arenas hold
+/// 1,000 test-driver instances in 59.6 MB instead of 73.0, at the same handshakes/s; two cost a
+/// fifth of the handshakes (mbedTLS allocates for every bignum), bench/compare.sh. Never above
+/// glibc's own limit, and an operator's MALLOC_ARENA_MAX or arena_max tunable still wins.
 void limit_malloc_arenas() {
-  if (std::getenv("MALLOC_ARENA_MAX") == nullptr) {
-    mallopt(M_ARENA_MAX, 4);
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  if (std::getenv("MALLOC_ARENA_MAX") != nullptr ||
+      (tunables != nullptr && std::strstr(tunables, "arena_max") != nullptr)) {
+    return;
   }
+  const long cores = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
+  const long glibc_default = (sizeof(long) > 4 ? 8 : 2) * cores;
+  mallopt(M_ARENA_MAX, static_cast<int>(std::min(4L, glibc_default)));
 }
 
 }  // namespace
