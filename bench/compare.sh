@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The agent side by side with nginx and curl, measured in one run with the same clients:
 #  - GetInstance as one garm-provider-edge process (as garm runs it) against `curl --cert`;
-#  - keep-alive requests/s over mTLS (`ab -k`, 1 and 50 connections) and full mTLS handshakes/s
-#    (`ab` without -k, 1, 2 and 8 at a time) against nginx 1.22 serving the agent's own
-#    GetInstance answer as a static file, with `ssl_verify_client on`, one worker, and the same
-#    certificates: ECDSA P-256, TLS 1.2, ECDHE-ECDSA-AES128-GCM-SHA256, ECDHE on P-256;
+#  - keep-alive requests/s over mTLS (`ab -k`, 1 and 50 connections; on GetInstance and on
+#    /healthz, which needs no libvirt call) and full mTLS handshakes/s (`ab` without -k, 1, 2 and
+#    8 at a time) against nginx 1.22 serving the agent's own answers as static files, with
+#    `ssl_verify_client on`, one worker, and the same certificates: ECDSA P-256, TLS 1.2,
+#    ECDHE-ECDSA-AES128-GCM-SHA256, ECDHE on P-256;
 #  - ListInstances of 1,000 instances as a whole provider process, the first list right after
 #    the burst of creates apart from the rest;
-#  - the agent's RSS idle on qemu:///system (when a libvirtd answers there), and on the test
-#    driver idle, with 500 and with 1,000 instances.
+#  - the agent's RSS idle on qemu:///system (opt-in: GARM_EDGE_COMPARE_SYSTEM=1, with a
+#    libvirtd answering there), and on the test driver idle, with 500 and with 1,000 instances;
+#  - the floors under those bars: libvirt's own RSS, and mbedTLS's public-key work per handshake.
 # The rows run interleaved: every round measures each row on both servers, and the medians of
 # the rounds are printed with their ratio and the bar. Prints figures; asserts only that every
 # request was answered. Usage: bench/compare.sh BUILD_DIR [ROUNDS] [SECONDS_PER_AB_RUN]
@@ -62,10 +64,10 @@ garm() {  # COMMAND [VAR=VALUE...] (stdin: the bootstrap for creates)
   env -i GARM_COMMAND="$1" GARM_CONTROLLER_ID=$controller GARM_PROVIDER_CONFIG_FILE="$work/provider.toml" \
     GARM_INTERFACE_VERSION=v0.1.0 GARM_POOL_ID=$pool "${@:2}" "$provider"
 }
-bootstrap() {
-  printf '{"name":"%s","tools":[{"os":"linux","architecture":"x64","download_url":"https://github.com/actions/runner/releases/download/v2.321.0/actions-runner-linux-x64-2.321.0.tar.gz","filename":"actions-runner-linux-x64-2.321.0.tar.gz","sha256_checksum":"ba46ba7ce3a4d7236b16fbe44419fb453bc08f866b24f04d549ec89f1722a29e"}],"repo_url":"https://github.com/example","callback-url":"https://garm.example/api/v1/callbacks","metadata-url":"https://garm.example/api/v1/metadata","instance-token":"t","ssh-keys":null,"extra_specs":{},"github-runner-group":"","ca-cert-bundle":null,"arch":"amd64","os_type":"linux","flavor":"small","image":"debian-12","labels":null,"pool_id":"%s","user_data_options":{"disable_updates_on_boot":false,"extra_packages":null,"enable_boot_debug":false},"jit_config_enabled":true,"proxy_config":{"http_proxy":"","https_proxy":"","no_proxy":""}}' "$1" "$pool"
+create() { garm_bootstrap "$1" "$pool" | garm CreateInstance > /dev/null; }
+client_curl() {  # CURL_ARGUMENTS...: curl with garm's client certificate
+  curl --cacert "$pki/ca.crt" --cert "$pki/clients/garm.crt" --key "$pki/clients/garm.key" "$@"
 }
-create() { bootstrap "$1" | garm CreateInstance > /dev/null; }
 rss_mb() { awk '/^VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$1/status"; }
 threads_of() { awk '/^Threads/ {print $2}' "/proc/$1/status"; }
 
@@ -75,8 +77,7 @@ create garm-bench
 path=/v1/controllers/$controller/instances/garm-bench
 mkdir -p "$work/www$(dirname "$path")"
 for served in "$path" /healthz; do
-  curl -sf --cacert "$pki/ca.crt" --cert "$pki/clients/garm.crt" --key "$pki/clients/garm.key" \
-    "https://127.0.0.1:$port$served" > "$work/www$served"
+  client_curl -sf "https://127.0.0.1:$port$served" > "$work/www$served"
 done
 chmod 711 "$work" && chmod -R a+rX "$work/www"  # nginx's worker runs as www-data under root
 cat "$pki/clients/garm.crt" "$pki/clients/garm.key" > "$work/client.pem"
@@ -122,7 +123,7 @@ agent_base="https://127.0.0.1:$port"
 nginx_base="https://127.0.0.1:$nginx_port"
 agent_url=$agent_base$path
 nginx_url=$nginx_base$path
-if ! cmp -s <(curl -s --cacert "$pki/ca.crt" --cert "$pki/clients/garm.crt" --key "$pki/clients/garm.key" "$nginx_url") "$work/www$path"; then
+if ! cmp -s <(client_curl -s "$nginx_url") "$work/www$path"; then
   echo "FAILED: nginx does not serve the agent's answer"; cat "$work/nginx/error.log"; exit 1
 fi
 echo "agent on 127.0.0.1:$port (pid $agent_pid), nginx 1.22 on 127.0.0.1:$nginx_port (pid $nginx_pid, 1 worker)"
@@ -159,7 +160,7 @@ provider_get() {
   garm GetInstance GARM_INSTANCE_ID=garm-bench < /dev/null > /dev/null
 }
 curl_get() {
-  curl -sf -o /dev/null --cacert "$pki/ca.crt" --cert "$pki/clients/garm.crt" --key "$pki/clients/garm.key" "$agent_url"
+  client_curl -sf -o /dev/null "$agent_url"
 }
 
 provider_get  # the first call saves the TLS session every later process resumes, as under garm
@@ -222,8 +223,8 @@ if [ "${GARM_EDGE_COMPARE_SYSTEM:-0}" = 1 ] && timeout 10 virsh -c qemu:///syste
   system_agent_pid=$!
   if wait_for_agent_ready "$system_agent_pid" "$work/system.ready" "$work/system-agent.log" 400 > /dev/null; then
     sleep 2  # its first reconcile and libvirt's event thread settle
-    system_rss="$(rss_mb "$system_agent_pid") MB, $(threads_of "$system_agent_pid") threads"
     system_rss_mb=$(rss_mb "$system_agent_pid")
+    system_rss="$system_rss_mb MB, $(threads_of "$system_agent_pid") threads"
   else
     system_rss="not measured: the agent did not start on qemu:///system (see below)"
     tail -n 5 "$work/system-agent.log"
@@ -325,9 +326,8 @@ crypto_floor=
 if cc -O2 -o "$work/libvirt_floor" "$work/libvirt_floor.c" -lvirt; then
   floor_idle=$(floor_rss)
   if [ -n "${system_rss_mb:-}" ]; then floor_system=$(uri=qemu:///system floor_rss); fi
-  bootstrap garm-floor | curl -sf --cacert "$pki/ca.crt" --cert "$pki/clients/garm.crt" \
-    --key "$pki/clients/garm.key" --data-binary @- \
-    "$agent_base/v1/controllers/$controller/instances?dry_run=true" |
+  garm_bootstrap garm-floor "$pool" |
+    client_curl -sf --data-binary @- "$agent_base/v1/controllers/$controller/instances?dry_run=true" |
     python3 -c 'import json, sys; print(json.load(sys.stdin)["domain_xml"])' > "$work/domain.xml" &&
     floor_1000=$(floor_rss "$work/domain.xml" "$listed")
 fi

@@ -77,11 +77,8 @@ garm() {  # CONFIG COMMAND [VAR=VALUE...] (stdin: the bootstrap for creates)
   env -i GARM_COMMAND="$2" GARM_CONTROLLER_ID=$controller GARM_PROVIDER_CONFIG_FILE="$1" \
     GARM_INTERFACE_VERSION=v0.1.0 GARM_POOL_ID=$pool "${@:3}" "$provider"
 }
-bootstrap() {
-  printf '{"name":"%s","tools":[],"repo_url":"https://github.com/example","callback-url":"https://garm.example/api/v1/callbacks","metadata-url":"https://garm.example/api/v1/metadata","instance-token":"t","ssh-keys":null,"extra_specs":{},"github-runner-group":"","ca-cert-bundle":null,"arch":"amd64","os_type":"linux","flavor":"small","image":"debian-12","labels":null,"pool_id":"%s","user_data_options":{"disable_updates_on_boot":false,"extra_packages":null,"enable_boot_debug":false},"jit_config_enabled":true,"proxy_config":{"http_proxy":"","https_proxy":"","no_proxy":""}}' "$1" "$pool"
-}
 create() {  # CONFIG NAME
-  bootstrap "$2" | garm "$1" CreateInstance > /dev/null
+  garm_bootstrap "$2" "$pool" | garm "$1" CreateInstance > /dev/null
 }
 now_us() { echo $(( $(date +%s%N) / 1000 )); }
 declare -A samples
@@ -165,7 +162,7 @@ burst() {  # NAME
   local started status
   started=$(now_us)
   status=0
-  bootstrap "$1" | garm "$work/fleet.toml" CreateInstance > "$work/burst-$1.out" 2> "$work/burst-$1.err" || status=$?
+  garm_bootstrap "$1" "$pool" | garm "$work/fleet.toml" CreateInstance > "$work/burst-$1.out" 2> "$work/burst-$1.err" || status=$?
   echo "$1 $status $(( ($(now_us) - started) / 1000 ))" >> "$work/burst.log"
 }
 : > "$work/burst.log"

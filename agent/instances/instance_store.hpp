@@ -158,7 +158,9 @@ class FileInstanceStore final : public InstanceStore {
   bool contains(std::string_view domain_name) override;
   void remove(std::string_view domain_name) override;
   /// Every readable record. Unreadable ones are skipped here and left in place; `get` keeps
-  /// failing for them, so nothing acts on their instance until an operator looks.
+  /// failing for them, so nothing that needs the record (create, delete, start, the guest's
+  /// calls) acts on their instance until an operator looks. Lookups and stop, which need only
+  /// the domain, still reach it (they use `contains`).
   std::vector<InstanceRecord> list() override;
   std::vector<std::string> unreadable() override;
   const std::string& state_id() const override { return state_id_; }

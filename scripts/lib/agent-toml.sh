@@ -31,3 +31,9 @@ certificate = "$3/clients/garm.crt"
 key = "$3/clients/garm.key"
 TOML
 }
+
+# What garm hands CreateInstance on stdin for runner NAME of pool POOL: Linux amd64 on the
+# `small` flavor and the `debian-12` image, with the runner download a guest would fetch.
+garm_bootstrap() {  # NAME POOL
+  printf '{"name":"%s","tools":[{"os":"linux","architecture":"x64","download_url":"https://github.com/actions/runner/releases/download/v2.321.0/actions-runner-linux-x64-2.321.0.tar.gz","filename":"actions-runner-linux-x64-2.321.0.tar.gz","sha256_checksum":"ba46ba7ce3a4d7236b16fbe44419fb453bc08f866b24f04d549ec89f1722a29e"}],"repo_url":"https://github.com/example","callback-url":"https://garm.example/api/v1/callbacks","metadata-url":"https://garm.example/api/v1/metadata","instance-token":"t","ssh-keys":null,"extra_specs":{},"github-runner-group":"","ca-cert-bundle":null,"arch":"amd64","os_type":"linux","flavor":"small","image":"debian-12","labels":null,"pool_id":"%s","user_data_options":{"disable_updates_on_boot":false,"extra_packages":null,"enable_boot_debug":false},"jit_config_enabled":true,"proxy_config":{"http_proxy":"","https_proxy":"","no_proxy":""}}' "$1" "$2"
+}
