@@ -36,6 +36,9 @@ struct HttpResponse {
   /// client's socket and whatever it sent after its request are handed here, and the server
   /// forgets the connection.
   std::function<void(UniqueFd socket, std::string early_bytes)> upgrade = nullptr;
+  /// The connection closes after this answer, whatever the client asked for (a client that
+  /// may not be served has no reason to keep a connection).
+  bool close_connection = false;
 };
 
 std::string_view reason_phrase(int status);

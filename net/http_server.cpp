@@ -129,7 +129,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void write_response(HttpResponse response) {
-    if (response.stream && !client_reads_chunked_) {
+    if (response.close_connection || (response.stream && !client_reads_chunked_)) {
       keep_alive_ = false;  // an HTTP/1.0 client knows the body's end by the close
     }
     outgoing_ = serialize(response, keep_alive_, client_reads_chunked_);

@@ -42,8 +42,7 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(tcp::socket socket, std::shared_ptr<const TlsConfig> tls, TlsServerOptions options,
              Handler handler, std::shared_ptr<std::atomic<std::size_t>> open,
-             std::shared_ptr<std::atomic<std::uint64_t>> generation,
-             std::shared_ptr<HandshakeBudget> handshakes,
+             std::shared_ptr<std::atomic<std::uint64_t>> generation, std::shared_ptr<Shares> shares,
              std::function<std::shared_ptr<const TlsConfig>()> current_tls)
       : socket_(std::move(socket)),
         timer_(socket_.get_executor()),
@@ -54,7 +53,7 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
         open_(std::move(open)),
         generation_(std::move(generation)),
         started_generation_(generation_->load()),
-        handshakes_(std::move(handshakes)),
+        shares_(std::move(shares)),
         current_tls_(std::move(current_tls)) {
     ++*open_;
     mbedtls_ssl_init(&ssl_);
@@ -62,37 +61,34 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
 
   ~Connection() {
     mbedtls_ssl_free(&ssl_);
-    handshakes_->release(handshake_ticket_);
+    shares_->silent.release(silent_ticket_);
+    shares_->handshakes.release(handshake_ticket_);
+    shares_->established.release(established_ticket_);
     --*open_;
   }
 
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
+  /// Until its first byte a connection costs a descriptor and a silent slot, no TLS state.
   void start() {
     asio::error_code ignored;
     socket_.set_option(tcp::no_delay(true), ignored);  // no Nagle wait in the handshake
     socket_.non_blocking(true, ignored);
-    const auto peer = socket_.remote_endpoint(ignored).address().to_string();
-    const auto ticket = handshakes_->admit(peer, [weak = weak_from_this()] {
-      if (auto self = weak.lock()) {
-        asio::post(self->socket_.get_executor(), [self] {
-          if (self->in_handshake_) {  // it may have finished since it was chosen
-            self->close();
-          }
-        });
-      }
-    });
+    peer_ = socket_.remote_endpoint(ignored).address().to_string();
+    const auto ticket = shares_->silent.admit(peer_, evictor(Stage::silent));
     if (!ticket) {
-      return close();  // every handshake slot holds a handshake under way
-    }
-    handshake_ticket_ = *ticket;
-    if (mbedtls_ssl_setup(&ssl_, tls_->ssl_config()) != 0) {
       return close();
     }
-    mbedtls_ssl_set_bio(&ssl_, this, &Connection::send, &Connection::receive, nullptr);
+    silent_ticket_ = *ticket;
     arm_deadline(options_.first_byte_timeout);
-    handshake();
+    socket_.async_wait(tcp::socket::wait_read,
+                       [self = shared_from_this()](const asio::error_code& error) {
+                         if (error || self->stage_ != Stage::silent) {
+                           return self->close();
+                         }
+                         self->begin_handshake();
+                       });
   }
 
  private:
@@ -115,10 +111,6 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
     }
     if (error == asio::error::eof) {
       return 0;
-    }
-    if (!error && got > 0 && !self->spoke_) {
-      self->spoke_ = true;
-      self->arm_deadline(self->options_.handshake_timeout);
     }
     return error ? MBEDTLS_ERR_NET_RECV_FAILED : static_cast<int>(got);
   }
@@ -157,11 +149,44 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
     timer_.cancel();
   }
 
+  enum class Stage { silent, handshake, established, closed };
+
+  /// What a share runs to take this connection's slot: it closes the connection if it is still
+  /// in `stage` and, once established, waiting between requests (a request that started since
+  /// it was chosen is answered).
+  FairShare::Evict evictor(Stage stage) {
+    return [weak = weak_from_this(), stage] {
+      if (auto self = weak.lock()) {
+        asio::post(self->socket_.get_executor(), [self, stage] {
+          if (self->stage_ == stage && !self->request_started_) {
+            self->close();
+          }
+        });
+      }
+    };
+  }
+
+  void begin_handshake() {
+    shares_->silent.release(std::exchange(silent_ticket_, 0));
+    const auto ticket = shares_->handshakes.admit(peer_, evictor(Stage::handshake));
+    if (!ticket) {
+      return close();  // every handshake slot holds live work of addresses at most its share
+    }
+    handshake_ticket_ = *ticket;
+    stage_ = Stage::handshake;
+    if (mbedtls_ssl_setup(&ssl_, tls_->ssl_config()) != 0) {
+      return close();
+    }
+    mbedtls_ssl_set_bio(&ssl_, this, &Connection::send, &Connection::receive, nullptr);
+    arm_deadline(options_.handshake_timeout);
+    handshake();
+  }
+
   void handshake() {
     const int rc = mbedtls_ssl_handshake(&ssl_);
-    if (!progressed_ && ssl_.state > MBEDTLS_SSL_CLIENT_HELLO) {
-      progressed_ = true;  // a whole ClientHello: a real client, not a silent socket
-      handshakes_->progressed(handshake_ticket_);
+    if (ssl_.state != handshake_state_) {
+      handshake_state_ = ssl_.state;  // a step forward: not a stalled handshake
+      shares_->handshakes.progressed(handshake_ticket_);
     }
     if (wants_io(rc)) {
       return wait_for(rc, [](Connection& self) { self.handshake(); });
@@ -169,11 +194,31 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
     if (rc != 0) {
       return close();  // no, untrusted, expired or revoked certificate; old protocol; garbage
     }
-    in_handshake_ = false;
-    handshakes_->release(handshake_ticket_);
+    shares_->handshakes.release(std::exchange(handshake_ticket_, 0));
     identity_ = identity_of(mbedtls_ssl_get_peer_cert(&ssl_));
+    const auto ticket =
+        shares_->established.admit(share_key(identity_), evictor(Stage::established));
+    if (!ticket) {
+      return close();  // every connection is busy with clients holding at most this one's share
+    }
+    established_ticket_ = *ticket;
+    stage_ = Stage::established;
     arm_deadline(options_.idle_timeout);
     read_request();
+  }
+
+  static std::string share_key(const PeerIdentity& identity) {
+    std::string key = identity.common_name;
+    for (const auto& uri : identity.uri_names) {
+      key += '\n' + uri;
+    }
+    return key;
+  }
+
+  /// A request started (its slot may not be taken) or was answered (it may again).
+  void set_busy(bool busy) {
+    shares_->established.progressed(established_ticket_);
+    shares_->established.set_evictable(established_ticket_, !busy);
   }
 
   void read_request() {
@@ -191,6 +236,7 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
       }
       if (!request_started_) {
         request_started_ = true;
+        set_busy(true);
         arm_deadline(options_.request_timeout);
       }
       pending_.append(reinterpret_cast<const char*>(buffer.data()), static_cast<std::size_t>(rc));
@@ -244,6 +290,9 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void write_response(HttpResponse response) {
+    if (response.close_connection) {
+      keep_alive_ = false;
+    }
     outgoing_ = serialize(response, keep_alive_, /*client_reads_chunked=*/true);
     written_ = 0;
     arm_deadline(options_.request_timeout);
@@ -268,11 +317,13 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
       return close();
     }
     request_started_ = false;
+    set_busy(false);
     arm_deadline(options_.idle_timeout);
     read_request();
   }
 
   void close() {
+    stage_ = Stage::closed;
     asio::error_code ignored;
     disarm_deadline();
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
@@ -296,11 +347,13 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
   std::uint64_t deadline_epoch_ = 0;
   std::shared_ptr<std::atomic<std::uint64_t>> generation_;
   std::uint64_t started_generation_ = 0;
-  std::shared_ptr<HandshakeBudget> handshakes_;
-  HandshakeBudget::Ticket handshake_ticket_ = 0;
-  bool in_handshake_ = true;
-  bool spoke_ = false;       // a first byte came: the first-byte deadline is over
-  bool progressed_ = false;  // the ClientHello came: no longer evicted for newcomers
+  std::shared_ptr<Shares> shares_;
+  std::string peer_;
+  Stage stage_ = Stage::silent;
+  FairShare::Ticket silent_ticket_ = 0;
+  FairShare::Ticket handshake_ticket_ = 0;
+  FairShare::Ticket established_ticket_ = 0;
+  int handshake_state_ = MBEDTLS_SSL_HELLO_REQUEST;
   std::function<std::shared_ptr<const TlsConfig>()> current_tls_;
 };
 
@@ -312,10 +365,16 @@ TlsServer::TlsServer(asio::io_context& io, TlsServerOptions options,
       acceptor_(io),
       accept_retry_(io),
       tls_(std::make_shared<CurrentTls>()),
-      handshakes_(std::make_shared<HandshakeBudget>(HandshakeBudget::Limits{
-          .total = options_.max_handshakes, .per_peer = options_.max_handshakes_per_peer})) {
+      shares_(std::make_shared<Shares>(options_)) {
   tls_->tls = std::move(tls);
 }
+
+TlsServer::Shares::Shares(const TlsServerOptions& options)
+    : silent({.total = options.max_silent, .stalled_after = std::chrono::milliseconds(0)}),
+      handshakes(
+          {.total = options.max_handshakes, .stalled_after = options.handshake_stalled_after}),
+      established(
+          {.total = options.max_connections, .stalled_after = options.idle_evictable_after}) {}
 
 TlsServer::~TlsServer() {
   stop();
@@ -352,14 +411,22 @@ std::size_t TlsServer::open_connections() const {
   return open_->load();
 }
 
+TlsServerEvictions TlsServer::evictions() const {
+  return {.silent = shares_->silent.evictions(),
+          .handshakes = shares_->handshakes.evictions(),
+          .established = shares_->established.evictions()};
+}
+
 void TlsServer::accept() {
   accept_connections(acceptor_, io_, accept_retry_, [this](tcp::socket& socket) {
-    if (open_->load() >= options_.max_connections) {
+    asio::error_code error;
+    const auto peer = socket.remote_endpoint(error).address();
+    if (error || !allowed(options_.allow, peer)) {
+      ++*refused_addresses_;
       return false;
     }
     std::make_shared<Connection>(std::move(socket), current_tls(), options_, handler_, open_,
-                                 generation_, handshakes_,
-                                 [current = tls_] { return current->get(); })
+                                 generation_, shares_, [current = tls_] { return current->get(); })
         ->start();
     return true;
   });

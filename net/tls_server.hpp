@@ -10,7 +10,8 @@
 
 #include <asio.hpp>
 
-#include "net/handshake_budget.hpp"
+#include "net/address_range.hpp"
+#include "net/fair_share.hpp"
 #include "net/http_request.hpp"
 #include "net/http_response.hpp"
 #include "net/tls_config.hpp"
@@ -26,13 +27,23 @@ struct PeerIdentity {
 struct TlsServerOptions {
   std::string address = "127.0.0.1";
   std::uint16_t port = 0;  // 0: any free port (see TlsServer::port)
-  std::size_t max_connections = 256;
-  /// Connections still in their handshake (no certificate shown yet): kept well below
-  /// max_connections so clients without a certificate cannot take every slot. When full, a
-  /// silent or stalled one is evicted for a newcomer (see HandshakeBudget).
+  /// Only peers in these ranges are served; others are closed at accept, before any TLS work.
+  /// Empty: anyone may connect (the client certificate still decides who is served).
+  std::vector<AddressRange> allow;
+  /// Connections accepted that have not sent a byte yet: they cost a descriptor and no TLS
+  /// state. When all are taken, the oldest is closed for the newcomer.
+  std::size_t max_silent = 1024;
+  /// Connections in their handshake (no certificate shown yet), shared fairly among client
+  /// addresses (see FairShare): a flood of stalled handshakes from a few addresses cannot keep
+  /// anyone else out.
   std::size_t max_handshakes = 64;
-  /// A client address's share of a full budget: beyond it, its newest evicts its oldest silent.
-  std::size_t max_handshakes_per_peer = 16;
+  /// A handshake that made no step for this long is the first to go when all are taken.
+  std::chrono::milliseconds handshake_stalled_after{std::chrono::seconds(2)};
+  /// Connections past their handshake, shared fairly among client certificates: one client
+  /// holding every idle connection loses the longest idle one to another client.
+  std::size_t max_connections = 256;
+  /// An idle connection waiting this long is the first to go when all are taken.
+  std::chrono::milliseconds idle_evictable_after{std::chrono::seconds(5)};
   /// From accept to the client's first byte (a real client sends its ClientHello at once).
   std::chrono::milliseconds first_byte_timeout{std::chrono::seconds(3)};
   std::chrono::milliseconds handshake_timeout{std::chrono::seconds(10)};
@@ -41,6 +52,13 @@ struct TlsServerOptions {
   /// Between requests on a keep-alive connection.
   std::chrono::milliseconds idle_timeout{std::chrono::seconds(60)};
   HttpLimits limits;
+};
+
+/// Connections closed to make room for others, by the stage they were in.
+struct TlsServerEvictions {
+  std::uint64_t silent = 0;
+  std::uint64_t handshakes = 0;
+  std::uint64_t established = 0;
 };
 
 /// HTTP/1.1 over mutual TLS (mbedTLS) on Asio. Every connection lives on its own strand;
@@ -65,8 +83,10 @@ class TlsServer {
   /// Stops accepting; connections in progress finish.
   void stop();
   std::size_t open_connections() const;
-  /// Handshakes evicted to make room for newer ones (a sign of a flood of silent connections).
-  std::uint64_t handshake_evictions() const { return handshakes_->evictions(); }
+  /// Connections closed to make room for others (a sign of a flood or of too low limits).
+  TlsServerEvictions evictions() const;
+  /// Connections refused at accept because their address is not in `allow`.
+  std::uint64_t refused_addresses() const { return refused_addresses_->load(); }
 
   class Connection;
 
@@ -90,7 +110,16 @@ class TlsServer {
   };
   std::shared_ptr<CurrentTls> tls_ = std::make_shared<CurrentTls>();
   std::shared_ptr<std::atomic<std::size_t>> open_ = std::make_shared<std::atomic<std::size_t>>(0);
-  std::shared_ptr<HandshakeBudget> handshakes_;
+  /// The three stages a connection goes through, each with its own fair share.
+  struct Shares {
+    explicit Shares(const TlsServerOptions& options);
+    FairShare silent;
+    FairShare handshakes;
+    FairShare established;
+  };
+  std::shared_ptr<Shares> shares_;
+  std::shared_ptr<std::atomic<std::uint64_t>> refused_addresses_ =
+      std::make_shared<std::atomic<std::uint64_t>>(0);
   std::shared_ptr<std::atomic<std::uint64_t>> generation_ =
       std::make_shared<std::atomic<std::uint64_t>>(0);
 };

@@ -179,6 +179,15 @@ net::HttpResponse ControlApi::answer(const net::HttpRequest& request, const net:
   }
 }
 
+net::TlsServerOptions tls_server_options(const ApiConfig& api) {
+  net::TlsServerOptions options;
+  options.address = api.address;
+  options.port = api.port;
+  options.allow = api.allow;
+  options.max_connections = api.max_connections;
+  return options;
+}
+
 net::HttpResponse ControlApi::route(const net::HttpRequest& request, const net::PeerIdentity& peer,
                                     std::string_view& route_name) {
   const auto parts = split_path(request.path);
@@ -193,9 +202,11 @@ net::HttpResponse ControlApi::route(const net::HttpRequest& request, const net::
   const bool under_v1 = !parts->empty() && parts->front() == "v1";
   if (under_v1 && !config_.api.knows(identities)) {
     route_name = "forbidden";
-    return error_response(
+    auto refused = error_response(
         403, "forbidden",
         "client \"" + printable_excerpt(peer.common_name) + "\" is not in [[api.clients]]");
+    refused.close_connection = true;  // it holds no share of the connections of listed clients
+    return refused;
   }
   // Anything under a controller is for its clients only, whether or not the endpoint exists, and
   // they are told so before the rest of the request is read.

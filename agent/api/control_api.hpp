@@ -19,6 +19,9 @@ namespace garm_edge::agent {
 /// request and the caller's verified identity to one response, so its routes are tested
 /// directly (tests/agent/api) as well as over mutual TLS. Commands run on worker threads (they
 /// block on libvirt).
+/// The TLS server's settings from [api] (address, port, who may connect, connection shares).
+net::TlsServerOptions tls_server_options(const ApiConfig& api);
+
 class ControlApi {
  public:
   ControlApi(const AgentConfig& config, InstanceService& service);

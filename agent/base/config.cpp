@@ -131,6 +131,26 @@ ApiClient read_api_client(const toml::table& table, const std::string& source, s
   return client;
 }
 
+std::vector<net::AddressRange> read_allowed_ranges(TableReader& in) {
+  std::vector<net::AddressRange> ranges;
+  const auto* list = in.node("allow");
+  if (list == nullptr) {
+    return ranges;
+  }
+  if (!list->is_array() || list->as_array()->empty()) {
+    in.fail(list, "allow must be a non-empty list of addresses or CIDR ranges (or left out)");
+  }
+  for (const auto& item : *list->as_array()) {
+    const auto text = item.value<std::string>();
+    try {
+      ranges.push_back(net::AddressRange::parse(text.value_or("")));
+    } catch (const std::invalid_argument& e) {
+      in.fail(&item, std::string("allow: ") + e.what());
+    }
+  }
+  return ranges;
+}
+
 void read_api_section(TableReader& root, AgentConfig& config) {
   const auto* table = root.table("api");
   if (table == nullptr) {
@@ -148,6 +168,7 @@ void read_api_section(TableReader& root, AgentConfig& config) {
   api.max_connections =
       in.integer<std::size_t>("max_connections", 1, 65536).value_or(api.max_connections);
   api.workers = in.integer<std::size_t>("workers", 1, 256).value_or(api.workers);
+  api.allow = read_allowed_ranges(in);
   if (const auto* clients = in.array_of_tables("clients")) {
     for (std::size_t i = 0; i < clients->size(); ++i) {
       api.clients.push_back(read_api_client(*clients->get(i)->as_table(), root.source(), i));
@@ -403,6 +424,7 @@ std::string agent_config_json_schema() {
          R"json("properties":{"address":{"type":"string"},"port":{"type":"integer","minimum":0,"maximum":65535},)json"
          R"json("ca":{"type":"string"},"crl":{"type":"string"},"certificate":{"type":"string"},"key":{"type":"string"},)json"
          R"json("max_connections":{"type":"integer","minimum":1,"maximum":65536},"workers":{"type":"integer","minimum":1,"maximum":256},)json"
+         R"json("allow":{"type":"array","minItems":1,"items":{"type":"string"}},)json"
          R"json("clients":{"type":"array","minItems":1,"items":{"type":"object","additionalProperties":false,)json"
          R"json("required":["identity","controllers"],"properties":{"identity":{"type":"string"},)json"
          R"json("controllers":{"type":"array","minItems":1,"items":{"type":"string"}}}}}}},)json"

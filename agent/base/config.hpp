@@ -11,6 +11,7 @@
 
 #include "common/config_error.hpp"
 #include "hypervisor/libvirt_options.hpp"
+#include "net/address_range.hpp"
 #include "wire/enums.hpp"
 
 namespace garm_edge::agent {
@@ -65,6 +66,8 @@ struct ApiConfig {
   std::filesystem::path key;
   std::size_t max_connections = 256;
   std::size_t workers = 8;  // threads that run commands (they block on libvirt)
+  /// Only these peers are served; anyone else is closed at accept. Empty: any address.
+  std::vector<net::AddressRange> allow;
   std::vector<ApiClient> clients;
 
   /// Is any of `identities` (CN and URI SANs of one certificate) in [[api.clients]]?

@@ -194,12 +194,8 @@ void AgentDaemon::reconcile_at_startup() {
 }
 
 void AgentDaemon::start_control_api() {
-  net::TlsServerOptions options;
-  options.address = config_.api.address;
-  options.port = config_.api.port;
-  options.max_connections = config_.api.max_connections;
   api_server_ = std::make_unique<net::TlsServer>(
-      io_, options, tls_, [this](net::HttpRequest request, net::PeerIdentity peer, auto respond) {
+      io_, tls_server_options(config_.api), tls_, [this](net::HttpRequest request, net::PeerIdentity peer, auto respond) {
         api_.dispatch(std::move(request), std::move(peer), std::move(respond), api_workers_);
       });
   api_server_->start();

@@ -35,7 +35,9 @@ ApiServer::ApiServer(const std::string& fixture,
 }
 
 void ApiServer::start(std::chrono::seconds handshake_timeout) {
-  net::TlsServerOptions options;
+  auto options = agent::tls_server_options(host_.config.api);
+  options.address = "127.0.0.1";
+  options.port = 0;
   options.handshake_timeout = handshake_timeout;
   options.request_timeout = std::chrono::seconds(2);
   options.idle_timeout = std::chrono::seconds(2);

@@ -41,7 +41,8 @@ class ApiServer {
   /// As SIGHUP does: the server's certificates and CA from a PKI directory, and a CRL.
   void reload_from(const std::filesystem::path& pki, const std::filesystem::path& crl = "");
   std::uint16_t port() const { return server_->port(); }
-  std::uint64_t handshake_evictions() const { return server_->handshake_evictions(); }
+  net::TlsServerEvictions evictions() const { return server_->evictions(); }
+  std::uint64_t refused_addresses() const { return server_->refused_addresses(); }
   std::size_t open_connections() const { return server_->open_connections(); }
   Host& host() { return host_; }
   /// The agent's hypervisor, for hooks on its operations (e.g. to hold a create at a step).

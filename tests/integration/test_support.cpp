@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <arpa/inet.h>
+#include <array>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 
@@ -13,17 +15,45 @@ namespace garm_edge::testing {
 
 using hypervisor::HypervisorError;
 
-UniqueFd connect_loopback(std::uint16_t port) {
+UniqueFd connect_loopback(std::uint16_t port, const std::string& source) {
   UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  if (fd.get() < 0 || ::inet_pton(AF_INET, source.c_str(), &from.sin_addr) != 1 ||
+      ::bind(fd.get(), reinterpret_cast<const sockaddr*>(&from), sizeof from) != 0) {
+    return UniqueFd();
+  }
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_port = htons(port);
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd.get() < 0 ||
-      ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
     return UniqueFd();
   }
   return fd;
+}
+
+bool send_client_hello_and_wait(int fd) {
+  // TLS 1.2, ECDHE-ECDSA-AES128-GCM-SHA256 on P-256: what the agent's server accepts, so it
+  // answers with its ServerHello ... CertificateRequest and then waits for the client's turn.
+  std::vector<unsigned char> hello = {0x16, 0x03, 0x01, 0x00, 0x41,  // handshake record, 65 bytes
+                                      0x01, 0x00, 0x00, 0x3d,        // ClientHello, 61 bytes
+                                      0x03, 0x03};                   // TLS 1.2
+  hello.insert(hello.end(), 32, 0x5a);                               // the client random
+  const std::vector<unsigned char> rest = {
+      0x00,                                                         // no session ID
+      0x00, 0x02, 0xc0, 0x2b,                                       // one cipher suite
+      0x01, 0x00,                                                   // no compression
+      0x00, 0x12,                                                   // 18 bytes of extensions
+      0x00, 0x0a, 0x00, 0x04, 0x00, 0x02, 0x00, 0x17,               // supported groups: P-256
+      0x00, 0x0d, 0x00, 0x06, 0x00, 0x04, 0x04, 0x03, 0x05, 0x03};  // ECDSA, SHA-256 or -384
+  hello.insert(hello.end(), rest.begin(), rest.end());
+  if (::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(hello.size())) {
+    return false;
+  }
+  pollfd ready{.fd = fd, .events = POLLIN, .revents = 0};
+  std::array<char, 4096> answer{};
+  return ::poll(&ready, 1, 10000) == 1 && ::recv(fd, answer.data(), answer.size(), 0) > 0;
 }
 
 void raise_descriptor_limit(std::size_t descriptors) {

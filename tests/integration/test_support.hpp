@@ -49,7 +49,10 @@ std::vector<wire::ProviderInstance> listed(const std::vector<wire::ProviderInsta
 wire::BootstrapInstance bootstrap_for(const std::string& name, const std::string& pool = kPool);
 
 /// A blocking TCP connection to 127.0.0.1:`port` that says nothing; -1 inside when it failed.
-UniqueFd connect_loopback(std::uint16_t port);
+UniqueFd connect_loopback(std::uint16_t port, const std::string& source = "127.0.0.1");
+/// Sends a TLS 1.2 ClientHello the agent accepts and waits for the server's first answer: a
+/// handshake the server has taken up and that then stalls. False if no answer came.
+bool send_client_hello_and_wait(int fd);
 /// Lets this process hold `descriptors` open files (for floods of connections).
 void raise_descriptor_limit(std::size_t descriptors);
 
