@@ -37,7 +37,8 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(tcp::socket socket, std::string peer, const HttpServerOptions& options,
              Handler handler, std::shared_ptr<std::atomic<std::size_t>> open,
-             std::shared_ptr<PeerCounts> peers, std::shared_ptr<LiveStreams> streams)
+             std::shared_ptr<PeerCounts> peers, std::shared_ptr<LiveStreams> streams,
+             std::shared_ptr<FairShare> share)
       : socket_(std::move(socket)),
         timer_(socket_.get_executor()),
         options_(options),
@@ -46,6 +47,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
         open_(std::move(open)),
         peers_(std::move(peers)),
         streams_(std::move(streams)),
+        share_(std::move(share)),
         peer_(std::move(peer)) {
     ++*open_;
   }
@@ -54,6 +56,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
       stream_->abandon();
     }
     --*open_;
+    share_->release(ticket_);
     std::lock_guard lock(peers_->mutex);
     if (const auto it = peers_->open.find(peer_); it != peers_->open.end() && --it->second == 0) {
       peers_->open.erase(it);
@@ -62,12 +65,33 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  void start() {
+  /// False when every connection holds live work of addresses at most this one's share.
+  bool start() {
+    const auto ticket = share_->admit(peer_, [weak = weak_from_this()] {
+      if (auto self = weak.lock()) {
+        asio::post(self->socket_.get_executor(), [self] {
+          if (!self->request_started_) {  // a request that started since it was chosen is answered
+            self->close();
+          }
+        });
+      }
+    });
+    if (!ticket) {
+      return false;
+    }
+    ticket_ = *ticket;
     arm_deadline(options_.idle_timeout);
     read_request();
+    return true;
   }
 
  private:
+  /// A request started (its slot may not be taken) or was answered (it may again).
+  void set_busy(bool busy) {
+    share_->progressed(ticket_);
+    share_->set_evictable(ticket_, !busy);
+  }
+
   void arm_deadline(std::chrono::milliseconds timeout) {
     // Only the latest deadline counts: a cancelled wait may already be queued.
     const auto epoch = ++deadline_epoch_;
@@ -91,6 +115,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
           }
           if (!self->request_started_) {
             self->request_started_ = true;
+            self->set_busy(true);
             self->arm_deadline(self->options_.request_timeout);
           }
           self->pending_.append(self->buffer_.data(), got);
@@ -186,6 +211,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
                           return self->close();
                         }
                         self->request_started_ = false;
+                        self->set_busy(false);
                         self->arm_deadline(self->options_.idle_timeout);
                         self->read_request();
                       });
@@ -271,6 +297,8 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   std::shared_ptr<std::atomic<std::size_t>> open_;
   std::shared_ptr<PeerCounts> peers_;
   std::shared_ptr<LiveStreams> streams_;
+  std::shared_ptr<FairShare> share_;
+  FairShare::Ticket ticket_ = 0;
   std::string peer_;
   std::array<char, 16 * 1024> buffer_{};
   std::string pending_;
@@ -290,7 +318,9 @@ HttpServer::HttpServer(asio::io_context& io, HttpServerOptions options, Handler 
       options_(std::move(options)),
       handler_(std::move(handler)),
       acceptor_(io),
-      accept_retry_(io) {}
+      accept_retry_(io),
+      share_(std::make_shared<FairShare>(FairShare::Limits{
+          .total = options_.max_connections, .stalled_after = options_.idle_evictable_after})) {}
 
 HttpServer::~HttpServer() {
   stop();
@@ -335,21 +365,27 @@ void HttpServer::LiveStreams::add(const std::shared_ptr<BodyPipe>& pipe) {
 void HttpServer::accept() {
   accept_connections(acceptor_, io_, accept_retry_, [this](tcp::socket& socket) {
     asio::error_code error;
-    auto peer = socket.remote_endpoint(error).address().to_string();
-    if (error || open_->load() >= options_.max_connections) {
+    const auto address = socket.remote_endpoint(error).address();
+    if (error || (options_.admit_address && !options_.admit_address(address))) {
+      ++*refused_;
       return false;
     }
+    auto peer = address.to_string();
     {
       std::lock_guard lock(peers_->mutex);
       auto& count = peers_->open[peer];
       if (count >= options_.max_connections_per_peer) {
+        ++*refused_;
         return false;
       }
-      ++count;
+      ++count;  // the connection gives it back, whether or not it starts
     }
-    std::make_shared<Connection>(std::move(socket), std::move(peer), options_, handler_, open_,
-                                 peers_, streams_)
-        ->start();
+    const auto connection = std::make_shared<Connection>(
+        std::move(socket), std::move(peer), options_, handler_, open_, peers_, streams_, share_);
+    if (!connection->start()) {
+      ++*refused_;
+      return false;
+    }
     return true;
   });
 }

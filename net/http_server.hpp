@@ -13,6 +13,7 @@
 
 #include <asio.hpp>
 
+#include "net/fair_share.hpp"
 #include "net/http_request.hpp"
 #include "net/http_response.hpp"
 
@@ -21,9 +22,15 @@ namespace garm_edge::net {
 struct HttpServerOptions {
   std::string address = "127.0.0.1";
   std::uint16_t port = 0;  // 0: any free port (see HttpServer::port)
+  /// Shared fairly among client addresses (see FairShare): when all are taken, a newcomer
+  /// takes the longest idle connection of the address holding the most.
   std::size_t max_connections = 256;
   /// Per client address, so one client cannot take every slot.
   std::size_t max_connections_per_peer = 16;
+  /// A connection waiting this long for its next request is the first to go when all are taken.
+  std::chrono::milliseconds idle_evictable_after{std::chrono::seconds(2)};
+  /// When set, connections from addresses it refuses are closed at accept, before any read.
+  std::function<bool(const asio::ip::address&)> admit_address;
   /// From the first byte of a request to its last: a slow client cannot hold a connection.
   std::chrono::milliseconds request_timeout{std::chrono::seconds(10)};
   /// Between requests on a keep-alive connection, and before the first one.
@@ -57,6 +64,10 @@ class HttpServer {
   /// and those of answers still to come.
   void abandon_streams();
   std::size_t open_connections() const { return open_->load(); }
+  /// Idle connections closed to make room for another address's.
+  std::uint64_t evictions() const { return share_->evictions(); }
+  /// Connections closed at accept: their address was refused, or held its share.
+  std::uint64_t refused() const { return refused_->load(); }
 
   class Connection;
 
@@ -75,6 +86,9 @@ class HttpServer {
     std::map<std::string, std::size_t> open;
   };
   std::shared_ptr<PeerCounts> peers_ = std::make_shared<PeerCounts>();
+  std::shared_ptr<FairShare> share_;
+  std::shared_ptr<std::atomic<std::uint64_t>> refused_ =
+      std::make_shared<std::atomic<std::uint64_t>>(0);
   /// The pipes of streamed answers, shared with the connections that add theirs (as their
   /// handler answers, before the event loop sees the answer).
   struct LiveStreams {

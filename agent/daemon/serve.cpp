@@ -147,14 +147,9 @@ int AgentDaemon::run() {
 
 void AgentDaemon::start_guest_service() {
   guest_access_.start();
-  net::HttpServerOptions options;
-  options.address = guest_access_.address();
-  options.port = config_.guests.port;
-  options.max_connections = config_.guests.max_connections;
-  options.limits.max_body_bytes = 256 * 1024;  // status reports, not uploads
-  options.idle_timeout = std::chrono::seconds(10);
   guest_server_ = std::make_unique<net::HttpServer>(
-      io_, options, [this](net::HttpRequest request, std::string peer, auto respond) {
+      io_, guest_server_options(config_, guest_access_, guest_index_),
+      [this](net::HttpRequest request, std::string peer, auto respond) {
         const bool to_garm =
             request.path.starts_with("/api/") || request.path.starts_with("/agent");
         // A garm-agent download holds its worker as long as the guest reads: never the
@@ -195,7 +190,8 @@ void AgentDaemon::reconcile_at_startup() {
 
 void AgentDaemon::start_control_api() {
   api_server_ = std::make_unique<net::TlsServer>(
-      io_, tls_server_options(config_.api), tls_, [this](net::HttpRequest request, net::PeerIdentity peer, auto respond) {
+      io_, tls_server_options(config_.api), tls_,
+      [this](net::HttpRequest request, net::PeerIdentity peer, auto respond) {
         api_.dispatch(std::move(request), std::move(peer), std::move(respond), api_workers_);
       });
   api_server_->start();

@@ -40,6 +40,10 @@ std::optional<GuestIndex::Entry> GuestIndex::get(std::string_view domain_name) c
   return std::nullopt;
 }
 
+bool GuestIndex::holds_address(std::string_view ip) const {
+  return at_address(ip).has_value();
+}
+
 std::set<std::string> GuestIndex::addresses() const {
   std::lock_guard lock(mutex_);
   std::set<std::string> taken;

@@ -38,6 +38,8 @@ class GuestIndex {
   /// From now on nothing of this instance is served or relayed.
   void remove(std::string_view domain_name);
   std::optional<Entry> get(std::string_view domain_name) const;
+  /// Whether `ip` is an instance's reserved address (warm guests' and closed ones' included).
+  bool holds_address(std::string_view ip) const;
   /// Every address held by an instance, reserved in the network yet or not.
   std::set<std::string> addresses() const;
 

@@ -190,6 +190,20 @@ void MissLimiter::miss(const std::string& source) {
   ++window.misses;
 }
 
+net::HttpServerOptions guest_server_options(const AgentConfig& config, const GuestAccess& access,
+                                            const GuestIndex& index) {
+  net::HttpServerOptions options;
+  options.address = access.address();
+  options.port = config.guests.port;
+  options.max_connections = config.guests.max_connections;
+  options.limits.max_body_bytes = 256 * 1024;  // status reports, not uploads
+  options.idle_timeout = std::chrono::seconds(10);
+  options.admit_address = [&index](const asio::ip::address& peer) {
+    return index.holds_address(peer.to_string());
+  };
+  return options;
+}
+
 GuestService::GuestService(const AgentConfig& config, InstanceService& instances,
                            InstanceStore& store, GuestIndex& index, GuestAccess& access,
                            GarmRelay& relay, RunnerArchiveCache* archives, AgentSockets* sockets,

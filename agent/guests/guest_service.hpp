@@ -22,6 +22,7 @@
 #include "agent/runner_archives/archive_cache.hpp"
 #include "net/http_request.hpp"
 #include "net/http_response.hpp"
+#include "net/http_server.hpp"
 
 namespace garm_edge::agent {
 
@@ -48,6 +49,12 @@ class MissLimiter {
   std::mutex mutex_;
   std::map<std::string, Window> windows_;
 };
+
+/// The guest server's settings: where it listens, its limits, and who it serves at all (a
+/// connection from an address that is no instance's, warm guests' included, is closed at
+/// accept, before it can take a share meant for guests). `index` must outlive the server.
+net::HttpServerOptions guest_server_options(const AgentConfig& config, const GuestAccess& access,
+                                            const GuestIndex& index);
 
 /// What guests can ask of the agent over plain HTTP: their NoCloud seed at
 /// `/<seed token>/{meta-data,user-data,vendor-data}`, and (relay mode) garm's callback and

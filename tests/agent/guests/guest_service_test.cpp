@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <future>
+#include <poll.h>
 #include <thread>
 
 #include <asio.hpp>
@@ -56,10 +57,9 @@ struct GuestHost {
           config.guests.anti_spoofing = agent::AntiSpoofing::off;
         }) {
     access.start();
-    net::HttpServerOptions options;
-    options.address = "127.0.0.1";
     server = std::make_unique<net::HttpServer>(
-        io, options, [this](net::HttpRequest request, std::string peer, auto respond) {
+        io, agent::guest_server_options(host.config, access, index),
+        [this](net::HttpRequest request, std::string peer, auto respond) {
           asio::post(workers, [this, request = std::move(request), peer = std::move(peer),
                                respond = std::move(respond)]() mutable {
             guests->handle_async(request, peer, std::move(respond));
@@ -349,15 +349,19 @@ TEST_CASE("the relay passes a guest's garm calls through and closes access after
 }
 
 TEST_CASE("a guest that keeps guessing is rate limited", "[guests][integration]") {
-  FakeGarm garm;
+  FakeGarm garm(two_instances());
   GuestHost agent(garm);
+  agent.service->create(kControllerId, agent.bootstrap("garm-guest-a", kTokenA));
+  agent.service->create(kControllerId, agent.bootstrap("garm-guest-b", kTokenB));
   const std::string guess = agent.base_url() + "/" + std::string(43, 'A') + "/meta-data";
   int last = 0;
   for (int i = 0; i < 22; ++i) {
-    last = curl_from("127.0.0.9", guess, "").status;
+    last = curl_from("127.0.0.2", guess, "").status;
   }
   CHECK(last == 429);
-  CHECK(curl_from("127.0.0.10", guess, "").status == 404);  // others are not affected
+  CHECK(curl_from("127.0.0.3", guess, "").status == 404);  // others are not affected
+  // An address that is no guest's does not even get a connection (curl's status 000).
+  CHECK(curl_from("127.0.0.9", guess, "").status == 0);
 }
 
 TEST_CASE("in direct mode guests keep garm's URLs and the agent relays nothing",
@@ -415,30 +419,67 @@ TEST_CASE("an unreadable record fails its guest's request, not the agent",
   CHECK(agent.host.hypervisor.network("edge-net").hosts.size() == 1);
 }
 
-TEST_CASE("one client address cannot take every connection", "[guests][integration]") {
-  FakeGarm garm;
-  GuestHost agent(garm);
-  asio::io_context io;
+namespace {
+
+/// Opens `count` connections from `source` to the guest service and leaves them idle.
+std::vector<asio::ip::tcp::socket> hold_connections(asio::io_context& io, std::uint16_t port,
+                                                    const std::string& source, int count) {
   std::vector<asio::ip::tcp::socket> held;
-  const asio::ip::tcp::endpoint server(asio::ip::make_address("127.0.0.1"),
-                                       static_cast<unsigned short>(agent.access.port()));
-  for (int i = 0; i < 17; ++i) {
+  const asio::ip::tcp::endpoint server(asio::ip::make_address("127.0.0.1"), port);
+  for (int i = 0; i < count; ++i) {
     asio::ip::tcp::socket socket(io);
     socket.open(asio::ip::tcp::v4());
-    socket.bind({asio::ip::make_address("127.0.0.7"), 0});
+    socket.bind({asio::ip::make_address(source), 0});
     socket.connect(server);
     held.push_back(std::move(socket));
   }
-  // The 17th is closed at once; the first 16 stay open.
+  return held;
+}
+
+/// Whether the server closed `socket` (within 2 s): a read sees the end instead of waiting.
+bool closed_by_server(asio::ip::tcp::socket& socket) {
+  pollfd ready{.fd = socket.native_handle(), .events = POLLIN, .revents = 0};
   std::array<char, 1> byte{};
-  asio::error_code error;
-  held.back().read_some(asio::buffer(byte), error);
-  CHECK(error == asio::error::eof);
-  held.front().non_blocking(true);
-  held.front().read_some(asio::buffer(byte), error);
-  CHECK(error == asio::error::would_block);
-  // Another address is still served.
-  CHECK(curl_from("127.0.0.8", agent.base_url() + "/nothing", "").status == 404);
+  return ::poll(&ready, 1, 2000) == 1 && ::recv(socket.native_handle(), byte.data(), 1, 0) <= 0;
+}
+
+}  // namespace
+
+TEST_CASE("addresses that are no guest's are closed at accept; a guest cannot take every slot",
+          "[guests][integration][hostile]") {
+  FakeGarm garm(two_instances());
+  GuestHost agent(garm, true,
+                  [](agent::AgentConfig& config) { config.guests.max_connections = 16; });
+  agent.service->create(kControllerId, agent.bootstrap("garm-guest-a", kTokenA));
+  agent.service->create(kControllerId, agent.bootstrap("garm-guest-b", kTokenB));
+  const auto port = agent.access.port();
+  asio::io_context io;
+  // 32 strangers with 16 connections each: none is kept.
+  std::vector<asio::ip::tcp::socket> strangers;
+  for (int address = 100; address < 132; ++address) {
+    for (auto& socket : hold_connections(io, port, "127.0.0." + std::to_string(address), 16)) {
+      strangers.push_back(std::move(socket));
+    }
+  }
+  CHECK(std::all_of(strangers.begin(), strangers.end(), closed_by_server));
+  // Guest B takes every slot with idle connections (its 17th is refused: its own cap) ...
+  auto held = hold_connections(io, port, "127.0.0.3", 17);
+  CHECK(closed_by_server(held.back()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK(agent.server->open_connections() == 16);
+  // ... and guest A's calls to garm are still answered, each taking one of B's idle slots.
+  const auto status_report = bearer(kTokenA) +
+                             " -H 'Content-Type: application/json' "
+                             "--data '{\"status\":\"installing\",\"message\":\"step\"}'";
+  int answered = 0;
+  for (int i = 0; i < 11; ++i) {
+    answered += curl_from("127.0.0.2", agent.base_url() + "/api/v1/callbacks/status", status_report)
+                            .status == 200
+                    ? 1
+                    : 0;
+  }
+  CHECK(answered == 11);
+  CHECK(agent.server->evictions() >= 1);
 }
 
 TEST_CASE("a bootstrap the user-data renderer refuses is garm's error, logged with its name",
@@ -546,8 +587,9 @@ TEST_CASE("guests get their runner archive from the agent: one download, verifie
   }
   CHECK(fetched == 1);  // one download for the host, whatever the create's prefetch did
 
-  // A stranger, and a guest asking for an archive it was not given, get the uniform 404.
-  CHECK(curl_from("127.0.0.9", archive_url, "").status == 404);
+  // A stranger gets no connection; a guest asking for an archive it was not given, the
+  // uniform 404.
+  CHECK(curl_from("127.0.0.9", archive_url, "").status == 0);
   CHECK(curl_from("127.0.0.4", archive_url, "").status == 404);
   // An archive whose SHA-256 is not garm's is refused with the reason, and never served.
   const auto tampered =
@@ -640,8 +682,9 @@ TEST_CASE("a warm guest waits with no garm secret, then garm's create binds it a
   const auto token = shell_value(script, "WARM_TOKEN");
   const auto warm_url = agent.base_url() + "/warm/";
 
-  // Its token works only from its own address, and reaches garm for nothing.
-  CHECK(curl_from("127.0.0.3", warm_url + "ready", bearer(token) + " -X POST").status == 404);
+  // Its token works only from its own address (no other guest's is even served), and reaches
+  // garm for nothing.
+  CHECK(curl_from("127.0.0.3", warm_url + "ready", bearer(token) + " -X POST").status == 0);
   CHECK(curl_from("127.0.0.2", agent.base_url() + "/api/v1/metadata/install-script/", bearer(token))
             .status == 404);
   CHECK(curl_from("127.0.0.2", warm_url + "assignment", bearer(token)).status == 204);
@@ -668,7 +711,7 @@ TEST_CASE("a warm guest waits with no garm secret, then garm's create binds it a
   CHECK(agent.service->get(kControllerId, instance_ref("garm-guest-a"))->provider_id == warm_uuid);
 
   // The assignment is handed over once, to the warm guest's token from its address.
-  CHECK(curl_from("127.0.0.3", warm_url + "assignment", bearer(token)).status == 404);
+  CHECK(curl_from("127.0.0.3", warm_url + "assignment", bearer(token)).status == 0);
   const auto assignment = curl_from("127.0.0.2", warm_url + "assignment", bearer(token));
   REQUIRE(assignment.status == 200);
   CHECK_THAT(assignment.body, Catch::Contains("hostnamectl set-hostname 'garm-guest-a'"));
@@ -922,7 +965,7 @@ TEST_CASE("garm-agent's socket reaches garm through the relay for its own instan
     refused("127.0.0.2", agent_token_for("garm-guest-b"));         // A's address, B's token
     refused("127.0.0.2", kTokenA);                                 // the instance token
     refused("127.0.0.2", agent_token_for("garm-guest-a", false));  // not an agent token
-    refused("127.0.0.9", token_a);                                 // no instance there
+    CHECK(curl_from("127.0.0.9", socket_url, "").status == 0);     // no instance there
     CHECK(garm.requests().size() == before);
   }
   SECTION("garm's refusal comes back as it is") {
@@ -957,7 +1000,8 @@ TEST_CASE("garm-agent's socket reaches garm through the relay for its own instan
     REQUIRE(held["closed_after"].is_number());
     CHECK(held["closed_after"].get<double>() < 2.5);  // idle would take 3 s
     CHECK(agent.sockets.open() == 0);
-    CHECK(open_agent_socket(socket_url, "127.0.0.2", token_a)["status"] == 404);
+    // The deleted instance's address is no guest's any more: not even a connection.
+    CHECK(open_agent_socket(socket_url, "127.0.0.2", token_a)["status"] == 0);
   }
   SECTION("a silent socket ends after the idle time; a third of one instance ends its oldest") {
     const auto silent = open_agent_socket(socket_url, "127.0.0.2", token_a, "--hold 10");
