@@ -51,16 +51,22 @@ def legit_get():
     return took, ""
 
 
-probes = iter(range(1, 250))
+# Guests' reserved addresses: the probes' (a wrong seed token counts as one of the guest's
+# 20 misses a minute, so each address answers only a few probes) and the attackers'.
+guests = cfg["guest_addresses"]
+probe_addresses = guests[:20]
+attacking_guests = guests[20:]
+probes = iter(range(0, 1000))
 
 
 def legit_guest():
-    """A seed request from a fresh address no attack uses (a guest's one fetch, never a run of
+    """A seed request from a guest's address no attack uses (a guest's one fetch, never a run of
     guesses that the rate limit would count); seconds taken for the agent's answer."""
     started = time.monotonic()
     try:
+        source = probe_addresses[next(probes) % len(probe_addresses)]
         conn = socket.create_connection((cfg["guest_host"], cfg["guest_port"]), timeout=5,
-                                        source_address=("127.0.2.%d" % next(probes), 0))
+                                        source_address=(source, 0))
         conn.sendall(b"GET /%s/meta-data HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
                      % token().encode())
         answer = conn.recv(4096)
@@ -222,14 +228,14 @@ def send_and_answer(port, tls, payload, total=0, source="127.0.0.1"):
     return status
 
 
-def streamed(port, tls, head, total, expected, parallel=1):
+def streamed(port, tls, head, total, expected, parallel=1, source="127.0.0.1"):
     """`parallel` uploads of `head` and `total` bytes; each must be refused with `expected`, or
     cut off within the first 2 MiB."""
     def attack():
         results = []
 
         def one():
-            results.append(send_and_answer(port, tls, head, total))
+            results.append(send_and_answer(port, tls, head, total, source))
         threads = [threading.Thread(target=one) for _ in range(parallel)]
         for thread in threads:
             thread.start()
@@ -252,7 +258,7 @@ outcomes = []
 def main():
     resource.setrlimit(resource.RLIMIT_NOFILE, (8192, 8192))
     garm = client_context(cfg["garm_cert"], cfg["garm_key"])
-    api, guests = cfg["api_port"], cfg["guest_port"]
+    api, guest_port = cfg["api_port"], cfg["guest_port"]
     controller = cfg["controller"]
     many_sources = tuple("127.0.1.%d" % i for i in range(1, 30))
 
@@ -271,20 +277,27 @@ def main():
                  b"Content-Length: %d\r\n\r\n%s" % (controller.encode(), len(deep), deep), 0, "400",
                  parallel=16), legit_get)
 
-    print("== guest service (plain HTTP), while a guest address nobody attacks asks for a seed")
-    run("1,000 idle TCP connections from one address", raw_connections(1000, guests, ("127.0.0.9",)),
+    print("== guest service (plain HTTP), while a guest nobody attacks from asks for a seed")
+    strangers = tuple("127.0.1.%d" % i for i in range(1, 33))
+    run("32 addresses that are no guest's x 16 idle connections (closed at accept)",
+        raw_connections(512, guest_port, strangers), legit_guest)
+    run("1,000 idle TCP connections from one guest", raw_connections(1000, guest_port, attacking_guests[:1]),
         legit_guest)
-    run("200 slowloris from 29 addresses", slowloris(200, guests, None, many_sources), legit_guest)
-    run("a 100 MB body", streamed(guests, None, b"POST /api/v1/callbacks/status HTTP/1.1\r\n"
+    run("1,000 idle TCP connections from 16 guests",
+        raw_connections(1000, guest_port, tuple(attacking_guests[:16])), legit_guest)
+    run("200 slowloris from 16 guests", slowloris(200, guest_port, None, tuple(attacking_guests[:16])),
+        legit_guest)
+    run("a 100 MB body", streamed(guest_port, None, b"POST /api/v1/callbacks/status HTTP/1.1\r\n"
                                   b"Host: x\r\nContent-Length: %d\r\n\r\n" % (100 << 20),
-                                  100 << 20, "413"), legit_guest)
-    run("a 1 MB header line", streamed(guests, None, b"GET /x/meta-data HTTP/1.1\r\nX-Big: ",
-                                       1 << 20, "431"), legit_guest)
+                                  100 << 20, "413", source=attacking_guests[0]), legit_guest)
+    run("a 1 MB header line", streamed(guest_port, None, b"GET /x/meta-data HTTP/1.1\r\nX-Big: ",
+                                       1 << 20, "431", source=attacking_guests[0]), legit_guest)
 
     # 10,000 guesses from one address: uniform 404 until the limit, 429 after it.
     statuses, bodies = [], set()
-    guesser = socket.create_connection(("127.0.0.1", guests), timeout=10,
-                                       source_address=("127.0.0.10", 0))
+    guesser_address = attacking_guests[17]
+    guesser = socket.create_connection(("127.0.0.1", guest_port), timeout=10,
+                                       source_address=(guesser_address, 0))
     reader = guesser.makefile("rb")
     for _ in range(10000):
         try:
@@ -299,8 +312,8 @@ def main():
                     length = int(line.split(b":")[1])
             body = reader.read(length)
         except (OSError, IndexError):
-            guesser = socket.create_connection(("127.0.0.1", guests), timeout=10,
-                                               source_address=("127.0.0.10", 0))
+            guesser = socket.create_connection(("127.0.0.1", guest_port), timeout=10,
+                                               source_address=(guesser_address, 0))
             reader = guesser.makefile("rb")
             continue
         statuses.append(status)
@@ -334,7 +347,7 @@ def main():
         "a bare LF line end": b"GET /x HTTP/1.1\nHost: x\n\n",
     }
     for what, payload in smuggling.items():
-        status = send_and_answer(guests, None, payload, source="127.0.0.11")
+        status = send_and_answer(guest_port, None, payload, source=attacking_guests[18])
         status = status if status else "(no answer)"
         refused = status.split(" ")[1:2] in (["400"], ["501"])
         print("smuggling, %s: %s" % (what, status or "(closed)"))
