@@ -1,5 +1,7 @@
 #include "net/tls_config.hpp"
 
+#include <algorithm>
+
 #include <mbedtls/ctr_drbg.h>
 #include <mbedtls/error.h>
 
@@ -145,16 +147,28 @@ std::shared_ptr<const TlsConfig> TlsConfig::client_trusting(
 std::shared_ptr<const TlsConfig> ClientTrustCache::trusting(const std::string& extra_ca_pem) {
   const auto key = sha256_hex(extra_ca_pem);
   std::lock_guard lock(mutex_);
-  auto& config = configs_[key];
-  if (!config) {
-    try {
-      config = TlsConfig::client_trusting(extra_ca_pem);
-    } catch (...) {
-      configs_.erase(key);
-      throw;
-    }
+  if (const auto found = configs_.find(key); found != configs_.end()) {
+    found->second.last_used = ++uses_;
+    return found->second.config;
   }
+  auto config = TlsConfig::client_trusting(extra_ca_pem);
+  make_room();
+  configs_[key] = Cached{.config = config, .last_used = ++uses_};
   return config;
+}
+
+void ClientTrustCache::make_room() {
+  while (!configs_.empty() && configs_.size() >= capacity_) {
+    const auto oldest = std::min_element(
+        configs_.begin(), configs_.end(),
+        [](const auto& a, const auto& b) { return a.second.last_used < b.second.last_used; });
+    configs_.erase(oldest);
+  }
+}
+
+std::size_t ClientTrustCache::size() const {
+  std::lock_guard lock(mutex_);
+  return configs_.size();
 }
 
 }  // namespace garm_edge::net

@@ -71,15 +71,28 @@ class TlsConfig {
 };
 
 /// TlsConfig::client_trusting per distinct CA bundle, made once: loading the system bundle
-/// costs milliseconds, and every guest of one garm shows the same bundle.
+/// costs milliseconds, and every guest of one garm shows the same bundle. Each holds a parsed
+/// system store (about 350 KB), so only the `capacity` most recently used are kept: bundles
+/// chosen by many controllers (or one controller that varies its bundle) cannot grow the agent
+/// without bound. A config in use stays alive with its connections either way.
 class ClientTrustCache {
  public:
+  explicit ClientTrustCache(std::size_t capacity = 8) : capacity_(capacity) {}
   /// Throws TlsError as client_trusting does (and remembers nothing then).
   std::shared_ptr<const TlsConfig> trusting(const std::string& extra_ca_pem);
+  std::size_t size() const;
 
  private:
-  std::mutex mutex_;
-  std::map<std::string, std::shared_ptr<const TlsConfig>> configs_;  // by the bundle's hash
+  struct Cached {
+    std::shared_ptr<const TlsConfig> config;
+    std::uint64_t last_used = 0;
+  };
+  void make_room();
+
+  std::size_t capacity_;
+  mutable std::mutex mutex_;
+  std::map<std::string, Cached> configs_;  // by the bundle's hash
+  std::uint64_t uses_ = 0;
 };
 
 }  // namespace garm_edge::net

@@ -10,6 +10,8 @@
 #include <thread>
 #include <unistd.h>
 
+#include "agent/daemon/descriptor_budget.hpp"
+
 namespace garm_edge::agent {
 namespace {
 
@@ -274,6 +276,7 @@ void AgentDaemon::feed_watchdog() {
 
 int serve(const AgentConfig& config, Logger& log, ServeOptions options) {
   limit_malloc_arenas();  // before the daemon starts its threads
+  ensure_descriptor_budget(config, log);
   AgentDaemon daemon(config, log, std::move(options));
   return daemon.run();
 }

@@ -357,6 +357,10 @@ std::string GuestService::render_metrics() const {
   for (const auto& [outcome, count] : outcomes) {
     text.sample("garm_edge_guest_requests_total", {{"outcome", outcome}}, count->load());
   }
+  text.family("garm_edge_guest_reports_not_recorded_total", "counter",
+              "Guest status reports relayed to garm but not recorded: repeats, or over a "
+              "guest's share of the event history and log.");
+  text.sample("garm_edge_guest_reports_not_recorded_total", {}, counters_.reports_coalesced.load());
   if (sockets_ != nullptr) {
     text.family("garm_edge_guest_agent_sockets", "gauge",
                 "garm-agent WebSockets relayed to garm now.");
@@ -607,6 +611,13 @@ void GuestService::record_report(const std::string& domain_name, std::string_vie
   }
   const bool status_update = suffix == "/status" || suffix == "/status/";
   const bool system_info = suffix == "/system-info" || suffix == "/system-info/";
+  std::size_t suppressed = 0;
+  if (status_update &&
+      !reports_.admit(domain_name, guest_text(report.value("status", nlohmann::json()), 32),
+                      guest_text(report.value("message", nlohmann::json())), suppressed)) {
+    ++counters_.reports_coalesced;
+    return;  // garm has it; a repeat, or one too many of this guest's, is not recorded again
+  }
   instances_.update_guest(domain_name, [&](GuestRecord& guest) {
     if (const auto agent_id = agent_id_of(report)) {
       guest.agent_id = agent_id;
@@ -639,7 +650,9 @@ void GuestService::record_report(const std::string& domain_name, std::string_vie
         "guest-" + (record->guest->runner_status.empty() ? std::string("message")
                                                          : record->guest->runner_status),
         record->name, record->controller_id,
-        record->guest->messages.empty() ? "" : record->guest->messages.back().message);
+        (record->guest->messages.empty() ? "" : record->guest->messages.back().message) +
+            (suppressed > 0 ? " (" + std::to_string(suppressed) + " reports not recorded before)"
+                            : std::string()));
   }
 }
 

@@ -17,6 +17,7 @@
 #include "agent/guests/garm_relay.hpp"
 #include "agent/guests/guest_access.hpp"
 #include "agent/guests/guest_index.hpp"
+#include "agent/guests/report_limiter.hpp"
 #include "agent/instances/instance_service.hpp"
 #include "agent/instances/instance_store.hpp"
 #include "agent/runner_archives/archive_cache.hpp"
@@ -88,6 +89,8 @@ class GuestService {
     std::atomic<std::uint64_t> runner_archives_unavailable{0};
     std::atomic<std::uint64_t> warm_assignments{0};
     std::atomic<std::uint64_t> agent_sockets{0};
+    /// Status reports relayed to garm but not recorded (repeats, or too many of one guest's).
+    std::atomic<std::uint64_t> reports_coalesced{0};
   };
   const Counters& counters() const { return counters_; }
   /// The counters as Prometheus text.
@@ -135,6 +138,7 @@ class GuestService {
   const Clock& clock_;
   Logger& log_;
   MissLimiter misses_;
+  ReportLimiter reports_;
   Counters counters_;
 };
 

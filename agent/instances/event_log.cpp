@@ -1,5 +1,7 @@
 #include "agent/instances/event_log.hpp"
 
+#include <algorithm>
+
 #include "common/text.hpp"
 
 namespace garm_edge::agent {
@@ -29,18 +31,37 @@ void EventLog::record(std::string_view event, std::string_view instance,
   log_.info("event=" + entry.event + " instance=" + quoted(entry.instance) +
             " controller=" + quoted(entry.controller_id) + " detail=" + quoted(entry.detail));
   std::lock_guard lock(mutex_);
-  events_.push_back(std::move(entry));
-  while (events_.size() > capacity_) {
-    events_.pop_front();
+  auto& ring = ring_for(entry.controller_id);
+  ring.events.push_back(std::move(entry));
+  while (ring.events.size() > limits_.per_controller) {
+    ring.events.pop_front();
   }
+}
+
+EventLog::Ring& EventLog::ring_for(const std::string& controller_id) {
+  auto found = rings_.find(controller_id);
+  if (found == rings_.end()) {
+    if (rings_.size() >= limits_.max_controllers) {
+      rings_.erase(std::min_element(rings_.begin(), rings_.end(), [](const auto& a, const auto& b) {
+        return a.second.last_written < b.second.last_written;
+      }));
+    }
+    found = rings_.emplace(controller_id, Ring{}).first;
+  }
+  found->second.last_written = ++writes_;
+  return found->second;
 }
 
 std::vector<InstanceEvent> EventLog::recent(std::string_view controller_id,
                                             std::string_view instance) const {
   std::lock_guard lock(mutex_);
   std::vector<InstanceEvent> matching;
-  for (const auto& event : events_) {
-    if (event.controller_id == controller_id && (instance.empty() || event.instance == instance)) {
+  const auto ring = rings_.find(controller_id);
+  if (ring == rings_.end()) {
+    return matching;
+  }
+  for (const auto& event : ring->second.events) {
+    if (instance.empty() || event.instance == instance) {
       matching.push_back(event);
     }
   }

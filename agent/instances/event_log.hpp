@@ -1,7 +1,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -23,11 +25,18 @@ struct InstanceEvent {
 };
 
 /// The latest events, for the control API, each also written to the log as one structured
-/// line (`event=created instance=... controller=... detail="..."`).
+/// line (`event=created instance=... controller=... detail="..."`). Each controller has its own
+/// ring, so one controller's churn (or its guests' reports) never pushes out another's history;
+/// only the `max_controllers` most recently active controllers keep one.
 class EventLog {
  public:
-  EventLog(const Clock& clock, Logger& log, std::size_t capacity = 2000)
-      : clock_(clock), log_(log), capacity_(capacity) {}
+  struct Limits {
+    std::size_t per_controller = 1000;
+    std::size_t max_controllers = 32;
+  };
+  EventLog(const Clock& clock, Logger& log) : EventLog(clock, log, Limits{}) {}
+  EventLog(const Clock& clock, Logger& log, Limits limits)
+      : clock_(clock), log_(log), limits_(limits) {}
 
   void record(std::string_view event, std::string_view instance, std::string_view controller_id,
               std::string_view detail = "");
@@ -36,11 +45,18 @@ class EventLog {
                                     std::string_view instance = "") const;
 
  private:
+  struct Ring {
+    std::deque<InstanceEvent> events;
+    std::uint64_t last_written = 0;
+  };
+  Ring& ring_for(const std::string& controller_id);
+
   const Clock& clock_;
   Logger& log_;
-  std::size_t capacity_;
+  Limits limits_;
   mutable std::mutex mutex_;
-  std::deque<InstanceEvent> events_;
+  std::map<std::string, Ring, std::less<>> rings_;  // by controller ID ("" for the host's own)
+  std::uint64_t writes_ = 0;
 };
 
 }  // namespace garm_edge::agent

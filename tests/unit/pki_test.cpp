@@ -1,5 +1,6 @@
 #include "net/pki.hpp"
 
+#include <fstream>
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>
@@ -129,4 +130,28 @@ TEST_CASE("a TLS config refuses a key that does not belong to its certificate", 
                                                           .certificate = pki / "agent.crt",
                                                           .key = pki / "agent.key"}),
       net::TlsError);
+}
+
+TEST_CASE("the client trust cache keeps only its most recently used CA bundles", "[pki][tls]") {
+  TempDir dir;
+  std::vector<std::string> bundles;
+  for (int i = 0; i < 3; ++i) {
+    const auto ca_dir = dir.path() / ("ca" + std::to_string(i));
+    net::pki_init({.directory = ca_dir,
+                   .agent_dns_names = {"localhost"},
+                   .agent_ip_addresses = {},
+                   .client_name = "garm"});
+    std::ifstream file(ca_dir / "ca.crt");
+    bundles.emplace_back(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+  }
+  net::ClientTrustCache cache(2);
+  const auto first = cache.trusting(bundles[0]);
+  CHECK(cache.trusting(bundles[0]) == first);  // made once
+  const auto second = cache.trusting(bundles[1]);
+  cache.trusting(bundles[0]);  // the first is now the most recently used
+  cache.trusting(bundles[2]);  // the second goes
+  CHECK(cache.size() == 2);
+  CHECK(cache.trusting(bundles[0]) == first);
+  CHECK(cache.trusting(bundles[1]) != second);  // made again: it had been dropped
+  CHECK(cache.size() == 2);
 }

@@ -482,6 +482,31 @@ TEST_CASE("addresses that are no guest's are closed at accept; a guest cannot ta
   CHECK(agent.server->evictions() >= 1);
 }
 
+TEST_CASE("a guest reporting in a loop is relayed every time but recorded once",
+          "[guests][integration][hostile]") {
+  FakeGarm garm(two_instances());
+  GuestHost agent(garm);
+  agent.service->create(kControllerId, agent.bootstrap("garm-guest-a", kTokenA));
+  const auto report = bearer(kTokenA) +
+                      " -H 'Content-Type: application/json' "
+                      "--data '{\"status\":\"installing\",\"message\":\"same step\"}'";
+  for (int i = 0; i < 30; ++i) {
+    REQUIRE(curl_from("127.0.0.2", agent.base_url() + "/api/v1/callbacks/status", report).status ==
+            200);
+  }
+  std::size_t recorded = 0;
+  for (const auto& event : agent.service->events().recent(kController, "garm-guest-a")) {
+    recorded += event.event == "guest-installing" ? 1U : 0U;
+  }
+  CHECK(recorded == 1);
+  CHECK(agent.guests->counters().reports_coalesced == 29);
+  std::size_t relayed = 0;
+  for (const auto& request : garm.requests()) {
+    relayed += request["path"] == "/api/v1/callbacks/status" ? 1U : 0U;
+  }
+  CHECK(relayed == 30);  // garm saw every one
+}
+
 TEST_CASE("a bootstrap the user-data renderer refuses is garm's error, logged with its name",
           "[guests][hostile]") {
   FakeGarm fake_garm;

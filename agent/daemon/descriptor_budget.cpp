@@ -1,0 +1,62 @@
+#include "agent/daemon/descriptor_budget.hpp"
+
+#include <stdexcept>
+#include <sys/resource.h>
+
+#include "agent/api/control_api.hpp"
+
+namespace garm_edge::agent {
+namespace {
+
+/// libvirt's socket and event pipes, the state directory, the log, the archive downloads and
+/// the listening sockets, with room to spare.
+constexpr std::size_t kBaseDescriptors = 128;
+
+}  // namespace
+
+std::size_t descriptors_needed(const AgentConfig& config) {
+  std::size_t needed = kBaseDescriptors;
+  if (config.api.enabled) {
+    const auto api = tls_server_options(config.api);
+    needed += api.max_silent + api.max_handshakes + api.max_connections;
+  }
+  if (config.guests.enabled) {
+    needed += 2 * config.guests.max_connections;
+  }
+  return needed;
+}
+
+std::optional<std::size_t> soft_limit_for(std::size_t needed, std::size_t soft, std::size_t hard) {
+  if (needed > hard) {
+    return std::nullopt;
+  }
+  return std::max(needed, soft);
+}
+
+void ensure_descriptor_budget(const AgentConfig& config, Logger& log) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    return;  // nothing to check against
+  }
+  const auto needed = descriptors_needed(config);
+  const auto soft = soft_limit_for(needed, limit.rlim_cur, limit.rlim_max);
+  if (!soft) {
+    throw std::runtime_error(
+        "the agent may need " + std::to_string(needed) + " file descriptors with this config " +
+        "(control API and guest connection limits), but the hard limit is " +
+        std::to_string(limit.rlim_max) +
+        ": raise LimitNOFILE= in the unit (or ulimit -Hn), or lower [api] max_connections and "
+        "[guests] max_connections");
+  }
+  if (*soft != limit.rlim_cur) {
+    limit.rlim_cur = *soft;
+    if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+      throw std::runtime_error("could not raise the soft file descriptor limit to " +
+                               std::to_string(*soft));
+    }
+    log.info("file descriptor limit raised to " + std::to_string(*soft) + " (the config needs " +
+             std::to_string(needed) + ")");
+  }
+}
+
+}  // namespace garm_edge::agent

@@ -1,0 +1,26 @@
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+#include "agent/base/config.hpp"
+#include "agent/base/log.hpp"
+
+namespace garm_edge::agent {
+
+/// Descriptors the agent may hold at once with `config`: every connection share of the control
+/// API and the guest service at its limit (each guest connection may hold a relay to garm
+/// beside it), plus what libvirt, the state directory, downloads and the log take.
+std::size_t descriptors_needed(const AgentConfig& config);
+
+/// The soft RLIMIT_NOFILE to run with: `needed` when the hard limit allows it (never lower than
+/// `soft`), or nothing when even the hard limit is short.
+std::optional<std::size_t> soft_limit_for(std::size_t needed, std::size_t soft, std::size_t hard);
+
+/// Raises the process's soft descriptor limit as far as the config needs. Throws
+/// std::runtime_error naming LimitNOFILE when the hard limit cannot hold every share: an agent
+/// that would run out under load must not start as if it could not.
+void ensure_descriptor_budget(const AgentConfig& config, Logger& log);
+
+}  // namespace garm_edge::agent
