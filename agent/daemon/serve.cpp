@@ -97,9 +97,6 @@ AgentDaemon::AgentDaemon(const AgentConfig& config, Logger& log, ServeOptions op
       hypervisor_(libvirt_options(config, log)),
       store_(config.state_dir),
       service_(config, hypervisor_, store_, clock_, log),
-      relay_workers_(config.guests.enabled ? 8 : 1),
-      seed_workers_(config.guests.enabled ? 4 : 1),
-      download_workers_(config.guests.enabled ? 4 : 1),
       api_workers_(config.api.workers),
       runner_archives_(make_runner_archive_cache(config, clock_, log)),
       guest_access_(config, hypervisor_, log),
@@ -123,9 +120,9 @@ AgentDaemon::~AgentDaemon() {
     guest_server_->abandon_streams();  // the event loop is done: no guest reads them
   }
   api_workers_.join();
-  relay_workers_.join();
-  download_workers_.join();
-  seed_workers_.join();
+  if (guest_dispatcher_) {
+    guest_dispatcher_->join();
+  }
   // No request can reach the cache now; downloads still under way call no one.
   runner_archives_.reset();
 }
@@ -149,20 +146,11 @@ int AgentDaemon::run() {
 
 void AgentDaemon::start_guest_service() {
   guest_access_.start();
+  guest_dispatcher_ = std::make_unique<GuestDispatcher>(guests_, GuestDispatcher::Options{});
   guest_server_ = std::make_unique<net::HttpServer>(
       io_, guest_server_options(config_, guest_access_, guest_index_),
       [this](net::HttpRequest request, std::string peer, auto respond) {
-        const bool to_garm =
-            request.path.starts_with("/api/") || request.path.starts_with("/agent");
-        // A garm-agent download holds its worker as long as the guest reads: never the
-        // workers that carry every guest's callbacks.
-        const bool download = to_garm && (request.path.ends_with("/download") ||
-                                          request.path.ends_with("/download/"));
-        auto& pool = download ? download_workers_ : to_garm ? relay_workers_ : seed_workers_;
-        asio::post(pool, [this, request = std::move(request), peer = std::move(peer),
-                          respond = std::move(respond)]() mutable {
-          guests_.handle_async(request, peer, std::move(respond));  // never throws
-        });
+        guest_dispatcher_->dispatch(std::move(request), std::move(peer), std::move(respond));
       });
   guest_server_->start();
   guest_access_.set_port(guest_server_->port());

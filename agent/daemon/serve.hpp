@@ -17,6 +17,7 @@
 #include "agent/guests/garm_relay.hpp"
 #include "agent/guests/guest_access.hpp"
 #include "agent/guests/guest_attachments.hpp"
+#include "agent/guests/guest_dispatcher.hpp"
 #include "agent/guests/guest_index.hpp"
 #include "agent/guests/guest_service.hpp"
 #include "agent/instances/instance_service.hpp"
@@ -77,11 +78,6 @@ class AgentDaemon {
   InstanceService service_;
 
   asio::io_context io_;
-  // Relayed calls may wait on garm for seconds: they get their own threads, so a slow garm
-  // holds up neither the control API nor the seed fetches of booting guests.
-  asio::thread_pool relay_workers_;
-  asio::thread_pool seed_workers_;
-  asio::thread_pool download_workers_;
   asio::thread_pool api_workers_;
   GuestIndex guest_index_;
   /// Null without guests or with runner_cache_mib = 0. Destroyed first (see ~AgentDaemon):
@@ -93,6 +89,9 @@ class AgentDaemon {
   GuestAttachments guest_attachments_;
   HttpGarmRelay relay_;
   GuestService guests_;
+  /// Guest requests on their own workers (seeds, relays, downloads), apart from the API's: a
+  /// slow garm holds up neither the control API nor the seed fetches of booting guests.
+  std::unique_ptr<GuestDispatcher> guest_dispatcher_;
   std::unique_ptr<net::HttpServer> guest_server_;
   std::unique_ptr<ReconcileLoop> reconcile_loop_;
   std::unique_ptr<WarmPool> warm_pool_;

@@ -15,6 +15,7 @@
 #include "agent/guests/garm_relay.hpp"
 #include "agent/guests/guest_access.hpp"
 #include "agent/guests/guest_attachments.hpp"
+#include "agent/guests/guest_dispatcher.hpp"
 #include "agent/guests/guest_index.hpp"
 #include "agent/instances/identifiers.hpp"
 #include "agent/instances/warm_pool.hpp"
@@ -60,10 +61,7 @@ struct GuestHost {
     server = std::make_unique<net::HttpServer>(
         io, agent::guest_server_options(host.config, access, index),
         [this](net::HttpRequest request, std::string peer, auto respond) {
-          asio::post(workers, [this, request = std::move(request), peer = std::move(peer),
-                               respond = std::move(respond)]() mutable {
-            guests->handle_async(request, peer, std::move(respond));
-          });
+          dispatcher->dispatch(std::move(request), std::move(peer), std::move(respond));
         });
     server->start();
     access.set_port(server->port());
@@ -72,6 +70,7 @@ struct GuestHost {
     guests =
         std::make_unique<agent::GuestService>(host.config, *service, host.store, index, access,
                                               relay, &archives, &sockets, host.clock, host.log);
+    dispatcher = std::make_unique<agent::GuestDispatcher>(*guests, dispatcher_options);
     hypervisor.defining = [this](const hypervisor::DomainSpec& spec) {
       serials[spec.name] = spec.smbios_serial;
     };
@@ -84,7 +83,7 @@ struct GuestHost {
     io.stop();
     io_thread.join();
     server->abandon_streams();  // as the agent does once its event loop is done
-    workers.join();
+    dispatcher->join();
   }
 
   wire::BootstrapInstance bootstrap(const std::string& name, const std::string& token) const {
@@ -134,7 +133,12 @@ struct GuestHost {
   asio::io_context io;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work{
       asio::make_work_guard(io)};
-  asio::thread_pool workers{4};
+  agent::GuestDispatcher::Options dispatcher_options{.seed_workers = 4,
+                                                     .relay_workers = 4,
+                                                     .download_workers = 4,
+                                                     .downloads_per_guest = 1,
+                                                     .queue_deadline = std::chrono::seconds(10)};
+  std::unique_ptr<agent::GuestDispatcher> dispatcher;
   std::unique_ptr<net::HttpServer> server;
   std::thread io_thread;
 };
@@ -1026,7 +1030,7 @@ TEST_CASE("garm-agent's socket reaches garm through the relay for its own instan
     CHECK(held["closed_after"].get<double>() < 2.5);  // idle would take 3 s
     CHECK(agent.sockets.open() == 0);
     // The deleted instance's address is no guest's any more: not even a connection.
-    CHECK(open_agent_socket(socket_url, "127.0.0.2", token_a)["status"] == 0);
+    CHECK(curl_from("127.0.0.2", socket_url, bearer(token_a)).status == 0);
   }
   SECTION("a silent socket ends after the idle time; a third of one instance ends its oldest") {
     const auto silent = open_agent_socket(socket_url, "127.0.0.2", token_a, "--hold 10");
@@ -1095,6 +1099,39 @@ TEST_CASE("a 100 MB garm-agent download streams through the relay in bounded mem
     }
     CHECK(agent.guests->counters().relay_failures == failures + 1);
   }
+}
+
+TEST_CASE("one guest reading slowly holds one download worker, never every one",
+          "[guests][integration][hostile]") {
+  auto options = agent_mode_instances();
+  options.instances[kTokenA]["agent_tool_bytes"] = 3'000'000;
+  options.instances[kTokenB]["agent_tool_bytes"] = 3'000'000;
+  FakeGarm garm(options);
+  GuestHost agent(garm);
+  agent.service->create(kControllerId, agent.bootstrap("garm-guest-a", kTokenA));
+  agent.service->create(kControllerId, agent.bootstrap("garm-guest-b", kTokenB));
+  const auto url = agent.base_url() + "/api/v1/metadata/tools/garm-agent/4f1e/download";
+  // Guest A starts four downloads and reads each at 20 KB/s (they would take minutes).
+  std::vector<std::future<CommandResult>> slow;
+  for (int i = 0; i < 4; ++i) {
+    slow.push_back(std::async(std::launch::async, [&] {
+      return run_command("curl -s -m 8 --limit-rate 20K --interface 127.0.0.2 " + bearer(kTokenA) +
+                         " -o /dev/null -w '%{http_code}' '" + url + "'");
+    }));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // Guest B's download gets a worker at once and finishes.
+  const auto started = std::chrono::steady_clock::now();
+  const auto fast = run_command("curl -s -m 20 --interface 127.0.0.3 " + bearer(kTokenB) +
+                                " -o /dev/null -w '%{http_code} %{size_download}' '" + url + "'");
+  const auto took = std::chrono::steady_clock::now() - started;
+  CHECK(fast.output == "200 3000000");
+  CHECK(took < std::chrono::seconds(5));
+  std::size_t refused = 0;
+  for (auto& download : slow) {
+    refused += download.get().output == "429" ? 1U : 0U;
+  }
+  CHECK(refused == 3);  // A's share is one download at a time
 }
 
 TEST_CASE(
