@@ -16,7 +16,7 @@ std::string resources_text(std::uint64_t vcpus, std::uint64_t memory_mib) {
 }
 
 /// Why `capacity` cannot take `request`; nothing when it can. `need_room`: a cold create needs
-/// the flavor's resources free, a ready warm guest holds them already.
+/// the flavor's resources and a guest address free, a ready warm guest holds them already.
 std::optional<std::string> unfit_reason(const PlacementRequest& request, const AgentEndpoint& agent,
                                         const wire::AgentCapacity& capacity, bool need_room) {
   if (capacity.draining) {
@@ -46,6 +46,11 @@ std::optional<std::string> unfit_reason(const PlacementRequest& request, const A
   }
   if (!need_room) {
     return std::nullopt;
+  }
+  if (capacity.addresses && capacity.addresses->free == 0) {
+    return "no free guest address: " + std::to_string(capacity.addresses->held) + " held, " +
+           std::to_string(capacity.addresses->resting) + " resting after a delete, of " +
+           std::to_string(capacity.addresses->total);
   }
   const auto& free = capacity.free;
   const bool instance_slot = capacity.limit.instances == 0 || free.instances >= 1;

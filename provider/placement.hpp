@@ -34,7 +34,8 @@ struct PlacementInput {
 
 struct SkippedAgent {
   std::string agent;
-  std::string reason;  // unreachable: ..., draining, no image ..., no capacity: ...
+  /// unreachable: ..., draining, no image ..., no capacity: ..., no free guest address: ...
+  std::string reason;
 };
 
 struct PlacementPlan {

@@ -25,6 +25,28 @@ ResourceAmount amount_from(const ObjectReader& in, std::string_view key) {
           .instances = amount.unsigned_integer("instances")};
 }
 
+ordered_json addresses_json(const std::optional<AddressAmount>& addresses) {
+  if (!addresses) {
+    return nullptr;
+  }
+  return {{"total", addresses->total},
+          {"held", addresses->held},
+          {"resting", addresses->resting},
+          {"free", addresses->free}};
+}
+
+std::optional<AddressAmount> addresses_from(const ObjectReader& in, std::string_view key) {
+  const auto* value = in.find(key);
+  if (value == nullptr || value->is_null()) {
+    return std::nullopt;
+  }
+  const ObjectReader addresses(*value, in.path_of(key));
+  return AddressAmount{.total = addresses.unsigned_integer("total"),
+                       .held = addresses.unsigned_integer("held"),
+                       .resting = addresses.unsigned_integer("resting"),
+                       .free = addresses.unsigned_integer("free")};
+}
+
 /// Each element of the array at `key` (absent or null: none), read by `read`.
 template <class Item, class Read>
 std::vector<Item> items_from(const ObjectReader& in, std::string_view key, Read read) {
@@ -129,6 +151,7 @@ ordered_json to_json(const AgentCapacity& capacity) {
           {"limit", amount_json(capacity.limit)},
           {"used", amount_json(capacity.used)},
           {"free", amount_json(capacity.free)},
+          {"addresses", addresses_json(capacity.addresses)},
           {"draining", capacity.draining},
           {"instances_by_state", by_state},
           {"images", to_json(capacity.images)},
@@ -173,6 +196,7 @@ AgentCapacity agent_capacity_from_json(const nlohmann::json& document, const std
   capacity.limit = amount_from(in, "limit");
   capacity.used = amount_from(in, "used");
   capacity.free = amount_from(in, "free");
+  capacity.addresses = addresses_from(in, "addresses");
   capacity.draining = in.boolean("draining");
   capacity.instances_by_state = counts_from(in, "instances_by_state");
   capacity.images = items_from<ImageOffer>(in, "images", [](const ObjectReader& item) {

@@ -48,6 +48,17 @@ struct WarmOffer {
   std::uint64_t warming = 0;
 };
 
+/// The guest addresses of an agent with `[guests]`: every instance holds one, and one given
+/// back rests before another guest gets it.
+struct AddressAmount {
+  std::uint64_t total = 0;
+  std::uint64_t held = 0;
+  std::uint64_t resting = 0;
+  std::uint64_t free = 0;
+
+  bool operator==(const AddressAmount&) const = default;
+};
+
 /// What an agent tells placement and the fleet view in one answer (`GET /v1/capacity`).
 struct AgentCapacity {
   std::string agent_id;
@@ -57,7 +68,9 @@ struct AgentCapacity {
   std::uint64_t memory_mib = 0;
   ResourceAmount limit;
   ResourceAmount used;  // every instance the agent holds, and the creates under way
-  ResourceAmount free;
+  ResourceAmount free;  // instances: never more than addresses->free
+  /// Nothing when the agent gives guests no address (no `[guests]`, or an older agent).
+  std::optional<AddressAmount> addresses;
   bool draining = false;
   std::map<std::string, std::uint64_t> instances_by_state;  // running, shutoff, ...
   std::vector<ImageOffer> images;

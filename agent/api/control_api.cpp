@@ -97,6 +97,16 @@ std::vector<wire::FlavorOffer> flavor_offers(const AgentConfig& config) {
   return offers;
 }
 
+std::optional<wire::AddressAmount> address_amount(const std::optional<AddressCount>& addresses) {
+  if (!addresses) {
+    return std::nullopt;
+  }
+  return wire::AddressAmount{.total = addresses->total,
+                             .held = addresses->held,
+                             .resting = addresses->resting,
+                             .free = addresses->free};
+}
+
 wire::AgentCapacity capacity_answer(const AgentConfig& config, const CapacityReport& report) {
   const auto amount = [](const Resources& r) {
     return wire::ResourceAmount{
@@ -109,7 +119,8 @@ wire::AgentCapacity capacity_answer(const AgentConfig& config, const CapacityRep
                              .memory_mib = report.host.memory_mib,
                              .limit = amount(report.limit),
                              .used = amount(report.used),
-                             .free = amount(free_of(report.used, report.limit)),
+                             .free = amount(report.free),
+                             .addresses = address_amount(report.addresses),
                              .draining = report.draining,
                              .instances_by_state = {},
                              .images = image_offers(config),

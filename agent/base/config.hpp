@@ -103,8 +103,11 @@ struct GuestConfig {
   AntiSpoofing anti_spoofing = AntiSpoofing::automatic;
   std::chrono::seconds relay_timeout{30};
   std::size_t max_connections = 512;
-  /// How long a deleted guest's address rests before another guest gets it.
-  std::chrono::seconds address_quarantine{120};
+  /// How long a deleted guest's address rests before another guest gets it. ARP and DHCP need
+  /// no rest (every guest at an address has its MAC); the guest service's state per source
+  /// address does: a guest that guessed tokens is refused for up to 60 s, and its successor
+  /// must not inherit that (docs/guests.md).
+  std::chrono::seconds address_quarantine{60};
   /// The runner archive cache under `<state_dir>/runner-archives`: each archive downloaded once
   /// per host and served to guests. 0: off (guests download from garm's URL themselves).
   std::uint64_t runner_cache_mib = 4096;

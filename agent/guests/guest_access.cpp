@@ -193,10 +193,14 @@ void GuestAccess::assign_address(GuestPlan& plan, const std::set<std::string>& t
   const auto network = hypervisor_.network(config_.network);
   const auto ip = allocator_.pick(range_, network, taken);
   if (!ip) {
-    // The host is full for now: garm may retry, or place the runner elsewhere.
-    throw ServiceError(ServiceError::Code::unavailable, "no free guest address left in " +
-                                                            format_ipv4(range_.first) + "-" +
-                                                            format_ipv4(range_.last));
+    // The host is full for now, as when its memory is: the fleet places the runner elsewhere.
+    const auto count = allocator_.count(range_, network, taken);
+    throw ServiceError(
+        ServiceError::Code::no_capacity,
+        "agent " + config_.agent_id + " has no free guest address in " + format_ipv4(range_.first) +
+            "-" + format_ipv4(range_.last) + ": " + std::to_string(count.held) + " held, " +
+            std::to_string(count.resting) + " resting for up to " +
+            std::to_string(config_.guests.address_quarantine.count()) + " s after a delete");
   }
   plan.record.ip = *ip;
   plan.record.mac = mac_for_address(*parse_ipv4(*ip));
@@ -205,6 +209,10 @@ void GuestAccess::assign_address(GuestPlan& plan, const std::set<std::string>& t
     plan.interface.filter = filter_;
     plan.interface.filter_ip = *ip;
   }
+}
+
+AddressCount GuestAccess::count_addresses(const std::set<std::string>& taken) {
+  return allocator_.count(range_, hypervisor_.network(config_.network), taken);
 }
 
 void GuestAccess::reserve(const GuestRecord& guest) {

@@ -52,9 +52,12 @@ class GuestAccess {
   userdata::GuestEndpoints attach_garm(GuestRecord& guest,
                                        const wire::BootstrapInstance& bootstrap) const;
   /// Picks the guest's address: one neither reserved in the network nor in `taken` (held by
-  /// instances whose reservation may not be made yet). Throws ServiceError (unavailable) when
-  /// the range is full.
+  /// instances whose reservation may not be made yet) nor resting. Throws ServiceError
+  /// (no_capacity, so placement tries another agent) when there is none.
   void assign_address(GuestPlan& plan, const std::set<std::string>& taken);
+  /// The range's addresses: held (reserved in the network or in `taken`), resting and free.
+  /// Throws HypervisorError.
+  AddressCount count_addresses(const std::set<std::string>& taken);
   /// Adds the plan's DHCP reservation. Throws HypervisorError.
   void reserve(const GuestRecord& guest);
   /// Removes its DHCP reservation, if any; its address rests before it is handed out again.

@@ -28,6 +28,11 @@ void GuestAttachments::assign_address(
   }
 }
 
+std::optional<AddressCount> GuestAttachments::addresses() {
+  std::lock_guard lock(address_mutex_);  // no create is between choosing and recording
+  return access_.count_addresses(index_.addresses());
+}
+
 void GuestAttachments::reserve(const GuestRecord& guest) {
   access_.reserve(guest);
 }

@@ -27,6 +27,7 @@ class GuestAttachments final : public GuestSide {
   GuestBinding bind(const InstanceRecord& warm, const wire::BootstrapInstance& bootstrap) override;
   void assign_address(GuestPlan& plan,
                       const std::function<InstanceRecord(const GuestPlan&)>& persist) override;
+  std::optional<AddressCount> addresses() override;
   void reserve(const GuestRecord& guest) override;
   void admit(const InstanceRecord& record) override;
   void revoke(std::string_view domain_name) override;

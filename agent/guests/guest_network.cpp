@@ -134,28 +134,66 @@ std::string mac_for_address(std::uint32_t address) {
                    static_cast<unsigned char>(address >> 8U), static_cast<unsigned char>(address)});
 }
 
+namespace {
+
+/// Addresses reserved in `network` or chosen for instances in `taken`.
+std::set<std::string> held_addresses(const hypervisor::NetworkInfo& network,
+                                     const std::set<std::string>& taken) {
+  std::set<std::string> held(taken.begin(), taken.end());
+  for (const auto& host : network.hosts) {
+    held.insert(host.ip);
+  }
+  return held;
+}
+
+bool in_range(const AddressRange& range, const std::string& address) {
+  const auto parsed = parse_ipv4(address);
+  return parsed && range.contains(*parsed);
+}
+
+}  // namespace
+
 std::optional<std::string> AddressAllocator::pick(const AddressRange& range,
                                                   const hypervisor::NetworkInfo& network,
                                                   const std::set<std::string>& taken) {
   std::lock_guard lock(mutex_);
-  const auto now = std::chrono::steady_clock::now();
-  std::erase_if(released_, [&](const auto& entry) { return now - entry.second >= quarantine_; });
-  std::set<std::string> reserved(taken.begin(), taken.end());
-  for (const auto& host : network.hosts) {
-    reserved.insert(host.ip);
-  }
+  forget_rested_locked();
+  const auto held = held_addresses(network, taken);
   for (std::uint64_t a = range.first; a <= range.last; ++a) {
     auto candidate = format_ipv4(static_cast<std::uint32_t>(a));
-    if (reserved.count(candidate) == 0 && released_.count(candidate) == 0) {
+    if (held.count(candidate) == 0 && released_.count(candidate) == 0) {
       return candidate;
     }
   }
   return std::nullopt;
 }
 
+AddressCount AddressAllocator::count(const AddressRange& range,
+                                     const hypervisor::NetworkInfo& network,
+                                     const std::set<std::string>& taken) {
+  std::lock_guard lock(mutex_);
+  forget_rested_locked();
+  const auto held = held_addresses(network, taken);
+  AddressCount count;
+  count.total = std::size_t{range.last - range.first} + 1;
+  count.held = static_cast<std::size_t>(std::count_if(
+      held.begin(), held.end(), [&](const auto& address) { return in_range(range, address); }));
+  count.resting = static_cast<std::size_t>(
+      std::count_if(released_.begin(), released_.end(), [&](const auto& entry) {
+        return in_range(range, entry.first) && held.count(entry.first) == 0;
+      }));
+  count.free = count.total - count.held - count.resting;
+  return count;
+}
+
 void AddressAllocator::release(const std::string& address) {
   std::lock_guard lock(mutex_);
   released_[address] = std::chrono::steady_clock::now();
+}
+
+void AddressAllocator::forget_rested_locked() {
+  const auto now = std::chrono::steady_clock::now();
+  std::erase_if(released_, [&](const auto& entry) { return now - entry.second >= quarantine_; });
 }
 
 }  // namespace garm_edge::agent

@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "agent/instances/capacity.hpp"
 #include "hypervisor/hypervisor.hpp"
 
 namespace garm_edge::agent {
@@ -49,21 +50,26 @@ std::string random_mac();
 /// restarts.
 std::string mac_for_address(std::uint32_t address);
 
-/// Chooses guests' addresses. An address given back is not handed out again for a while, so a
-/// deleted guest's address is not another's before every cache (ARP, leases) forgets it.
+/// Chooses guests' addresses. An address given back rests for `quarantine` before it is handed
+/// out again (docs/guests.md says what the rest is for).
 class AddressAllocator {
  public:
-  explicit AddressAllocator(std::chrono::seconds quarantine = std::chrono::seconds(120))
-      : quarantine_(quarantine) {}
+  explicit AddressAllocator(std::chrono::seconds quarantine) : quarantine_(quarantine) {}
 
   /// The lowest address of `range` that is neither reserved in `network`, nor in `taken`, nor
-  /// in quarantine. Nothing when the range is full.
+  /// resting. Nothing when the range is full.
   std::optional<std::string> pick(const AddressRange& range, const hypervisor::NetworkInfo& network,
                                   const std::set<std::string>& taken);
-  /// `address` rests in quarantine before pick() hands it out again.
+  /// How many addresses of `range` are held (reserved in `network` or in `taken`), resting and
+  /// free: pick() finds one exactly when `free` is not 0.
+  AddressCount count(const AddressRange& range, const hypervisor::NetworkInfo& network,
+                     const std::set<std::string>& taken);
+  /// `address` rests before pick() hands it out again.
   void release(const std::string& address);
 
  private:
+  void forget_rested_locked();
+
   std::chrono::seconds quarantine_;
   std::mutex mutex_;
   std::map<std::string, std::chrono::steady_clock::time_point> released_;

@@ -65,6 +65,23 @@ Resources free_of(const Resources& used, const Resources& limit) {
   return free;
 }
 
+Resources limit_within_addresses(Resources limit, const std::optional<AddressCount>& addresses) {
+  if (addresses) {
+    limit.instances =
+        limit.instances == 0 ? addresses->total : std::min(limit.instances, addresses->total);
+  }
+  return limit;
+}
+
+Resources room_of(const Resources& used, const Resources& limit,
+                  const std::optional<AddressCount>& addresses) {
+  auto room = free_of(used, limit);
+  if (addresses) {
+    room.instances = std::min(room.instances, addresses->free);
+  }
+  return room;
+}
+
 CapacityLedger::Hold::~Hold() {
   if (ledger_ != nullptr) {
     ledger_->release(domain_name_);

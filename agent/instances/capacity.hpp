@@ -36,7 +36,26 @@ bool fits(const Resources& used, const Resources& wanted, const Resources& limit
 /// `limit` minus `used`, each floored at 0 (instances: 0 when there is no instance limit).
 Resources free_of(const Resources& used, const Resources& limit);
 
-/// What placement needs to know of this host, in one answer.
+/// The guest addresses of the agent's range (`[guests]`): every instance holds one, and one
+/// given back rests for `address_quarantine` before another guest gets it.
+struct AddressCount {
+  std::size_t total = 0;
+  std::size_t held = 0;     // reserved in the network, or chosen by a create under way
+  std::size_t resting = 0;  // given back lately, not handed out again yet
+  std::size_t free = 0;     // neither held nor resting: what the next creates can have
+
+  bool operator==(const AddressCount&) const = default;
+};
+
+/// `limit` holding no more instances than the range has addresses; unchanged without guest
+/// addresses.
+Resources limit_within_addresses(Resources limit, const std::optional<AddressCount>& addresses);
+
+/// What the host can still take: `free_of(used, limit)`, and no more instances than there are
+/// free guest addresses (a create without one is refused).
+Resources room_of(const Resources& used, const Resources& limit,
+                  const std::optional<AddressCount>& addresses);
+
 /// The warm guests of one `[[warm]]` entry that a create of its image and flavor can take.
 struct WarmCount {
   std::string image;
@@ -45,11 +64,18 @@ struct WarmCount {
   std::size_t warming = 0;
 };
 
+/// What placement needs to know of this host, in one answer.
 struct CapacityReport {
   hypervisor::HostCapacity host;
+  /// The CPUs, memory and max_instances the agent may give out; no more instances than it has
+  /// guest addresses.
   Resources limit;
   /// Every instance the agent holds, of any controller, and the creates under way.
   Resources used;
+  /// `limit` minus `used`, and no more instances than free guest addresses.
+  Resources free;
+  /// Nothing without `[guests]` (guests get no address).
+  std::optional<AddressCount> addresses;
   bool draining = false;
   /// The agent's domains by power state (running, shutoff, ...).
   std::map<std::string, std::size_t> by_state;

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "agent/instances/capacity.hpp"
 #include "agent/instances/instance_store.hpp"
 #include "hypervisor/hypervisor.hpp"
 #include "wire/bootstrap.hpp"
@@ -58,9 +59,13 @@ class GuestSide {
                             const wire::BootstrapInstance& bootstrap) = 0;
   /// Gives `plan` an address no instance holds and runs `persist` (which records the instance
   /// and returns its record), then admits it, all atomically with respect to other creates and
-  /// to release_unheld, so no two guests are given one address.
+  /// to release_unheld, so no two guests are given one address. Throws ServiceError
+  /// (no_capacity) when every address is held or resting.
   virtual void assign_address(GuestPlan& plan,
                               const std::function<InstanceRecord(const GuestPlan&)>& persist) = 0;
+  /// How many of the range's addresses are held, resting and free; nothing when guests get no
+  /// address. Throws HypervisorError.
+  virtual std::optional<AddressCount> addresses() = 0;
   /// Adds the guest's DHCP reservation. Throws HypervisorError.
   virtual void reserve(const GuestRecord& guest) = 0;
   /// The guest's seed and relay access follow `record` (its tokens, address, open or closed).
@@ -90,6 +95,7 @@ class NoGuests final : public GuestSide {
                       const std::function<InstanceRecord(const GuestPlan&)>& persist) override {
     persist(plan);
   }
+  std::optional<AddressCount> addresses() override { return std::nullopt; }
   void reserve(const GuestRecord&) override {}
   void admit(const InstanceRecord&) override {}
   void revoke(std::string_view) override {}

@@ -299,7 +299,8 @@ void InstanceService::record_create_intent(CreatePlan& plan) {
 
 wire::ProviderInstance InstanceService::run_create(CreatePlan& plan) {
   auto& record = plan.record;
-  std::string step = "record the intent";
+  std::string step =
+      plan.guest ? "choose the guest's address and record the intent" : "record the intent";
   try {
     record_create_intent(plan);
     if (record.guest) {

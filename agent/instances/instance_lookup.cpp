@@ -176,9 +176,12 @@ CapacityReport InstanceService::capacity() {
   return guarded("read capacity", [&] {
     CapacityReport report;
     report.host = hypervisor_.capacity();
-    report.limit = limits_of(report.host, config_.capacity);
+    report.addresses = guests_->addresses();
+    report.limit =
+        limit_within_addresses(limits_of(report.host, config_.capacity), report.addresses);
     const auto domains = hypervisor_.list({{tag::kAgent, config_.agent_id}});
     report.used = capacity_ledger_.used(resources_of(domains));
+    report.free = room_of(report.used, report.limit, report.addresses);
     report.by_state = counts_by_state(domains);
     report.draining = draining();
     report.warm = warm_counts();

@@ -102,8 +102,8 @@ class InstanceService {
   /// Deletes every instance of the controller; returns how many there were.
   std::size_t remove_all(const ControllerId& controller);
 
-  /// The host's resources, what its instances and creates under way take, and whether it is
-  /// draining: what placement needs, from one listing.
+  /// The host's resources, what its instances and creates under way take, its guest addresses
+  /// and whether it is draining: what placement needs, from one listing.
   CapacityReport capacity();
   /// Draining: creates are refused (code draining); everything else goes on. Kept in the
   /// state directory. Throws internal when the switch cannot be kept.

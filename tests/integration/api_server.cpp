@@ -30,6 +30,10 @@ ApiServer::ApiServer(const std::string& fixture,
                  .client_name = "garm"});
   net::pki_issue_client(pki_, "stranger");
   service_ = host_.service(hypervisor_, host_.store);
+  if (host_.config.guests.enabled) {
+    guests_ = std::make_unique<ServedGuests>(host_.config, hypervisor_, host_.log);
+    guests_->serve(*service_);
+  }
   api_ = std::make_unique<agent::ControlApi>(host_.config, *service_);
   start(handshake_timeout);
 }

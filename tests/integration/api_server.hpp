@@ -58,6 +58,7 @@ class ApiServer {
   CrashSwitch crash_;
   FaultyHypervisor hypervisor_{host_.hypervisor, crash_};
   std::filesystem::path pki_;
+  std::unique_ptr<ServedGuests> guests_;  // with a [guests] section only
   std::unique_ptr<agent::InstanceService> service_;
   std::unique_ptr<agent::ControlApi> api_;
   asio::io_context io_;

@@ -142,6 +142,15 @@ ApiServer amd64_agent(std::uint64_t free_mib, std::size_t max_instances = 0) {
   });
 }
 
+/// An amd64 agent with room for every test's instances in memory, but guest addresses only in
+/// `addresses` (each resting an hour once given back).
+ApiServer amd64_agent_with_addresses(const std::string& addresses) {
+  return ApiServer("api.xml", [=](agent::AgentConfig& config) {
+    config.images.resize(1);  // debian-12, amd64
+    enable_guest_addresses(config, addresses);
+  });
+}
+
 /// An arm64 host offering debian-12 built for arm64 only.
 ApiServer arm64_agent() {
   return ApiServer("fleet-arm.xml", [](agent::AgentConfig& config) {
@@ -295,6 +304,57 @@ TEST_CASE(
                               Catch::Contains("doomed: unreachable") &&
                               Catch::Contains("arm: draining") &&
                               Catch::Contains("hole: unreachable"));
+}
+
+TEST_CASE(
+    "fleet: an agent out of guest addresses is passed over, whether the probe or the create "
+    "finds it out",
+    "[fleet][guests]") {
+  auto first = amd64_agent_with_addresses("192.168.150.10-192.168.150.11");
+  auto second = amd64_agent(32768);
+  auto arm = arm64_agent();
+  const FleetGarm garm(
+      {{.name = "first", .server = &first, .weight = 500}, {.name = "second", .server = &second}},
+      "pack");
+  // A burst at once: every probe may see `first` with both addresses free; it takes two and
+  // refuses the rest with no_capacity, which sends them on to `second`.
+  std::vector<std::string> names;
+  std::vector<std::future<ProcessResult>> burst;
+  for (int i = 0; i < 6; ++i) {
+    names.push_back("garm-addr0" + std::to_string(i));
+    burst.push_back(
+        std::async(std::launch::async, [&garm, name = names.back()] { return garm.create(name); }));
+  }
+  std::vector<std::string> on_first;
+  for (std::size_t i = 0; i < burst.size(); ++i) {
+    if (agent_of(burst[i].get()) == "first") {
+      on_first.push_back(names[i]);
+    }
+  }
+  REQUIRE(on_first.size() == 2);
+
+  // A deleted guest's address rests: the probe shows `first` without a free address, and the
+  // create goes to `second` with no refusal on the way.
+  REQUIRE(garm.run("DeleteInstance", {{"GARM_INSTANCE_ID", on_first.front()}}).exit_code == 0);
+  CHECK(agent_of(garm.create("garm-addr10")) == "second");
+  const auto lines = first.host().log.lines();
+  CHECK(std::none_of(lines.begin(), lines.end(), [](const std::string& line) {
+    return line.find("garm-addr10") != std::string::npos;
+  }));
+  const auto status = garm.status("--json");
+  REQUIRE(status.exit_code == 0);
+  CHECK(json::parse(status.out).at(0).at("capacity").at("addresses") ==
+        json{{"total", 2}, {"held", 1}, {"resting", 1}, {"free", 0}});
+
+  // With nobody else to take it, the skipped agent says why.
+  const FleetGarm first_and_arm(
+      {{.name = "first", .server = &first}, {.name = "arm", .server = &arm}});
+  const auto refused = first_and_arm.create("garm-addr11");
+  CHECK(refused.exit_code == 1);
+  CHECK_THAT(
+      refused.err,
+      Catch::Contains("first: no free guest address: 1 held, 1 resting after a delete, of 2") &&
+          Catch::Contains("arm: image \"debian-12\" is arm64, not amd64"));
 }
 
 TEST_CASE("fleet: the status view shows every agent, and --json is for scripts", "[fleet]") {

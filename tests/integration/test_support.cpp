@@ -166,6 +166,19 @@ std::unique_ptr<agent::InstanceService> Host::service(hypervisor::Hypervisor& hv
   return std::make_unique<agent::InstanceService>(config, hv, records, clock, log);
 }
 
+void enable_guest_addresses(agent::AgentConfig& config, const std::string& addresses) {
+  config.guests.enabled = true;
+  config.guests.addresses = addresses;
+  config.guests.address_quarantine = std::chrono::hours(1);
+  config.guests.anti_spoofing = agent::AntiSpoofing::off;  // the test driver has no nwfilters
+}
+
+ServedGuests::ServedGuests(const agent::AgentConfig& config, hypervisor::Hypervisor& hypervisor,
+                           agent::Logger& log)
+    : access(config, hypervisor, log) {
+  access.start();
+}
+
 bool Host::holds_nothing_of(const std::string& controller, const std::string& name) {
   const auto domain_name = agent::domain_name_for(controller, name);
   return !hypervisor.find_by_name(domain_name) &&

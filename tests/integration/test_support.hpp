@@ -8,6 +8,9 @@
 #include <vector>
 
 #include "agent/base/config.hpp"
+#include "agent/guests/guest_access.hpp"
+#include "agent/guests/guest_attachments.hpp"
+#include "agent/guests/guest_index.hpp"
 #include "agent/instances/instance_service.hpp"
 #include "agent/instances/instance_store.hpp"
 #include "common/temp_dir.hpp"
@@ -88,6 +91,22 @@ class Host {
   agent::FileInstanceStore store;
   agent::SystemClock clock;
   CapturingLogger log;
+};
+
+/// Turns `config`'s guest side on for guests at `addresses` ("first-last" on the fixtures'
+/// edge-net), each address resting an hour once given back: for the whole test.
+void enable_guest_addresses(agent::AgentConfig& config, const std::string& addresses);
+
+/// The guest side of an agent with `[guests]`: its address range, reservations and index, but
+/// no guest service listening. It must outlive the services it serves.
+struct ServedGuests {
+  ServedGuests(const agent::AgentConfig& config, hypervisor::Hypervisor& hypervisor,
+               agent::Logger& log);
+  void serve(agent::InstanceService& service) { service.serve_guests(attachments); }
+
+  agent::GuestIndex index;
+  agent::GuestAccess access;
+  agent::GuestAttachments attachments{access, index, nullptr};
 };
 
 /// Shared by the fault-injecting decorators: once tripped, every later call fails, as if the

@@ -231,6 +231,41 @@ TEST_CASE("agents with a ready warm guest of the image and flavor are asked firs
   CHECK(reason_of(plan, "full") == "draining");
 }
 
+TEST_CASE(
+    "an agent with no free guest address is skipped for a cold create, whatever its memory, "
+    "and its ready warm guest is still asked",
+    "[placement]") {
+  const auto out = endpoint("out");
+  const auto roomy = endpoint("roomy");
+  auto out_capacity = capacity(60000);
+  out_capacity.addresses = wire::AddressAmount{.total = 98, .held = 3, .resting = 95, .free = 0};
+  auto roomy_capacity = capacity(4096);
+  roomy_capacity.addresses = wire::AddressAmount{.total = 98, .held = 0, .resting = 0, .free = 98};
+  std::vector<PlacementInput> inputs = {{&out, out_capacity, ""}, {&roomy, roomy_capacity, ""}};
+  const auto plan = plan_placement(small_debian(), inputs, Placement::spread);
+  CHECK(names(plan, inputs) == std::vector<std::string>{"roomy"});
+  CHECK(reason_of(plan, "out") ==
+        "no free guest address: 3 held, 95 resting after a delete, of 98");
+  CHECK(plan.warm_first.empty());
+
+  // A ready warm guest holds its address already: binding it needs none.
+  inputs.front().capacity->warm = {
+      {.image = "debian-12", .flavor = "small", .ready = 1, .warming = 0}};
+  CHECK(plan_placement(small_debian(), inputs, Placement::spread).warm_first ==
+        std::vector<std::size_t>{0});
+}
+
+TEST_CASE("the capacity answer carries guest addresses; an agent that sends none has none",
+          "[placement]") {
+  auto original = capacity(1234);
+  CHECK_FALSE(wire::parse_agent_capacity(wire::to_json(original).dump()).addresses);
+  CHECK_FALSE(wire::parse_agent_capacity(R"({"addresses":null})").addresses);
+  original.addresses = wire::AddressAmount{.total = 98, .held = 2, .resting = 95, .free = 1};
+  CHECK(wire::parse_agent_capacity(wire::to_json(original).dump()).addresses == original.addresses);
+  CHECK_THROWS(wire::parse_agent_capacity(R"({"addresses":{"free":-1}})"));
+  CHECK_THROWS(wire::parse_agent_capacity(R"({"addresses":[]})"));
+}
+
 TEST_CASE("the capacity answer reads back as it was written", "[placement]") {
   auto original = capacity(1234, 5);
   original.agent_id = "rack1";

@@ -18,14 +18,23 @@ const net::PeerIdentity kGarm{.common_name = "garm", .uri_names = {}};
 const net::PeerIdentity kStranger{.common_name = "stranger", .uri_names = {}};
 
 struct Api {
-  Api()
+  /// `adjust` changes the config after the API section is set up.
+  explicit Api(const std::function<void(agent::AgentConfig&)>& adjust = {})
       : host("api.xml",
-             [](agent::AgentConfig& config) {
+             [&adjust](agent::AgentConfig& config) {
                config.api.enabled = true;
                config.api.clients = {{.identity = "garm", .controllers = {kController}}};
+               if (adjust) {
+                 adjust(config);
+               }
              }),
         service(host.service()),
-        api(host.config, *service) {}
+        api(host.config, *service) {
+    if (host.config.guests.enabled) {
+      guests = std::make_unique<ServedGuests>(host.config, host.hypervisor, host.log);
+      guests->serve(*service);
+    }
+  }
 
   net::HttpResponse call(const std::string& method, const std::string& target,
                          const std::string& body = "", const net::PeerIdentity& peer = kGarm) {
@@ -40,6 +49,7 @@ struct Api {
   }
 
   Host host;
+  std::unique_ptr<ServedGuests> guests;  // with [guests] only; outlives the service it serves
   std::unique_ptr<agent::InstanceService> service;
   agent::ControlApi api;
 };
@@ -187,4 +197,52 @@ TEST_CASE("control API: the capacity answer and the draining switch", "[api]") {
         200);
   CHECK_THAT(api.call("GET", "/metrics").body,
              Catch::Contains("route=\"draining\",method=\"POST\",code=\"403\""));
+}
+
+TEST_CASE(
+    "control API: free guest addresses bound the room in the capacity answer, and a create "
+    "that finds none is no_capacity",
+    "[api][guests]") {
+  Api api([](agent::AgentConfig& config) {
+    enable_guest_addresses(config, "192.168.150.10-192.168.150.11");
+  });
+  const auto capacity = [&api] { return json::parse(api.call("GET", "/v1/capacity").body); };
+  const auto create = [&api](const std::string& name) {
+    return api.call("POST", instances(), wire::to_json(bootstrap_for(name)).dump());
+  };
+  auto answer = capacity();
+  CHECK(answer.at("addresses") == json{{"total", 2}, {"held", 0}, {"resting", 0}, {"free", 2}});
+  CHECK(answer.at("limit").at("instances") == 2);  // max_instances is 0: the range is the limit
+  CHECK(answer.at("free").at("instances") == 2);
+
+  REQUIRE(create("garm-addr01").status == 200);
+  REQUIRE(create("garm-addr02").status == 200);
+  answer = capacity();
+  CHECK(answer.at("addresses") == json{{"total", 2}, {"held", 2}, {"resting", 0}, {"free", 0}});
+  CHECK(answer.at("free").at("instances") == 0);
+  CHECK(answer.at("free").at("memory_mib").get<std::uint64_t>() > 2048);  // memory is not it
+
+  // A deleted guest's address rests: the range has a free slot in instances, not in addresses.
+  REQUIRE(api.call("DELETE", instances("/garm-addr01")).status == 200);
+  answer = capacity();
+  CHECK(answer.at("addresses") == json{{"total", 2}, {"held", 1}, {"resting", 1}, {"free", 0}});
+  CHECK(answer.at("used").at("instances") == 1);
+  CHECK(answer.at("free").at("instances") == 0);
+
+  // Refused as a full host is, so garm-provider-edge tries the next agent.
+  const auto refused = create("garm-addr03");
+  CHECK(refused.status == 503);
+  CHECK(code_of(refused) == "no_capacity");
+  CHECK_THAT(json::parse(refused.body).at("message").get<std::string>(),
+             Catch::Contains("no free guest address in 192.168.150.10-192.168.150.11") &&
+                 Catch::Contains("1 held, 1 resting"));
+  CHECK(api.call("GET", instances("/garm-addr03")).status == 404);
+  CHECK(api.host.holds_nothing_of(kController, "garm-addr03"));
+}
+
+TEST_CASE("control API: an agent without [guests] reports no guest addresses", "[api][guests]") {
+  Api api;
+  const auto answer = json::parse(api.call("GET", "/v1/capacity").body);
+  CHECK(answer.at("addresses").is_null());
+  CHECK(answer.at("limit").at("instances") == 0);  // none
 }

@@ -109,6 +109,8 @@ TEST_CASE("the documented example config (the package's default) is valid", "[co
   CHECK(config.api.allows({"garm"}, "9dcf590a-1192-4a9c-b3e4-e0902974c2c0"));
   CHECK(config.find_image("debian-12") != nullptr);
   CHECK(config.find_flavor("small") != nullptr);
+  // The example shows the built-in defaults where it sets them.
+  CHECK(config.guests.address_quarantine == GuestConfig{}.address_quarantine);
 }
 
 TEST_CASE("a [guests] section turns the guest service on", "[config]") {
@@ -127,6 +129,10 @@ relay_timeout_seconds = 15
   CHECK_FALSE(config.guests.relay);
   CHECK(config.guests.anti_spoofing == AntiSpoofing::source_ip);
   CHECK(config.guests.relay_timeout == std::chrono::seconds(15));
+  // Long enough for the guest service to forget an address's misses (60 s), no longer.
+  CHECK(config.guests.address_quarantine == std::chrono::seconds(60));
+  CHECK(parse_agent_config(with("[guests]\naddress_quarantine_seconds = 0\n"), "agent.toml")
+            .guests.address_quarantine == std::chrono::seconds(0));
   CHECK_FALSE(parse_agent_config(kValid, "agent.toml").guests.enabled);
   CHECK_THAT(error_for(with("[guests]\nmode = \"proxy\"\n")), Catch::Contains("relay or direct"));
   CHECK_THAT(error_for(with("[guests]\nanti_spoofing = \"maybe\"\n")),

@@ -88,7 +88,7 @@ TEST_CASE("the allocator skips reserved, taken and recently released addresses",
   const auto info = hypervisor::parse_network_xml(kNatNetwork);
   const AddressRange range{.first = *parse_ipv4("192.168.122.9"),
                            .last = *parse_ipv4("192.168.122.13")};
-  AddressAllocator allocator;
+  AddressAllocator allocator(std::chrono::seconds(60));
   // .10 is reserved in the network, .9 is held by an instance whose reservation is pending.
   CHECK(allocator.pick(range, info, {"192.168.122.9"}) == "192.168.122.11");
   allocator.release("192.168.122.11");
@@ -106,6 +106,33 @@ TEST_CASE("a quarantine of zero hands a released address out again at once", "[g
   CHECK(allocator.pick(range, info, {}) == "192.168.122.11");
   allocator.release("192.168.122.11");
   CHECK(allocator.pick(range, info, {}) == "192.168.122.11");
+}
+
+TEST_CASE("the allocator counts held, resting and free addresses as pick() sees them", "[guests]") {
+  const auto info = hypervisor::parse_network_xml(kNatNetwork);
+  const AddressRange range{.first = *parse_ipv4("192.168.122.9"),
+                           .last = *parse_ipv4("192.168.122.13")};
+  AddressAllocator allocator(std::chrono::hours(1));
+  // .10 is reserved in the network, .9 chosen by a create whose reservation is pending.
+  const std::set<std::string> taken = {"192.168.122.9"};
+  CHECK(allocator.count(range, info, taken) ==
+        AddressCount{.total = 5, .held = 2, .resting = 0, .free = 3});
+  allocator.release("192.168.122.11");
+  allocator.release("192.168.122.200");  // outside the range: not the agent's to count
+  CHECK(allocator.count(range, info, taken) ==
+        AddressCount{.total = 5, .held = 2, .resting = 1, .free = 2});
+  // Held again meanwhile (a reservation made by hand): counted once, as held.
+  CHECK(allocator.count(range, info, {"192.168.122.9", "192.168.122.11"}) ==
+        AddressCount{.total = 5, .held = 3, .resting = 0, .free = 2});
+  const std::set<std::string> all_but_resting = {"192.168.122.9", "192.168.122.12",
+                                                 "192.168.122.13"};
+  CHECK(allocator.count(range, info, all_but_resting) ==
+        AddressCount{.total = 5, .held = 4, .resting = 1, .free = 0});
+  CHECK_FALSE(allocator.pick(range, info, all_but_resting));
+
+  AddressAllocator no_rest(std::chrono::seconds(0));
+  no_rest.release("192.168.122.11");
+  CHECK(no_rest.count(range, info, taken).resting == 0);
 }
 
 TEST_CASE("every guest at one address gets the same MAC, each address its own", "[guests]") {
