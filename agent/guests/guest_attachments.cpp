@@ -11,20 +11,23 @@ GuestBinding GuestAttachments::bind(const InstanceRecord& warm,
                                     const wire::BootstrapInstance& bootstrap) {
   auto binding = access_.bind(warm, bootstrap);
   if (archives_ != nullptr && binding.guest.runner_archive) {
-    archives_->prefetch(archive_source_of(binding.guest));
+    archives_->prefetch(archive_source_of(binding.guest), warm.domain_name);
   }
   return binding;
 }
 
 void GuestAttachments::assign_address(
     GuestPlan& plan, const std::function<InstanceRecord(const GuestPlan&)>& persist) {
+  std::string domain_name;
   {
     std::lock_guard lock(address_mutex_);
     access_.assign_address(plan, index_.addresses());
-    index_.put(persist(plan));
+    const auto recorded = persist(plan);
+    domain_name = recorded.domain_name;
+    index_.put(recorded);
   }
   if (archives_ != nullptr && plan.record.runner_archive) {
-    archives_->prefetch(archive_source_of(plan.record));
+    archives_->prefetch(archive_source_of(plan.record), domain_name);
   }
 }
 
@@ -45,6 +48,9 @@ void GuestAttachments::revoke(std::string_view domain_name) {
   index_.remove(domain_name);
   if (sockets_ != nullptr) {
     sockets_->close_instance(domain_name);
+  }
+  if (archives_ != nullptr) {
+    archives_->release(std::string(domain_name));  // its download stops unless another wants it
   }
 }
 

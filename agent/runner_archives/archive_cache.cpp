@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <set>
 #include <sys/stat.h>
 #include <system_error>
 #include <thread>
@@ -27,9 +28,13 @@ std::string errno_text() {
   return std::strerror(errno);
 }
 
-/// Failures are remembered per source: a guest of another pool (its own proxy, token or CA)
-/// does not inherit them.
-std::string failure_key(const ArchiveSource& source) {
+/// Downloads at once (each may write up to the cache's size): with downloads cancelled when no
+/// instance wants them, their part files stay within this many times the cache.
+constexpr std::size_t kMaxDownloads = 4;
+
+/// Downloads and failures are per source: a controller naming another's SHA-256 with its own
+/// URL, token, CA or proxy neither joins the other's download nor sees its failure.
+std::string source_key(const ArchiveSource& source) {
   return source.sha256 + "|" +
          net::sha256_hex(source.url + '\n' + source.bearer_token + '\n' + source.ca_bundle + '\n' +
                          source.proxies.http_proxy + '\n' + source.proxies.https_proxy + '\n' +
@@ -54,6 +59,14 @@ struct RunnerArchiveCache::State {
     std::chrono::system_clock::time_point at;
     std::string reason;
   };
+  /// A download under way: who waits for it, which instances it is for, and its stop switch,
+  /// thrown when nobody wants it any more.
+  struct Download {
+    std::vector<Ready> waiting;
+    std::set<std::string> owners;
+    std::shared_ptr<std::atomic<bool>> cancel = std::make_shared<std::atomic<bool>>(false);
+    std::uint64_t id = 0;  // a cancelled download's thread must not take its successor's place
+  };
 
   const ArchiveCacheOptions options;
   const std::shared_ptr<ArchiveFetcher> fetcher;
@@ -62,10 +75,11 @@ struct RunnerArchiveCache::State {
   std::atomic<bool> stopping{false};
 
   mutable std::mutex mutex;
-  std::map<std::string, Entry> entries;                 // on disk, by SHA-256
-  std::map<std::string, std::vector<Ready>> downloads;  // under way, with their waiters
-  std::map<std::string, Failure> failures;              // recent ones, by failure_key
-  std::size_t callbacks_running = 0;                    // waiters being called outside the lock
+  std::map<std::string, Entry> entries;       // on disk, by SHA-256
+  std::map<std::string, Download> downloads;  // under way, by source_key
+  std::uint64_t next_download = 1;
+  std::map<std::string, Failure> failures;  // recent ones, by source_key
+  std::size_t callbacks_running = 0;        // waiters being called outside the lock
   std::condition_variable callbacks_done;
   Stats stats;
 
@@ -139,7 +153,7 @@ struct RunnerArchiveCache::State {
   /// Under the lock: the failure of `source` still remembered, if any. A clock that stepped
   /// back ends the memory rather than stretching it.
   const Failure* recent_failure(const ArchiveSource& source) {
-    const auto failed = failures.find(failure_key(source));
+    const auto failed = failures.find(source_key(source));
     if (failed == failures.end()) {
       return nullptr;
     }
@@ -165,12 +179,13 @@ struct RunnerArchiveCache::State {
   }
 
   /// Downloads into a part file; returns the verified size or throws.
-  std::uint64_t download(const ArchiveSource& source, const fs::path& part) {
+  std::uint64_t download(const ArchiveSource& source, const fs::path& part,
+                         const std::atomic<bool>& cancel) {
     UniqueFd fd(::open(part.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
     if (fd.get() < 0) {
       throw ArchiveError("cannot create " + part.string() + ": " + errno_text());
     }
-    const auto fetched = fetcher->fetch(source, fd.get(), options.max_bytes, stopping);
+    const auto fetched = fetcher->fetch(source, fd.get(), options.max_bytes, cancel);
     if (fetched.sha256 != source.sha256) {
       throw ArchiveError("the download's SHA-256 is " + fetched.sha256 +
                          ", garm's bootstrap says " + source.sha256);
@@ -181,12 +196,13 @@ struct RunnerArchiveCache::State {
     return fetched.size;
   }
 
-  void run_download(const ArchiveSource& source) {
+  void run_download(const ArchiveSource& source, std::shared_ptr<std::atomic<bool>> cancel,
+                    std::uint64_t id) {
     const auto part = options.directory / (source.sha256 + "." + net::random_token() + ".part");
     std::uint64_t size = 0;
     std::string error;
     try {
-      size = download(source, part);
+      size = download(source, part, *cancel);
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -194,9 +210,15 @@ struct RunnerArchiveCache::State {
     Outcome outcome;
     {
       std::lock_guard lock(mutex);
-      waiting = std::move(downloads[source.sha256]);
-      downloads.erase(source.sha256);
-      if (stopping) {
+      const auto key = source_key(source);
+      if (const auto mine = downloads.find(key); mine != downloads.end() && mine->second.id == id) {
+        waiting = std::move(mine->second.waiting);
+        downloads.erase(mine);
+      }
+      if (stopping || (*cancel && waiting.empty())) {
+        if (*cancel && !stopping) {
+          ++stats.cancelled;
+        }
         std::error_code ignored;
         fs::remove(part, ignored);
         return;
@@ -219,7 +241,7 @@ struct RunnerArchiveCache::State {
       if (!error.empty()) {
         std::error_code ignored;
         fs::remove(part, ignored);
-        failures[failure_key(source)] = {.at = clock.now(), .reason = error};
+        failures[source_key(source)] = {.at = clock.now(), .reason = error};
         ++stats.download_failures;
         stats.failed_requests += waiting.size();
         log.warning("runner archive cache: the download of " + source.sha256 + " failed: " + error);
@@ -247,16 +269,49 @@ struct RunnerArchiveCache::State {
     callbacks_done.notify_all();
   }
 
-  /// Under the lock: registers `ready` (may be empty) with the archive's download, starting one
-  /// if none is under way. Throws (changing nothing) when no thread can be started.
-  void join_download(const std::shared_ptr<State>& self, const ArchiveSource& source,
-                     Ready& ready) {
-    if (!downloads.contains(source.sha256)) {
-      std::thread([self, source] { self->run_download(source); }).detach();
-      downloads[source.sha256];  // the thread waits for the lock before it looks
+  /// Under the lock: registers `ready` (may be empty) and `owner` (may be empty) with the
+  /// source's download, starting one if none is under way. Throws (changing nothing) when no
+  /// thread can be started, or when kMaxDownloads are under way already.
+  void join_download(const std::shared_ptr<State>& self, const ArchiveSource& source, Ready& ready,
+                     const std::string& owner) {
+    const auto key = source_key(source);
+    auto found = downloads.find(key);
+    if (found != downloads.end() && *found->second.cancel) {
+      downloads.erase(found);  // stopping already: a new one takes its place
+      found = downloads.end();
+    }
+    if (found == downloads.end()) {
+      if (downloads.size() >= kMaxDownloads) {
+        throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again),
+                                std::to_string(kMaxDownloads) + " downloads are under way");
+      }
+      Download started{
+          .waiting = {}, .owners = {}, .cancel = started_cancel(), .id = next_download};
+      std::thread([self, source, cancel = started.cancel, id = started.id] {
+        self->run_download(source, cancel, id);
+      }).detach();
+      ++next_download;
+      found = downloads.emplace(key, std::move(started)).first;  // the thread waits for the lock
     }
     if (ready) {
-      downloads[source.sha256].push_back(std::move(ready));
+      found->second.waiting.push_back(std::move(ready));
+    }
+    if (!owner.empty()) {
+      found->second.owners.insert(owner);
+    }
+  }
+
+  static std::shared_ptr<std::atomic<bool>> started_cancel() {
+    return std::make_shared<std::atomic<bool>>(false);
+  }
+
+  /// Under the lock: `owner` no longer wants its downloads; one nobody wants stops.
+  void release(const std::string& owner) {
+    for (auto& [key, download] : downloads) {
+      download.owners.erase(owner);
+      if (download.owners.empty() && download.waiting.empty()) {
+        *download.cancel = true;
+      }
     }
   }
 };
@@ -277,22 +332,22 @@ RunnerArchiveCache::~RunnerArchiveCache() {
   std::map<std::string, std::vector<Ready>> dropped;
   std::unique_lock lock(state_->mutex);
   state_->stopping = true;
-  for (auto& [sha256, waiting] : state_->downloads) {
-    dropped[sha256].swap(waiting);  // destroyed when this returns, on the owner's thread
+  for (auto& [key, download] : state_->downloads) {
+    *download.cancel = true;
+    dropped[key].swap(download.waiting);  // destroyed when this returns, on the owner's thread
   }
   // Waiters already being called finish before the owner's objects go.
   state_->callbacks_done.wait(lock, [&] { return state_->callbacks_running == 0; });
 }
 
-void RunnerArchiveCache::prefetch(const ArchiveSource& source) {
+void RunnerArchiveCache::prefetch(const ArchiveSource& source, const std::string& owner) {
   std::lock_guard lock(state_->mutex);
-  if (state_->entries.contains(source.sha256) || state_->downloads.contains(source.sha256) ||
-      state_->recent_failure(source) != nullptr) {
+  if (state_->entries.contains(source.sha256) || state_->recent_failure(source) != nullptr) {
     return;
   }
   Ready none;
   try {
-    state_->join_download(state_, source, none);
+    state_->join_download(state_, source, none, owner);
   } catch (const std::system_error& e) {
     state_->log.warning(std::string("runner archive cache: cannot start a download: ") + e.what());
   }
@@ -305,7 +360,7 @@ void RunnerArchiveCache::fetch(const ArchiveSource& source, Ready ready) {
     now = state_->answer_now(source);
     if (!now) {
       try {
-        state_->join_download(state_, source, ready);
+        state_->join_download(state_, source, ready, "");
         return;
       } catch (const std::system_error& e) {
         now =
@@ -314,6 +369,16 @@ void RunnerArchiveCache::fetch(const ArchiveSource& source, Ready ready) {
     }
   }
   ready(std::move(*now));
+}
+
+void RunnerArchiveCache::release(const std::string& owner) {
+  std::lock_guard lock(state_->mutex);
+  state_->release(owner);
+}
+
+std::size_t RunnerArchiveCache::downloads_under_way() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->downloads.size();
 }
 
 RunnerArchiveCache::Stats RunnerArchiveCache::stats() const {
@@ -341,6 +406,8 @@ std::string RunnerArchiveCache::render_metrics() const {
   text.sample("garm_edge_runner_archive_downloads_total", {{"outcome", "verified"}}, now.downloads);
   text.sample("garm_edge_runner_archive_downloads_total", {{"outcome", "failed"}},
               now.download_failures);
+  text.sample("garm_edge_runner_archive_downloads_total", {{"outcome", "cancelled"}},
+              now.cancelled);
   text.family("garm_edge_runner_archive_downloaded_bytes_total", "counter",
               "Bytes of runner archives downloaded from outside the host.");
   text.sample("garm_edge_runner_archive_downloaded_bytes_total", {}, now.bytes_downloaded);

@@ -30,8 +30,10 @@ struct ArchiveCacheOptions {
 
 /// Runner archives, each downloaded once per host and kept on disk under its SHA-256 (the name
 /// garm's bootstrap gives it), verified before anyone is served it. Concurrent requests for
-/// one archive share one download. Files are written as `<sha256>.<random>.part`, synced and
-/// renamed, so after a crash a file named by a SHA-256 holds exactly those bytes.
+/// one archive from one source (URL, token, CA, proxy) share one download; at most four
+/// downloads run at once, and one that no instance wants any more stops. Files are written as
+/// `<sha256>.<random>.part`, synced and renamed, so after a crash a file named by a SHA-256 holds
+/// exactly those bytes.
 class RunnerArchiveCache {
  public:
   /// Either the archive, open for reading, or why it cannot be had.
@@ -47,6 +49,7 @@ class RunnerArchiveCache {
     std::uint64_t failed_requests = 0;
     std::uint64_t downloads = 0;  // downloads that completed and verified
     std::uint64_t download_failures = 0;
+    std::uint64_t cancelled = 0;  // downloads stopped because no instance wanted them any more
     std::uint64_t bytes_downloaded = 0;
     std::uint64_t evictions = 0;
     std::uint64_t archives = 0;  // on disk now
@@ -64,8 +67,13 @@ class RunnerArchiveCache {
   RunnerArchiveCache(const RunnerArchiveCache&) = delete;
   RunnerArchiveCache& operator=(const RunnerArchiveCache&) = delete;
 
-  /// Starts the download unless the archive is on disk, on its way, or failed a moment ago.
-  void prefetch(const ArchiveSource& source);
+  /// Starts the download for `owner` (an instance's domain) unless the archive is on disk or
+  /// failed a moment ago; joins the source's download when one is under way.
+  void prefetch(const ArchiveSource& source, const std::string& owner);
+  /// `owner` is gone: a download that no other instance and no waiting guest wants stops at its
+  /// next piece of data, and its part file is removed.
+  void release(const std::string& owner);
+  std::size_t downloads_under_way() const;
   /// Calls `ready` exactly once (unless the cache is destroyed first): at once when the
   /// archive is on disk or failed a moment ago (or no download can be started), else when its
   /// download ends, on the download's thread.

@@ -178,3 +178,30 @@ TEST_CASE("the refused set is exactly where toml++ 3.3's whitespace table has no
   CHECK(garm_edge::find_unreadable_toml_character("a = \"\xc2\xa1\"")->code_point == 0xA1);
   CHECK_FALSE(garm_edge::find_unreadable_toml_character("a = \"\xc2\xa0\xe3\x80\x80\""));
 }
+
+TEST_CASE("[api] allow takes addresses and CIDR ranges, and refuses anything else", "[config]") {
+  const std::string api = R"(
+[api]
+ca = "/etc/garm-edge/pki/ca.crt"
+certificate = "/etc/garm-edge/pki/agent.crt"
+key = "/etc/garm-edge/pki/agent.key"
+[[api.clients]]
+identity = "garm"
+controllers = ["*"]
+)";
+  const auto allowing = [&](const std::string& list) {
+    return with(api).replace(with(api).find("[[api.clients]]"), 0, "allow = " + list + "\n");
+  };
+  const auto config =
+      parse_agent_config(allowing(R"(["10.0.0.5", "192.0.2.0/24", "2001:db8::/32"])"), "a.toml");
+  REQUIRE(config.api.allow.size() == 3);
+  CHECK(config.api.allow[0].contains(asio::ip::make_address("10.0.0.5")));
+  CHECK_FALSE(config.api.allow[0].contains(asio::ip::make_address("10.0.0.6")));
+  CHECK(config.api.allow[1].contains(asio::ip::make_address("::ffff:192.0.2.77")));  // dual stack
+  CHECK(config.api.allow[2].contains(asio::ip::make_address("2001:db8:1::9")));
+  CHECK(parse_agent_config(with(api), "a.toml").api.allow.empty());  // left out: everyone
+  CHECK_THAT(error_for(allowing(R"(["10.0.0.1/24"])")), Catch::Contains("host bits set"));
+  CHECK_THAT(error_for(allowing(R"(["10.0.0.0/33"])")), Catch::Contains("no valid prefix"));
+  CHECK_THAT(error_for(allowing(R"(["garm.example"])")), Catch::Contains("not an address"));
+  CHECK_THAT(error_for(allowing("[]")), Catch::Contains("non-empty list"));
+}

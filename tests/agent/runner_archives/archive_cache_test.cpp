@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <fstream>
 #include <future>
+#include <thread>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -138,7 +139,7 @@ TEST_CASE("guests asking for one archive at once share one download", "[runner-a
   const auto source = source_for("https://dl/runner.tgz", archive);
   auto cache = host.cache();
   host.internet->hold();
-  cache->prefetch(source);  // the create
+  cache->prefetch(source, "garm-create");  // the create
   constexpr int kGuests = 8;
   std::vector<std::promise<RunnerArchiveCache::Outcome>> answers(kGuests);
   for (auto& answer : answers) {
@@ -177,7 +178,7 @@ TEST_CASE("an archive whose SHA-256 is not garm's is never kept or served", "[ru
 
   // The failure is remembered for a while: guests retrying do not each cost a download.
   CHECK(CacheHost::fetch(*cache, source).error == got.error);
-  cache->prefetch(source);
+  cache->prefetch(source, "garm-create");
   CHECK(host.internet->downloads == 1);
   // Then the next request tries again, and a fixed source is served.
   host.clock.advance(std::chrono::seconds(31));
@@ -261,4 +262,65 @@ TEST_CASE("a cache destroyed during a download calls no one and leaves no part f
   }
   CHECK_FALSE(called);
   CHECK(host.files().empty());
+}
+
+TEST_CASE("a download no instance wants any more stops and leaves no part file",
+          "[runner-archives]") {
+  CacheHost host;
+  host.internet->archives["https://dl/runner.tgz"] = "runner";
+  const auto source = source_for("https://dl/runner.tgz", "runner");
+  auto cache = host.cache();
+  host.internet->hold();
+  cache->prefetch(source, "garm-a");
+  cache->prefetch(source, "garm-b");  // two creates of one archive share it
+  cache->release("garm-a");
+  CHECK(cache->downloads_under_way() == 1);  // b still wants it
+  cache->release("garm-b");
+  host.internet->release();
+  for (int i = 0; i < 200 && cache->downloads_under_way() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (int i = 0; i < 200 && cache->stats().cancelled == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(cache->stats().cancelled == 1);
+  CHECK(host.files().empty());  // neither kept nor left as a part file
+}
+
+TEST_CASE("another source naming the same SHA-256 neither joins a download nor spoils it",
+          "[runner-archives]") {
+  CacheHost host;
+  host.internet->archives["https://dl/runner.tgz"] = "runner";
+  const auto honest = source_for("https://dl/runner.tgz", "runner");
+  const auto wrong = source_for("https://elsewhere/slow.tgz", "runner");
+  auto cache = host.cache();
+  host.internet->hold();
+  std::promise<RunnerArchiveCache::Outcome> wrong_answer;
+  std::promise<RunnerArchiveCache::Outcome> honest_answer;
+  cache->fetch(wrong, [&](RunnerArchiveCache::Outcome got) { wrong_answer.set_value(got); });
+  cache->fetch(honest, [&](RunnerArchiveCache::Outcome got) { honest_answer.set_value(got); });
+  CHECK(cache->downloads_under_way() == 2);
+  host.internet->release();
+  const auto failed = wrong_answer.get_future().get();
+  const auto served = honest_answer.get_future().get();
+  CHECK_THAT(failed.error, Catch::Contains("elsewhere"));
+  REQUIRE(served.file);
+  CHECK(read_all(*served.file) == "runner");
+  CHECK(served.error.empty());
+}
+
+TEST_CASE("at most four downloads run at once", "[runner-archives]") {
+  CacheHost host;
+  auto cache = host.cache();
+  host.internet->hold();
+  for (int i = 0; i < 5; ++i) {
+    const auto content = "archive " + std::to_string(i);
+    host.internet->archives["https://dl/" + std::to_string(i)] = content;
+    cache->prefetch(source_for("https://dl/" + std::to_string(i), content),
+                    "garm-" + std::to_string(i));
+  }
+  CHECK(cache->downloads_under_way() == 4);
+  const auto refused = CacheHost::fetch(*cache, source_for("https://dl/4", "archive 4"));
+  CHECK_THAT(refused.error, Catch::Contains("4 downloads are under way"));
+  host.internet->release();
 }
