@@ -26,6 +26,47 @@ const std::string kBootstrap =
     R"({"name":"garm-api01","pool_id":"0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0","image":"debian-12","flavor":"small",)"
     R"("os_type":"linux","arch":"amd64","instance-token":"secret-token-xyz"})";
 
+/// A python3 process that opens `count` connections to the agent (each made by the Python
+/// expression `open_one`, with `setup` run first), prints "held N", and keeps them until
+/// release() (at most 30 s).
+class HeldConnections {
+ public:
+  HeldConnections(const ApiServer& server, std::size_t count, const std::string& setup,
+                  const std::string& open_one)
+      : release_((dir_.path() / "release").string()) {
+    const auto script = "python3 -c \"import os, socket, ssl, time\n" + setup +
+                        "connect = lambda: socket.create_connection(('127.0.0.1', " +
+                        std::to_string(server.port()) + "))\nheld = [" + open_one +
+                        " for _ in range(" + std::to_string(count) +
+                        ")]\nprint('held', len(held), flush=True)\nend = time.time() + 30\n"
+                        "while time.time() < end and not os.path.exists('" +
+                        release_ + "'): time.sleep(0.02)\"";
+    holder_ = std::jthread([this, script] { said_ = run_command(script).output; });
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (server.open_connections() < count && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  ~HeldConnections() { release(); }
+  HeldConnections(const HeldConnections&) = delete;
+  HeldConnections& operator=(const HeldConnections&) = delete;
+
+  /// Lets the connections go; returns what the process printed.
+  std::string release() {
+    if (holder_.joinable()) {
+      std::ofstream(release_).put('\n');
+      holder_.join();
+    }
+    return said_;
+  }
+
+ private:
+  TempDir dir_;
+  std::string release_;
+  std::string said_;
+  std::jthread holder_;
+};
+
 std::string controller_url(const ApiServer& server, const std::string& rest) {
   return server.url("/v1/controllers/" + kController + rest);
 }
@@ -137,35 +178,16 @@ TEST_CASE("a slow client does not hold up others", "[api][mtls]") {
   REQUIRE(server.curl(server.url("/healthz")).output == R"({"status":"ok"})");
   const auto baseline = std::chrono::steady_clock::now() - before;  // this machine, right now
   // Three connections, opened together by one process, that send the first bytes of a TLS
-  // record and then nothing until `release` exists (at most 30 s).
-  const TempDir dir;
-  const auto release = (dir.path() / "release").string();
+  // record and then nothing.
   constexpr std::size_t kStallers = 3;
-  std::string said;
-  std::jthread stallers([&] {
-    said = run_command(
-               "python3 -c \"import os, socket, time\n"
-               "held = [socket.create_connection(('127.0.0.1', " +
-               std::to_string(server.port()) + ")) for _ in range(" + std::to_string(kStallers) +
-               ")]\n"
-               "[s.sendall(b'\\x16\\x03\\x01') for s in held]\n"
-               "print('held', len(held), flush=True)\n"
-               "end = time.time() + 30\n"
-               "while time.time() < end and not os.path.exists('" +
-               release + "'): time.sleep(0.02)\"")
-               .output;
-  });
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (server.open_connections() < kStallers && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  HeldConnections stallers(server, kStallers, "",
+                           "(lambda s: (s.sendall(b'\\x16\\x03\\x01'), s)[1])(connect())");
   const auto held = server.open_connections();
   const auto started = std::chrono::steady_clock::now();
   const auto answer = server.curl(server.url("/healthz"));
   const auto took = std::chrono::steady_clock::now() - started;
   const auto still_held = server.open_connections();
-  std::ofstream(release).put('\n');
-  stallers.join();
+  const auto said = stallers.release();
   CHECK(held == kStallers);  // the server held all three ...
   CHECK(answer.output == R"({"status":"ok"})");
   CHECK(took < baseline + std::chrono::seconds(1));  // ... answered the other client at once ...
@@ -440,45 +462,23 @@ TEST_CASE("one client holding every connection does not lock another controller 
   net::pki_issue_client(server.pki(), "other");
   const auto baseline = curl_baseline(server);
   // garm's certificate opens every connection the agent allows, each kept alive after a request.
-  const TempDir dir;
-  const auto release = (dir.path() / "release").string();
   const auto pki = server.pki().string();
-  std::string said;
-  std::jthread holder([&] {
-    said = run_command(
-               "python3 -c \"import os, socket, ssl, time\n"
-               "context = ssl.create_default_context(cafile='" +
-               pki +
-               "/ca.crt')\n"
-               "context.load_cert_chain('" +
-               pki + "/clients/garm.crt', '" + pki +
-               "/clients/garm.key')\n"
-               "held = []\n"
-               "for _ in range(" +
-               std::to_string(kConnections) +
-               "):\n"
-               "  s = context.wrap_socket(socket.create_connection(('127.0.0.1', " +
-               std::to_string(server.port()) +
-               ")), server_hostname='localhost')\n"
-               "  s.sendall(b'GET /healthz HTTP/1.1\\\\r\\\\nHost: x\\\\r\\\\n\\\\r\\\\n')\n"
-               "  s.recv(4096)\n"
-               "  held.append(s)\n"
-               "print('held', len(held), flush=True)\n"
-               "end = time.time() + 30\n"
-               "while time.time() < end and not os.path.exists('" +
-               release + "'): time.sleep(0.02)\"")
-               .output;
-  });
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (server.open_connections() < kConnections && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  HeldConnections garm(server, kConnections,
+                       "context = ssl.create_default_context(cafile='" + pki +
+                           "/ca.crt')\n"
+                           "context.load_cert_chain('" +
+                           pki + "/clients/garm.crt', '" + pki +
+                           "/clients/garm.key')\n"
+                           "def keep_alive():\n"
+                           "  s = context.wrap_socket(connect(), server_hostname='localhost')\n"
+                           "  s.sendall(b'GET /healthz HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n')\n"
+                           "  s.recv(4096)\n"
+                           "  return s\n",
+                       "keep_alive()");
   REQUIRE(server.open_connections() >= kConnections);
   CHECK(answered_within_a_second(server, 10, baseline, "clients/other") == 10);
   CHECK(server.evictions().established >= 1);  // garm's longest idle one made the room
-  std::ofstream(release).put('\n');
-  holder.join();
-  CHECK(said == "held " + std::to_string(kConnections) + "\n");
+  CHECK(garm.release() == "held " + std::to_string(kConnections) + "\n");
 }
 
 TEST_CASE("a certificate that is not a listed client is closed right after its 403",
