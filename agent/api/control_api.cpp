@@ -165,13 +165,34 @@ net::HttpResponse ControlApi::handle(const net::HttpRequest& request,
   return response;
 }
 
+namespace {
+
+/// Whose share of the workers a request takes: its client's, for the controller its path names
+/// (as written: a request for another's controller is refused on the client's own share).
+std::string work_key(const net::HttpRequest& request, const net::PeerIdentity& peer) {
+  constexpr std::string_view kControllers = "/v1/controllers/";
+  std::string key = peer.common_name;
+  for (const auto& uri : peer.uri_names) {
+    key += "\n" + uri;
+  }
+  const std::string_view path = request.path;
+  if (path.starts_with(kControllers)) {
+    const auto rest = path.substr(kControllers.size());
+    key += "|" + std::string(rest.substr(0, rest.find('/')));
+  }
+  return key;
+}
+
+}  // namespace
+
 void ControlApi::dispatch(net::HttpRequest request, net::PeerIdentity peer,
-                          net::TlsServer::Respond respond, asio::thread_pool& workers) {
+                          net::TlsServer::Respond respond, FairWorkQueue& workers) {
   if (request.method == "GET" && request.path == "/healthz") {
     return respond(handle(request, peer));
   }
-  asio::post(workers, [this, request = std::move(request), peer = std::move(peer),
-                       respond = std::move(respond)] { respond(handle(request, peer)); });
+  auto key = work_key(request, peer);
+  workers.post(key, [this, request = std::move(request), peer = std::move(peer),
+                     respond = std::move(respond)] { respond(handle(request, peer)); });
 }
 
 net::HttpResponse ControlApi::answer(const net::HttpRequest& request, const net::PeerIdentity& peer,

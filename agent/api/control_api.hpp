@@ -7,6 +7,7 @@
 
 #include "agent/api/api_command.hpp"
 #include "agent/api/api_metrics.hpp"
+#include "agent/api/fair_work_queue.hpp"
 #include "agent/base/config.hpp"
 #include "agent/instances/instance_service.hpp"
 #include "net/http_request.hpp"
@@ -30,9 +31,10 @@ class ControlApi {
   net::HttpResponse handle(const net::HttpRequest& request, const net::PeerIdentity& peer);
   /// Answers through `respond`. /healthz reads only what the libvirt monitor last saw, so it is
   /// answered at once on the calling I/O thread: a health probe gets its answer even while every
-  /// worker waits on libvirt. Everything else runs on `workers`.
+  /// worker waits on libvirt. Everything else runs on `workers`, shared per client and
+  /// controller (one controller's commands stuck on libvirt leave the others workers).
   void dispatch(net::HttpRequest request, net::PeerIdentity peer, net::TlsServer::Respond respond,
-                asio::thread_pool& workers);
+                FairWorkQueue& workers);
   /// More Prometheus text for /metrics (the guest service's counters).
   void add_metrics_source(std::function<std::string()> source) {
     metrics_sources_.push_back(std::move(source));

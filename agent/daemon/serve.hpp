@@ -78,7 +78,7 @@ class AgentDaemon {
   InstanceService service_;
 
   asio::io_context io_;
-  asio::thread_pool api_workers_;
+  FairWorkQueue api_workers_;
   GuestIndex guest_index_;
   /// Null without guests or with runner_cache_mib = 0. Destroyed first (see ~AgentDaemon):
   /// downloads still under way then call no one.

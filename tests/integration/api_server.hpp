@@ -62,7 +62,7 @@ class ApiServer {
   std::unique_ptr<agent::InstanceService> service_;
   std::unique_ptr<agent::ControlApi> api_;
   asio::io_context io_;
-  asio::thread_pool workers_{4};
+  agent::FairWorkQueue workers_{4};  // two per client and controller
   std::unique_ptr<net::TlsServer> server_;
   std::array<std::thread, 2> threads_;
   bool stopped_ = false;

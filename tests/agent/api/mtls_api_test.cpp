@@ -254,7 +254,10 @@ class LibvirtGate {
 
 TEST_CASE("/healthz answers while every command worker waits on libvirt", "[api][mtls]") {
   LibvirtGate gate;  // outlives the server, whose workers it holds
-  ApiServer server(std::chrono::seconds(30));
+  ApiServer server("api.xml", [](agent::AgentConfig& config) {
+    config.api.clients.push_back({.identity = "other", .controllers = {kOtherController}});
+  });
+  net::pki_issue_client(server.pki(), "other");
   server.hypervisor().before = [&gate](const std::string& operation) {
     if (operation == "find_by_name") {
       gate.hold();
@@ -267,9 +270,13 @@ TEST_CASE("/healthz answers while every command worker waits on libvirt", "[api]
     ~ReleaseOnExit() { gate.release(); }
   } release_first{gate};
   constexpr int kHarnessWorkers = 4;
-  for (int i = 0; i < kHarnessWorkers + 2; ++i) {  // more GetInstance calls than workers
+  // Two controllers, each with more GetInstance calls than its share (half the workers).
+  for (int i = 0; i < kHarnessWorkers + 2; ++i) {
     stuck.push_back(std::async(std::launch::async, [&server, i] {
-      return server.curl(controller_url(server, "/instances/garm-stuck" + std::to_string(i)));
+      const bool garm = i % 2 == 0;
+      return server.curl(server.url("/v1/controllers/" + (garm ? kController : kOtherController) +
+                                    "/instances/garm-stuck" + std::to_string(i)),
+                         garm ? "clients/garm" : "clients/other");
     }));
   }
   for (int i = 0; i < 1000 && gate.waiting() < kHarnessWorkers; ++i) {
@@ -284,6 +291,47 @@ TEST_CASE("/healthz answers while every command worker waits on libvirt", "[api]
   CHECK(took < std::chrono::seconds(5));  // queued behind the workers it took curl's 10 s
   for (auto& call : stuck) {
     CHECK(call.get().exit_code == 0);  // answered once libvirt did
+  }
+}
+
+TEST_CASE("one controller's commands stuck on libvirt leave another controller workers",
+          "[api][mtls][hostile]") {
+  LibvirtGate gate;  // outlives the server, whose workers it holds
+  ApiServer server("api.xml", [](agent::AgentConfig& config) {
+    config.api.clients.push_back({.identity = "other", .controllers = {kOtherController}});
+  });
+  net::pki_issue_client(server.pki(), "other");
+  server.hypervisor().before = [&gate](const std::string& operation) {
+    if (operation == "find_by_name") {
+      gate.hold();  // garm's GetInstance calls, as graceful stops of guests ignoring ACPI would
+    }
+  };
+  struct ReleaseOnExit {
+    LibvirtGate& gate;
+    ~ReleaseOnExit() { gate.release(); }
+  } release_first{gate};
+  std::vector<std::future<CommandResult>> stuck;
+  for (int i = 0; i < 6; ++i) {  // more than the harness's 4 workers
+    stuck.push_back(std::async(std::launch::async, [&server, i] {
+      return server.curl(controller_url(server, "/instances/garm-stuck" + std::to_string(i)));
+    }));
+  }
+  for (int i = 0; i < 500 && gate.waiting() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let any more take a worker
+  CHECK(gate.waiting() == 2);                                   // garm's share of 4 workers
+  const auto started = std::chrono::steady_clock::now();
+  const auto other = server.curl(
+      "-w ' %{http_code}' " +
+          server.url("/v1/controllers/" + kOtherController + "/pools/" + kPool + "/instances"),
+      "clients/other");
+  const auto took = std::chrono::steady_clock::now() - started;
+  gate.release();
+  CHECK_THAT(other.output, Catch::EndsWith(" 200"));
+  CHECK(took < std::chrono::seconds(5));  // without the share it waited for garm's calls
+  for (auto& call : stuck) {
+    CHECK(call.get().exit_code == 0);  // garm's calls are all answered once libvirt is
   }
 }
 
