@@ -580,11 +580,12 @@ std::string shell_value(const std::string& script, const std::string& name) {
 }
 
 void warm_one(agent::AgentConfig& config) {
-  config.warm = {{.image = "debian-12",
+  config.warm = {{.controller = kController,
+                  .image = "debian-12",
                   .flavor = "small",
                   .count = 1,
                   .ready_timeout = std::chrono::seconds(600),
-                  .name = "debian-12/small"}};
+                  .name = "debian-12/small for " + kController}};
 }
 
 class OffsetClock final : public agent::Clock {
