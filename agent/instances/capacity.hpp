@@ -37,8 +37,10 @@ bool fits(const Resources& used, const Resources& wanted, const Resources& limit
 Resources free_of(const Resources& used, const Resources& limit);
 
 /// What placement needs to know of this host, in one answer.
-/// The warm guests of one `[[warm]]` entry that a create of its image and flavor can take.
+/// The warm guests of one `[[warm]]` entry that a create of its controller, image and flavor
+/// can take.
 struct WarmCount {
+  std::string controller;
   std::string image;
   std::string flavor;
   std::size_t ready = 0;
