@@ -118,8 +118,9 @@ struct WarmGuestValues {
 };
 
 /// The install script of a warm guest's seed (run as the runner user, like every install
-/// script): unpack the runner archive from the agent's cache, report ready to the agent, wait
-/// for the assignment and run it as root.
+/// script): unpack the runner archive from the agent's cache (bytes only: nothing of it runs
+/// before the guest is bound), report ready to the agent, wait for the assignment and run it
+/// as root.
 std::string warm_guest_script(const WarmGuestValues& values);
 
 /// The last line of every assignment: a guest runs only one it received whole.
@@ -129,8 +130,8 @@ inline constexpr std::string_view kAssignmentEnd = "# end of garm-edge assignmen
 /// cloud-init does for a cold guest from the bootstrap (hostname, apt proxy, extra packages,
 /// CA bundle, SSH keys, pre-install scripts), then `install_script` as the runner user. A
 /// runner unpacked while warming stays only if its archive is `wanted_runner_sha256`, the one
-/// garm asks for (empty: none is kept). A failing step reports `failed` to garm through
-/// `endpoints`' callback URL with garm's token.
+/// garm asks for (empty: none is kept); only then do its dependencies get installed. A failing
+/// step reports `failed` to garm through `endpoints`' callback URL with garm's token.
 std::string render_linux_assignment(const wire::BootstrapInstance& bootstrap,
                                     const GuestEndpoints& endpoints,
                                     std::string_view install_script,

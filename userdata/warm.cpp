@@ -15,14 +15,13 @@ auth_header() { printf 'Authorization: Bearer %s\n' "$WARM_TOKEN"; }
 
 # The generic part: the runner archive from the agent's cache, unpacked where garm's install
 # script looks for it ("using cached runner"). Without it, the install script downloads it.
+# Bytes only: nothing of the archive runs before the guest is bound to garm's instance (its
+# installdependencies.sh runs in the assignment, as root, once the archive is the one asked for).
 if [ -n "$ARCHIVE_URL" ] && [ ! -x "$HOME/actions-runner/config.sh" ]; then
   archive=$(mktemp)
   if curl -fsS --retry 10 --retry-delay 2 --retry-connrefused -o "$archive" --url "$ARCHIVE_URL" &&
     printf '%s  %s\n' "$ARCHIVE_SHA256" "$archive" | sha256sum --check --status &&
     mkdir -p "$HOME/actions-runner" && tar -xzf "$archive" -C "$HOME/actions-runner"; then
-    if [ -x "$HOME/actions-runner/bin/installdependencies.sh" ]; then
-      (cd "$HOME/actions-runner" && sudo ./bin/installdependencies.sh) || true
-    fi
     printf '%s\n' "$ARCHIVE_SHA256" > "$HOME/.garm-edge-runner-archive"
   else
     rm -rf "$HOME/actions-runner"
@@ -90,6 +89,13 @@ constexpr std::string_view kAddCaCertificates = R"bash(add_ca_certificates() {
   rm -f "$added"
 }
 )bash";
+
+/// The kept runner's dependencies, as root, now that the guest is garm's instance. A failure
+/// is no failure of the assignment, as for the install script's own attempt.
+constexpr std::string_view kKeptRunnerDependencies =
+    "if [ -x /home/runner/actions-runner/bin/installdependencies.sh ]; then\n"
+    "  (cd /home/runner/actions-runner && ./bin/installdependencies.sh) || true\n"
+    "fi\n";
 
 void assign(std::string& script, std::string_view name, std::string_view value) {
   script.append(name).append("=").append(shell_quote(value)).append("\n");
@@ -214,10 +220,13 @@ std::string render_linux_assignment(const wire::BootstrapInstance& bootstrap,
   add_ca_bundle(script, bootstrap);
   add_ssh_keys(script, bootstrap);
   add_pre_install_scripts(script, bootstrap);
-  // A runner unpacked while warming is kept only if it is the one garm asks for.
+  // A runner unpacked while warming is kept only if it is the one garm asks for; only then,
+  // bound, does anything of it run: its dependencies, as the install script would have
+  // installed them after unpacking (it skips that for a runner it finds unpacked).
   script += "if [ \"$(cat /home/runner/.garm-edge-runner-archive 2>/dev/null || true)\" != " +
             shell_quote(wanted_runner_sha256.empty() ? "none" : wanted_runner_sha256) +
             " ]; then rm -rf /home/runner/actions-runner; fi\n";
+  script += std::string(kKeptRunnerDependencies);
   write_file(script, "/install_runner.sh", install_script, "0755");
   script += "su -l -c /install_runner.sh runner\nrm -f /install_runner.sh\n";
   script += std::string(kAssignmentEnd) + "\n";

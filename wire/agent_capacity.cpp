@@ -138,7 +138,8 @@ ordered_json to_json(const AgentCapacity& capacity) {
   }
   ordered_json warm = ordered_json::array();
   for (const auto& offer : capacity.warm) {
-    warm.push_back({{"image", offer.image},
+    warm.push_back({{"controller", offer.controller},
+                    {"image", offer.image},
                     {"flavor", offer.flavor},
                     {"ready", offer.ready},
                     {"warming", offer.warming}});
@@ -213,7 +214,8 @@ AgentCapacity agent_capacity_from_json(const nlohmann::json& document, const std
                        .disk_gib = item.unsigned_integer("disk_gib")};
   });
   capacity.warm = items_from<WarmOffer>(in, "warm", [](const ObjectReader& item) {
-    return WarmOffer{.image = item.string_or_empty("image"),
+    return WarmOffer{.controller = item.string_or_empty("controller"),
+                     .image = item.string_or_empty("image"),
                      .flavor = item.string_or_empty("flavor"),
                      .ready = item.unsigned_integer("ready"),
                      .warming = item.unsigned_integer("warming")};

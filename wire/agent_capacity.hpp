@@ -40,8 +40,9 @@ struct FlavorOffer {
 };
 
 /// Warm guests of one `[[warm]]` entry (docs/warm-guests.md): a ready one takes a create of
-/// its image and flavor at once, without any further capacity.
+/// its controller, image and flavor at once, without any further capacity.
 struct WarmOffer {
+  std::string controller;  // the only controller whose creates may take them
   std::string image;
   std::string flavor;
   std::uint64_t ready = 0;

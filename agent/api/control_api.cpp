@@ -1,5 +1,7 @@
 #include "agent/api/control_api.hpp"
 
+#include <optional>
+
 #include <nlohmann/json.hpp>
 
 #include "common/text.hpp"
@@ -107,7 +109,10 @@ std::optional<wire::AddressAmount> address_amount(const std::optional<AddressCou
                              .free = addresses->free};
 }
 
-wire::AgentCapacity capacity_answer(const AgentConfig& config, const CapacityReport& report) {
+/// The host's capacity; its warm offers only `for_controller`'s when set, since no other
+/// controller's create may take them (placement asks per controller).
+wire::AgentCapacity capacity_answer(const AgentConfig& config, const CapacityReport& report,
+                                    std::optional<std::string_view> for_controller = {}) {
   const auto amount = [](const Resources& r) {
     return wire::ResourceAmount{
         .vcpus = r.vcpus, .memory_mib = r.memory_mib, .instances = r.instances};
@@ -130,8 +135,14 @@ wire::AgentCapacity capacity_answer(const AgentConfig& config, const CapacityRep
     answer.instances_by_state[state] = count;
   }
   for (const auto& warm : report.warm) {
-    answer.warm.push_back(
-        {.image = warm.image, .flavor = warm.flavor, .ready = warm.ready, .warming = warm.warming});
+    if (for_controller && warm.controller != *for_controller) {
+      continue;
+    }
+    answer.warm.push_back({.controller = warm.controller,
+                           .image = warm.image,
+                           .flavor = warm.flavor,
+                           .ready = warm.ready,
+                           .warming = warm.warming});
   }
   return answer;
 }
@@ -312,6 +323,7 @@ net::HttpResponse ControlApi::run(const ListWarm&) {
                       {"provider_id", record.domain_uuid},
                       {"image", record.image},
                       {"flavor", record.flavor},
+                      {"controller", record.warm->controller},
                       {"state", to_string(record.warm->state)},
                       {"created_at", record.created_at},
                       {"ready_at", record.warm->ready_at},
@@ -368,7 +380,7 @@ net::HttpResponse ControlApi::run(const ShowPlacement& command) {
   const wire::PlacementAnswer answer{
       .instance = service_.get(command.controller, command.instance),
       .create_under_way = service_.create_under_way(command.controller, command.instance.str()),
-      .capacity = capacity_answer(config_, service_.capacity())};
+      .capacity = capacity_answer(config_, service_.capacity(), command.controller.str())};
   return json_response(200, wire::to_json(answer));
 }
 

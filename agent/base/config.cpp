@@ -285,15 +285,41 @@ FlavorConfig read_flavor(const toml::table& table, const std::string& source, st
   return flavor;
 }
 
-WarmConfig read_warm(const toml::table& table, const std::string& source, std::size_t index) {
+/// Whose warm guests an entry makes: its `controller`, which an agent serving more than one
+/// controller must name (a guest prepared for one must never be handed to another), else the
+/// one controller [[api.clients]] name.
+std::string read_warm_controller(TableReader& in, const ApiConfig& api) {
+  if (const auto controller = in.string("controller")) {
+    if (!wire::is_uuid(*controller)) {
+      in.fail(in.node("controller"), "controller must be a garm controller's UUID");
+    }
+    if (api.enabled && !api.has_client_for(*controller)) {
+      in.fail(in.node("controller"), "controller " + *controller +
+                                         " is not one any [[api.clients]] entry may act for: "
+                                         "its warm guests would never be taken");
+    }
+    return *controller;
+  }
+  const auto sole = api.sole_controller();
+  if (!sole) {
+    in.fail(nullptr,
+            "controller is required: [[api.clients]] name more than one controller (or \"*\", "
+            "or none), and a warm guest belongs to exactly one");
+  }
+  return *sole;
+}
+
+WarmConfig read_warm(const toml::table& table, const std::string& source, std::size_t index,
+                     const ApiConfig& api) {
   TableReader in(table, source, "[[warm]] #" + std::to_string(index + 1));
   WarmConfig warm;
+  warm.controller = read_warm_controller(in, api);
   warm.image = in.required_string("image");
   warm.flavor = in.required_string("flavor");
   warm.count = in.integer<std::size_t>("count", 0, 256).value_or(warm.count);
   warm.ready_timeout = std::chrono::seconds(
       in.integer<long>("ready_timeout_seconds", 30, 86400).value_or(warm.ready_timeout.count()));
-  warm.name = warm.image + "/" + warm.flavor;
+  warm.name = warm.image + "/" + warm.flavor + " for " + warm.controller;
   in.reject_unknown_keys();
   return warm;
 }
@@ -360,6 +386,26 @@ bool ApiConfig::allows_every_controller(const std::vector<std::string>& identiti
   return allows(identities, "*");
 }
 
+bool ApiConfig::has_client_for(std::string_view controller_id) const {
+  return std::any_of(clients.begin(), clients.end(), [controller_id](const ApiClient& client) {
+    return std::any_of(client.controllers.begin(), client.controllers.end(),
+                       [controller_id](const std::string& allowed) {
+                         return allowed == "*" || allowed == controller_id;
+                       });
+  });
+}
+
+std::optional<std::string> ApiConfig::sole_controller() const {
+  std::set<std::string> named;
+  for (const auto& client : clients) {
+    named.insert(client.controllers.begin(), client.controllers.end());
+  }
+  if (named.size() != 1 || *named.begin() == "*") {
+    return std::nullopt;
+  }
+  return *named.begin();
+}
+
 const ImageConfig* AgentConfig::find_image(std::string_view name) const {
   for (const auto& image : images) {
     if (image.name == name) {
@@ -390,7 +436,11 @@ AgentConfig parse_agent_config(std::string_view toml_text, const std::string& so
   read_guests_section(root, config);
   config.images = read_list<ImageConfig>(root, "images", read_image);
   config.flavors = read_list<FlavorConfig>(root, "flavors", read_flavor);
-  config.warm = read_list<WarmConfig>(root, "warm", read_warm);
+  config.warm = read_list<WarmConfig>(
+      root, "warm",
+      [&api = config.api](const toml::table& table, const std::string& source, std::size_t index) {
+        return read_warm(table, source, index, api);
+      });
   root.reject_unknown_keys();
   if (config.images.empty() || config.flavors.empty()) {
     root.fail(nullptr, "at least one [[images]] and one [[flavors]] entry are required");
@@ -447,7 +497,8 @@ std::string agent_config_json_schema() {
          R"json("memory_mib":{"type":"integer","minimum":64,"maximum":4194304},)json"
          R"json("disk_gib":{"type":"integer","minimum":1,"maximum":65536}}}},)json"
          R"json("warm":{"type":"array","items":{"type":"object","additionalProperties":false,)json"
-         R"json("required":["image","flavor"],"properties":{"image":{"type":"string"},)json"
+         R"json("required":["image","flavor"],"properties":{"controller":{"type":"string"},)json"
+         R"json("image":{"type":"string"},)json"
          R"json("flavor":{"type":"string"},"count":{"type":"integer","minimum":0,"maximum":256},)json"
          R"json("ready_timeout_seconds":{"type":"integer","minimum":30,"maximum":86400}}}}}})json";
 }

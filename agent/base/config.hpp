@@ -39,14 +39,19 @@ struct FlavorConfig {
   std::uint64_t disk_gib = 20;
 };
 
-/// Guests of one image and flavor kept booted ahead of demand (docs/warm-guests.md).
+/// Guests of one image and flavor kept booted ahead of demand for one garm controller
+/// (docs/warm-guests.md).
 struct WarmConfig {
+  /// The controller (a UUID) whose creates alone may take these guests: whatever a guest was
+  /// prepared with for one controller never reaches another's instance. Read from the entry, or
+  /// the one controller [[api.clients]] name when the agent serves only one.
+  std::string controller;
   std::string image;
   std::string flavor;
   std::size_t count = 1;
   /// A warm guest not ready this long after it was created is destroyed (and counted wasted).
   std::chrono::seconds ready_timeout{900};
-  std::string name;  // "image/flavor", unique among [[warm]] entries
+  std::string name;  // "image/flavor for <controller>", unique among [[warm]] entries
 };
 
 /// A client identity (a certificate's CN or URI SAN) and the garm controllers it may act for.
@@ -77,6 +82,11 @@ struct ApiConfig {
   /// May `identities` act for every controller (`controllers = ["*"]`), as host-wide
   /// operations (draining) need?
   bool allows_every_controller(const std::vector<std::string>& identities) const;
+  /// May any client act for `controller_id`?
+  bool has_client_for(std::string_view controller_id) const;
+  /// The one controller every client acts for; nothing when the clients name none, more than
+  /// one, or any (`"*"`): then the agent serves more than one controller, or none it can name.
+  std::optional<std::string> sole_controller() const;
 };
 
 /// How a guest proves which instance it is, on top of its unguessable token.

@@ -56,8 +56,10 @@ Resources limit_within_addresses(Resources limit, const std::optional<AddressCou
 Resources room_of(const Resources& used, const Resources& limit,
                   const std::optional<AddressCount>& addresses);
 
-/// The warm guests of one `[[warm]]` entry that a create of its image and flavor can take.
+/// The warm guests of one `[[warm]]` entry that a create of its controller, image and flavor
+/// can take.
 struct WarmCount {
+  std::string controller;
   std::string image;
   std::string flavor;
   std::size_t ready = 0;

@@ -26,7 +26,7 @@ std::string tag_or_empty(const hypervisor::Tags& tags, const char* key) {
 
 hypervisor::Tags tags_for(const InstanceRecord& r, std::string_view agent_id,
                           std::string_view state_id) {
-  return hypervisor::Tags{
+  auto tags = hypervisor::Tags{
       {tag::kAgent, std::string(agent_id)},
       {tag::kController, r.controller_id},
       {tag::kPool, r.pool_id},
@@ -40,6 +40,10 @@ hypervisor::Tags tags_for(const InstanceRecord& r, std::string_view agent_id,
       {tag::kCreatedAt, r.created_at},
       {tag::kStateId, std::string(state_id)},
   };
+  if (r.warm) {
+    tags.set(tag::kWarmController, r.warm->controller);
+  }
+  return tags;
 }
 
 bool owned_by(const hypervisor::Domain& domain, std::string_view agent_id,

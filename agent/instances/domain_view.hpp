@@ -28,6 +28,8 @@ inline constexpr const char* kVcpus = "vcpus";           // the flavor's, when c
 inline constexpr const char* kMemoryMib = "memory-mib";  // the flavor's, when created
 inline constexpr const char* kCreatedAt = "created-at";
 inline constexpr const char* kStateId = "state-id";
+/// A warm guest's owner (docs/warm-guests.md): the controller whose create alone may bind it.
+inline constexpr const char* kWarmController = "warm-controller-id";
 }  // namespace tag
 
 /// The tags of `record`'s domain, made by agent `agent_id` with state directory `state_id`.

@@ -53,11 +53,12 @@ wire::ProviderInstance InstanceService::create_as(const ControllerId& controller
       }
       if (warm != nullptr) {
         plan.record.warm = *warm;
+        // On the domain too, as tags_for(record) puts it: the owner is seen without our records.
+        plan.domain.tags.set(tag::kWarmController, warm->controller);
         if (plan.guest && plan.guest->record.runner_archive) {
           plan.record.warm->unpacked_sha256 = plan.guest->record.runner_archive->sha256;
         }
       } else {
-        remember_tool(bootstrap);
         if (auto bound = find_bound(controller, plan.record.name)) {
           // garm's retry of a create that took a warm guest.
           auto bound_lock = instance_locks_.lock(bound->name);
@@ -72,6 +73,7 @@ wire::ProviderInstance InstanceService::create_as(const ControllerId& controller
       }
       if (warm == nullptr) {
         if (auto bound = bind_warm(bootstrap, plan)) {
+          remember_tool(controller, bootstrap);
           return *bound;
         }
         if (warm_use == WarmUse::only) {
@@ -84,7 +86,11 @@ wire::ProviderInstance InstanceService::create_as(const ControllerId& controller
       events_.record("creating", plan.record.name, plan.record.controller_id,
                      "image " + plan.record.image + ", flavor " + plan.record.flavor);
       auto slot = create_gate_.acquire();
-      return run_create(plan);
+      auto created = run_create(plan);
+      if (warm == nullptr) {
+        remember_tool(controller, bootstrap);  // only now: a create that failed chooses nothing
+      }
+      return created;
     });
   } catch (const ServiceError& e) {
     // Every failed create leaves one line, refusals before any libvirt step included.

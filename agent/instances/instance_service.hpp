@@ -156,10 +156,13 @@ class InstanceService {
   wire::ProviderInstance create_as(const ControllerId& controller,
                                    const wire::BootstrapInstance& bootstrap, const WarmRecord* warm,
                                    WarmUse warm_use);
-  /// Under the instance's lock: makes a ready warm guest of the plan's image and flavor garm's
-  /// instance, if there is one.
+  /// Under the instance's lock: makes a ready warm guest of the plan's controller, image and
+  /// flavor garm's instance, if there is one. Another controller's warm guest is never taken.
   std::optional<wire::ProviderInstance> bind_warm(const wire::BootstrapInstance& bootstrap,
                                                   const CreatePlan& plan);
+  /// Is `record` a ready warm guest of `spec` that `controller`'s create may take?
+  static bool bindable(const InstanceRecord& record, std::string_view spec,
+                       std::string_view controller);
   /// The domain a warm guest bound to `name` became (its name is not domain_name_for's).
   std::optional<hypervisor::Domain> find_bound(const ControllerId& controller,
                                                const std::string& name);
@@ -167,11 +170,17 @@ class InstanceService {
   void unbind(const InstanceRecord& warm, const hypervisor::Domain& domain);
   /// The tags a record's domain carries: its names, and the resources it was made with.
   hypervisor::Tags bound_tags(const InstanceRecord& bound, const hypervisor::Domain& domain) const;
-  /// The last runner tool garm sent for an image's OS and arch, for warm guests to unpack.
-  std::optional<wire::RunnerApplicationDownload> latest_tool(const ImageConfig& image);
-  void remember_tool(const wire::BootstrapInstance& bootstrap);
+  /// The last runner tool `controller` sent for an image's OS and arch in a create that
+  /// succeeded, for its own warm guests to unpack.
+  std::optional<wire::RunnerApplicationDownload> latest_tool(std::string_view controller,
+                                                             const ImageConfig& image);
+  /// Called only once `controller`'s create succeeded: a refused or repeated create, or
+  /// another controller's, never chooses what a warm guest unpacks.
+  void remember_tool(const ControllerId& controller, const wire::BootstrapInstance& bootstrap);
   /// With tools_mutex_ held: reads runner-tools.json once.
   void load_tools();
+  /// With tools_mutex_ held: writes runner-tools.json (without GHES's tokens).
+  void save_tools() const;
   /// garm's retry of a create that finished: the running instance. Leftovers of one that did
   /// not finish are removed first; a domain of that name that is not ours is a conflict.
   std::optional<wire::ProviderInstance> reuse_existing(const CreatePlan& plan);
@@ -250,7 +259,17 @@ class InstanceService {
   GuestSide* guests_ = &no_guests_;
   std::atomic<std::size_t> warm_bound_{0};
   std::mutex tools_mutex_;
-  std::map<std::string, wire::RunnerApplicationDownload> latest_tools_;  // by "os/arch"
+  /// Whose runner tool for which OS and arch: one controller's tools reach its own warm
+  /// guests only.
+  struct ToolKey {
+    std::string controller;
+    std::string os;    // GitHub's spelling, as garm's tools: linux, win
+    std::string arch;  // x64, arm64, arm
+    auto operator<=>(const ToolKey&) const = default;
+  };
+  /// The key of an image's OS and arch for `controller`.
+  static ToolKey tool_key_of(std::string_view controller, const ImageConfig& image);
+  std::map<ToolKey, wire::RunnerApplicationDownload> latest_tools_;
   bool tools_loaded_ = false;
   std::mutex unreadable_mutex_;
   std::vector<std::string> reported_unreadable_;

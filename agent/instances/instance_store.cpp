@@ -229,6 +229,7 @@ RunnerArchiveRecord runner_archive_from_json(const nlohmann::json& document) {
 
 nlohmann::ordered_json warm_to_json(const WarmRecord& w) {
   return {{"spec", w.spec},
+          {"controller", w.controller},
           {"state", to_string(w.state)},
           {"token_hash", w.token_hash},
           {"ready_at", w.ready_at},
@@ -242,6 +243,7 @@ WarmRecord warm_from_json(const nlohmann::json& document) {
   const wire::ObjectReader in(document, "warm");
   WarmRecord w;
   w.spec = in.required_string("spec");
+  w.controller = in.string_or_empty("controller");
   const auto state = in.required_string("state");
   if (state == "ready") {
     w.state = WarmState::ready;

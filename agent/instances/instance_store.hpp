@@ -80,7 +80,10 @@ std::string_view to_string(WarmState state);
 
 /// A guest the agent booted ahead of demand (docs/warm-guests.md).
 struct WarmRecord {
-  std::string spec;  // warm_spec_of its image and flavor: a changed config retires it
+  std::string spec;  // warm_spec_of its [[warm]] entry: a changed config retires it
+  /// The controller whose create alone may bind it (its [[warm]] entry's). Empty in records
+  /// written before warm guests had an owner: such a guest is never bound.
+  std::string controller;
   WarmState state = WarmState::warming;
   std::string token_hash;  // hex SHA-256 of the token its seed script asks for its assignment with
   std::string ready_at;    // RFC 3339

@@ -12,6 +12,7 @@
 #include "net/random.hpp"
 #include "net/secret_token.hpp"
 #include "wire/error.hpp"
+#include "wire/validate.hpp"
 
 namespace garm_edge::agent {
 namespace {
@@ -27,24 +28,30 @@ std::string random_warm_name() {
   return name;
 }
 
-std::string tool_key(std::string_view os, std::string_view arch) {
-  return std::string(os) + "/" + std::string(arch);
-}
+constexpr std::string_view kToolsFile = "runner-tools.json";
 
-/// GitHub's spelling of the image's OS and arch, as garm's tools use it.
-std::string tool_key_of(const ImageConfig& image) {
-  const std::string os = image.os_type == wire::OsType::windows ? "win" : "linux";
-  const std::string arch = image.arch == wire::OsArch::arm64 ? "arm64"
-                           : image.arch == wire::OsArch::arm ? "arm"
-                                                             : "x64";
-  return tool_key(os, arch);
+/// The controller a kept tool belongs to. None for entries kept before tools were per
+/// controller: they are nobody's, and a warm guest must not unpack what an unknown controller
+/// chose.
+std::optional<std::string> tool_owner(const nlohmann::json& item) {
+  if (!item.is_object() || !item.contains("tool")) {
+    return std::nullopt;
+  }
+  const auto controller = item.find("controller");
+  if (controller == item.end() || !controller->is_string() ||
+      !wire::is_uuid(controller->get_ref<const std::string&>())) {
+    return std::nullopt;
+  }
+  return controller->get<std::string>();
 }
 
 }  // namespace
 
-/// The last tools garm sent, kept across restarts so warm guests made right after one can
-/// unpack the runner too. A hint: an unreadable file is an empty one.
-void InstanceService::remember_tool(const wire::BootstrapInstance& bootstrap) {
+/// The last tools each controller sent in a create that succeeded, kept across restarts so
+/// its warm guests made right after one can unpack the runner too. A hint: an unreadable file
+/// is an empty one, and a failure to keep it fails nothing.
+void InstanceService::remember_tool(const ControllerId& controller,
+                                    const wire::BootstrapInstance& bootstrap) {
   if (!bootstrap.tools) {
     return;  // kept with no [[warm]] too: warm guests configured after a restart use it
   }
@@ -53,7 +60,8 @@ void InstanceService::remember_tool(const wire::BootstrapInstance& bootstrap) {
   bool changed = false;
   for (const auto& tool : *bootstrap.tools) {
     if (tool.os && tool.architecture && tool.sha256_checksum && tool.download_url) {
-      auto& known = latest_tools_[tool_key(*tool.os, *tool.architecture)];
+      auto& known = latest_tools_[{
+          .controller = controller.str(), .os = *tool.os, .arch = *tool.architecture}];
       changed = changed || wire::to_json(known) != wire::to_json(tool);
       known = tool;
     }
@@ -61,13 +69,21 @@ void InstanceService::remember_tool(const wire::BootstrapInstance& bootstrap) {
   if (!changed) {
     return;
   }
+  try {
+    save_tools();
+  } catch (const std::exception& e) {
+    log_.warning(std::string("the runner tools could not be kept: ") + e.what());
+  }
+}
+
+void InstanceService::save_tools() const {
   auto document = nlohmann::ordered_json::array();
   for (const auto& [key, tool] : latest_tools_) {
     auto kept = tool;
     kept.temp_download_token.reset();  // GHES's token is short-lived and a secret
-    document.push_back(wire::to_json(kept));
+    document.push_back({{"controller", key.controller}, {"tool", wire::to_json(kept)}});
   }
-  const auto path = config_.state_dir / "runner-tools.json";
+  const auto path = config_.state_dir / kToolsFile;
   const auto temporary = path.string() + ".tmp";
   std::ofstream(temporary, std::ios::trunc) << document.dump() << "\n";
   std::error_code ignored;
@@ -81,16 +97,20 @@ void InstanceService::load_tools() {
     return;
   }
   tools_loaded_ = true;
-  std::ifstream in(config_.state_dir / "runner-tools.json");
+  std::ifstream in(config_.state_dir / kToolsFile);
   const auto document = nlohmann::json::parse(in, nullptr, false);
   if (!document.is_array()) {
     return;
   }
   for (const auto& item : document) {
+    const auto owner = tool_owner(item);
+    if (!owner) {
+      continue;
+    }
     try {
-      const auto tool = wire::tool_from_json(item, "runner-tools.json");
+      const auto tool = wire::tool_from_json(item["tool"], std::string(kToolsFile));
       if (tool.os && tool.architecture) {
-        latest_tools_[tool_key(*tool.os, *tool.architecture)] = tool;
+        latest_tools_[{.controller = *owner, .os = *tool.os, .arch = *tool.architecture}] = tool;
       }
     } catch (const wire::WireError&) {
       // a hint, not a record
@@ -99,11 +119,21 @@ void InstanceService::load_tools() {
 }
 
 std::optional<wire::RunnerApplicationDownload> InstanceService::latest_tool(
-    const ImageConfig& image) {
+    std::string_view controller, const ImageConfig& image) {
   std::lock_guard lock(tools_mutex_);
   load_tools();
-  const auto it = latest_tools_.find(tool_key_of(image));
+  const auto it = latest_tools_.find(tool_key_of(controller, image));
   return it == latest_tools_.end() ? std::nullopt : std::optional(it->second);
+}
+
+InstanceService::ToolKey InstanceService::tool_key_of(std::string_view controller,
+                                                      const ImageConfig& image) {
+  // GitHub's spelling of the image's OS and arch, as garm's tools use it.
+  const std::string os = image.os_type == wire::OsType::windows ? "win" : "linux";
+  const std::string arch = image.arch == wire::OsArch::arm64 ? "arm64"
+                           : image.arch == wire::OsArch::arm ? "arm"
+                                                             : "x64";
+  return {.controller = std::string(controller), .os = os, .arch = arch};
 }
 
 std::vector<InstanceRecord> InstanceService::warm_guests() {
@@ -122,7 +152,11 @@ std::vector<WarmCount> InstanceService::warm_counts() {
   std::vector<WarmCount> counts;
   for (const auto& warm : config_.warm) {
     const auto spec = warm_spec_of(config_, warm);
-    WarmCount count{.image = warm.image, .flavor = warm.flavor, .ready = 0, .warming = 0};
+    WarmCount count{.controller = warm.controller,
+                    .image = warm.image,
+                    .flavor = warm.flavor,
+                    .ready = 0,
+                    .warming = 0};
     for (const auto& guest : guests) {
       if (guest.warm->spec != spec || guest.intent != Intent::created) {
         continue;  // bind_warm would not take it
@@ -155,10 +189,11 @@ wire::ProviderInstance InstanceService::create_warm(const WarmConfig& warm) {
   bootstrap.instance_token = net::random_token();  // the warm guest's own, not garm's
   bootstrap.user_data_options.disable_updates_on_boot = true;
   bootstrap.extra_specs = nlohmann::json::object();
-  if (auto tool = latest_tool(*image)) {
+  if (auto tool = latest_tool(warm.controller, *image)) {  // its own controller's only
     bootstrap.tools = std::vector<wire::RunnerApplicationDownload>{*tool};
   }
   const WarmRecord record{.spec = spec,
+                          .controller = warm.controller,
                           .state = WarmState::warming,
                           .token_hash = net::sha256_hex(bootstrap.instance_token),
                           .ready_at = "",
@@ -250,26 +285,35 @@ void InstanceService::unbind(const InstanceRecord& warm, const hypervisor::Domai
   }
 }
 
+bool InstanceService::bindable(const InstanceRecord& record, std::string_view spec,
+                               std::string_view controller) {
+  // The owner and the spec (which includes the owner) both: a guest made for one controller,
+  // or by an agent before warm guests had owners, never becomes another's instance.
+  return record.warm && record.warm->state == WarmState::ready && record.warm->spec == spec &&
+         record.warm->controller == controller && record.controller_id == kWarmControllerId &&
+         record.intent == Intent::created;
+}
+
 std::optional<wire::ProviderInstance> InstanceService::bind_warm(
     const wire::BootstrapInstance& bootstrap, const CreatePlan& plan) {
+  const auto& controller = plan.record.controller_id;
   const auto warm = std::find_if(config_.warm.begin(), config_.warm.end(), [&](const auto& w) {
-    return w.image == plan.record.image && w.flavor == plan.record.flavor;
+    return w.controller == controller && w.image == plan.record.image &&
+           w.flavor == plan.record.flavor;
   });
   if (warm == config_.warm.end() || draining()) {
     return std::nullopt;
   }
   const auto spec = warm_spec_of(config_, *warm);
   auto candidates = warm_guests();
-  std::erase_if(candidates, [&](const InstanceRecord& r) {
-    return r.warm->state != WarmState::ready || r.warm->spec != spec;
-  });
+  std::erase_if(candidates,
+                [&](const InstanceRecord& r) { return !bindable(r, spec, controller); });
   std::sort(candidates.begin(), candidates.end(),
             [](const auto& a, const auto& b) { return a.warm->ready_at < b.warm->ready_at; });
   for (const auto& candidate : candidates) {
     auto lock = instance_locks_.lock(candidate.domain_name);
     const auto record = store_.get(candidate.domain_name);  // as it is under the lock
-    if (!record || !record->warm || record->warm->state != WarmState::ready ||
-        record->controller_id != kWarmControllerId || record->intent != Intent::created) {
+    if (!record || !bindable(*record, spec, controller)) {
       continue;
     }
     const auto domain = hypervisor_.find_by_uuid(record->domain_uuid);

@@ -75,7 +75,7 @@ WarmPool::Pass WarmPool::pass() {
       const auto entry = by_spec.find(guest.warm->spec);
       const auto created = parse_rfc3339(guest.created_at);
       if (entry == by_spec.end()) {
-        pass.retired += retire(guest, "its image or flavor settings changed", pass) ? 1U : 0U;
+        pass.retired += retire(guest, "its [[warm]] entry or its settings changed", pass) ? 1U : 0U;
       } else if (guest.warm->state == WarmState::warming && created &&
                  now - *created > entry->second->ready_timeout) {
         pass.expired += retire(guest,

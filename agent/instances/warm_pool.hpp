@@ -13,12 +13,12 @@
 
 namespace garm_edge::agent {
 
-/// Keeps `[[warm]] count` guests of each image and flavor booted ahead of demand
-/// (docs/warm-guests.md). Each pass retires warm guests whose image or flavor settings changed
-/// (or beyond the count, or whose domain stopped), destroys those not ready within their
-/// deadline (wasted), and starts one guest for each entry that is short, if the host has room
-/// for it and for one more of its flavor (checked under the capacity ledger): a warm guest
-/// never takes the slot a cold create needs.
+/// Keeps `[[warm]] count` guests of each controller, image and flavor booted ahead of demand
+/// (docs/warm-guests.md). Each pass retires warm guests whose entry's controller or image or
+/// flavor settings changed (or beyond the count, or whose domain stopped), destroys those not
+/// ready within their deadline (wasted), and starts one guest for each entry that is short, if
+/// the host has room for it and for one more of its flavor (checked under the capacity ledger):
+/// a warm guest never takes the slot a cold create needs.
 class WarmPool {
  public:
   WarmPool(InstanceService& service, const Clock& clock, Logger& log);

@@ -7,7 +7,9 @@ namespace garm_edge::agent {
 std::string warm_spec_of(const AgentConfig& config, const WarmConfig& warm) {
   const auto* image = config.find_image(warm.image);
   const auto* flavor = config.find_flavor(warm.flavor);
-  std::string shape = warm.image + "/" + warm.flavor;
+  // The controller too: a guest made for one controller is retired, never handed to another,
+  // when its entry changes hands.
+  std::string shape = warm.controller + "|" + warm.image + "/" + warm.flavor;
   if (image != nullptr) {
     shape += "|" + image->base_volume + "|" + image->base_path + "|" + image->base_format + "|" +
              std::string(wire::to_string(image->os_type)) + "|" +

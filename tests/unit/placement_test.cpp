@@ -11,6 +11,8 @@ using namespace garm_edge::provider;
 
 namespace {
 
+const std::string kController = "9dcf590a-1192-4a9c-b3e4-e0902974c2c0";
+
 AgentEndpoint endpoint(const std::string& name, unsigned weight = 100,
                        std::vector<std::string> labels = {}) {
   return {.name = name,
@@ -192,13 +194,29 @@ TEST_CASE("agents with a ready warm guest of the image and flavor are asked firs
   const auto other_flavor = endpoint("other-flavor");
   const auto roomy_warm = endpoint("roomy-warm");
   auto full_capacity = capacity(0, 0);
-  full_capacity.warm = {{.image = "debian-12", .flavor = "small", .ready = 1, .warming = 0}};
+  full_capacity.warm = {{.controller = kController,
+                         .image = "debian-12",
+                         .flavor = "small",
+                         .ready = 1,
+                         .warming = 0}};
   auto warming_capacity = capacity(8192);
-  warming_capacity.warm = {{.image = "debian-12", .flavor = "small", .ready = 0, .warming = 2}};
+  warming_capacity.warm = {{.controller = kController,
+                            .image = "debian-12",
+                            .flavor = "small",
+                            .ready = 0,
+                            .warming = 2}};
   auto other_capacity = capacity(4096);
-  other_capacity.warm = {{.image = "debian-12", .flavor = "large", .ready = 3, .warming = 0}};
+  other_capacity.warm = {{.controller = kController,
+                          .image = "debian-12",
+                          .flavor = "large",
+                          .ready = 3,
+                          .warming = 0}};
   auto roomy_warm_capacity = capacity(2048);
-  roomy_warm_capacity.warm = {{.image = "debian-12", .flavor = "small", .ready = 2, .warming = 0}};
+  roomy_warm_capacity.warm = {{.controller = kController,
+                               .image = "debian-12",
+                               .flavor = "small",
+                               .ready = 2,
+                               .warming = 0}};
   const std::vector<PlacementInput> inputs = {{&roomy, capacity(30000), ""},
                                               {&full, full_capacity, ""},
                                               {&warming, warming_capacity, ""},
@@ -249,8 +267,11 @@ TEST_CASE(
   CHECK(plan.warm_first.empty());
 
   // A ready warm guest holds its address already: binding it needs none.
-  inputs.front().capacity->warm = {
-      {.image = "debian-12", .flavor = "small", .ready = 1, .warming = 0}};
+  inputs.front().capacity->warm = {{.controller = kController,
+                                    .image = "debian-12",
+                                    .flavor = "small",
+                                    .ready = 1,
+                                    .warming = 0}};
   CHECK(plan_placement(small_debian(), inputs, Placement::spread).warm_first ==
         std::vector<std::size_t>{0});
 }
@@ -283,10 +304,15 @@ TEST_CASE("the capacity answer reads back as it was written", "[placement]") {
   CHECK(back.find_image("debian-12")->arch == wire::OsArch::amd64);
   CHECK(back.find_flavor("small")->memory_mib == 2048);
   CHECK(back.warm_ready("debian-12", "small") == 0);
-  original.warm = {{.image = "debian-12", .flavor = "small", .ready = 2, .warming = 1}};
+  original.warm = {{.controller = kController,
+                    .image = "debian-12",
+                    .flavor = "small",
+                    .ready = 2,
+                    .warming = 1}};
   const auto warm_back = wire::parse_agent_capacity(wire::to_json(original).dump());
   REQUIRE(warm_back.warm.size() == 1);
   CHECK(warm_back.warm.front().warming == 1);
+  CHECK(warm_back.warm.front().controller == kController);
   CHECK(warm_back.warm_ready("debian-12", "small") == 2);
   CHECK(warm_back.warm_ready("debian-12", "large") == 0);
   CHECK_THROWS(wire::parse_agent_capacity(R"({"free":{"vcpus":-1}})"));

@@ -940,6 +940,53 @@ openssl verify -CApath etc-fast garm.crt
              Catch::Contains("\"status\": \"failed\"") && Catch::Contains("/status"));
 }
 
+TEST_CASE("a warm guest installs a kept runner's dependencies only once bound, only if garm's",
+          "[userdata][warm]") {
+  TempDir dir;
+  const auto& root = dir.path();
+  std::filesystem::create_directories(root / "home/actions-runner/bin");
+  write_file(root / "home/actions-runner/bin/installdependencies.sh",
+             "#!/bin/bash\ntouch \"$LOG_DIR/dependencies\"\n");
+  write_file(root / "home/.garm-edge-runner-archive", std::string(64, 'a') + "\n");
+  // The assignment's runner part, from its check of the unpacked archive to the dependencies,
+  // with the runner's home moved here.
+  const auto runner_part = [&](const std::string& wanted) {
+    const auto assignment =
+        render_linux_assignment(full_bootstrap(), kRelayEndpoints, "#!/bin/bash\n", wanted);
+    const auto begin = assignment.find("if [ \"$(cat /home/runner/.garm-edge-runner-archive");
+    const auto dependencies = assignment.find("bin/installdependencies.sh ]");
+    REQUIRE(begin != std::string::npos);
+    REQUIRE(dependencies != std::string::npos);
+    CHECK(dependencies < assignment.find("su -l -c /install_runner.sh runner"));
+    auto part = assignment.substr(begin, assignment.find("\nfi\n", dependencies) + 4 - begin);
+    for (auto at = part.find("/home/runner"); at != std::string::npos;
+         at = part.find("/home/runner", at)) {
+      part.replace(at, 12, (root / "home").string());
+    }
+    return part;
+  };
+  const auto run = [&](const std::string& part) {
+    write_file(root / "part.sh", part);
+    return run_command("chmod +x " + quoted(root / "home/actions-runner/bin") +
+                       "/*.sh && LOG_DIR=" + quoted(root) + " bash -Eeuo pipefail " +
+                       quoted(root / "part.sh") + " 2>&1");
+  };
+  SECTION("the runner garm asks for is kept and its dependencies installed") {
+    const auto result = run(runner_part(std::string(64, 'a')));
+    INFO(result.output);
+    CHECK(result.exit_code == 0);
+    CHECK(std::filesystem::exists(root / "dependencies"));
+    CHECK(std::filesystem::exists(root / "home/actions-runner"));
+  }
+  SECTION("another runner is removed and nothing of it runs") {
+    const auto result = run(runner_part(std::string(64, 'b')));
+    INFO(result.output);
+    CHECK(result.exit_code == 0);
+    CHECK_FALSE(std::filesystem::exists(root / "dependencies"));
+    CHECK_FALSE(std::filesystem::exists(root / "home/actions-runner"));
+  }
+}
+
 TEST_CASE("a warm guest unpacks the cached runner, reports ready, waits, then runs its assignment",
           "[userdata][warm]") {
   TempDir dir;
@@ -1003,12 +1050,16 @@ esac
           {.agent_url = "http://agent", .token = "t", .archive_url = "", .archive_sha256 = ""}));
   require_shellcheck_clean(root / "warm.sh");
 
-  SECTION("a verified archive is unpacked and remembered; the assignment runs once bound") {
+  SECTION(
+      "a verified archive is unpacked, not run, and remembered; the assignment runs once "
+      "bound") {
     const auto result = run_warm(checksum);
     INFO(result.output);
     CHECK(result.exit_code == 0);
     CHECK(std::filesystem::exists(root / "home/actions-runner/config.sh"));
-    CHECK(std::filesystem::exists(root / "log/dependencies"));
+    // Bytes only: nothing of the archive runs before the guest is bound (the stub assignment
+    // here does not install its dependencies).
+    CHECK_FALSE(std::filesystem::exists(root / "log/dependencies"));
     CHECK(read_file(root / "home/.garm-edge-runner-archive") == checksum + "\n");
     CHECK(read_file(root / "log/ready") == "ready\n");
     CHECK(read_file(root / "log/polls") == "poll\npoll\npoll\n");

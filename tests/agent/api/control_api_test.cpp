@@ -246,3 +246,31 @@ TEST_CASE("control API: an agent without [guests] reports no guest addresses", "
   CHECK(answer.at("addresses").is_null());
   CHECK(answer.at("limit").at("instances") == 0);  // none
 }
+
+TEST_CASE("control API: placement hears only of the asking controller's warm guests",
+          "[api][warm]") {
+  Api api;
+  api.host.config.api.clients.push_back({.identity = "other", .controllers = {kOtherController}});
+  api.host.config.warm = {{.controller = kController,
+                           .image = "debian-12",
+                           .flavor = "small",
+                           .count = 1,
+                           .ready_timeout = std::chrono::seconds(600),
+                           .name = "debian-12/small for " + kController}};
+  const net::PeerIdentity kOther{.common_name = "other", .uri_names = {}};
+  const auto warm_offers = [&](const std::string& controller, const net::PeerIdentity& peer) {
+    const auto answer =
+        api.call("GET", "/v1/controllers/" + controller + "/placement/garm-warm01", "", peer);
+    REQUIRE(answer.status == 200);
+    return json::parse(answer.body).at("capacity").at("warm");
+  };
+  const auto own = warm_offers(kController, kGarm);
+  REQUIRE(own.size() == 1);
+  CHECK(own.at(0).at("controller") == kController);
+  // Another controller's create could never take these guests: its placement is not sent to
+  // this agent's warm guests first.
+  CHECK(warm_offers(kOtherController, kOther).empty());
+  const auto capacity = json::parse(api.call("GET", "/v1/capacity").body);
+  REQUIRE(capacity.at("warm").size() == 1);
+  CHECK(capacity.at("warm").at(0).at("controller") == kController);
+}

@@ -28,7 +28,10 @@ std::string config_with(const std::map<std::string, Section>& overrides) {
       {"libvirt", {{"network", "\"garm\""}}},  // what [guests] needs
       {"flavors", {{"name", "\"small\""}}}};
   if (overrides.contains("warm")) {  // a warm entry names the image and flavor, needs guests
-    sections["warm"] = {{"image", "\"debian-12\""}, {"flavor", "\"small\""}};
+    // and, with a client for every controller, names its own
+    sections["warm"] = {{"controller", "\"9dcf590a-1192-4a9c-b3e4-e0902974c2c0\""},
+                        {"image", "\"debian-12\""},
+                        {"flavor", "\"small\""}};
     sections["guests"];
   }
   for (const auto& [section, keys] : overrides) {

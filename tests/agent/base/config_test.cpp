@@ -205,3 +205,79 @@ controllers = ["*"]
   CHECK_THAT(error_for(allowing(R"(["garm.example"])")), Catch::Contains("not an address"));
   CHECK_THAT(error_for(allowing("[]")), Catch::Contains("non-empty list"));
 }
+
+namespace {
+
+constexpr const char* kControllerA = "9dcf590a-1192-4a9c-b3e4-e0902974c2c0";
+constexpr const char* kControllerB = "5a3e2b1c-0d9f-4e8a-b7c6-d5e4f3a2b1c0";
+
+/// kValid with the guest service, the API with `clients` ([[api.clients]] tables) and `warm`.
+std::string with_clients_and_warm(const std::string& clients, const std::string& warm) {
+  return with(
+      "[guests]\n[api]\nca = \"/pki/ca.crt\"\ncertificate = \"/pki/a.crt\"\n"
+      "key = \"/pki/a.key\"\n" +
+      clients + warm);
+}
+
+std::string client(const std::string& identity, const std::string& controllers) {
+  return "[[api.clients]]\nidentity = \"" + identity + "\"\ncontrollers = [" + controllers + "]\n";
+}
+
+std::string warm_entry(const std::string& extra = "") {
+  return "[[warm]]\nimage = \"debian-12\"\nflavor = \"small\"\n" + extra;
+}
+
+std::string quoted(const std::string& text) {
+  return "\"" + text + "\"";
+}
+
+}  // namespace
+
+TEST_CASE("warm guests belong to one controller, which an agent serving several must name",
+          "[config][warm]") {
+  const auto one = client("garm", quoted(kControllerA));
+  SECTION("an agent serving one controller: its warm guests are that controller's") {
+    const auto config = parse_agent_config(
+        with_clients_and_warm(one + client("garm-standby", quoted(kControllerA)), warm_entry()),
+        "agent.toml");
+    REQUIRE(config.warm.size() == 1);
+    CHECK(config.warm.front().controller == kControllerA);
+  }
+  SECTION("an agent serving more than one controller refuses a [[warm]] without controller") {
+    const std::string refused = "controller is required";
+    CHECK_THAT(
+        error_for(with_clients_and_warm(one + client("other", quoted(kControllerB)), warm_entry())),
+        Catch::Contains("[[warm]] #1") && Catch::Contains(refused));
+    CHECK_THAT(
+        error_for(with_clients_and_warm(
+            client("garm", quoted(kControllerA) + ", " + quoted(kControllerB)), warm_entry())),
+        Catch::Contains(refused));
+    CHECK_THAT(error_for(with_clients_and_warm(client("operator", "\"*\""), warm_entry())),
+               Catch::Contains(refused));
+    CHECK_THAT(error_for(with("[guests]\n" + warm_entry())), Catch::Contains(refused));
+  }
+  SECTION("named, the controller is one a client may act for, and entries are per controller") {
+    const auto both = client("garm", quoted(kControllerA)) + client("other", quoted(kControllerB));
+    const auto config = parse_agent_config(
+        with_clients_and_warm(both, warm_entry("controller = " + quoted(kControllerA) + "\n") +
+                                        warm_entry("controller = " + quoted(kControllerB) + "\n")),
+        "agent.toml");
+    REQUIRE(config.warm.size() == 2);
+    CHECK(config.warm.at(0).controller == kControllerA);
+    CHECK(config.warm.at(1).controller == kControllerB);
+    CHECK(config.warm.at(0).name != config.warm.at(1).name);
+    CHECK(parse_agent_config(
+              with_clients_and_warm(client("operator", "\"*\""),
+                                    warm_entry("controller = " + quoted(kControllerB) + "\n")),
+              "agent.toml")
+              .warm.front()
+              .controller == kControllerB);
+    CHECK_THAT(error_for(with_clients_and_warm(
+                   one, warm_entry("controller = " + quoted(kControllerB) + "\n"))),
+               Catch::Contains("not one any [[api.clients]] entry may act for"));
+    CHECK_THAT(error_for(with_clients_and_warm(one, warm_entry("controller = \"garm\"\n"))),
+               Catch::Contains("controller must be a garm controller's UUID"));
+    CHECK_THAT(error_for(with_clients_and_warm(one, warm_entry() + warm_entry())),
+               Catch::Contains("is defined twice"));
+  }
+}

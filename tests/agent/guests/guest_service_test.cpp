@@ -651,11 +651,28 @@ std::string shell_value(const std::string& script, const std::string& name) {
 }
 
 void warm_one(agent::AgentConfig& config) {
-  config.warm = {{.image = "debian-12",
+  config.warm = {{.controller = kController,
+                  .image = "debian-12",
                   .flavor = "small",
                   .count = 1,
                   .ready_timeout = std::chrono::seconds(600),
-                  .name = "debian-12/small"}};
+                  .name = "debian-12/small for " + kController}};
+}
+
+/// The runner archive a warm guest unpacks while warming (its seed's ARCHIVE_SHA256; empty:
+/// none), from its record.
+std::string warm_archive_of(agent::InstanceStore& store, const agent::InstanceRecord& warm) {
+  const auto record = store.get(warm.domain_name);
+  REQUIRE(record);
+  REQUIRE(record->guest);
+  return shell_value(install_script_of(record->guest->user_data), "ARCHIVE_SHA256");
+}
+
+/// garm's bootstrap with its runner tool's checksum set to `sha256`.
+wire::BootstrapInstance with_runner_sha256(wire::BootstrapInstance bootstrap,
+                                           const std::string& sha256) {
+  bootstrap.tools->front().sha256_checksum = sha256;
+  return bootstrap;
 }
 
 class OffsetClock final : public agent::Clock {
@@ -871,9 +888,95 @@ TEST_CASE("the warm pool refills within capacity, retires changed settings and w
     const auto restarted = agent.host.service(agent.hypervisor, agent.host.store);
     restarted->serve_guests(agent.attachments);
     REQUIRE(restarted->warm_guests().size() == 1);
+    // Its owner is in its record and on its domain: the restarted agent still keeps it from
+    // another controller's create.
+    CHECK(agent.host.hypervisor.find_by_uuid(warm.domain_uuid)->tags.get("warm-controller-id") ==
+          std::optional<std::string_view>(kController));
+    const auto other =
+        restarted->create(kOtherControllerId, agent.bootstrap("garm-other", "token-other"));
+    CHECK(other.provider_id != warm.domain_uuid);
     const auto bound = restarted->create(kControllerId, agent.bootstrap("garm-guest-a", kTokenA));
     CHECK(bound.provider_id == warm.domain_uuid);
   }
+}
+
+TEST_CASE(
+    "a warm guest is its controller's alone: another's create never takes it or chooses "
+    "what it unpacks",
+    "[guests][integration][warm]") {
+  FakeGarm garm(two_instances());
+  GuestHost agent(garm, true, warm_one);  // [[warm]] for kController only
+  agent::WarmPool pool(*agent.service, agent.host.clock, agent.host.log);
+  const std::string own_archive(64, 'a');
+  const std::string other_archive(64, 'b');
+  const std::string refused_archive(64, 'c');
+  const std::string repeated_archive(64, 'd');
+
+  // What each next warm guest unpacks: never what a refused create, another controller's create
+  // or a repeat of a create chose; only what its own controller's create that succeeded did.
+  const auto next_warm_archive = [&] {
+    const auto before = agent.service->warm_guests();
+    agent.host.config.warm.front().count = before.size() + 1;
+    REQUIRE(pool.pass().started == 1);
+    const auto now = agent.service->warm_guests();
+    const auto added = std::find_if(now.begin(), now.end(), [&](const auto& guest) {
+      return std::none_of(before.begin(), before.end(),
+                          [&](const auto& old) { return old.domain_name == guest.domain_name; });
+    });
+    REQUIRE(added != now.end());
+    return std::pair{*added, warm_archive_of(agent.host.store, *added)};
+  };
+  CHECK_THROWS_AS(
+      agent.service->create(
+          kControllerId,
+          with_runner_sha256(agent.bootstrap("garm-refused", "token-refused"), refused_archive),
+          agent::InstanceService::WarmUse::only),
+      agent::ServiceError);
+  CHECK(next_warm_archive().second.empty());
+  agent.service->create(
+      kOtherControllerId,
+      with_runner_sha256(agent.bootstrap("garm-other-1", "token-other-1"), other_archive));
+  CHECK(next_warm_archive().second.empty());
+  agent.service->create(kControllerId,
+                        with_runner_sha256(agent.bootstrap("garm-guest-a", kTokenA), own_archive));
+  agent.service->create(kControllerId, with_runner_sha256(agent.bootstrap("garm-guest-a", kTokenA),
+                                                          repeated_archive));
+  const auto [prepared, prepared_archive] = next_warm_archive();
+  CHECK(prepared_archive == own_archive);
+  REQUIRE(agent.service->mark_warm_ready(prepared.domain_name));
+
+  // The other controller never receives it: placement's warm-only try is refused, and its
+  // create boots a guest of its own.
+  try {
+    agent.service->create(kOtherControllerId, agent.bootstrap("garm-other-2", "token-other-2"),
+                          agent::InstanceService::WarmUse::only);
+    FAIL("another controller's warm-only create took this controller's warm guest");
+  } catch (const agent::ServiceError& e) {
+    CHECK(e.code() == agent::ServiceError::Code::no_capacity);
+  }
+  const auto other =
+      agent.service->create(kOtherControllerId, agent.bootstrap("garm-other-2", "token-other-2"));
+  CHECK(other.provider_id != prepared.domain_uuid);
+  CHECK(agent.service->warm_guests().size() == 3);
+  CHECK(agent.service->warm_bound() == 0);
+
+  // Its own controller's create takes it.
+  const auto own = agent.service->create(kControllerId, agent.bootstrap("garm-guest-b", kTokenB));
+  CHECK(own.provider_id == prepared.domain_uuid);
+  CHECK(agent.service->warm_bound() == 1);
+}
+
+TEST_CASE("runner tools kept before they were per controller are nobody's",
+          "[guests][integration][warm]") {
+  FakeGarm garm(two_instances());
+  GuestHost agent(garm, true, warm_one);
+  auto tool = *bootstrap_for("x").tools;
+  tool.front().sha256_checksum = std::string(64, 'f');
+  std::ofstream(agent.host.config.state_dir / "runner-tools.json")
+      << nlohmann::json::array({wire::to_json(tool.front())}).dump() << "\n";
+  agent::WarmPool pool(*agent.service, agent.host.clock, agent.host.log);
+  REQUIRE(pool.pass().started == 1);
+  CHECK(warm_archive_of(agent.host.store, agent.service->warm_guests().front()).empty());
 }
 
 namespace {
