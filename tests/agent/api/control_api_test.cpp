@@ -5,6 +5,8 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "agent/instances/warm_spec.hpp"
+#include "agent/instances/warm_spec.hpp"
 #include "integration/test_support.hpp"
 #include "wire/bootstrap.hpp"
 
@@ -125,6 +127,18 @@ TEST_CASE("control API: what every refusal looks like", "[api]") {
     // Whether or not the endpoint exists, as the agent always answered.
     CHECK(api.call("PUT", "/v1/controllers/" + kOtherController + "/instances").status == 403);
     CHECK(api.call("GET", "/v1/controllers/not-a-uuid/nothing").status == 400);
+  }
+  SECTION("the agent's own warm-guest controller is no client's, not even one allowed every one") {
+    api.host.config.api.clients.push_back({.identity = "admin", .controllers = {"*"}});
+    const net::PeerIdentity admin{.common_name = "admin", .uri_names = {}};
+    const auto warm = "/v1/controllers/" + std::string(agent::kWarmControllerId) + "/pools/" +
+                      kPool + "/instances";
+    const auto refused = api.call("GET", warm, "", admin);
+    CHECK(refused.status == 403);
+    CHECK_THAT(refused.body, Catch::Contains("warm guests"));
+    CHECK(api.call("GET", "/v1/controllers/" + kOtherController + "/pools/" + kPool + "/instances",
+                   "", admin)
+              .status == 200);  // any other controller it may
   }
   SECTION("values are parsed at the edge: 400 naming the field, nothing done") {
     CHECK_THAT(api.call("GET", "/v1/controllers/not-a-uuid/instances/x").body,
