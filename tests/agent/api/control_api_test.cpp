@@ -6,7 +6,6 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/instances/warm_spec.hpp"
-#include "agent/instances/warm_spec.hpp"
 #include "integration/test_support.hpp"
 #include "wire/bootstrap.hpp"
 
