@@ -66,7 +66,15 @@ AddressRange AddressRange::parse(std::string_view text) {
     throw std::invalid_argument("\"" + std::string(text) +
                                 "\" has host bits set: write the network address");
   }
-  const AddressRange range{.network = unmapped(network), .prefix = prefix};
+  if (network.is_v6() && network.to_v6().is_v4_mapped()) {
+    // ::ffff:a.b.c.d/N is the IPv4 range a.b.c.d/(N-96): peers are matched unmapped.
+    if (prefix < 96) {
+      throw std::invalid_argument("\"" + std::string(text) +
+                                  "\" reaches beyond the IPv4-mapped range: write it as IPv4");
+    }
+    return AddressRange{.network = unmapped(network), .prefix = prefix - 96};
+  }
+  const AddressRange range{.network = network, .prefix = prefix};
   return range;
 }
 

@@ -70,9 +70,12 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     const auto ticket = share_->admit(peer_, [weak = weak_from_this()] {
       if (auto self = weak.lock()) {
         asio::post(self->socket_.get_executor(), [self] {
-          if (!self->request_started_) {  // a request that started since it was chosen is answered
-            self->close();
+          if (self->answering_) {       // a request handed over since it was chosen is answered,
+            self->keep_alive_ = false;  // then the connection closes: the share lost count of it
+            self->evicted_ = true;
+            return;
           }
+          self->close();
         });
       }
     });
@@ -86,10 +89,12 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   }
 
  private:
-  /// A request started (its slot may not be taken) or was answered (it may again).
-  void set_busy(bool busy) {
+  /// A request went to the handler (its slot may not be taken) or was answered (it may again);
+  /// bytes of a request still arriving do not count.
+  void set_answering(bool answering) {
+    answering_ = answering;
     share_->progressed(ticket_);
-    share_->set_evictable(ticket_, !busy);
+    share_->set_evictable(ticket_, !answering);
   }
 
   void arm_deadline(std::chrono::milliseconds timeout) {
@@ -115,7 +120,6 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
           }
           if (!self->request_started_) {
             self->request_started_ = true;
-            self->set_busy(true);
             self->arm_deadline(self->options_.request_timeout);
           }
           self->pending_.append(self->buffer_.data(), got);
@@ -128,6 +132,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     auto parsed = parse_buffered(parser_, pending_);
     if (parsed.refusal) {
       keep_alive_ = false;
+      set_answering(true);
       write_response(std::move(*parsed.refusal));
       return true;
     }
@@ -135,7 +140,8 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
       return false;
     }
     auto request = std::move(*parsed.request);
-    keep_alive_ = request.keep_alive;
+    set_answering(true);
+    keep_alive_ = request.keep_alive && !evicted_;
     client_reads_chunked_ = request.minor_version >= 1;
     ++deadline_epoch_;  // the handler may take its time (a relay); the write has its own deadline
     timer_.cancel();
@@ -211,7 +217,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
                           return self->close();
                         }
                         self->request_started_ = false;
-                        self->set_busy(false);
+                        self->set_answering(false);
                         self->arm_deadline(self->options_.idle_timeout);
                         self->read_request();
                       });
@@ -310,6 +316,8 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   bool keep_alive_ = true;
   bool client_reads_chunked_ = true;
   bool request_started_ = false;
+  bool answering_ = false;  // a request is with the handler or its answer is being written
+  bool evicted_ = false;    // its slot was taken while it answered: closes after the answer
   std::uint64_t deadline_epoch_ = 0;
 };
 

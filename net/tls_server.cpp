@@ -1,6 +1,8 @@
 #include "net/tls_server.hpp"
 
+#include <algorithm>
 #include <array>
+#include <sys/socket.h>
 
 #include <mbedtls/net_sockets.h>
 #include <mbedtls/oid.h>
@@ -75,7 +77,7 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
     asio::error_code ignored;
     socket_.set_option(tcp::no_delay(true), ignored);  // no Nagle wait in the handshake
     socket_.non_blocking(true, ignored);
-    peer_ = socket_.remote_endpoint(ignored).address().to_string();
+    peer_ = peer_key(socket_.remote_endpoint(ignored).address());
     const auto ticket = shares_->silent.admit(peer_, evictor(Stage::silent));
     if (!ticket) {
       return close();
@@ -84,14 +86,33 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
     arm_deadline(options_.first_byte_timeout);
     socket_.async_wait(tcp::socket::wait_read,
                        [self = shared_from_this()](const asio::error_code& error) {
-                         if (error || self->stage_ != Stage::silent) {
-                           return self->close();
+                         if (error || self->stage_ != Stage::silent || !self->has_a_byte()) {
+                           return self->close();  // closed without a byte: no TLS work
                          }
                          self->begin_handshake();
                        });
   }
 
  private:
+  /// Whom a connection's silent and handshake slots count against: its address, or for IPv6
+  /// its /64 (one host's whole allocation, which an attacker can cycle through freely).
+  static std::string peer_key(const asio::ip::address& address) {
+    if (address.is_v6() && !address.to_v6().is_v4_mapped()) {
+      auto bytes = address.to_v6().to_bytes();
+      std::fill(bytes.begin() + 8, bytes.end(), 0);
+      return asio::ip::address_v6(bytes).to_string() + "/64";
+    }
+    return address.is_v6()
+               ? asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6()).to_string()
+               : address.to_string();
+  }
+
+  /// The socket is readable because a byte came, not because the peer closed it.
+  bool has_a_byte() {
+    unsigned char byte = 0;
+    return ::recv(socket_.native_handle(), &byte, 1, MSG_PEEK) == 1;
+  }
+
   static int send(void* context, const unsigned char* data, std::size_t size) {
     auto* self = static_cast<Connection*>(context);
     asio::error_code error;
@@ -152,15 +173,22 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
   enum class Stage { silent, handshake, established, closed };
 
   /// What a share runs to take this connection's slot: it closes the connection if it is still
-  /// in `stage` and, once established, waiting between requests (a request that started since
-  /// it was chosen is answered).
+  /// in `stage` and, once established, not answering a request. One whose request was handed
+  /// to the handler since it was chosen is answered and then closed: the share no longer
+  /// counts it.
   FairShare::Evict evictor(Stage stage) {
     return [weak = weak_from_this(), stage] {
       if (auto self = weak.lock()) {
         asio::post(self->socket_.get_executor(), [self, stage] {
-          if (self->stage_ == stage && !self->request_started_) {
-            self->close();
+          if (self->stage_ != stage) {
+            return;
           }
+          if (self->answering_) {
+            self->keep_alive_ = false;
+            self->evicted_ = true;
+            return;
+          }
+          self->close();
         });
       }
     };
@@ -215,10 +243,13 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
     return key;
   }
 
-  /// A request started (its slot may not be taken) or was answered (it may again).
-  void set_busy(bool busy) {
+  /// A request went to the handler (its slot may not be taken) or was answered (it may again).
+  /// Bytes of a request still arriving do not count: a client that sends one byte and stalls
+  /// must not hold its slot for the whole request deadline.
+  void set_answering(bool answering) {
+    answering_ = answering;
     shares_->established.progressed(established_ticket_);
-    shares_->established.set_evictable(established_ticket_, !busy);
+    shares_->established.set_evictable(established_ticket_, !answering);
   }
 
   void read_request() {
@@ -236,7 +267,6 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
       }
       if (!request_started_) {
         request_started_ = true;
-        set_busy(true);
         arm_deadline(options_.request_timeout);
       }
       pending_.append(reinterpret_cast<const char*>(buffer.data()), static_cast<std::size_t>(rc));
@@ -248,6 +278,7 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
     auto parsed = parse_buffered(parser_, pending_);
     if (parsed.refusal) {
       keep_alive_ = false;
+      set_answering(true);
       write_response(std::move(*parsed.refusal));
       return true;
     }
@@ -255,7 +286,8 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
       return false;
     }
     auto request = std::move(*parsed.request);
-    keep_alive_ = request.keep_alive;
+    set_answering(true);
+    keep_alive_ = request.keep_alive && !evicted_;
     disarm_deadline();
     if (!still_trusted()) {
       keep_alive_ = false;
@@ -317,7 +349,7 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
       return close();
     }
     request_started_ = false;
-    set_busy(false);
+    set_answering(false);
     arm_deadline(options_.idle_timeout);
     read_request();
   }
@@ -344,6 +376,8 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
   std::size_t written_ = 0;
   bool keep_alive_ = true;
   bool request_started_ = false;
+  bool answering_ = false;  // a request is with the handler or its answer is being written
+  bool evicted_ = false;    // its slot was taken while it answered: closes after the answer
   std::uint64_t deadline_epoch_ = 0;
   std::shared_ptr<std::atomic<std::uint64_t>> generation_;
   std::uint64_t started_generation_ = 0;

@@ -179,18 +179,12 @@ net::HttpResponse ControlApi::handle(const net::HttpRequest& request,
 
 namespace {
 
-/// Whose share of the workers a request takes: its client's, for the controller its path names
-/// (as written: a request for another's controller is refused on the client's own share).
-std::string work_key(const net::HttpRequest& request, const net::PeerIdentity& peer) {
-  constexpr std::string_view kControllers = "/v1/controllers/";
+/// Whose share of the workers a request takes: its client certificate's. Not the controller
+/// its path names: a client allowed several (or "*") could spread its requests over many.
+std::string work_key(const net::PeerIdentity& peer) {
   std::string key = peer.common_name;
   for (const auto& uri : peer.uri_names) {
     key += "\n" + uri;
-  }
-  const std::string_view path = request.path;
-  if (path.starts_with(kControllers)) {
-    const auto rest = path.substr(kControllers.size());
-    key += "|" + std::string(rest.substr(0, rest.find('/')));
   }
   return key;
 }
@@ -202,7 +196,7 @@ void ControlApi::dispatch(net::HttpRequest request, net::PeerIdentity peer,
   if (request.method == "GET" && request.path == "/healthz") {
     return respond(handle(request, peer));
   }
-  auto key = work_key(request, peer);
+  auto key = work_key(peer);
   workers.post(key, [this, request = std::move(request), peer = std::move(peer),
                      respond = std::move(respond)] { respond(handle(request, peer)); });
 }

@@ -31,8 +31,8 @@ class ControlApi {
   net::HttpResponse handle(const net::HttpRequest& request, const net::PeerIdentity& peer);
   /// Answers through `respond`. /healthz reads only what the libvirt monitor last saw, so it is
   /// answered at once on the calling I/O thread: a health probe gets its answer even while every
-  /// worker waits on libvirt. Everything else runs on `workers`, shared per client and
-  /// controller (one controller's commands stuck on libvirt leave the others workers).
+  /// worker waits on libvirt. Everything else runs on `workers`, shared per client certificate
+  /// (one controller's commands stuck on libvirt leave the other controllers workers).
   void dispatch(net::HttpRequest request, net::PeerIdentity peer, net::TlsServer::Respond respond,
                 FairWorkQueue& workers);
   /// More Prometheus text for /metrics (the guest service's counters).

@@ -11,7 +11,7 @@
 
 namespace garm_edge::agent {
 
-/// Worker threads that no key (a client acting for a controller) can occupy alone: a key has at
+/// Worker threads that no key (a client certificate) can occupy alone: a key has at
 /// most `per_key` jobs running; its further jobs wait in its own queue, in order, while other
 /// keys' jobs take the free workers. One controller's commands stuck on libvirt (graceful stops
 /// of guests that ignore ACPI, a slow storage pool) leave the other controllers workers.

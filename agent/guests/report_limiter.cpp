@@ -16,9 +16,10 @@ bool ReportLimiter::admit(const std::string& guest, const std::string& status,
     last.window_start = now;
     last.in_window = 0;
   }
-  const bool changed_status = first || status != last.status;
+  // idle and failed close the guest's access: they are recorded whatever came before.
+  const bool closing = status == "idle" || status == "failed";
   const bool repeat = !first && status == last.status && message == last.message;
-  if (!changed_status && (repeat || last.in_window >= limits_.per_window)) {
+  if (repeat || (!closing && last.in_window >= limits_.per_window)) {
     ++last.suppressed;
     return false;
   }

@@ -9,10 +9,11 @@
 namespace garm_edge::agent {
 
 /// Which of a guest's status reports the agent records (in its record, its event ring and its
-/// log); garm gets every one through the relay either way. A change of status is always
-/// recorded (idle and failed close the guest's access); the same status with a new message at
-/// most `per_window` times a window; a repeat of the last recorded report never. So one guest
-/// reporting in a loop costs neither disk writes nor log lines nor other guests' history.
+/// log); garm gets every one through the relay either way. A repeat of the last recorded report
+/// is never recorded; any other at most `per_window` times a window (status text is the guest's
+/// own, so a change of it counts too), except idle and failed, which close the guest's access
+/// and are always recorded. So one guest reporting in a loop costs neither disk writes nor log
+/// lines nor other guests' history.
 class ReportLimiter {
  public:
   struct Limits {

@@ -78,6 +78,9 @@ struct RunnerArchiveCache::State {
   std::map<std::string, Entry> entries;       // on disk, by SHA-256
   std::map<std::string, Download> downloads;  // under way, by source_key
   std::uint64_t next_download = 1;
+  /// Download threads still running, cancelled ones included (they end at their next piece
+  /// of data or their deadline): what kMaxDownloads bounds.
+  std::size_t threads_running = 0;
   std::map<std::string, Failure> failures;  // recent ones, by source_key
   std::size_t callbacks_running = 0;        // waiters being called outside the lock
   std::condition_variable callbacks_done;
@@ -210,6 +213,7 @@ struct RunnerArchiveCache::State {
     Outcome outcome;
     {
       std::lock_guard lock(mutex);
+      --threads_running;
       const auto key = source_key(source);
       if (const auto mine = downloads.find(key); mine != downloads.end() && mine->second.id == id) {
         waiting = std::move(mine->second.waiting);
@@ -281,7 +285,7 @@ struct RunnerArchiveCache::State {
       found = downloads.end();
     }
     if (found == downloads.end()) {
-      if (downloads.size() >= kMaxDownloads) {
+      if (threads_running >= kMaxDownloads) {
         throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again),
                                 std::to_string(kMaxDownloads) + " downloads are under way");
       }
@@ -291,6 +295,7 @@ struct RunnerArchiveCache::State {
         self->run_download(source, cancel, id);
       }).detach();
       ++next_download;
+      ++threads_running;
       found = downloads.emplace(key, std::move(started)).first;  // the thread waits for the lock
     }
     if (ready) {
@@ -378,7 +383,7 @@ void RunnerArchiveCache::release(const std::string& owner) {
 
 std::size_t RunnerArchiveCache::downloads_under_way() const {
   std::lock_guard lock(state_->mutex);
-  return state_->downloads.size();
+  return state_->threads_running;
 }
 
 RunnerArchiveCache::Stats RunnerArchiveCache::stats() const {

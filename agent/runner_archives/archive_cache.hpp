@@ -73,6 +73,7 @@ class RunnerArchiveCache {
   /// `owner` is gone: a download that no other instance and no waiting guest wants stops at its
   /// next piece of data, and its part file is removed.
   void release(const std::string& owner);
+  /// Download threads running, cancelled ones that have not ended yet included.
   std::size_t downloads_under_way() const;
   /// Calls `ready` exactly once (unless the cache is destroyed first): at once when the
   /// archive is on disk or failed a moment ago (or no download can be started), else when its

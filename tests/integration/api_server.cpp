@@ -11,11 +11,11 @@
 namespace garm_edge::testing {
 
 ApiServer::ApiServer(std::chrono::seconds handshake_timeout)
-    : ApiServer("api.xml", {}, handshake_timeout) {}
+    : ApiServer("api.xml", {}, handshake_timeout, std::chrono::seconds(2)) {}
 
 ApiServer::ApiServer(const std::string& fixture,
                      const std::function<void(agent::AgentConfig&)>& adjust,
-                     std::chrono::seconds handshake_timeout)
+                     std::chrono::seconds handshake_timeout, std::chrono::seconds idle_timeout)
     : host_(fixture, [&adjust](agent::AgentConfig& config) {
         config.api.enabled = true;
         config.api.clients = {{.identity = "garm", .controllers = {kController}}};
@@ -35,16 +35,16 @@ ApiServer::ApiServer(const std::string& fixture,
     guests_->serve(*service_);
   }
   api_ = std::make_unique<agent::ControlApi>(host_.config, *service_);
-  start(handshake_timeout);
+  start(handshake_timeout, idle_timeout);
 }
 
-void ApiServer::start(std::chrono::seconds handshake_timeout) {
+void ApiServer::start(std::chrono::seconds handshake_timeout, std::chrono::seconds idle_timeout) {
   auto options = agent::tls_server_options(host_.config.api);
   options.address = "127.0.0.1";
   options.port = 0;
   options.handshake_timeout = handshake_timeout;
   options.request_timeout = std::chrono::seconds(2);
-  options.idle_timeout = std::chrono::seconds(2);
+  options.idle_timeout = idle_timeout;
   server_ = std::make_unique<net::TlsServer>(
       io_, options,
       net::TlsConfig::load(net::TlsConfig::Role::server, {.ca = pki_ / "ca.crt",

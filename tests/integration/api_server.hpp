@@ -26,8 +26,10 @@ class ApiServer {
   explicit ApiServer(std::chrono::seconds handshake_timeout = std::chrono::seconds(2));
   /// An agent on its own copy of `fixture`, its config changed by `adjust` (after the API
   /// section is set up).
+  /// `idle_timeout`: how long a kept-alive connection may wait for its next request.
   ApiServer(const std::string& fixture, const std::function<void(agent::AgentConfig&)>& adjust,
-            std::chrono::seconds handshake_timeout = std::chrono::seconds(2));
+            std::chrono::seconds handshake_timeout = std::chrono::seconds(2),
+            std::chrono::seconds idle_timeout = std::chrono::seconds(2));
   ~ApiServer();
   ApiServer(const ApiServer&) = delete;
   ApiServer& operator=(const ApiServer&) = delete;
@@ -52,7 +54,7 @@ class ApiServer {
   void stop();
 
  private:
-  void start(std::chrono::seconds handshake_timeout);
+  void start(std::chrono::seconds handshake_timeout, std::chrono::seconds idle_timeout);
 
   Host host_;
   CrashSwitch crash_;
@@ -62,7 +64,7 @@ class ApiServer {
   std::unique_ptr<agent::InstanceService> service_;
   std::unique_ptr<agent::ControlApi> api_;
   asio::io_context io_;
-  agent::FairWorkQueue workers_{4};  // two per client and controller
+  agent::FairWorkQueue workers_{4};  // two per client
   std::unique_ptr<net::TlsServer> server_;
   std::array<std::thread, 2> threads_;
   bool stopped_ = false;

@@ -1,3 +1,5 @@
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -426,9 +428,14 @@ namespace {
 /// What one curl takes on this machine right now, so a loaded machine is not mistaken for a
 /// locked-out client.
 std::chrono::steady_clock::duration curl_baseline(const ApiServer& server) {
-  const auto before = std::chrono::steady_clock::now();
-  REQUIRE(server.curl(server.url("/healthz")).output == R"({"status":"ok"})");
-  return std::chrono::steady_clock::now() - before;
+  std::array<std::chrono::steady_clock::duration, 3> took{};
+  for (auto& one : took) {
+    const auto before = std::chrono::steady_clock::now();
+    REQUIRE(server.curl(server.url("/healthz")).output == R"({"status":"ok"})");
+    one = std::chrono::steady_clock::now() - before;
+  }
+  std::sort(took.begin(), took.end());
+  return took[1];  // the median: one slow start does not set the bar
 }
 
 /// How many of `tries` requests of `client` get their answer within 1 s over `baseline`.
@@ -486,27 +493,30 @@ TEST_CASE("200 silent sockets reopened from garm's own address do not fail its r
   raise_descriptor_limit(4096);
   ApiServer server;
   const auto baseline = curl_baseline(server);
-  std::atomic<bool> done = false;
-  std::jthread reopener([&] {
+  std::jthread reopener([&server](const std::stop_token& stop) {
     std::deque<UniqueFd> silent;
-    while (!done) {
+    while (!stop.stop_requested()) {
       silent.push_back(connect_loopback(server.port()));
       if (silent.size() > 200) {
-        silent.pop_front();
+        silent.pop_front();  // closed without a byte: costs the agent no TLS work
       }
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
     }
   });
   CHECK(answered_within_a_second(server, 20, baseline) == 20);
-  done = true;
 }
 
 TEST_CASE("one client holding every connection does not lock another controller out",
           "[api][mtls][hostile]") {
   constexpr int kConnections = 24;
-  ApiServer server("api.xml", [](agent::AgentConfig& config) {
-    config.api.max_connections = kConnections;
-    config.api.clients.push_back({.identity = "other", .controllers = {kOtherController}});
-  });
+  // Kept-alive connections may wait 60 s: the slowest machine opens all of them in time.
+  ApiServer server(
+      "api.xml",
+      [](agent::AgentConfig& config) {
+        config.api.max_connections = kConnections;
+        config.api.clients.push_back({.identity = "other", .controllers = {kOtherController}});
+      },
+      std::chrono::seconds(2), std::chrono::seconds(60));
   net::pki_issue_client(server.pki(), "other");
   const auto baseline = curl_baseline(server);
   // garm's certificate opens every connection the agent allows, each kept alive after a request.
@@ -527,6 +537,33 @@ TEST_CASE("one client holding every connection does not lock another controller 
   CHECK(answered_within_a_second(server, 10, baseline, "clients/other") == 10);
   CHECK(server.evictions().established >= 1);  // garm's longest idle one made the room
   CHECK(garm.release() == "held " + std::to_string(kConnections) + "\n");
+}
+
+TEST_CASE("connections that start a request and stall hold no slot another client needs",
+          "[api][mtls][hostile]") {
+  constexpr int kConnections = 8;
+  ApiServer server(
+      "api.xml", [](agent::AgentConfig& config) { config.api.max_connections = kConnections; },
+      std::chrono::seconds(2), std::chrono::seconds(60));
+  const auto baseline = curl_baseline(server);
+  // Any certificate of the CA (here one in no [[api.clients]] entry) takes every connection
+  // and sends one byte of a request on each, which the request deadline would let it hold.
+  const auto pki = server.pki().string();
+  HeldConnections stalled(server, kConnections,
+                          "context = ssl.create_default_context(cafile='" + pki +
+                              "/ca.crt')\n"
+                              "context.load_cert_chain('" +
+                              pki + "/clients/stranger.crt', '" + pki +
+                              "/clients/stranger.key')\n"
+                              "def one_byte():\n"
+                              "  s = context.wrap_socket(connect(), server_hostname='localhost')\n"
+                              "  s.sendall(b'G')\n"
+                              "  return s\n",
+                          "one_byte()");
+  REQUIRE(server.open_connections() >= kConnections);
+  CHECK(answered_within_a_second(server, 5, baseline) == 5);
+  CHECK(server.evictions().established >= 1);
+  CHECK(stalled.release() == "held " + std::to_string(kConnections) + "\n");
 }
 
 TEST_CASE("a certificate that is not a listed client is closed right after its 403",
