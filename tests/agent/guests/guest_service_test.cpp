@@ -1207,7 +1207,8 @@ TEST_CASE("a 100 MB garm-agent download streams through the relay in bounded mem
 TEST_CASE("one guest reading slowly holds one download worker, never every one",
           "[guests][integration][hostile]") {
   auto options = agent_mode_instances();
-  options.instances[kTokenA]["agent_tool_bytes"] = 3'000'000;
+  // A's is larger than loopback's socket buffers take: a slow reader holds its worker.
+  options.instances[kTokenA]["agent_tool_bytes"] = 40'000'000;
   options.instances[kTokenB]["agent_tool_bytes"] = 3'000'000;
   FakeGarm garm(options);
   GuestHost agent(garm);
