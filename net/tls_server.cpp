@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <sys/socket.h>
 
 #include <mbedtls/net_sockets.h>
@@ -84,13 +85,7 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
     }
     silent_ticket_ = *ticket;
     arm_deadline(options_.first_byte_timeout);
-    socket_.async_wait(tcp::socket::wait_read,
-                       [self = shared_from_this()](const asio::error_code& error) {
-                         if (error || self->stage_ != Stage::silent || !self->has_a_byte()) {
-                           return self->close();  // closed without a byte: no TLS work
-                         }
-                         self->begin_handshake();
-                       });
+    wait_for_first_byte();
   }
 
  private:
@@ -107,10 +102,22 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
                : address.to_string();
   }
 
-  /// The socket is readable because a byte came, not because the peer closed it.
-  bool has_a_byte() {
-    unsigned char byte = 0;
-    return ::recv(socket_.native_handle(), &byte, 1, MSG_PEEK) == 1;
+  void wait_for_first_byte() {
+    socket_.async_wait(
+        tcp::socket::wait_read, [self = shared_from_this()](const asio::error_code& error) {
+          if (error || self->stage_ != Stage::silent) {
+            return self->close();
+          }
+          unsigned char byte = 0;
+          const auto peeked = ::recv(self->socket_.native_handle(), &byte, 1, MSG_PEEK);
+          if (peeked < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            return self->wait_for_first_byte();  // woken without data
+          }
+          if (peeked != 1) {
+            return self->close();  // closed without a byte: no TLS work
+          }
+          self->begin_handshake();
+        });
   }
 
   static int send(void* context, const unsigned char* data, std::size_t size) {
