@@ -70,6 +70,12 @@ class HeldConnections {
   std::jthread holder_;
 };
 
+/// A second client, "other", acting for kOtherController (issue its certificate once the
+/// server's PKI exists).
+void with_other_client(agent::AgentConfig& config) {
+  config.api.clients.push_back({.identity = "other", .controllers = {kOtherController}});
+}
+
 std::string controller_url(const ApiServer& server, const std::string& rest) {
   return server.url("/v1/controllers/" + kController + rest);
 }
@@ -257,9 +263,7 @@ class LibvirtGate {
 
 TEST_CASE("/healthz answers while every command worker waits on libvirt", "[api][mtls]") {
   LibvirtGate gate;  // outlives the server, whose workers it holds
-  ApiServer server("api.xml", [](agent::AgentConfig& config) {
-    config.api.clients.push_back({.identity = "other", .controllers = {kOtherController}});
-  });
+  ApiServer server("api.xml", with_other_client);
   net::pki_issue_client(server.pki(), "other");
   server.hypervisor().before = [&gate](const std::string& operation) {
     if (operation == "find_by_name") {
@@ -300,9 +304,7 @@ TEST_CASE("/healthz answers while every command worker waits on libvirt", "[api]
 TEST_CASE("one controller's commands stuck on libvirt leave another controller workers",
           "[api][mtls][hostile]") {
   LibvirtGate gate;  // outlives the server, whose workers it holds
-  ApiServer server("api.xml", [](agent::AgentConfig& config) {
-    config.api.clients.push_back({.identity = "other", .controllers = {kOtherController}});
-  });
+  ApiServer server("api.xml", with_other_client);
   net::pki_issue_client(server.pki(), "other");
   server.hypervisor().before = [&gate](const std::string& operation) {
     if (operation == "find_by_name") {
@@ -515,7 +517,7 @@ TEST_CASE("one client holding every connection does not lock another controller 
       "api.xml",
       [](agent::AgentConfig& config) {
         config.api.max_connections = kConnections;
-        config.api.clients.push_back({.identity = "other", .controllers = {kOtherController}});
+        with_other_client(config);
       },
       std::chrono::seconds(2), std::chrono::seconds(60));
   net::pki_issue_client(server.pki(), "other");
