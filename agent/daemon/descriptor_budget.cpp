@@ -26,7 +26,8 @@ std::size_t descriptors_needed(const AgentConfig& config) {
   return needed;
 }
 
-std::optional<std::size_t> soft_limit_for(std::size_t needed, std::size_t soft, std::size_t hard) {
+std::optional<std::uint64_t> soft_limit_for(std::uint64_t needed, std::uint64_t soft,
+                                            std::uint64_t hard) {
   if (needed > hard) {
     return std::nullopt;
   }
@@ -38,7 +39,7 @@ void ensure_descriptor_budget(const AgentConfig& config, Logger& log) {
   if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) {
     return;  // nothing to check against
   }
-  const auto needed = descriptors_needed(config);
+  const std::uint64_t needed = descriptors_needed(config);
   const auto soft = soft_limit_for(needed, limit.rlim_cur, limit.rlim_max);
   if (!soft) {
     throw std::runtime_error(

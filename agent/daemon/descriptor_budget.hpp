@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -16,7 +17,8 @@ std::size_t descriptors_needed(const AgentConfig& config);
 
 /// The soft RLIMIT_NOFILE to run with: `needed` when the hard limit allows it (never lower than
 /// `soft`), or nothing when even the hard limit is short.
-std::optional<std::size_t> soft_limit_for(std::size_t needed, std::size_t soft, std::size_t hard);
+std::optional<std::uint64_t> soft_limit_for(std::uint64_t needed, std::uint64_t soft,
+                                            std::uint64_t hard);
 
 /// Raises the process's soft descriptor limit as far as the config needs. Throws
 /// std::runtime_error naming LimitNOFILE when the hard limit cannot hold every share: an agent
