@@ -7,8 +7,8 @@
 
 #include "agent/api/api_command.hpp"
 #include "agent/api/api_metrics.hpp"
-#include "agent/api/fair_work_queue.hpp"
 #include "agent/base/config.hpp"
+#include "agent/base/fair_work_queue.hpp"
 #include "agent/instances/instance_service.hpp"
 #include "net/http_request.hpp"
 #include "net/http_response.hpp"

@@ -19,7 +19,7 @@ GuestDispatcher::GuestDispatcher(GuestService& guests, Options options)
       options_(options),
       seeds_(options.seed_workers),
       relays_(options.relay_workers),
-      downloads_(options.download_workers) {}
+      downloads_(options.download_workers, options.downloads_per_guest) {}
 
 bool GuestDispatcher::is_download(const net::HttpRequest& request) {
   return (request.path.starts_with("/api/") || request.path.starts_with("/agent")) &&
@@ -41,47 +41,19 @@ void GuestDispatcher::dispatch(net::HttpRequest request, std::string peer,
 
 void GuestDispatcher::dispatch_download(net::HttpRequest request, std::string peer,
                                         net::HttpServer::Respond respond) {
-  if (!take_download_share(peer)) {
-    return respond(refusal(429, "this guest already has its share of downloads under way"));
-  }
   const auto queued = std::chrono::steady_clock::now();
-  asio::post(downloads_, [this, queued, request = std::move(request), peer = std::move(peer),
-                          respond = std::move(respond)]() mutable {
+  downloads_.post(peer, [this, queued, request = std::move(request), peer,
+                         respond = std::move(respond)]() mutable {
     if (std::chrono::steady_clock::now() - queued > options_.queue_deadline) {
-      respond(refusal(503, "every download worker was busy; try again"));
-      {
-        std::lock_guard lock(mutex_);
-        ++refused_;
-      }
-    } else {
-      guests_.handle_async(request, peer, std::move(respond));  // never throws
+      ++refused_;
+      return respond(refusal(503, "every download worker was busy; try again"));
     }
-    give_back_download_share(peer);
+    guests_.handle_async(request, peer, std::move(respond));  // never throws
   });
 }
 
-bool GuestDispatcher::take_download_share(const std::string& peer) {
-  std::lock_guard lock(mutex_);
-  auto& held = downloads_by_guest_[peer];
-  if (held >= options_.downloads_per_guest) {
-    ++refused_;
-    return false;
-  }
-  ++held;
-  return true;
-}
-
-void GuestDispatcher::give_back_download_share(const std::string& peer) {
-  std::lock_guard lock(mutex_);
-  if (const auto held = downloads_by_guest_.find(peer);
-      held != downloads_by_guest_.end() && --held->second == 0) {
-    downloads_by_guest_.erase(held);
-  }
-}
-
 std::size_t GuestDispatcher::downloads_refused() const {
-  std::lock_guard lock(mutex_);
-  return refused_;
+  return refused_.load();
 }
 
 void GuestDispatcher::join() {

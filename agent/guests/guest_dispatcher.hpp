@@ -1,13 +1,13 @@
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
-#include <map>
-#include <mutex>
 #include <string>
 
 #include <asio/thread_pool.hpp>
 
+#include "agent/base/fair_work_queue.hpp"
 #include "agent/guests/guest_service.hpp"
 #include "net/http_server.hpp"
 
@@ -16,8 +16,9 @@ namespace garm_edge::agent {
 /// Runs guest requests on three pools, so that a slow garm or a slow reader never holds up
 /// another kind of request: seed fetches, relayed calls, and garm-agent downloads (which hold
 /// their worker as long as the guest reads). The download workers are shared per guest: one
-/// guest holds at most `downloads_per_guest` of them (a further one gets 429 at once), and a
-/// download that waited `queue_deadline` for a worker gets 503 rather than a late answer.
+/// guest holds at most `downloads_per_guest` of them (its further downloads wait in its own
+/// queue, holding no worker), and a download that waited `queue_deadline` gets 503 rather than
+/// a late answer.
 class GuestDispatcher {
  public:
   struct Options {
@@ -37,24 +38,20 @@ class GuestDispatcher {
   void dispatch(net::HttpRequest request, std::string peer, net::HttpServer::Respond respond);
   /// Waits for every request under way (the event loop must be done).
   void join();
-  /// Downloads refused because their guest held its share, or waited too long.
+  /// Downloads refused because they waited too long for a worker.
   std::size_t downloads_refused() const;
 
  private:
   static bool is_download(const net::HttpRequest& request);
   void dispatch_download(net::HttpRequest request, std::string peer,
                          net::HttpServer::Respond respond);
-  bool take_download_share(const std::string& peer);
-  void give_back_download_share(const std::string& peer);
 
   GuestService& guests_;
   Options options_;
   asio::thread_pool seeds_;
   asio::thread_pool relays_;
-  asio::thread_pool downloads_;
-  mutable std::mutex mutex_;
-  std::map<std::string, std::size_t> downloads_by_guest_;
-  std::size_t refused_ = 0;
+  FairWorkQueue downloads_;  // keyed by guest
+  std::atomic<std::size_t> refused_ = 0;
 };
 
 }  // namespace garm_edge::agent

@@ -1215,7 +1215,8 @@ TEST_CASE("one guest reading slowly holds one download worker, never every one",
   agent.service->create(kControllerId, agent.bootstrap("garm-guest-a", kTokenA));
   agent.service->create(kControllerId, agent.bootstrap("garm-guest-b", kTokenB));
   const auto url = agent.base_url() + "/api/v1/metadata/tools/garm-agent/4f1e/download";
-  // Guest A starts four downloads and reads each at 20 KB/s (they would take minutes).
+  // Guest A starts four downloads and reads each at 20 KB/s (they would take minutes): one
+  // runs, the others wait in A's own queue.
   std::vector<std::future<CommandResult>> slow;
   for (int i = 0; i < 4; ++i) {
     slow.push_back(std::async(std::launch::async, [&] {
@@ -1231,11 +1232,11 @@ TEST_CASE("one guest reading slowly holds one download worker, never every one",
   const auto took = std::chrono::steady_clock::now() - started;
   CHECK(fast.output == "200 3000000");
   CHECK(took < std::chrono::seconds(5));
-  std::size_t refused = 0;
+  std::size_t answered = 0;  // got garm's 200 head, whether or not curl read it all in time
   for (auto& download : slow) {
-    refused += download.get().output == "429" ? 1U : 0U;
+    answered += download.get().output == "200" ? 1U : 0U;
   }
-  CHECK(refused == 3);  // A's share is one download at a time
+  CHECK(answered == 1);  // A's other downloads waited in its own queue, holding no worker
 }
 
 TEST_CASE(

@@ -1,4 +1,4 @@
-#include "agent/api/fair_work_queue.hpp"
+#include "agent/base/fair_work_queue.hpp"
 
 #include <algorithm>
 
