@@ -40,14 +40,17 @@ void ensure_descriptor_budget(const AgentConfig& config, Logger& log) {
     return;  // nothing to check against
   }
   const std::uint64_t needed = descriptors_needed(config);
-  const auto soft = soft_limit_for(needed, limit.rlim_cur, limit.rlim_max);
+  auto soft = soft_limit_for(needed, limit.rlim_cur, limit.rlim_max);
   if (!soft) {
-    throw std::runtime_error(
-        "the agent may need " + std::to_string(needed) + " file descriptors with this config " +
-        "(control API and guest connection limits), but the hard limit is " +
-        std::to_string(limit.rlim_max) +
-        ": raise LimitNOFILE= in the unit (or ulimit -Hn), or lower [api] max_connections and "
-        "[guests] max_connections");
+    // Still serves: every share evicts before it refuses, so a short limit means refused
+    // connections under a flood, not a crash. It must be said loudly all the same.
+    log.warning("the agent may need " + std::to_string(needed) +
+                " file descriptors with this config (control API and guest connection limits), "
+                "but the hard limit is " +
+                std::to_string(limit.rlim_max) +
+                ": raise LimitNOFILE= in the unit (or ulimit -Hn), or lower [api] "
+                "max_connections and [guests] max_connections");
+    soft = limit.rlim_max;
   }
   if (*soft != limit.rlim_cur) {
     limit.rlim_cur = *soft;

@@ -20,9 +20,9 @@ std::size_t descriptors_needed(const AgentConfig& config);
 std::optional<std::uint64_t> soft_limit_for(std::uint64_t needed, std::uint64_t soft,
                                             std::uint64_t hard);
 
-/// Raises the process's soft descriptor limit as far as the config needs. Throws
-/// std::runtime_error naming LimitNOFILE when the hard limit cannot hold every share: an agent
-/// that would run out under load must not start as if it could not.
+/// Raises the process's soft descriptor limit as far as the config needs, or to the hard limit
+/// with a warning naming LimitNOFILE when the hard limit cannot hold every share (the agent
+/// still serves: a full share evicts or refuses, it never crashes).
 void ensure_descriptor_budget(const AgentConfig& config, Logger& log);
 
 }  // namespace garm_edge::agent

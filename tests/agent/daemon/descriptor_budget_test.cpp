@@ -24,7 +24,7 @@ TEST_CASE("the descriptor budget covers every connection share at its limit", "[
   CHECK_FALSE(agent::soft_limit_for(2496, 1024, 1024));       // the hard limit is short
 }
 
-TEST_CASE("serve refuses to start when the hard descriptor limit cannot hold its shares",
+TEST_CASE("serve warns, naming LimitNOFILE, when the hard descriptor limit cannot hold its shares",
           "[daemon][integration]") {
   TempDir dir("fd-budget");
   const auto pki = dir.path() / "pki";
@@ -39,9 +39,9 @@ TEST_CASE("serve refuses to start when the hard descriptor limit cannot hold its
       << "\"\n[[api.clients]]\nidentity = \"garm\"\ncontrollers = [\"*\"]\n"
          "[[images]]\nname = \"debian-12\"\nbase_path = \"/var/lib/garm-edge/images/d.qcow2\"\n"
          "[[flavors]]\nname = \"small\"\n";
-  const auto refused =
-      testing::run_command("prlimit --nofile=1024:1024 " + agent + " serve --config " +
+  const auto warned =
+      testing::run_command("timeout 5 prlimit --nofile=1024:1024 " + agent + " serve --config " +
                            (dir.path() / "agent.toml").string() + " 2>&1");
-  CHECK(refused.exit_code != 0);
-  CHECK_THAT(refused.output, Catch::Contains("LimitNOFILE") && Catch::Contains("1472"));
+  CHECK_THAT(warned.output, Catch::Contains("LimitNOFILE") && Catch::Contains("1472") &&
+                                Catch::Contains("listening on"));  // and it serves
 }
