@@ -1057,7 +1057,7 @@ esac
     INFO(result.output);
     CHECK(result.exit_code == 0);
     CHECK(std::filesystem::exists(root / "home/actions-runner/config.sh"));
-    // Bytes only: nothing of the archive runs before the guest is bound (the stub assignment
+    // Bytes only: nothing of the archive runs before the guest is bound (this test's assignment
     // here does not install its dependencies).
     CHECK_FALSE(std::filesystem::exists(root / "log/dependencies"));
     CHECK(read_file(root / "home/.garm-edge-runner-archive") == checksum + "\n");
