@@ -1,53 +1,169 @@
 #include "agent/base/fair_work_queue.hpp"
 
 #include <algorithm>
+#include <vector>
 
 #include <asio/post.hpp>
 
 namespace garm_edge::agent {
+namespace {
 
-FairWorkQueue::FairWorkQueue(std::size_t workers, std::size_t per_key)
-    : per_key_(per_key > 0 ? per_key : std::max<std::size_t>(1, workers / 2)), pool_(workers) {}
-
-void FairWorkQueue::post(const std::string& key, std::function<void()> job) {
-  {
-    std::lock_guard lock(mutex_);
-    auto& queue = queues_[key];
-    if (queue.running >= per_key_) {
-      queue.waiting.push_back(std::move(job));
-      return;
-    }
-    ++queue.running;
-  }
-  start(key, std::move(job));
+std::size_t half_or(std::size_t chosen, std::size_t workers) {
+  return chosen > 0 ? chosen : std::max<std::size_t>(1, workers / 2);
 }
 
-void FairWorkQueue::start(const std::string& key, std::function<void()> job) {
-  asio::post(pool_, [this, key, job = std::move(job)] {
-    try {
-      job();
-    } catch (...) {
-      // a job answers its own failures; one that throws must not take its key's share along
+void run_quietly(const std::function<void()>& work) noexcept {
+  try {
+    work();
+  } catch (...) {
+    // a job answers its own failures; one that throws must not take its key's share along
+  }
+}
+
+}  // namespace
+
+FairWorkQueue::FairWorkQueue(std::size_t workers, Limits limits)
+    : workers_(std::max<std::size_t>(1, workers)),
+      limits_{.per_key = half_or(limits.per_key, workers_),
+              .per_group = half_or(limits.per_group, workers_),
+              .queue_deadline = limits.queue_deadline},
+      pool_(workers_) {
+  if (limits_.queue_deadline.count() > 0) {
+    sweeper_ = std::thread([this] { expire_late_jobs(); });
+  }
+}
+
+FairWorkQueue::~FairWorkQueue() {
+  join();
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_sweeper_.notify_all();
+  if (sweeper_.joinable()) {
+    sweeper_.join();
+  }
+}
+
+void FairWorkQueue::post(Owner owner, std::function<void()> job, std::function<void()> expired) {
+  {
+    std::lock_guard lock(mutex_);
+    auto& queue = queues_[owner.key];
+    if (!queue.waiting.empty() || !may_start(owner.key, owner.group)) {
+      queue.waiting.push_back({.group = std::move(owner.group),
+                               .job = std::move(job),
+                               .expired = std::move(expired),
+                               .since = Clock::now()});
+      wake_sweeper_.notify_all();
+      return;
     }
-    finished(key);
+    admit(owner.key, owner.group);
+  }
+  start(owner.key, owner.group, std::move(job));
+}
+
+bool FairWorkQueue::may_start(const std::string& key, const std::string& group) {
+  const auto in_group = group_running_.find(group);
+  return running_ < workers_ && queues_[key].running < limits_.per_key &&
+         (group.empty() || in_group == group_running_.end() ||
+          in_group->second < limits_.per_group);
+}
+
+void FairWorkQueue::admit(const std::string& key, const std::string& group) {
+  ++running_;
+  ++queues_[key].running;
+  ++group_running_[group];
+}
+
+void FairWorkQueue::start(const std::string& key, const std::string& group,
+                          std::function<void()> job) {
+  asio::post(pool_, [this, key, group, job = std::move(job)] {
+    run_quietly(job);
+    finished(key, group);
   });
 }
 
-void FairWorkQueue::finished(const std::string& key) {
-  std::function<void()> next;
+void FairWorkQueue::finished(const std::string& key, const std::string& group) {
+  std::vector<std::pair<std::string, Waiting>> ready;
   {
     std::lock_guard lock(mutex_);
-    auto& queue = queues_[key];
-    if (queue.waiting.empty()) {
-      if (--queue.running == 0) {
-        queues_.erase(key);
-      }
-      return;
+    --running_;
+    if (--group_running_[group] == 0) {
+      group_running_.erase(group);
     }
-    next = std::move(queue.waiting.front());
-    queue.waiting.pop_front();
+    if (auto& queue = queues_[key]; --queue.running == 0 && queue.waiting.empty()) {
+      queues_.erase(key);
+    }
+    // Usually one job; more when the freed key and group slots let jobs of two keys go.
+    std::string next_key;
+    Waiting next;
+    while (take_next(key, next_key, next)) {
+      ready.emplace_back(next_key, std::move(next));
+    }
   }
-  start(key, std::move(next));  // the finished job's slot goes to its key's next one
+  for (auto& [next_key, next] : ready) {
+    start(next_key, next.group, std::move(next.job));
+  }
+}
+
+bool FairWorkQueue::take_next(const std::string& key, std::string& next_key, Waiting& next) {
+  // Round robin: the keys after the one that finished first, then from the start.
+  auto it = queues_.upper_bound(key);
+  for (std::size_t seen = 0; seen < queues_.size(); ++seen, ++it) {
+    if (it == queues_.end()) {
+      it = queues_.begin();
+    }
+    auto& queue = it->second;
+    if (!queue.waiting.empty() && may_start(it->first, queue.waiting.front().group)) {
+      next_key = it->first;
+      next = std::move(queue.waiting.front());
+      queue.waiting.pop_front();
+      admit(next_key, next.group);
+      return true;
+    }
+  }
+  return false;
+}
+
+void FairWorkQueue::expire_late_jobs() {
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    const auto now = Clock::now();
+    std::vector<std::function<void()>> answers;
+    auto earliest = Clock::time_point::max();
+    for (auto it = queues_.begin(); it != queues_.end();) {
+      auto& waiting = it->second.waiting;
+      while (!waiting.empty() && waiting.front().since + limits_.queue_deadline <= now) {
+        answers.push_back(std::move(waiting.front().expired));
+        waiting.pop_front();
+      }
+      if (!waiting.empty()) {
+        earliest = std::min(earliest, waiting.front().since + limits_.queue_deadline);
+      }
+      it = it->second.running == 0 && waiting.empty() ? queues_.erase(it) : std::next(it);
+    }
+    expired_ += answers.size();
+    if (!answers.empty()) {
+      lock.unlock();
+      for (const auto& answer : answers) {
+        if (answer) {
+          run_quietly(answer);
+        }
+      }
+      lock.lock();
+      continue;
+    }
+    if (earliest == Clock::time_point::max()) {
+      wake_sweeper_.wait(lock);
+    } else {
+      wake_sweeper_.wait_until(lock, earliest);
+    }
+  }
+}
+
+std::size_t FairWorkQueue::expired() const {
+  std::lock_guard lock(mutex_);
+  return expired_;
 }
 
 void FairWorkQueue::join() {

@@ -146,7 +146,8 @@ int AgentDaemon::run() {
 
 void AgentDaemon::start_guest_service() {
   guest_access_.start();
-  guest_dispatcher_ = std::make_unique<GuestDispatcher>(guests_, GuestDispatcher::Options{});
+  guest_dispatcher_ =
+      std::make_unique<GuestDispatcher>(guests_, guest_index_, GuestDispatcher::Options{});
   guest_server_ = std::make_unique<net::HttpServer>(
       io_, guest_server_options(config_, guest_access_, guest_index_),
       [this](net::HttpRequest request, std::string peer, auto respond) {

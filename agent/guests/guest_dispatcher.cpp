@@ -1,59 +1,60 @@
 #include "agent/guests/guest_dispatcher.hpp"
 
-#include <asio/post.hpp>
+#include <memory>
 
 namespace garm_edge::agent {
 namespace {
 
-net::HttpResponse refusal(int status, const std::string& why) {
-  return {.status = status,
+net::HttpResponse busy() {
+  return {.status = 503,
           .content_type = "text/plain; charset=utf-8",
-          .body = why + "\n",
+          .body = "every worker for this request was busy; try again\n",
           .headers = {{"Retry-After", "5"}}};
 }
 
-}  // namespace
+FairWorkQueue::Limits per_guest(std::size_t share, std::chrono::milliseconds deadline) {
+  return {.per_key = share, .per_group = 0, .queue_deadline = deadline};
+}
 
-GuestDispatcher::GuestDispatcher(GuestService& guests, Options options)
-    : guests_(guests),
-      options_(options),
-      seeds_(options.seed_workers),
-      relays_(options.relay_workers),
-      downloads_(options.download_workers, options.downloads_per_guest) {}
-
-bool GuestDispatcher::is_download(const net::HttpRequest& request) {
+bool is_download(const net::HttpRequest& request) {
   return (request.path.starts_with("/api/") || request.path.starts_with("/agent")) &&
          (request.path.ends_with("/download") || request.path.ends_with("/download/"));
 }
 
-void GuestDispatcher::dispatch(net::HttpRequest request, std::string peer,
-                               net::HttpServer::Respond respond) {
+}  // namespace
+
+GuestDispatcher::GuestDispatcher(GuestService& guests, const GuestIndex& index, Options options)
+    : guests_(guests),
+      index_(index),
+      seeds_(options.seed_workers, per_guest(options.seeds_per_guest, options.queue_deadline)),
+      relays_(options.relay_workers, per_guest(options.relays_per_guest, options.queue_deadline)),
+      downloads_(options.download_workers,
+                 per_guest(options.downloads_per_guest, options.queue_deadline)) {}
+
+FairWorkQueue& GuestDispatcher::pool_for(const net::HttpRequest& request) {
   if (is_download(request)) {
-    return dispatch_download(std::move(request), std::move(peer), std::move(respond));
+    return downloads_;
   }
   const bool to_garm = request.path.starts_with("/api/") || request.path.starts_with("/agent");
-  asio::post(to_garm ? relays_ : seeds_,
-             [this, request = std::move(request), peer = std::move(peer),
-              respond = std::move(respond)]() mutable {
-               guests_.handle_async(request, peer, std::move(respond));  // never throws
-             });
+  return to_garm ? relays_ : seeds_;
 }
 
-void GuestDispatcher::dispatch_download(net::HttpRequest request, std::string peer,
-                                        net::HttpServer::Respond respond) {
-  const auto queued = std::chrono::steady_clock::now();
-  downloads_.post(peer, [this, queued, request = std::move(request), peer,
-                         respond = std::move(respond)]() mutable {
-    if (std::chrono::steady_clock::now() - queued > options_.queue_deadline) {
-      ++refused_;
-      return respond(refusal(503, "every download worker was busy; try again"));
-    }
-    guests_.handle_async(request, peer, std::move(respond));  // never throws
-  });
+void GuestDispatcher::dispatch(net::HttpRequest request, std::string peer,
+                               net::HttpServer::Respond respond) {
+  // Both the job and its expiry answer through `respond`; exactly one of them ever runs.
+  auto shared_respond = std::make_shared<net::HttpServer::Respond>(std::move(respond));
+  auto& pool = pool_for(request);
+  FairWorkQueue::Owner owner{.key = peer, .group = index_.controller_at(peer)};
+  pool.post(
+      std::move(owner),
+      [this, request = std::move(request), peer, shared_respond] {
+        guests_.handle_async(request, peer, std::move(*shared_respond));  // never throws
+      },
+      [shared_respond] { (*shared_respond)(busy()); });
 }
 
-std::size_t GuestDispatcher::downloads_refused() const {
-  return refused_.load();
+std::size_t GuestDispatcher::refused() const {
+  return seeds_.expired() + relays_.expired() + downloads_.expired();
 }
 
 void GuestDispatcher::join() {

@@ -12,6 +12,7 @@ void GuestIndex::put(const InstanceRecord& record) {
   std::lock_guard lock(mutex_);
   entries_[record.domain_name] =
       Entry{.domain_name = record.domain_name,
+            .controller_id = record.controller_id,
             .seed_token_hash = guest.seed_token_hash,
             .bearer_token_hash = guest.bearer_token_hash,
             .ip = guest.ip,
@@ -91,6 +92,11 @@ std::optional<GuestIndex::Entry> GuestIndex::by_warm_token(std::string_view toke
 std::optional<GuestIndex::Entry> GuestIndex::by_address(std::string_view source_ip) const {
   auto entry = at_address(source_ip);
   return entry && !entry->closed ? entry : std::nullopt;
+}
+
+std::string GuestIndex::controller_at(std::string_view ip) const {
+  const auto entry = at_address(ip);
+  return entry ? entry->controller_id : std::string();
 }
 
 std::optional<GuestIndex::Entry> GuestIndex::instance_at(std::string_view source_ip) const {

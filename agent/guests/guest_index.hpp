@@ -18,6 +18,7 @@ class GuestIndex {
  public:
   struct Entry {
     std::string domain_name;
+    std::string controller_id;  // whose instance (the warm controller's while warm)
     std::string seed_token_hash;
     std::string bearer_token_hash;
     std::string ip;  // the reserved address; a guest without one is never admitted
@@ -40,6 +41,8 @@ class GuestIndex {
   std::optional<Entry> get(std::string_view domain_name) const;
   /// Whether `ip` is an instance's reserved address (warm guests' and closed ones' included).
   bool holds_address(std::string_view ip) const;
+  /// The controller whose instance holds `ip`; empty when none does.
+  std::string controller_at(std::string_view ip) const;
   /// Every address held by an instance, reserved in the network yet or not.
   std::set<std::string> addresses() const;
 

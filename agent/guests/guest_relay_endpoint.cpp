@@ -12,6 +12,38 @@
 #include "wire/json_fields.hpp"
 
 namespace garm_edge::agent {
+namespace {
+
+/// What a guest's report (already relayed to garm) changes in its record.
+bool apply_report(GuestRecord& guest, const nlohmann::json& report, bool status_update,
+                  bool system_info, const std::string& now) {
+  if (const auto agent_id = agent_id_of(report)) {
+    guest.agent_id = agent_id;
+  }
+  if (system_info) {
+    guest.os_name = guest_text(report.value("os_name", nlohmann::json()), 128);
+    guest.os_version = guest_text(report.value("os_version", nlohmann::json()), 128);
+    return true;
+  }
+  if (!status_update) {
+    return false;
+  }
+  const auto status = guest_text(report.value("status", nlohmann::json()), 32);
+  const auto message = guest_text(report.value("message", nlohmann::json()));
+  if (!status.empty()) {
+    guest.runner_status = status;
+  }
+  guest.messages.push_back({.time = now, .status = status, .message = message});
+  if (guest.messages.size() > kMaxMessages) {
+    guest.messages.erase(guest.messages.begin());
+  }
+  if (status == "idle" || status == "failed") {
+    guest.closed = true;  // as garm does: bootstrap credentials stop working
+  }
+  return true;
+}
+
+}  // namespace
 
 void GuestService::relay(const net::HttpRequest& request, const std::string& source_ip,
                          bool callback, std::string_view suffix, const Respond& respond) {
@@ -102,7 +134,7 @@ void GuestService::rewrite_for_guest(net::HttpResponse& response, const std::str
   if (const auto rendered = find_agent_url(response.body);
       rendered && *rendered != garm_agent_url) {
     garm_agent_url = *rendered;
-    instances_.update_guest(domain_name, [&](GuestRecord& stored) {
+    instances_.update_guest(domain_name, [garm_agent_url](GuestRecord& stored) {
       stored.garm_agent_url = garm_agent_url;
       return true;
     });
@@ -145,42 +177,24 @@ void GuestService::record_report(const std::string& domain_name, std::string_vie
     ++counters_.reports_coalesced;
     return;  // garm has it; a repeat, or one too many of this guest's, is not recorded again
   }
-  instances_.update_guest(domain_name, [&](GuestRecord& guest) {
-    if (const auto agent_id = agent_id_of(report)) {
-      guest.agent_id = agent_id;
-    }
-    if (system_info) {
-      guest.os_name = guest_text(report.value("os_name", nlohmann::json()), 128);
-      guest.os_version = guest_text(report.value("os_version", nlohmann::json()), 128);
-      return true;
-    }
-    if (!status_update) {
-      return false;
-    }
-    const auto status = guest_text(report.value("status", nlohmann::json()), 32);
-    const auto message = guest_text(report.value("message", nlohmann::json()));
-    if (!status.empty()) {
-      guest.runner_status = status;
-    }
-    guest.messages.push_back(
-        {.time = format_rfc3339(clock_.now()), .status = status, .message = message});
-    if (guest.messages.size() > kMaxMessages) {
-      guest.messages.erase(guest.messages.begin());
-    }
-    if (status == "idle" || status == "failed") {
-      guest.closed = true;  // as garm does: bootstrap credentials stop working
-    }
-    return true;
-  });
-  if (const auto record = store_.get(domain_name); record && record->guest && status_update) {
-    instances_.events().record(
-        "guest-" + (record->guest->runner_status.empty() ? std::string("message")
-                                                         : record->guest->runner_status),
-        record->name, record->controller_id,
-        (record->guest->messages.empty() ? "" : record->guest->messages.back().message) +
-            (suppressed > 0 ? " (" + std::to_string(suppressed) + " reports not recorded before)"
-                            : std::string()));
-  }
+  instances_.update_guest(
+      domain_name,
+      [report, status_update, system_info, now = format_rfc3339(clock_.now())](GuestRecord& guest) {
+        return apply_report(guest, report, status_update, system_info, now);
+      },
+      [&events = instances_.events(), status_update, suppressed](const InstanceRecord& recorded) {
+        if (!status_update) {
+          return;
+        }
+        const auto& guest = *recorded.guest;
+        events.record(
+            "guest-" + (guest.runner_status.empty() ? std::string("message") : guest.runner_status),
+            recorded.name, recorded.controller_id,
+            (guest.messages.empty() ? "" : guest.messages.back().message) +
+                (suppressed > 0
+                     ? " (" + std::to_string(suppressed) + " reports not recorded before)"
+                     : std::string()));
+      });
 }
 
 }  // namespace garm_edge::agent

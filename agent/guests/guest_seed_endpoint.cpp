@@ -24,15 +24,19 @@ net::HttpResponse GuestService::serve_seed(const net::HttpRequest&, const std::s
   }
   const auto& guest = *record->guest;
   if (guest.seed_served_at.empty()) {
-    instances_.update_guest(entry->domain_name, [&](GuestRecord& stored) {
-      if (!stored.seed_served_at.empty()) {
-        return false;
-      }
-      stored.seed_served_at = format_rfc3339(clock_.now());
-      instances_.events().record("deploying", record->name, record->controller_id,
-                                 "the guest fetched its seed from " + source_ip);
-      return true;
-    });
+    instances_.update_guest(
+        entry->domain_name,
+        [served_at = format_rfc3339(clock_.now())](GuestRecord& stored) {
+          if (!stored.seed_served_at.empty()) {
+            return false;
+          }
+          stored.seed_served_at = served_at;
+          return true;
+        },
+        [&events = instances_.events(), source_ip](const InstanceRecord& recorded) {
+          events.record("deploying", recorded.name, recorded.controller_id,
+                        "the guest fetched its seed from " + source_ip);
+        });
   }
   ++counters_.seed_served;
   const auto& body = file == "meta-data"   ? guest.meta_data

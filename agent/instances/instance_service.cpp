@@ -24,18 +24,23 @@ void InstanceService::serve_guests(GuestSide& guests) {
   }
 }
 
-std::optional<InstanceRecord> InstanceService::update_guest(
-    std::string_view domain_name, const std::function<bool(GuestRecord&)>& change) {
-  auto lock = instance_locks_.lock(std::string(domain_name));
-  auto record = store_.get(domain_name);
-  if (!record || !record->guest || record->intent == Intent::deleting) {
-    return std::nullopt;
-  }
-  if (change(*record->guest)) {
-    store_.put(*record);
-    guests_->admit(*record);
-  }
-  return record;
+void InstanceService::update_guest(std::string_view domain_name,
+                                   std::function<bool(GuestRecord&)> change,
+                                   std::function<void(const InstanceRecord&)> recorded) {
+  const std::string name(domain_name);
+  instance_locks_.run_or_defer(
+      name, [this, name, change = std::move(change), recorded = std::move(recorded)] {
+        auto record = store_.get(name);
+        if (!record || !record->guest || record->intent == Intent::deleting ||
+            !change(*record->guest)) {
+          return;
+        }
+        store_.put(*record);
+        guests_->admit(*record);
+        if (recorded) {
+          recorded(*record);
+        }
+      });
 }
 
 hypervisor::Tags InstanceService::tags_for(const InstanceRecord& record) const {

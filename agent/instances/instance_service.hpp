@@ -61,10 +61,13 @@ class InstanceService {
   /// From now on every created instance gets guest access (address, filter, seed) through
   /// `guests`, which is told of every recorded instance first. Without this: NoGuests.
   void serve_guests(GuestSide& guests);
-  /// Under the instance's lock: reads its record, lets `change` edit the guest part, and writes
-  /// it back when `change` returns true. Nothing when there is no such record with a guest.
-  std::optional<InstanceRecord> update_guest(std::string_view domain_name,
-                                             const std::function<bool(GuestRecord&)>& change);
+  /// Under the instance's lock: reads its record, lets `change` edit the guest part, writes it
+  /// back when `change` returns true and then tells `recorded`. Never waits for the lock: when
+  /// an operation holds the instance (a graceful stop, up to stop_grace), the edit runs as that
+  /// operation lets go, so a guest's request never holds a worker behind it. Nothing when there
+  /// is no such record with a guest by then. Both callbacks must capture by value.
+  void update_guest(std::string_view domain_name, std::function<bool(GuestRecord&)> change,
+                    std::function<void(const InstanceRecord&)> recorded = {});
   EventLog& events() { return events_; }
   /// What the instance's guest reported and how it reaches the agent, without its seed or
   /// token hashes. Nothing when there is no such instance or it has no guest access.
@@ -120,12 +123,14 @@ class InstanceService {
   /// Creates one warm guest of `warm` (under kWarmControllerId, counted against the host's
   /// capacity like any instance). Throws like create.
   wire::ProviderInstance create_warm(const WarmConfig& warm);
-  /// The warm guest finished its generic part; false when it is not a warm guest warming.
+  /// The warm guest finished its generic part. True when it was made ready now; false when it
+  /// is not a warm guest warming, or when an operation holds it (then it is made ready as that
+  /// operation lets go: a guest never waits behind one).
   bool mark_warm_ready(std::string_view domain_name);
   /// A bound warm guest's assignment; nothing before it is bound or once it runs.
   std::optional<std::string> take_assignment(std::string_view domain_name);
   /// The bound warm guest's first call to garm proves it runs its assignment: the assignment
-  /// and its token are done with.
+  /// and its token are done with (as soon as no operation holds the instance).
   void finish_assignment(std::string_view domain_name);
   /// Warm guests bound to garm's creates since the agent started.
   std::size_t warm_bound() const { return warm_bound_.load(); }

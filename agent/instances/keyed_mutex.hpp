@@ -2,6 +2,8 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -42,6 +44,36 @@ class KeyedMutex {
     return Guard(*this, key);
   }
 
+  /// Runs `work` under the key's lock at once when nobody holds the key; otherwise hands it to
+  /// the holder, who runs it, still holding the key, as it lets go. For short edits that must
+  /// not wait behind a long operation (a guest's report during a 30 s graceful stop). `work`
+  /// must not lock the key itself, must capture by value, and must not throw. A key keeps at
+  /// most kMaxDeferred; past that its oldest is dropped and counted.
+  void run_or_defer(const std::string& key, std::function<void()> work) {
+    {
+      std::lock_guard lock(mutex_);
+      auto& entry = entries_[key];
+      if (entry.held) {
+        if (entry.deferred.size() >= kMaxDeferred) {
+          entry.deferred.pop_front();
+          ++dropped_;
+        }
+        entry.deferred.push_back(std::move(work));
+        return;
+      }
+      ++entry.interested;
+      entry.held = true;
+    }
+    Guard guard(*this, key);
+    run_quietly(work);
+  }
+  /// Deferred work dropped because its key had kMaxDeferred waiting.
+  std::size_t dropped() const {
+    std::lock_guard lock(mutex_);
+    return dropped_;
+  }
+  static constexpr std::size_t kMaxDeferred = 32;
+
   /// Nothing when another caller holds the key.
   std::optional<Guard> try_lock(const std::string& key) {
     std::lock_guard lock(mutex_);
@@ -58,23 +90,43 @@ class KeyedMutex {
   struct Entry {
     bool held = false;
     unsigned interested = 0;
+    std::deque<std::function<void()>> deferred;  // run by the holder before it lets go
   };
 
+  static void run_quietly(const std::function<void()>& work) noexcept {
+    try {
+      work();
+    } catch (...) {
+      // deferred work answers nobody: its failure must not end the holder's operation
+    }
+  }
+
   void unlock(const std::string& key) {
-    {
-      std::lock_guard lock(mutex_);
-      auto it = entries_.find(key);
-      it->second.held = false;
-      if (--it->second.interested == 0) {
-        entries_.erase(it);
+    for (;;) {
+      std::deque<std::function<void()>> work;
+      {
+        std::lock_guard lock(mutex_);
+        auto it = entries_.find(key);
+        if (it->second.deferred.empty()) {
+          it->second.held = false;
+          if (--it->second.interested == 0) {
+            entries_.erase(it);
+          }
+          break;
+        }
+        work.swap(it->second.deferred);
+      }
+      for (const auto& item : work) {
+        run_quietly(item);
       }
     }
     released_.notify_all();
   }
 
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable released_;
   std::map<std::string, Entry> entries_;
+  std::size_t dropped_ = 0;
 };
 
 }  // namespace garm_edge::agent

@@ -205,23 +205,27 @@ wire::ProviderInstance InstanceService::create_warm(const WarmConfig& warm) {
 }
 
 bool InstanceService::mark_warm_ready(std::string_view domain_name) {
-  auto lock = instance_locks_.lock(std::string(domain_name));
-  auto record = store_.get(domain_name);
-  if (!record || !record->warm || record->warm->state != WarmState::warming ||
-      record->intent != Intent::created) {
-    return false;
-  }
-  record->warm->state = WarmState::ready;
-  record->warm->ready_at = format_rfc3339(clock_.now());
-  store_.put(*record);
-  events_.record("warm-ready", record->name, record->controller_id,
-                 "warm guest of " + record->image + "/" + record->flavor + " is ready");
-  return true;
+  const std::string name(domain_name);
+  auto made_ready = std::make_shared<bool>(false);  // outlives this call when deferred
+  instance_locks_.run_or_defer(name, [this, name, made_ready] {
+    auto record = store_.get(name);
+    if (!record || !record->warm || record->warm->state != WarmState::warming ||
+        record->intent != Intent::created) {
+      return;
+    }
+    record->warm->state = WarmState::ready;
+    record->warm->ready_at = format_rfc3339(clock_.now());
+    store_.put(*record);
+    events_.record("warm-ready", record->name, record->controller_id,
+                   "warm guest of " + record->image + "/" + record->flavor + " is ready");
+    *made_ready = true;
+  });
+  return *made_ready;
 }
 
 std::optional<std::string> InstanceService::take_assignment(std::string_view domain_name) {
-  auto lock = instance_locks_.lock(std::string(domain_name));
-  auto record = store_.get(domain_name);
+  // A read of one stored record needs no lock: the guest must not wait behind an operation.
+  const auto record = store_.get(domain_name);
   if (!record || !record->warm || record->warm->state != WarmState::bound ||
       record->warm->delivered) {
     return std::nullopt;
@@ -232,16 +236,18 @@ std::optional<std::string> InstanceService::take_assignment(std::string_view dom
 }
 
 void InstanceService::finish_assignment(std::string_view domain_name) {
-  auto lock = instance_locks_.lock(std::string(domain_name));
-  auto record = store_.get(domain_name);
-  if (!record || !record->warm || record->warm->state != WarmState::bound ||
-      record->warm->delivered) {
-    return;
-  }
-  record->warm->assignment.clear();
-  record->warm->delivered = true;
-  store_.put(*record);
-  guests_->admit(*record);  // the warm token stops working
+  const std::string name(domain_name);
+  instance_locks_.run_or_defer(name, [this, name] {
+    auto record = store_.get(name);
+    if (!record || !record->warm || record->warm->state != WarmState::bound ||
+        record->warm->delivered) {
+      return;
+    }
+    record->warm->assignment.clear();
+    record->warm->delivered = true;
+    store_.put(*record);
+    guests_->admit(*record);  // the warm token stops working
+  });
 }
 
 std::optional<hypervisor::Domain> InstanceService::find_bound(const ControllerId& controller,

@@ -18,6 +18,7 @@ FILE is read again when it changes (instances added later keep the state of earl
 a test can add an instance whose script depends on one created before. An instance with
 "hold_idle_until": "<path>" gets the answer to its `idle` report only once that path exists
 (at most HOLD_SECONDS later): until garm answers, the agent keeps the guest's access open.
+An instance with "answer_delay": <seconds> gets every answer that much later (a slow garm).
 
 Agent mode (garm-contract §3): an instance with "agent_token" has garm-agent's WebSocket at
 GET /agent, opened with that token (valid after idle too, as garm checks the instance, not
@@ -295,6 +296,7 @@ class Handler(BaseHTTPRequestHandler):
         if self.command == "OPTIONS":
             self.respond(200)
             return
+        time.sleep(float(instance.get("answer_delay", 0)))
         handler(self, token, instance, body, parse_qs(url.query))
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = handle_any

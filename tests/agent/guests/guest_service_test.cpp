@@ -7,6 +7,7 @@
 #include <fstream>
 #include <future>
 #include <poll.h>
+#include <set>
 #include <thread>
 
 #include <asio.hpp>
@@ -70,7 +71,7 @@ struct GuestHost {
     guests =
         std::make_unique<agent::GuestService>(host.config, *service, host.store, index, access,
                                               relay, &archives, &sockets, host.clock, host.log);
-    dispatcher = std::make_unique<agent::GuestDispatcher>(*guests, dispatcher_options);
+    dispatcher = std::make_unique<agent::GuestDispatcher>(*guests, index, dispatcher_options);
     hypervisor.defining = [this](const hypervisor::DomainSpec& spec) {
       serials[spec.name] = spec.smbios_serial;
     };
@@ -136,6 +137,8 @@ struct GuestHost {
   agent::GuestDispatcher::Options dispatcher_options{.seed_workers = 4,
                                                      .relay_workers = 4,
                                                      .download_workers = 4,
+                                                     .seeds_per_guest = 1,
+                                                     .relays_per_guest = 2,
                                                      .downloads_per_guest = 1,
                                                      .queue_deadline = std::chrono::seconds(10)};
   std::unique_ptr<agent::GuestDispatcher> dispatcher;
@@ -185,6 +188,13 @@ CurlAnswer curl_from(const std::string& source, const std::string& url, const st
 
 std::string bearer(const std::string& token) {
   return "-H 'Authorization: Bearer " + token + "'";
+}
+
+/// curl arguments for a status report (plain words: nothing here needs JSON escaping).
+std::string status_report(const std::string& token, const std::string& status,
+                          const std::string& message) {
+  return bearer(token) + " -H 'Content-Type: application/json' --data '{\"status\":\"" + status +
+         "\",\"message\":\"" + message + "\"}'";
 }
 
 FakeGarmOptions two_instances() {
@@ -472,15 +482,13 @@ TEST_CASE("addresses that are no guest's are closed at accept; a guest cannot ta
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   CHECK(agent.server->open_connections() == 16);
   // ... and guest A's calls to garm are still answered, each taking one of B's idle slots.
-  const auto status_report = bearer(kTokenA) +
-                             " -H 'Content-Type: application/json' "
-                             "--data '{\"status\":\"installing\",\"message\":\"step\"}'";
+  const auto report = status_report(kTokenA, "installing", "step");
   int answered = 0;
   for (int i = 0; i < 11; ++i) {
-    answered += curl_from("127.0.0.2", agent.base_url() + "/api/v1/callbacks/status", status_report)
-                            .status == 200
-                    ? 1
-                    : 0;
+    answered +=
+        curl_from("127.0.0.2", agent.base_url() + "/api/v1/callbacks/status", report).status == 200
+            ? 1
+            : 0;
   }
   CHECK(answered == 11);
   CHECK(agent.server->evictions() >= 1);
@@ -491,9 +499,7 @@ TEST_CASE("a guest reporting in a loop is relayed every time but recorded once",
   FakeGarm garm(two_instances());
   GuestHost agent(garm);
   agent.service->create(kControllerId, agent.bootstrap("garm-guest-a", kTokenA));
-  const auto report = bearer(kTokenA) +
-                      " -H 'Content-Type: application/json' "
-                      "--data '{\"status\":\"installing\",\"message\":\"same step\"}'";
+  const auto report = status_report(kTokenA, "installing", "same step");
   for (int i = 0; i < 30; ++i) {
     REQUIRE(curl_from("127.0.0.2", agent.base_url() + "/api/v1/callbacks/status", report).status ==
             200);
@@ -509,6 +515,104 @@ TEST_CASE("a guest reporting in a loop is relayed every time but recorded once",
     relayed += request["path"] == "/api/v1/callbacks/status" ? 1U : 0U;
   }
   CHECK(relayed == 30);  // garm saw every one
+}
+
+TEST_CASE("a guest's reports during its own graceful stop are answered at once, recorded after",
+          "[guests][integration][hostile]") {
+  FakeGarm garm(two_instances());
+  GuestHost agent(garm);
+  agent.service->create(kControllerId, agent.bootstrap("garm-guest-a", kTokenA));
+  agent.service->create(kControllerId, agent.bootstrap("garm-guest-b", kTokenB));
+  // A guest that ignores ACPI: the stop holds A's instance for stop_grace (here until let go).
+  std::promise<void> stopping;
+  std::promise<void> let_go;
+  auto let_go_signal = let_go.get_future().share();
+  agent.hypervisor.before = [&stopping, let_go_signal](const std::string& operation) {
+    if (operation == "shutdown") {
+      stopping.set_value();
+      let_go_signal.wait();
+    }
+  };
+  auto stop = std::async(std::launch::async, [&agent] {
+    agent.service->stop(kControllerId, instance_ref("garm-guest-a"), false);
+  });
+  stopping.get_future().wait();
+  const auto report = [](const std::string& token, const std::string& status) {
+    return status_report(token, status, "step");
+  };
+  // A reports more often than there are relay workers; then B reports.
+  std::vector<std::future<CurlAnswer>> reports;
+  const std::set<std::string> statuses{"installing", "configuring", "starting", "registering",
+                                       "waiting"};
+  for (const auto& status : statuses) {
+    reports.push_back(std::async(std::launch::async, [&agent, &report, status] {
+      return curl_from("127.0.0.2", agent.base_url() + "/api/v1/callbacks/status",
+                       report(kTokenA, status));
+    }));
+  }
+  auto from_b = std::async(std::launch::async, [&agent, &report] {
+    return curl_from("127.0.0.3", agent.base_url() + "/api/v1/callbacks/status",
+                     report(kTokenB, "installing"));
+  });
+  const auto answered_in_time = [](auto& future) {
+    return future.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  };
+  std::size_t a_answered = 0;
+  for (auto& future : reports) {
+    a_answered += answered_in_time(future) ? 1U : 0U;
+  }
+  const bool b_answered = answered_in_time(from_b);
+  const auto during_stop = agent.service->guest_status(kControllerId, instance_ref("garm-guest-a"));
+  let_go.set_value();
+  stop.get();
+  CHECK(a_answered == 5);  // without deferral: 0, each held a relay worker behind the stop
+  CHECK(b_answered);
+  for (auto& future : reports) {
+    CHECK(future.get().status == 200);
+  }
+  CHECK(from_b.get().status == 200);
+  REQUIRE(during_stop);
+  CHECK(during_stop->runner_status.empty());  // not written while the stop held the instance
+  const auto after_stop = agent.service->guest_status(kControllerId, instance_ref("garm-guest-a"));
+  REQUIRE(after_stop);
+  CHECK(statuses.contains(after_stop->runner_status));  // written as the stop let go
+  CHECK(after_stop->messages.size() == 5);
+}
+
+TEST_CASE("one controller's slow garm holds half the relay workers, never the other's share",
+          "[guests][integration][hostile]") {
+  const std::string token_a2 = "eyJhbGciOiJIUzI1NiJ9.guest-a2.signature";
+  auto options = two_instances();
+  options.instances[kTokenA]["answer_delay"] = 6;  // controller A's garm is slow
+  options.instances[token_a2] = options.instances[kTokenA];
+  FakeGarm garm(options);
+  GuestHost agent(garm);  // 4 relay workers, 2 per guest
+  agent.service->create(kOtherControllerId, agent.bootstrap("garm-guest-a", kTokenA));
+  agent.service->create(kOtherControllerId, agent.bootstrap("garm-guest-a2", token_a2));
+  agent.service->create(kControllerId, agent.bootstrap("garm-guest-b", kTokenB));
+  const auto report = [](const std::string& token) {
+    return status_report(token, "installing", "step");
+  };
+  const auto url = agent.base_url() + "/api/v1/callbacks/status";
+  // A's two guests call twice each: within each guest's share, together every worker.
+  std::vector<std::future<CurlAnswer>> slow;
+  for (const auto& [source, token] : {std::pair{"127.0.0.2", kTokenA},
+                                      {"127.0.0.3", token_a2},
+                                      {"127.0.0.2", kTokenA},
+                                      {"127.0.0.3", token_a2}}) {
+    slow.push_back(std::async(std::launch::async, [&, source = std::string(source), token] {
+      return curl_from(source, url, report(token));
+    }));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const auto started = std::chrono::steady_clock::now();
+  const auto from_b = curl_from("127.0.0.4", url, report(kTokenB));
+  const auto took = std::chrono::steady_clock::now() - started;
+  CHECK(from_b.status == 200);
+  CHECK(took < std::chrono::seconds(3));  // without the controller's share: about 6 s
+  for (auto& call : slow) {
+    CHECK(call.get().status == 200);  // A's waited in their own queues, none was refused
+  }
 }
 
 TEST_CASE("a bootstrap the user-data renderer refuses is garm's error, logged with its name",

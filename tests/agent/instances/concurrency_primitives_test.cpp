@@ -1,6 +1,8 @@
 #include <atomic>
 #include <chrono>
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -53,6 +55,47 @@ TEST_CASE("one key is held by one caller at a time; other keys are independent",
     thread.join();
   }
   CHECK(most == 1);
+}
+
+TEST_CASE("deferred work never waits for a held key: the holder runs it before anyone else",
+          "[locks]") {
+  KeyedMutex locks;
+  std::vector<std::string> ran;
+  locks.run_or_defer("free", [&ran] { ran.push_back("at once"); });
+  CHECK(ran == std::vector<std::string>{"at once"});
+
+  std::optional<KeyedMutex::Guard> held = locks.lock("busy");
+  locks.run_or_defer("busy", [&ran] { ran.push_back("first"); });
+  locks.run_or_defer("busy", [] { throw std::runtime_error("answers nobody"); });
+  locks.run_or_defer("busy", [&ran] { ran.push_back("second"); });
+  CHECK(ran.size() == 1);  // returned without waiting, nothing ran yet
+  std::atomic<bool> waiter_in{false};
+  std::thread waiter([&] {
+    auto guard = locks.lock("busy");
+    waiter_in = true;
+    ran.push_back("waiter");
+  });
+  std::this_thread::sleep_for(20ms);
+  CHECK_FALSE(waiter_in);
+  held.reset();  // the holder lets go: deferred work first, in order, a throw skipped
+  waiter.join();
+  CHECK(ran == std::vector<std::string>{"at once", "first", "second", "waiter"});
+  CHECK(locks.try_lock("busy").has_value());  // nothing left held
+}
+
+TEST_CASE("a held key keeps a bounded amount of deferred work, the newest", "[locks]") {
+  KeyedMutex locks;
+  std::vector<std::size_t> ran;
+  {
+    auto held = locks.lock("busy");
+    for (std::size_t i = 0; i < KeyedMutex::kMaxDeferred + 5; ++i) {
+      locks.run_or_defer("busy", [&ran, i] { ran.push_back(i); });
+    }
+  }
+  REQUIRE(ran.size() == KeyedMutex::kMaxDeferred);
+  CHECK(ran.front() == 5);
+  CHECK(ran.back() == KeyedMutex::kMaxDeferred + 4);
+  CHECK(locks.dropped() == 5);
 }
 
 TEST_CASE("the create gate admits its capacity at once and the next create only after one ends",
