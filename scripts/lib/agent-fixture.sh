@@ -2,8 +2,9 @@
 # Sourced by the demo and the benchmark: certificates from `pki init`, an agent serving its mTLS
 # API on a free loopback port over libvirt URI $uri, and a provider config for it. Expects $build
 # (a build directory), $uri and an `announce` function (and takes $guest_addresses, a range on
-# the network `default`, when set); sets $agent, $provider, $work (removed
-# on exit, with the agent stopped), $controller, $pool and $port, and writes $work/provider.toml.
+# the network `default`, and $agent_extra_toml, appended to agent.toml, when set); sets $agent,
+# $provider, $work (removed on exit, with the agent stopped), $controller, $pool and $port, and
+# writes $work/provider.toml.
 
 # shellcheck source-path=SCRIPTDIR source=agent-toml.sh
 . "$(dirname "${BASH_SOURCE[0]}")/agent-toml.sh"
@@ -56,6 +57,7 @@ name = "small"
 vcpus = 2
 memory_mib = 2048
 disk_gib = 20
+${agent_extra_toml:-}
 TOML
 announce "garm-edge-agent check-config, then serve (mTLS control API on a free loopback port)"
 "$agent" check-config --config "$work/agent.toml"
