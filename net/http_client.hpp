@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -92,6 +93,9 @@ struct HttpClientOptions {
   std::size_t max_response_bytes = 32 * 1024 * 1024;
   /// Connect through this HTTP proxy instead of to the URL's host.
   std::optional<UpstreamUrl> proxy = std::nullopt;
+  /// When it turns true the exchange ends (as at its deadline) within 200 ms, even while the
+  /// server sends nothing. Must outlive the call.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 /// The request as sent on the wire: request line, Host (with the port when not the scheme's

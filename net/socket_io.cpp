@@ -1,5 +1,6 @@
 #include "net/socket_io.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <cerrno>
@@ -37,9 +38,23 @@ int poll_until(int fd, short events, SteadyClock::time_point deadline) {
   }
 }
 
-/// 0 once the socket is ready for `events`, MBEDTLS_ERR_SSL_TIMEOUT at the deadline.
+/// 0 once the socket is ready for `events`, MBEDTLS_ERR_SSL_TIMEOUT at the deadline or once
+/// the transport's stop switch is thrown.
 int wait_ready(const Transport& transport, short events) {
-  return poll_until(transport.fd, events, transport.deadline) > 0 ? 0 : MBEDTLS_ERR_SSL_TIMEOUT;
+  if (transport.stop == nullptr) {
+    return poll_until(transport.fd, events, transport.deadline) > 0 ? 0 : MBEDTLS_ERR_SSL_TIMEOUT;
+  }
+  while (!*transport.stop) {
+    const auto slice = std::min(transport.deadline, SteadyClock::now() + kStopPollInterval);
+    const int rc = poll_until(transport.fd, events, slice);
+    if (rc != 0) {
+      return rc > 0 ? 0 : MBEDTLS_ERR_SSL_TIMEOUT;
+    }
+    if (SteadyClock::now() >= transport.deadline) {
+      break;
+    }
+  }
+  return MBEDTLS_ERR_SSL_TIMEOUT;
 }
 
 bool would_block(int error) {

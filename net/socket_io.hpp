@@ -3,6 +3,7 @@
 // Internal to net/: the blocking-socket pieces both HTTP clients share (HttpsClient for the
 // agent's mutual-TLS API, send_request for garm's upstream URLs). Every step has a deadline.
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -33,10 +34,14 @@ UniqueFd connect_before(const std::string& host, std::uint16_t port,
                         SteadyClock::time_point deadline);
 
 /// A connected non-blocking socket and the deadline every later read and write must meet.
+/// With `stop`, a wait also ends (as at the deadline) within kStopPollInterval of it turning
+/// true: a download nobody wants any more ends even while its server sends nothing.
 struct Transport {
   int fd;
   SteadyClock::time_point deadline;
+  const std::atomic<bool>* stop = nullptr;
 };
+inline constexpr std::chrono::milliseconds kStopPollInterval{200};
 
 /// mbedTLS BIO callbacks over a Transport (context): wait with poll until the deadline and
 /// answer MBEDTLS_ERR_SSL_TIMEOUT after it.

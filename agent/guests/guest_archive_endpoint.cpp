@@ -25,23 +25,24 @@ bool GuestService::serve_runner_archive(const net::HttpRequest& request,
       !record->guest->runner_archive || record->guest->runner_archive->sha256 != sha256) {
     return false;
   }
-  archives_->fetch(archive_source_of(*record->guest), [this, name = record->name,
-                                                       respond](RunnerArchiveCache::Outcome got) {
-    if (got.file) {
-      ++counters_.runner_archives_served;
-      return respond({.status = 200,
-                      .content_type = "application/octet-stream",
-                      .body = "",
-                      .headers = {},
-                      .file = std::move(got.file)});
-    }
-    ++counters_.runner_archives_unavailable;
-    log_.warning("no runner archive for " + name + ": " + got.error);
-    respond({.status = 502,
-             .content_type = "text/plain; charset=utf-8",
-             .body = "the agent could not get the runner archive: " + got.error + "\n",
-             .headers = {}});
-  });
+  archives_->fetch(
+      archive_source_of(*record->guest), record->controller_id,
+      [this, name = record->name, respond](RunnerArchiveCache::Outcome got) {
+        if (got.file) {
+          ++counters_.runner_archives_served;
+          return respond({.status = 200,
+                          .content_type = "application/octet-stream",
+                          .body = "",
+                          .headers = {},
+                          .file = std::move(got.file)});
+        }
+        ++counters_.runner_archives_unavailable;
+        log_.warning("no runner archive for " + name + ": " + got.error);
+        respond({.status = 502,
+                 .content_type = "text/plain; charset=utf-8",
+                 .body = "the agent could not get the runner archive: " + got.error + "\n",
+                 .headers = {}});
+      });
   return true;
 }
 

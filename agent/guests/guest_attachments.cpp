@@ -11,7 +11,7 @@ GuestBinding GuestAttachments::bind(const InstanceRecord& warm,
                                     const wire::BootstrapInstance& bootstrap) {
   auto binding = access_.bind(warm, bootstrap);
   if (archives_ != nullptr && binding.guest.runner_archive) {
-    archives_->prefetch(archive_source_of(binding.guest), warm.domain_name);
+    archives_->prefetch(archive_source_of(binding.guest), warm.domain_name, warm.warm->controller);
   }
   return binding;
 }
@@ -19,15 +19,17 @@ GuestBinding GuestAttachments::bind(const InstanceRecord& warm,
 void GuestAttachments::assign_address(
     GuestPlan& plan, const std::function<InstanceRecord(const GuestPlan&)>& persist) {
   std::string domain_name;
+  std::string controller;
   {
     std::lock_guard lock(address_mutex_);
     access_.assign_address(plan, index_.addresses());
     const auto recorded = persist(plan);
     domain_name = recorded.domain_name;
+    controller = recorded.controller_id;
     index_.put(recorded);
   }
   if (archives_ != nullptr && plan.record.runner_archive) {
-    archives_->prefetch(archive_source_of(plan.record), domain_name);
+    archives_->prefetch(archive_source_of(plan.record), domain_name, controller);
   }
 }
 

@@ -28,9 +28,10 @@ std::string errno_text() {
   return std::strerror(errno);
 }
 
-/// Downloads at once (each may write up to the cache's size): with downloads cancelled when no
-/// instance wants them, their part files stay within this many times the cache.
+/// Downloads at once; further ones wait in order. One controller's downloads take at most
+/// half, so its slow or stalled URLs leave the other controllers room.
 constexpr std::size_t kMaxDownloads = 4;
+constexpr std::size_t kMaxDownloadsPerController = kMaxDownloads / 2;
 
 /// Downloads and failures are per source: a controller naming another's SHA-256 with its own
 /// URL, token, CA or proxy neither joins the other's download nor sees its failure.
@@ -59,13 +60,17 @@ struct RunnerArchiveCache::State {
     std::chrono::system_clock::time_point at;
     std::string reason;
   };
-  /// A download under way: who waits for it, which instances it is for, and its stop switch,
-  /// thrown when nobody wants it any more.
+  /// A download queued or under way: who waits for it, which instances it is for, the
+  /// controller whose share it takes, and its stop switch, thrown when nobody wants it any more.
   struct Download {
+    ArchiveSource source;
     std::vector<Ready> waiting;
     std::set<std::string> owners;
+    std::string controller;
     std::shared_ptr<std::atomic<bool>> cancel = std::make_shared<std::atomic<bool>>(false);
-    std::uint64_t id = 0;  // a cancelled download's thread must not take its successor's place
+    std::uint64_t id = 0;  // queue order; a cancelled download's thread must not take its
+                           // successor's place
+    bool started = false;
   };
 
   const ArchiveCacheOptions options;
@@ -76,11 +81,14 @@ struct RunnerArchiveCache::State {
 
   mutable std::mutex mutex;
   std::map<std::string, Entry> entries;       // on disk, by SHA-256
-  std::map<std::string, Download> downloads;  // under way, by source_key
+  std::map<std::string, Download> downloads;  // queued or under way, by source_key
   std::uint64_t next_download = 1;
-  /// Download threads still running, cancelled ones included (they end at their next piece
-  /// of data or their deadline): what kMaxDownloads bounds.
+  /// Download threads still running, cancelled ones included (they end within moments): what
+  /// kMaxDownloads bounds, in all and per controller.
   std::size_t threads_running = 0;
+  std::map<std::string, std::size_t> threads_per_controller;
+  /// Bytes in part files: counted with the archives against the cache's size.
+  std::uint64_t part_bytes = 0;
   std::map<std::string, Failure> failures;  // recent ones, by source_key
   std::size_t callbacks_running = 0;        // waiters being called outside the lock
   std::condition_variable callbacks_done;
@@ -106,15 +114,21 @@ struct RunnerArchiveCache::State {
     make_room(0, "");
   }
 
-  /// Evicts least recently used archives until `incoming` more bytes fit; never `keep`.
-  void make_room(std::uint64_t incoming, const std::string& keep) {
+  /// Evicts least recently used archives until `incoming` more bytes fit beside the archives
+  /// and the part files; never `keep`. False when they cannot.
+  bool make_room(std::uint64_t incoming, const std::string& keep) {
+    const auto kept = entries.find(keep);
+    const auto pinned = part_bytes + (kept == entries.end() ? 0 : kept->second.size);
+    if (pinned > options.max_bytes || incoming > options.max_bytes - pinned) {
+      return false;  // evicting every other archive would not do: evict none
+    }
     while (true) {
-      std::uint64_t used = 0;
+      std::uint64_t used = part_bytes;
       for (const auto& [sha, entry] : entries) {
         used += entry.size;
       }
       if (used + incoming <= options.max_bytes) {
-        return;
+        return true;
       }
       auto oldest = entries.end();
       for (auto it = entries.begin(); it != entries.end(); ++it) {
@@ -124,7 +138,7 @@ struct RunnerArchiveCache::State {
         }
       }
       if (oldest == entries.end()) {
-        return;
+        return false;
       }
       std::error_code ignored;  // a file being served stays readable through its descriptor
       fs::remove(path_of(oldest->first), ignored);
@@ -181,14 +195,30 @@ struct RunnerArchiveCache::State {
     return std::nullopt;
   }
 
-  /// Downloads into a part file; returns the verified size or throws.
+  /// Downloads into a part file; returns the verified size or throws. `written` counts the
+  /// bytes added to part_bytes.
   std::uint64_t download(const ArchiveSource& source, const fs::path& part,
-                         const std::atomic<bool>& cancel) {
+                         const std::atomic<bool>& cancel, std::uint64_t& written) {
     UniqueFd fd(::open(part.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
     if (fd.get() < 0) {
       throw ArchiveError("cannot create " + part.string() + ": " + errno_text());
     }
-    const auto fetched = fetcher->fetch(source, fd.get(), options.max_bytes, cancel);
+    const WriteBudget budget{.could_fit =
+                                 [this](std::uint64_t size) {
+                                   std::lock_guard lock(mutex);
+                                   return size <= options.max_bytes - part_bytes;
+                                 },
+                             .may_write =
+                                 [this, &written](std::uint64_t more) {
+                                   std::lock_guard lock(mutex);
+                                   if (!make_room(more, "")) {
+                                     return false;
+                                   }
+                                   part_bytes += more;
+                                   written += more;
+                                   return true;
+                                 }};
+    const auto fetched = fetcher->fetch(source, fd.get(), budget, cancel);
     if (fetched.sha256 != source.sha256) {
       throw ArchiveError("the download's SHA-256 is " + fetched.sha256 +
                          ", garm's bootstrap says " + source.sha256);
@@ -199,13 +229,22 @@ struct RunnerArchiveCache::State {
     return fetched.size;
   }
 
-  void run_download(const ArchiveSource& source, std::shared_ptr<std::atomic<bool>> cancel,
-                    std::uint64_t id) {
+  static void run_download(const std::shared_ptr<State>& self, const ArchiveSource& source,
+                           const std::shared_ptr<std::atomic<bool>>& cancel, std::uint64_t id,
+                           const std::string& controller) {
+    self->finish_download(source, *cancel, id, controller);
+    std::lock_guard lock(self->mutex);
+    self->start_queued(self);  // its thread's place goes to the next download in line
+  }
+
+  void finish_download(const ArchiveSource& source, const std::atomic<bool>& cancel,
+                       std::uint64_t id, const std::string& controller) {
     const auto part = options.directory / (source.sha256 + "." + net::random_token() + ".part");
     std::uint64_t size = 0;
+    std::uint64_t written = 0;
     std::string error;
     try {
-      size = download(source, part, *cancel);
+      size = download(source, part, cancel, written);
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -214,13 +253,17 @@ struct RunnerArchiveCache::State {
     {
       std::lock_guard lock(mutex);
       --threads_running;
+      if (--threads_per_controller[controller] == 0) {
+        threads_per_controller.erase(controller);
+      }
+      part_bytes -= written;
       const auto key = source_key(source);
       if (const auto mine = downloads.find(key); mine != downloads.end() && mine->second.id == id) {
         waiting = std::move(mine->second.waiting);
         downloads.erase(mine);
       }
-      if (stopping || (*cancel && waiting.empty())) {
-        if (*cancel && !stopping) {
+      if (stopping || (cancel && waiting.empty())) {
+        if (cancel && !stopping) {
           ++stats.cancelled;
         }
         std::error_code ignored;
@@ -274,10 +317,9 @@ struct RunnerArchiveCache::State {
   }
 
   /// Under the lock: registers `ready` (may be empty) and `owner` (may be empty) with the
-  /// source's download, starting one if none is under way. Throws (changing nothing) when no
-  /// thread can be started, or when kMaxDownloads are under way already.
+  /// source's download, queueing one for `controller` if there is none, and starts what may.
   void join_download(const std::shared_ptr<State>& self, const ArchiveSource& source, Ready& ready,
-                     const std::string& owner) {
+                     const std::string& owner, const std::string& controller) {
     const auto key = source_key(source);
     auto found = downloads.find(key);
     if (found != downloads.end() && *found->second.cancel) {
@@ -285,18 +327,14 @@ struct RunnerArchiveCache::State {
       found = downloads.end();
     }
     if (found == downloads.end()) {
-      if (threads_running >= kMaxDownloads) {
-        throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again),
-                                std::to_string(kMaxDownloads) + " downloads are under way");
-      }
-      Download started{
-          .waiting = {}, .owners = {}, .cancel = started_cancel(), .id = next_download};
-      std::thread([self, source, cancel = started.cancel, id = started.id] {
-        self->run_download(source, cancel, id);
-      }).detach();
-      ++next_download;
-      ++threads_running;
-      found = downloads.emplace(key, std::move(started)).first;  // the thread waits for the lock
+      Download queued{.source = source,
+                      .waiting = {},
+                      .owners = {},
+                      .controller = controller,
+                      .cancel = std::make_shared<std::atomic<bool>>(false),
+                      .id = next_download++,
+                      .started = false};
+      found = downloads.emplace(key, std::move(queued)).first;
     }
     if (ready) {
       found->second.waiting.push_back(std::move(ready));
@@ -304,18 +342,58 @@ struct RunnerArchiveCache::State {
     if (!owner.empty()) {
       found->second.owners.insert(owner);
     }
+    start_queued(self);
   }
 
-  static std::shared_ptr<std::atomic<bool>> started_cancel() {
-    return std::make_shared<std::atomic<bool>>(false);
+  /// Under the lock: starts queued downloads, oldest first, while threads are free in all and
+  /// in their controller's share. One whose thread cannot be started stays queued.
+  void start_queued(const std::shared_ptr<State>& self) {
+    while (threads_running < kMaxDownloads && !stopping) {
+      auto next = downloads.end();
+      for (auto it = downloads.begin(); it != downloads.end(); ++it) {
+        const auto& download = it->second;
+        if (!download.started && threads_of(download.controller) < kMaxDownloadsPerController &&
+            (next == downloads.end() || download.id < next->second.id)) {
+          next = it;
+        }
+      }
+      if (next == downloads.end()) {
+        return;
+      }
+      auto& download = next->second;
+      try {
+        std::thread([self, source = download.source, cancel = download.cancel, id = download.id,
+                     controller = download.controller] {
+          run_download(self, source, cancel, id, controller);
+        }).detach();
+      } catch (const std::system_error& e) {
+        log.warning(std::string("runner archive cache: cannot start a download: ") + e.what());
+        return;
+      }
+      download.started = true;
+      ++threads_running;
+      ++threads_per_controller[download.controller];
+    }
   }
 
-  /// Under the lock: `owner` no longer wants its downloads; one nobody wants stops.
+  std::size_t threads_of(const std::string& controller) const {
+    const auto found = threads_per_controller.find(controller);
+    return found == threads_per_controller.end() ? 0 : found->second;
+  }
+
+  /// Under the lock: `owner` no longer wants its downloads; one nobody wants stops, or leaves
+  /// the queue.
   void release(const std::string& owner) {
-    for (auto& [key, download] : downloads) {
+    for (auto it = downloads.begin(); it != downloads.end();) {
+      auto& download = it->second;
       download.owners.erase(owner);
-      if (download.owners.empty() && download.waiting.empty()) {
+      if (!download.owners.empty() || !download.waiting.empty()) {
+        ++it;
+      } else if (download.started) {
         *download.cancel = true;
+        ++it;
+      } else {
+        it = downloads.erase(it);
       }
     }
   }
@@ -345,32 +423,25 @@ RunnerArchiveCache::~RunnerArchiveCache() {
   state_->callbacks_done.wait(lock, [&] { return state_->callbacks_running == 0; });
 }
 
-void RunnerArchiveCache::prefetch(const ArchiveSource& source, const std::string& owner) {
+void RunnerArchiveCache::prefetch(const ArchiveSource& source, const std::string& owner,
+                                  const std::string& controller) {
   std::lock_guard lock(state_->mutex);
   if (state_->entries.contains(source.sha256) || state_->recent_failure(source) != nullptr) {
     return;
   }
   Ready none;
-  try {
-    state_->join_download(state_, source, none, owner);
-  } catch (const std::system_error& e) {
-    state_->log.warning(std::string("runner archive cache: cannot start a download: ") + e.what());
-  }
+  state_->join_download(state_, source, none, owner, controller);
 }
 
-void RunnerArchiveCache::fetch(const ArchiveSource& source, Ready ready) {
+void RunnerArchiveCache::fetch(const ArchiveSource& source, const std::string& controller,
+                               Ready ready) {
   std::optional<Outcome> now;
   {
     std::lock_guard lock(state_->mutex);
     now = state_->answer_now(source);
     if (!now) {
-      try {
-        state_->join_download(state_, source, ready, "");
-        return;
-      } catch (const std::system_error& e) {
-        now =
-            Outcome{.file = nullptr, .error = std::string("cannot start a download: ") + e.what()};
-      }
+      state_->join_download(state_, source, ready, "", controller);
+      return;
     }
   }
   ready(std::move(*now));
@@ -386,10 +457,17 @@ std::size_t RunnerArchiveCache::downloads_under_way() const {
   return state_->threads_running;
 }
 
+std::size_t RunnerArchiveCache::downloads_queued() const {
+  std::lock_guard lock(state_->mutex);
+  return static_cast<std::size_t>(std::count_if(state_->downloads.begin(), state_->downloads.end(),
+                                                [](const auto& d) { return !d.second.started; }));
+}
+
 RunnerArchiveCache::Stats RunnerArchiveCache::stats() const {
   std::lock_guard lock(state_->mutex);
   auto stats = state_->stats;
   stats.archives = state_->entries.size();
+  stats.part_bytes = state_->part_bytes;
   for (const auto& [sha, entry] : state_->entries) {
     stats.bytes += entry.size;
   }
@@ -421,6 +499,9 @@ std::string RunnerArchiveCache::render_metrics() const {
   text.sample("garm_edge_runner_archive_evictions_total", {}, now.evictions);
   text.family("garm_edge_runner_archive_cache_bytes", "gauge", "Bytes of archives on disk.");
   text.sample("garm_edge_runner_archive_cache_bytes", {}, now.bytes);
+  text.family("garm_edge_runner_archive_part_bytes", "gauge",
+              "Bytes of downloads under way, counted against the cache's size.");
+  text.sample("garm_edge_runner_archive_part_bytes", {}, now.part_bytes);
   text.family("garm_edge_runner_archive_cache_archives", "gauge", "Archives on disk.");
   text.sample("garm_edge_runner_archive_cache_archives", {}, now.archives);
   return text.str();

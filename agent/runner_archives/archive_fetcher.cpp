@@ -2,7 +2,9 @@
 
 #include <array>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
+#include <limits>
 #include <unistd.h>
 
 #include <mbedtls/sha256.h>
@@ -34,7 +36,8 @@ void write_all(int fd, std::string_view data) {
 /// The bytes of one 200 answer: into the file and the running hash.
 class ArchiveWriter {
  public:
-  ArchiveWriter(int fd, const std::atomic<bool>& stop) : fd_(fd), stop_(stop) {
+  ArchiveWriter(int fd, const WriteBudget& budget, const std::atomic<bool>& stop)
+      : fd_(fd), budget_(budget), stop_(stop) {
     mbedtls_sha256_init(&hash_);
     mbedtls_sha256_starts_ret(&hash_, 0);
   }
@@ -48,6 +51,9 @@ class ArchiveWriter {
     }
     if (status != 200) {
       return;  // a redirect's or an error's body
+    }
+    if (!budget_.may_write(data.size())) {
+      throw ArchiveError("the runner archive cache has no room for the archive");
     }
     write_all(fd_, data);
     mbedtls_sha256_update_ret(&hash_, reinterpret_cast<const unsigned char*>(data.data()),
@@ -63,10 +69,26 @@ class ArchiveWriter {
 
  private:
   int fd_;
+  const WriteBudget& budget_;
   const std::atomic<bool>& stop_;
   mbedtls_sha256_context hash_;
   std::uint64_t size_ = 0;
 };
+
+/// An archive whose announced size cannot fit is refused before a byte is written, so it
+/// evicts nothing of the cache on its way to failing.
+void refuse_if_too_large(const net::ClientResponse& head, const WriteBudget& budget) {
+  const auto length = head.header("content-length");
+  std::uint64_t size = 0;
+  if (!length ||
+      std::from_chars(length->data(), length->data() + length->size(), size).ec != std::errc()) {
+    return;  // chunked: each piece is asked for
+  }
+  if (!budget.could_fit(size)) {
+    throw ArchiveError("the runner archive cache has no room for an archive of " +
+                       std::to_string(size) + " bytes");
+  }
+}
 
 }  // namespace
 
@@ -92,7 +114,7 @@ LocatedUrl resolve_redirect(const LocatedUrl& from, std::string_view location) {
 }
 
 FetchedArchive HttpArchiveFetcher::fetch(const ArchiveSource& source, int fd,
-                                         std::uint64_t max_bytes, const std::atomic<bool>& stop) {
+                                         const WriteBudget& budget, const std::atomic<bool>& stop) {
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   auto located = locate(source.url);
   const auto origin = located.url;
@@ -108,8 +130,10 @@ FetchedArchive HttpArchiveFetcher::fetch(const ArchiveSource& source, int fd,
     net::HttpClientOptions options{.connect_timeout = connect,
                                    .request_timeout = std::max<std::chrono::milliseconds>(
                                        left - connect, std::chrono::seconds(1)),
-                                   .max_response_bytes = static_cast<std::size_t>(max_bytes),
-                                   .proxy = net::proxy_for(located.url, source.proxies)};
+                                   // the budget bounds what is written; nothing is held
+                                   .max_response_bytes = std::numeric_limits<std::size_t>::max(),
+                                   .proxy = net::proxy_for(located.url, source.proxies),
+                                   .stop = &stop};
     net::ClientRequest request{
         .method = "GET",
         .target = located.target,
@@ -120,11 +144,15 @@ FetchedArchive HttpArchiveFetcher::fetch(const ArchiveSource& source, int fd,
         located.url.port == origin.port && located.url.tls == origin.tls) {
       request.headers.emplace_back("Authorization", "Bearer " + source.bearer_token);
     }
-    ArchiveWriter writer(fd, stop);
+    ArchiveWriter writer(fd, budget, stop);
     const auto trust = located.url.tls ? trust_.trusting(source.ca_bundle) : nullptr;
-    const auto answer = net::send_request_streaming(
-        located.url, request, options, trust,
-        [&writer](int status, std::string_view data) { writer.take(status, data); });
+    const auto answer = net::send_request_with_head(
+        located.url, request, options, trust, [&](const net::ClientResponse& head) {
+          if (head.status == 200) {
+            refuse_if_too_large(head, budget);
+          }
+          return [&writer](int status, std::string_view data) { writer.take(status, data); };
+        });
     const auto where = located.url.host + ":" + std::to_string(located.url.port);
     if (answer.status == 200) {
       return writer.finish();

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 
@@ -34,13 +35,23 @@ struct FetchedArchive {
   std::uint64_t size = 0;
 };
 
+/// The disk an archive may take. A refusal ends the download.
+struct WriteBudget {
+  /// Asked once the server announces the archive's size, before anything is written: could
+  /// an archive of that size fit at all?
+  std::function<bool(std::uint64_t)> could_fit;
+  /// Asked before each piece is written, with the piece's size.
+  std::function<bool(std::uint64_t)> may_write;
+};
+
 /// The boundary to the internet: downloads an archive into an open file.
 class ArchiveFetcher {
  public:
   virtual ~ArchiveFetcher() = default;
   /// Writes the archive to `fd` (positioned at 0, empty) and returns what was written. Throws
-  /// ArchiveError when the download fails, passes `max_bytes`, or `stop` becomes true.
-  virtual FetchedArchive fetch(const ArchiveSource& source, int fd, std::uint64_t max_bytes,
+  /// ArchiveError when the download fails, `may_write` refuses a piece, or `stop` becomes true
+  /// (within moments, even while the server sends nothing).
+  virtual FetchedArchive fetch(const ArchiveSource& source, int fd, const WriteBudget& may_write,
                                const std::atomic<bool>& stop) = 0;
 };
 
@@ -50,7 +61,7 @@ class HttpArchiveFetcher final : public ArchiveFetcher {
  public:
   explicit HttpArchiveFetcher(std::chrono::seconds timeout) : timeout_(timeout) {}
 
-  FetchedArchive fetch(const ArchiveSource& source, int fd, std::uint64_t max_bytes,
+  FetchedArchive fetch(const ArchiveSource& source, int fd, const WriteBudget& may_write,
                        const std::atomic<bool>& stop) override;
 
  private:

@@ -29,42 +29,54 @@ class SettableClock final : public agent::Clock {
   std::atomic<std::chrono::system_clock::time_point> now_{std::chrono::system_clock::now()};
 };
 
+const std::string kControllerA = "controller-a";
+const std::string kControllerB = "controller-b";
+
 class QuietLogger final : public agent::Logger {
  public:
   void log(agent::Level, std::string_view) override {}
 };
 
-/// Serves archives from memory, counting downloads; `hold` keeps every download waiting until
-/// `release`.
+/// Serves archives from memory in 64 KiB pieces, its size and each piece asked of the cache's
+/// budget, counting
+/// downloads; `hold` keeps every download waiting (before its first piece, or after `pause_at`
+/// bytes) until `release`, as a stalled server would.
 class FakeInternet final : public agent::ArchiveFetcher {
  public:
   std::map<std::string, std::string> archives;  // by URL
   std::atomic<int> downloads{0};
+  std::atomic<int> paused{0};  // downloads waiting in `hold` now
+  std::uint64_t pause_at = 0;
+  bool announce_size = true;  // a Content-Length; false: chunked
 
-  agent::FetchedArchive fetch(const agent::ArchiveSource& source, int fd, std::uint64_t max_bytes,
+  agent::FetchedArchive fetch(const agent::ArchiveSource& source, int fd,
+                              const agent::WriteBudget& budget,
                               const std::atomic<bool>& stop) override {
     ++downloads;
-    {
-      std::unique_lock lock(mutex_);
-      // As the real fetcher does at its next piece of data: a stop ends the wait.
-      while (held_ && !stop) {
-        released_.wait_for(lock, std::chrono::milliseconds(10));
-      }
-      if (stop) {
-        throw agent::ArchiveError("stopped");
-      }
-    }
     const auto it = archives.find(source.url);
-    if (it == archives.end()) {
-      throw agent::ArchiveError("HTTP 404 from " + source.url);
+    if (it != archives.end() && announce_size && !budget.could_fit(it->second.size())) {
+      throw agent::ArchiveError("no room for its size");
     }
-    if (it->second.size() > max_bytes) {
-      throw agent::ArchiveError("larger than the cache");
-    }
-    // Not REQUIRE: this runs on the cache's download thread.
-    if (::write(fd, it->second.data(), it->second.size()) !=
-        static_cast<ssize_t>(it->second.size())) {
-      throw agent::ArchiveError("short write");
+    std::string_view left = it == archives.end() ? std::string_view() : it->second;
+    for (std::uint64_t written = 0;; written += kPiece) {
+      if (written == pause_at) {
+        wait_while_held(stop);
+      }
+      if (it == archives.end()) {
+        throw agent::ArchiveError("HTTP 404 from " + source.url);
+      }
+      if (left.empty()) {
+        break;
+      }
+      const auto piece = left.substr(0, kPiece);
+      if (!budget.may_write(piece.size())) {
+        throw agent::ArchiveError("no room");
+      }
+      // Not REQUIRE: this runs on the cache's download thread.
+      if (::write(fd, piece.data(), piece.size()) != static_cast<ssize_t>(piece.size())) {
+        throw agent::ArchiveError("short write");
+      }
+      left.remove_prefix(piece.size());
     }
     return {.sha256 = net::sha256_hex(it->second), .size = it->second.size()};
   }
@@ -80,8 +92,30 @@ class FakeInternet final : public agent::ArchiveFetcher {
     }
     released_.notify_all();
   }
+  /// Waits up to 5 s until `count` downloads wait in `hold`.
+  bool paused_within(int count) const {
+    for (int i = 0; i < 500 && paused < count; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return paused >= count;
+  }
 
  private:
+  static constexpr std::size_t kPiece = 64 << 10U;
+
+  void wait_while_held(const std::atomic<bool>& stop) {
+    std::unique_lock lock(mutex_);
+    ++paused;
+    // As the real fetcher does within moments: a stop ends the wait.
+    while (held_ && !stop) {
+      released_.wait_for(lock, std::chrono::milliseconds(10));
+    }
+    --paused;
+    if (stop) {
+      throw agent::ArchiveError("stopped");
+    }
+  }
+
   std::mutex mutex_;
   std::condition_variable released_;
   bool held_ = false;
@@ -117,10 +151,11 @@ struct CacheHost {
 
   /// fetch(), waited for.
   static RunnerArchiveCache::Outcome fetch(RunnerArchiveCache& cache,
-                                           const agent::ArchiveSource& source) {
+                                           const agent::ArchiveSource& source,
+                                           const std::string& controller = kControllerA) {
     std::promise<RunnerArchiveCache::Outcome> done;
     auto outcome = done.get_future();
-    cache.fetch(source,
+    cache.fetch(source, controller,
                 [&done](RunnerArchiveCache::Outcome got) { done.set_value(std::move(got)); });
     REQUIRE(outcome.wait_for(std::chrono::seconds(20)) == std::future_status::ready);
     return outcome.get();
@@ -145,11 +180,11 @@ TEST_CASE("guests asking for one archive at once share one download", "[runner-a
   const auto source = source_for("https://dl/runner.tgz", archive);
   auto cache = host.cache();
   host.internet->hold();
-  cache->prefetch(source, "garm-create");  // the create
+  cache->prefetch(source, "garm-create", kControllerA);  // the create
   constexpr int kGuests = 8;
   std::vector<std::promise<RunnerArchiveCache::Outcome>> answers(kGuests);
   for (auto& answer : answers) {
-    cache->fetch(source,
+    cache->fetch(source, kControllerA,
                  [&answer](RunnerArchiveCache::Outcome got) { answer.set_value(std::move(got)); });
   }
   host.internet->release();
@@ -184,7 +219,7 @@ TEST_CASE("an archive whose SHA-256 is not garm's is never kept or served", "[ru
 
   // The failure is remembered for a while: guests retrying do not each cost a download.
   CHECK(CacheHost::fetch(*cache, source).error == got.error);
-  cache->prefetch(source, "garm-create");
+  cache->prefetch(source, "garm-create", kControllerA);
   CHECK(host.internet->downloads == 1);
   // Then the next request tries again, and a fixed source is served.
   host.clock.advance(std::chrono::seconds(31));
@@ -257,7 +292,7 @@ TEST_CASE("a cache destroyed during a download calls no one and leaves no part f
   {
     auto cache = host.cache();
     host.internet->hold();
-    cache->fetch(source, [&called](RunnerArchiveCache::Outcome) { called = true; });
+    cache->fetch(source, kControllerA, [&called](RunnerArchiveCache::Outcome) { called = true; });
     while (host.internet->downloads == 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
@@ -277,8 +312,8 @@ TEST_CASE("a download no instance wants any more stops and leaves no part file",
   const auto source = source_for("https://dl/runner.tgz", "runner");
   auto cache = host.cache();
   host.internet->hold();
-  cache->prefetch(source, "garm-a");
-  cache->prefetch(source, "garm-b");  // two creates of one archive share it
+  cache->prefetch(source, "garm-a", kControllerA);
+  cache->prefetch(source, "garm-b", kControllerA);  // two creates of one archive share it
   cache->release("garm-a");
   CHECK(cache->downloads_under_way() == 1);  // b still wants it
   cache->release("garm-b");
@@ -302,8 +337,10 @@ TEST_CASE("another source naming the same SHA-256 neither joins a download nor s
   host.internet->hold();
   std::promise<RunnerArchiveCache::Outcome> wrong_answer;
   std::promise<RunnerArchiveCache::Outcome> honest_answer;
-  cache->fetch(wrong, [&](RunnerArchiveCache::Outcome got) { wrong_answer.set_value(got); });
-  cache->fetch(honest, [&](RunnerArchiveCache::Outcome got) { honest_answer.set_value(got); });
+  cache->fetch(wrong, kControllerB,
+               [&](RunnerArchiveCache::Outcome got) { wrong_answer.set_value(got); });
+  cache->fetch(honest, kControllerA,
+               [&](RunnerArchiveCache::Outcome got) { honest_answer.set_value(got); });
   CHECK(cache->downloads_under_way() == 2);
   host.internet->release();
   const auto failed = wrong_answer.get_future().get();
@@ -314,18 +351,73 @@ TEST_CASE("another source naming the same SHA-256 neither joins a download nor s
   CHECK(served.error.empty());
 }
 
-TEST_CASE("at most four downloads run at once", "[runner-archives]") {
+TEST_CASE("four downloads run at once, two per controller; the others wait in line",
+          "[runner-archives]") {
   CacheHost host;
   auto cache = host.cache();
   host.internet->hold();
-  for (int i = 0; i < 5; ++i) {
+  std::vector<agent::ArchiveSource> sources;
+  for (int i = 0; i < 6; ++i) {
     const auto content = "archive " + std::to_string(i);
     host.internet->archives["https://dl/" + std::to_string(i)] = content;
-    cache->prefetch(source_for("https://dl/" + std::to_string(i), content),
-                    "garm-" + std::to_string(i));
+    sources.push_back(source_for("https://dl/" + std::to_string(i), content));
   }
+  // Controller A's three stalled URLs first: two run, the third waits for A's own share.
+  for (std::size_t i = 0; i < 3; ++i) {
+    cache->prefetch(sources[i], "garm-a" + std::to_string(i), kControllerA);
+  }
+  REQUIRE(host.internet->paused_within(2));
+  CHECK(cache->downloads_under_way() == 2);
+  // Controller B's downloads still get the other two threads.
+  for (std::size_t i = 3; i < 6; ++i) {
+    cache->prefetch(sources[i], "garm-b" + std::to_string(i), kControllerB);
+  }
+  REQUIRE(host.internet->paused_within(4));
   CHECK(cache->downloads_under_way() == 4);
-  const auto refused = CacheHost::fetch(*cache, source_for("https://dl/4", "archive 4"));
-  CHECK_THAT(refused.error, Catch::Contains("4 downloads are under way"));
+  CHECK(cache->downloads_queued() == 2);
+  // A queued download nobody wants leaves the line without ever running.
+  cache->release("garm-a2");
+  CHECK(cache->downloads_queued() == 1);
   host.internet->release();
+  CHECK(read_all(*CacheHost::fetch(*cache, sources[5], kControllerB).file) == "archive 5");
+  for (int i = 0; i < 500 && cache->downloads_under_way() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(cache->stats().downloads == 5);
+  CHECK(host.internet->downloads == 5);
+}
+
+TEST_CASE("part files count against the cache's size while they grow", "[runner-archives]") {
+  CacheHost host;
+  const std::string a(1 << 20U, 'a'), b(2 << 20U, 'b'), c(2 << 20U, 'c');
+  for (const auto& [name, content] : {std::pair{"a", a}, {"b", b}, {"c", c}}) {
+    host.internet->archives[std::string("https://dl/") + name] = content;
+  }
+  auto cache = host.cache(3 << 20U);
+  REQUIRE(CacheHost::fetch(*cache, source_for("https://dl/a", a)).file);
+  // b and c come chunked and both stall after 1.5 MiB: a goes to make room for the second
+  // part file.
+  host.internet->announce_size = false;
+  host.internet->pause_at = 3 << 19U;
+  host.internet->hold();
+  std::promise<RunnerArchiveCache::Outcome> got_b;
+  std::promise<RunnerArchiveCache::Outcome> got_c;
+  cache->fetch(source_for("https://dl/b", b), kControllerA,
+               [&](RunnerArchiveCache::Outcome got) { got_b.set_value(got); });
+  cache->fetch(source_for("https://dl/c", c), kControllerB,
+               [&](RunnerArchiveCache::Outcome got) { got_c.set_value(got); });
+  REQUIRE(host.internet->paused_within(2));
+  CHECK(cache->stats().part_bytes == 3U << 20U);
+  CHECK(cache->stats().bytes == 0);  // a was evicted for them
+  CHECK(cache->stats().evictions == 1);
+  // Both cannot finish within 3 MiB: whichever goes on first finds no room (the other may
+  // complete once that one's part file is gone, or find no room too).
+  host.internet->release();
+  const auto b_outcome = got_b.get_future().get();
+  const auto c_outcome = got_c.get_future().get();
+  const auto served = (b_outcome.file ? 1U : 0U) + (c_outcome.file ? 1U : 0U);
+  CHECK(served <= 1);  // without counting part files: both, the disk at 5 MiB on the way
+  CHECK_THAT(b_outcome.error + c_outcome.error, Catch::Contains("no room"));
+  CHECK(cache->stats().part_bytes == 0);
+  CHECK(host.files().size() == served);  // no part file left
 }

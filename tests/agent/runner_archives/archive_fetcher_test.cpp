@@ -3,9 +3,15 @@
 
 #include "agent/runner_archives/archive_fetcher.hpp"
 
+#include <arpa/inet.h>
+#include <array>
 #include <fcntl.h>
 #include <fstream>
+#include <future>
+#include <netinet/in.h>
+#include <optional>
 #include <signal.h>
+#include <sys/socket.h>
 #include <thread>
 #include <unistd.h>
 
@@ -77,7 +83,7 @@ struct Downloads {
     const auto path = directory.path() / "out";
     std::filesystem::remove(path);
     UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-    const auto fetched = fetcher.fetch(from, fd.get(), 64 << 20U, stop);
+    const auto fetched = fetcher.fetch(from, fd.get(), any_size, stop);
     CHECK(fetched.size == archive.size());
     CHECK(fetched.sha256 == net::sha256_hex(archive));
     std::ifstream in(path, std::ios::binary);
@@ -87,6 +93,54 @@ struct Downloads {
   TempDir directory{"downloads"};
   const std::string archive = std::string(5 << 20U, 'x') + "end";
   std::atomic<bool> stop{false};
+  agent::WriteBudget any_size{.could_fit = [](std::uint64_t) { return true; },
+                              .may_write = [](std::uint64_t) { return true; }};
+};
+
+/// A plain HTTP server on loopback that answers one request with a 200 head and 64 KiB of a
+/// much longer body, then sends nothing more until the test ends.
+class StalledServer {
+ public:
+  StalledServer() {
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t size = sizeof(address);
+    auto* raw = reinterpret_cast<sockaddr*>(&address);
+    REQUIRE(::bind(listener_.get(), raw, size) == 0);
+    REQUIRE(::listen(listener_.get(), 4) == 0);
+    REQUIRE(::getsockname(listener_.get(), raw, &size) == 0);
+    port_ = ntohs(address.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~StalledServer() {
+    done_.set_value();
+    ::shutdown(listener_.get(), SHUT_RDWR);
+    thread_.join();
+  }
+  StalledServer(const StalledServer&) = delete;
+  StalledServer& operator=(const StalledServer&) = delete;
+
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/runner.tgz"; }
+
+ private:
+  void serve() {
+    UniqueFd client(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (client.get() < 0) {
+      return;
+    }
+    std::array<char, 4096> request{};
+    (void)::recv(client.get(), request.data(), request.size(), 0);
+    const std::string answer =
+        "HTTP/1.1 200 OK\r\nContent-Length: 100000000\r\n\r\n" + std::string(64 << 10U, 'x');
+    (void)::send(client.get(), answer.data(), answer.size(), MSG_NOSIGNAL);
+    done_.get_future().wait();  // stalls, connection open
+  }
+
+  UniqueFd listener_{::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
+  std::uint16_t port_ = 0;
+  std::promise<void> done_;
+  std::thread thread_;
 };
 
 }  // namespace
@@ -150,4 +204,75 @@ TEST_CASE("a failed archive download says why and where, never with the token",
   source = downloads.source(garm, "/downloads/runner.tar.gz");
   source.proxies.https_proxy = "http://user:secret@proxy:3128";
   CHECK_THROWS_WITH(downloads.fetch(fetcher, source), Catch::Contains("user info"));
+}
+
+TEST_CASE("a download nobody wants ends within moments while its server sends nothing",
+          "[runner-archives][integration]") {
+  StalledServer server;
+  TempDir directory("stalled");
+  UniqueFd fd(::open((directory.path() / "out").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+  agent::HttpArchiveFetcher fetcher(std::chrono::seconds(60));
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> written{0};
+  const agent::WriteBudget count{.could_fit = [](std::uint64_t) { return true; },
+                                 .may_write =
+                                     [&written](std::uint64_t more) {
+                                       written += more;
+                                       return true;
+                                     }};
+  const agent::ArchiveSource source{.url = server.url(),
+                                    .sha256 = std::string(64, '0'),
+                                    .bearer_token = "",
+                                    .ca_bundle = "",
+                                    .proxies = {}};
+  auto download =
+      std::async(std::launch::async, [&] { return fetcher.fetch(source, fd.get(), count, stop); });
+  for (int i = 0; i < 500 && written < (64U << 10U); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE(written == (64U << 10U));  // the server sent its piece and stalls
+  const auto stopped = std::chrono::steady_clock::now();
+  stop = true;
+  REQUIRE(download.wait_for(std::chrono::seconds(5)) == std::future_status::ready);
+  CHECK(std::chrono::steady_clock::now() - stopped < std::chrono::seconds(1));
+  CHECK_THROWS(download.get());  // without the stop it would wait for its 60 s deadline
+}
+
+TEST_CASE("an archive the cache has no room for ends its download, at its announced size",
+          "[runner-archives][integration]") {
+  Downloads downloads;
+  auto garm = downloads.garm_with_downloads();
+  agent::HttpArchiveFetcher fetcher(std::chrono::seconds(30));
+  const auto out = downloads.directory.path() / "out";
+  UniqueFd fd(::open(out.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+  std::uint64_t room = 1 << 20U;
+  std::optional<std::uint64_t> announced;
+  const agent::WriteBudget within_room{.could_fit =
+                                           [&announced](std::uint64_t size) {
+                                             announced = size;
+                                             return true;  // as if it fit: the pieces decide
+                                           },
+                                       .may_write =
+                                           [&room](std::uint64_t more) {
+                                             if (more > room) {
+                                               return false;
+                                             }
+                                             room -= more;
+                                             return true;
+                                           }};
+  const auto source = downloads.source(garm, "/downloads/runner.tar.gz");
+  CHECK_THROWS_WITH(fetcher.fetch(source, fd.get(), within_room, downloads.stop),
+                    Catch::Contains("no room"));
+  CHECK(std::filesystem::file_size(out) <= (1U << 20U));
+  REQUIRE(announced);
+  CHECK(*announced == downloads.archive.size());
+
+  // Refused at its announced size: not a byte written.
+  UniqueFd second(::open((downloads.directory.path() / "second").c_str(),
+                         O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+  const agent::WriteBudget too_small{.could_fit = [](std::uint64_t) { return false; },
+                                     .may_write = [](std::uint64_t) { return true; }};
+  CHECK_THROWS_WITH(fetcher.fetch(source, second.get(), too_small, downloads.stop),
+                    Catch::Contains("no room for an archive of"));
+  CHECK(std::filesystem::file_size(downloads.directory.path() / "second") == 0);
 }
