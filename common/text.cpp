@@ -90,4 +90,14 @@ std::string printable_excerpt(std::string_view value, std::size_t max_bytes) {
   return out;
 }
 
+std::string ascii_lower(std::string_view value) {
+  std::string lower(value);
+  for (auto& c : lower) {
+    if (c >= 'A' && c <= 'Z') {
+      c = static_cast<char>(c - 'A' + 'a');
+    }
+  }
+  return lower;
+}
+
 }  // namespace garm_edge

@@ -14,4 +14,7 @@ bool is_plain_text(std::string_view value);
 /// cut at `max_bytes` on a character boundary.
 std::string printable_excerpt(std::string_view value, std::size_t max_bytes = 64);
 
+/// `value` with ASCII letters in lower case (UUIDs and hex digests compare that way).
+std::string ascii_lower(std::string_view value);
+
 }  // namespace garm_edge

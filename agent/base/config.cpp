@@ -125,7 +125,7 @@ ApiClient read_api_client(const toml::table& table, const std::string& source, s
     if (!id || (*id != "*" && !wire::is_uuid(*id))) {
       in.fail(&item, "controllers: each entry must be a UUID or \"*\"");
     }
-    client.controllers.push_back(*id);
+    client.controllers.push_back(ascii_lower(*id));  // garm's IDs are lower case
   }
   in.reject_unknown_keys();
   return client;
@@ -289,7 +289,8 @@ FlavorConfig read_flavor(const toml::table& table, const std::string& source, st
 /// controller must name (a guest prepared for one must never be handed to another), else the
 /// one controller [[api.clients]] name.
 std::string read_warm_controller(TableReader& in, const ApiConfig& api) {
-  if (const auto controller = in.string("controller")) {
+  if (auto controller = in.string("controller")) {
+    controller = ascii_lower(*controller);  // as garm writes it, and [[api.clients]] are kept
     if (!wire::is_uuid(*controller)) {
       in.fail(in.node("controller"), "controller must be a garm controller's UUID");
     }

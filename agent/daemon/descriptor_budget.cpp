@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 
 #include "agent/api/control_api.hpp"
+#include "agent/guests/agent_sockets.hpp"
 
 namespace garm_edge::agent {
 namespace {
@@ -11,6 +12,9 @@ namespace {
 /// libvirt's socket and event pipes, the state directory, the log, the archive downloads and
 /// the listening sockets, with room to spare.
 constexpr std::size_t kBaseDescriptors = 128;
+/// Instances to count garm-agent sockets for when `max_instances` sets no bound: a /24 of
+/// guest addresses.
+constexpr std::size_t kAssumedInstances = 254;
 
 }  // namespace
 
@@ -22,6 +26,11 @@ std::size_t descriptors_needed(const AgentConfig& config) {
   }
   if (config.guests.enabled) {
     needed += 2 * config.guests.max_connections;
+    // garm-agent's sockets leave the guest service's share once upgraded: each holds the
+    // guest's connection and garm's.
+    const auto bound = config.capacity.max_instances;
+    const auto instances = bound > 0 ? bound : kAssumedInstances;
+    needed += 2 * AgentSockets::Options{}.per_instance * instances;
   }
   return needed;
 }

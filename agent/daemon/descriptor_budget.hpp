@@ -12,7 +12,8 @@ namespace garm_edge::agent {
 
 /// Descriptors the agent may hold at once with `config`: every connection share of the control
 /// API and the guest service at its limit (each guest connection may hold a relay to garm
-/// beside it), plus what libvirt, the state directory, downloads and the log take.
+/// beside it), garm-agent's sockets (two descriptors each, per instance up to `max_instances`,
+/// else 254), plus what libvirt, the state directory, downloads and the log take.
 std::size_t descriptors_needed(const AgentConfig& config);
 
 /// The soft RLIMIT_NOFILE to run with: `needed` when the hard limit allows it (never lower than

@@ -6,6 +6,7 @@
 
 #include "agent/instances/service_error.hpp"
 #include "agent/instances/warm_spec.hpp"
+#include "common/text.hpp"
 #include "net/secret_token.hpp"
 #include "userdata/userdata.hpp"
 #include "wire/validate.hpp"
@@ -30,9 +31,7 @@ std::optional<RunnerArchiveRecord> cacheable_runner_archive(
   } catch (const userdata::UserDataError&) {
     return std::nullopt;  // the installer reports it, if it needs a tool at all
   }
-  auto sha256 = tool->sha256_checksum.value_or("");
-  std::transform(sha256.begin(), sha256.end(), sha256.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const auto sha256 = ascii_lower(tool->sha256_checksum.value_or(""));
   const auto url = tool->download_url.value_or("");
   if (sha256.size() != 64 || sha256.find_first_not_of("0123456789abcdef") != std::string::npos ||
       !wire::is_http_url(url)) {

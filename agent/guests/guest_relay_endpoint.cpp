@@ -17,12 +17,19 @@ namespace {
 /// What a guest's report (already relayed to garm) changes in its record.
 bool apply_report(GuestRecord& guest, const nlohmann::json& report, bool status_update,
                   bool system_info, const std::string& now) {
-  if (const auto agent_id = agent_id_of(report)) {
+  const auto agent_id = agent_id_of(report);
+  const bool new_agent_id = agent_id && agent_id != guest.agent_id;
+  if (new_agent_id) {
     guest.agent_id = agent_id;
   }
   if (system_info) {
-    guest.os_name = guest_text(report.value("os_name", nlohmann::json()), 128);
-    guest.os_version = guest_text(report.value("os_version", nlohmann::json()), 128);
+    auto os_name = guest_text(report.value("os_name", nlohmann::json()), 128);
+    auto os_version = guest_text(report.value("os_version", nlohmann::json()), 128);
+    if (!new_agent_id && os_name == guest.os_name && os_version == guest.os_version) {
+      return false;  // a repeat costs no disk write
+    }
+    guest.os_name = std::move(os_name);
+    guest.os_version = std::move(os_version);
     return true;
   }
   if (!status_update) {

@@ -29,6 +29,13 @@ net::HttpResponse GuestService::serve_warm(const net::HttpRequest& request,
   }
   if (auto assignment = instances_.take_assignment(entry->domain_name)) {
     ++counters_.warm_assignments;
+    std::size_t repeats = 0;  // a guest fetching in a loop is recorded once
+    if (reports_.admit(entry->domain_name, "warm-assignment", "", repeats)) {
+      if (const auto record = store_.get(entry->domain_name)) {
+        instances_.events().record("warm-assignment", record->name, record->controller_id,
+                                   "the warm guest fetched its assignment");
+      }
+    }
     return {.status = 200,
             .content_type = "text/x-shellscript",
             .body = std::move(*assignment),

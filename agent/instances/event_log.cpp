@@ -41,15 +41,33 @@ void EventLog::record(std::string_view event, std::string_view instance,
 EventLog::Ring& EventLog::ring_for(const std::string& controller_id) {
   auto found = rings_.find(controller_id);
   if (found == rings_.end()) {
-    if (rings_.size() >= limits_.max_controllers) {
-      rings_.erase(std::min_element(rings_.begin(), rings_.end(), [](const auto& a, const auto& b) {
-        return a.second.last_written < b.second.last_written;
-      }));
+    if (!limits_.named.contains(controller_id)) {
+      evict_unnamed_beyond(limits_.max_controllers - 1);
     }
     found = rings_.emplace(controller_id, Ring{}).first;
   }
   found->second.last_written = ++writes_;
   return found->second;
+}
+
+void EventLog::evict_unnamed_beyond(std::size_t kept) {
+  while (true) {
+    auto oldest = rings_.end();
+    std::size_t unnamed = 0;
+    for (auto it = rings_.begin(); it != rings_.end(); ++it) {
+      if (limits_.named.contains(it->first)) {
+        continue;
+      }
+      ++unnamed;
+      if (oldest == rings_.end() || it->second.last_written < oldest->second.last_written) {
+        oldest = it;
+      }
+    }
+    if (unnamed <= kept) {
+      return;
+    }
+    rings_.erase(oldest);
+  }
 }
 
 std::vector<InstanceEvent> EventLog::recent(std::string_view controller_id,

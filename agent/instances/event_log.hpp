@@ -5,6 +5,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,13 +27,15 @@ struct InstanceEvent {
 
 /// The latest events, for the control API, each also written to the log as one structured
 /// line (`event=created instance=... controller=... detail="..."`). Each controller has its own
-/// ring, so one controller's churn (or its guests' reports) never pushes out another's history;
-/// only the `max_controllers` most recently active controllers keep one.
+/// ring, so one controller's churn (or its guests' reports) never pushes out another's history.
+/// The controllers named in the configuration always keep theirs; of the others (reachable only
+/// through a `"*"` client) the `max_controllers` most recently active keep one.
 class EventLog {
  public:
   struct Limits {
     std::size_t per_controller = 1000;
     std::size_t max_controllers = 32;
+    std::set<std::string, std::less<>> named;  // never evicted, not counted
   };
   EventLog(const Clock& clock, Logger& log) : EventLog(clock, log, Limits{}) {}
   EventLog(const Clock& clock, Logger& log, Limits limits)
@@ -50,6 +53,8 @@ class EventLog {
     std::uint64_t last_written = 0;
   };
   Ring& ring_for(const std::string& controller_id);
+  /// Drops the least recently written rings of unnamed controllers until `kept` are left.
+  void evict_unnamed_beyond(std::size_t kept);
 
   const Clock& clock_;
   Logger& log_;

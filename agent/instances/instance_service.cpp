@@ -1,8 +1,27 @@
 #include "agent/instances/instance_service.hpp"
 
 #include "agent/instances/domain_view.hpp"
+#include "agent/instances/warm_spec.hpp"
 
 namespace garm_edge::agent {
+namespace {
+
+/// The controllers whose event history is never evicted: the configured ones, the warm pool's
+/// and the host's own.
+EventLog::Limits event_limits(const AgentConfig& config) {
+  EventLog::Limits limits;
+  limits.named = {std::string(kWarmControllerId), ""};
+  for (const auto& client : config.api.clients) {
+    for (const auto& controller : client.controllers) {
+      if (controller != "*") {
+        limits.named.insert(controller);
+      }
+    }
+  }
+  return limits;
+}
+
+}  // namespace
 
 InstanceService::InstanceService(const AgentConfig& config, hypervisor::Hypervisor& hypervisor,
                                  InstanceStore& store, const Clock& clock, Logger& logger)
@@ -13,7 +32,7 @@ InstanceService::InstanceService(const AgentConfig& config, hypervisor::Hypervis
       log_(logger),
       create_gate_(config.max_concurrent_creates),
       drain_(config.state_dir / "draining"),
-      events_(clock, logger) {}
+      events_(clock, logger, event_limits(config)) {}
 
 void InstanceService::serve_guests(GuestSide& guests) {
   guests_ = &guests;

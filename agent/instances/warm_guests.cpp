@@ -230,8 +230,6 @@ std::optional<std::string> InstanceService::take_assignment(std::string_view dom
       record->warm->delivered) {
     return std::nullopt;
   }
-  events_.record("warm-assignment", record->name, record->controller_id,
-                 "the warm guest fetched its assignment");
   return record->warm->assignment;  // again if the answer was lost, until the guest runs it
 }
 

@@ -1,5 +1,7 @@
 #include "agent/base/config.hpp"
 
+#include <cctype>
+
 #include <catch2/catch.hpp>
 #include <toml++/toml.h>
 
@@ -227,6 +229,13 @@ std::string warm_entry(const std::string& extra = "") {
   return "[[warm]]\nimage = \"debian-12\"\nflavor = \"small\"\n" + extra;
 }
 
+std::string ascii_upper(std::string text) {
+  for (auto& c : text) {
+    c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  }
+  return text;
+}
+
 std::string quoted(const std::string& text) {
   return "\"" + text + "\"";
 }
@@ -279,5 +288,16 @@ TEST_CASE("warm guests belong to one controller, which an agent serving several 
                Catch::Contains("controller must be a garm controller's UUID"));
     CHECK_THAT(error_for(with_clients_and_warm(one, warm_entry() + warm_entry())),
                Catch::Contains("is defined twice"));
+  }
+  SECTION("controller IDs written in upper case are garm's lower-case ones") {
+    const auto upper = ascii_upper(kControllerA);
+    const auto config = parse_agent_config(
+        with_clients_and_warm(client("garm", quoted(upper)) + client("other", quoted(kControllerB)),
+                              warm_entry("controller = " + quoted(upper) + "\n")),
+        "agent.toml");
+    CHECK(config.api.clients.at(0).controllers.at(0) == kControllerA);
+    REQUIRE(config.warm.size() == 1);
+    CHECK(config.warm.front().controller == kControllerA);  // would never match garm's
+    CHECK(config.api.allows({"garm"}, kControllerA));
   }
 }

@@ -14,10 +14,12 @@ TEST_CASE("the descriptor budget covers every connection share at its limit", "[
   CHECK(agent::descriptors_needed(config) == 128);  // no API, no guests
   config.api.enabled = true;
   config.guests.enabled = true;
-  // 1,024 silent + 64 handshakes + 256 API connections; 512 guests, each with a relay.
-  CHECK(agent::descriptors_needed(config) == 128 + 1024 + 64 + 256 + 2 * 512);
+  // 1,024 silent + 64 handshakes + 256 API connections; 512 guests, each with a relay; two
+  // garm-agent sockets (guest and garm) for each of 254 instances.
+  CHECK(agent::descriptors_needed(config) == 128 + 1024 + 64 + 256 + 2 * 512 + 2 * 2 * 254);
   config.guests.max_connections = 100;
-  CHECK(agent::descriptors_needed(config) == 128 + 1024 + 64 + 256 + 2 * 100);
+  config.capacity.max_instances = 10;
+  CHECK(agent::descriptors_needed(config) == 128 + 1024 + 64 + 256 + 2 * 100 + 2 * 2 * 10);
 
   CHECK(agent::soft_limit_for(2496, 1024, 524288) == 2496);   // raised to what is needed
   CHECK(agent::soft_limit_for(2496, 65536, 65536) == 65536);  // never lowered

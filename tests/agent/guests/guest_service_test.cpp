@@ -8,7 +8,9 @@
 #include <future>
 #include <poll.h>
 #include <set>
+#include <sys/stat.h>
 #include <thread>
+#include <tuple>
 
 #include <asio.hpp>
 #include <catch2/catch.hpp>
@@ -615,6 +617,37 @@ TEST_CASE("one controller's slow garm holds half the relay workers, never the ot
   }
 }
 
+TEST_CASE("a guest repeating its system information costs no record write",
+          "[guests][integration][hostile]") {
+  FakeGarm garm(two_instances());
+  GuestHost agent(garm);
+  agent.service->create(kControllerId, agent.bootstrap("garm-guest-a", kTokenA));
+  const auto url = agent.base_url() + "/api/v1/callbacks/system-info/";
+  const auto info = [](const std::string& version) {
+    return bearer(kTokenA) + " -H 'Content-Type: application/json' --data '{\"os_name\":" +
+           "\"debian\",\"os_version\":\"" + version + "\",\"agent_id\":7}'";
+  };
+  const auto record_file = agent.host.config.state_dir / "instances" /
+                           (agent::domain_name_for(kController, "garm-guest-a") + ".json");
+  const auto written_as = [&record_file] {  // every write makes a new file: its birth moment
+    struct stat file {};
+    REQUIRE(::stat(record_file.c_str(), &file) == 0);
+    return std::tuple(file.st_ino, file.st_mtim.tv_sec, file.st_mtim.tv_nsec);
+  };
+  REQUIRE(curl_from("127.0.0.2", url, info("12")).status == 200);
+  const auto first = written_as();
+  for (int i = 0; i < 10; ++i) {
+    REQUIRE(curl_from("127.0.0.2", url, info("12")).status == 200);
+  }
+  CHECK(written_as() == first);  // before: ten writes
+  REQUIRE(curl_from("127.0.0.2", url, info("13")).status == 200);
+  CHECK(written_as() != first);
+  const auto guest = agent.service->guest_status(kControllerId, instance_ref("garm-guest-a"));
+  REQUIRE(guest);
+  CHECK(guest->os_version == "13");
+  CHECK(guest->agent_id == 7);
+}
+
 TEST_CASE("a bootstrap the user-data renderer refuses is garm's error, logged with its name",
           "[guests][hostile]") {
   FakeGarm fake_garm;
@@ -869,6 +902,11 @@ TEST_CASE("a warm guest waits with no garm secret, then garm's create binds it a
   // An answer lost on the way can be fetched again, until the guest runs it: its first call
   // to garm, with garm's token, through the relay.
   CHECK(curl_from("127.0.0.2", warm_url + "assignment", bearer(token)).body == assignment.body);
+  std::size_t fetches_recorded = 0;  // a guest fetching in a loop does not flood the history
+  for (const auto& event : agent.service->events().recent(kController, "garm-guest-a")) {
+    fetches_recorded += event.event == "warm-assignment" ? 1U : 0U;
+  }
+  CHECK(fetches_recorded == 1);
   const auto installer = curl_from(
       "127.0.0.2", agent.base_url() + "/api/v1/metadata/install-script/", bearer(kTokenA));
   CHECK(installer.status == 200);

@@ -43,7 +43,7 @@ TEST_CASE("a guest's repeated reports are recorded once, idle and failed always"
 TEST_CASE("each controller keeps its own event history", "[guests][reports]") {
   agent::SystemClock clock;
   CountingLogger log;
-  agent::EventLog events(clock, log, {.per_controller = 10, .max_controllers = 2});
+  agent::EventLog events(clock, log, {.per_controller = 10, .max_controllers = 2, .named = {}});
   events.record("created", "garm-a1", "controller-a");
   for (int i = 0; i < 500; ++i) {
     events.record("guest-installing", "garm-b1", "controller-b", std::to_string(i));
@@ -56,4 +56,21 @@ TEST_CASE("each controller keeps its own event history", "[guests][reports]") {
   CHECK(events.recent("controller-a").empty());
   CHECK(events.recent("controller-b").size() == 10);
   CHECK(events.recent("controller-c").size() == 1);
+}
+
+TEST_CASE("a controller named in the configuration keeps its history whatever others do",
+          "[guests][reports]") {
+  agent::SystemClock clock;
+  CountingLogger log;
+  agent::EventLog events(clock, log,
+                         {.per_controller = 10, .max_controllers = 2, .named = {"controller-a"}});
+  events.record("created", "garm-a1", "controller-a");
+  // A "*" client's instances under 40 made-up controllers, each more recent than A's.
+  for (int i = 0; i < 40; ++i) {
+    events.record("created", "garm-x", "made-up-" + std::to_string(i));
+  }
+  CHECK(events.recent("controller-a").size() == 1);  // before: gone after the second one
+  CHECK(events.recent("made-up-39").size() == 1);
+  CHECK(events.recent("made-up-38").size() == 1);
+  CHECK(events.recent("made-up-37").empty());  // unnamed ones stay within max_controllers
 }
