@@ -64,7 +64,11 @@ void FairWorkQueue::post(Owner owner, std::function<void()> job, std::function<v
 
 bool FairWorkQueue::may_start(const std::string& key, const std::string& group) {
   const auto in_group = group_running_.find(group);
-  return running_ < workers_ && queues_[key].running < limits_.per_key &&
+  const auto running_for_key = queues_[key].running;
+  // A key's second and later jobs never take the last free worker: whatever the busy keys
+  // hold, a key with nothing running gets one.
+  const bool leaves_one_free = running_for_key == 0 || running_ + 1 < workers_;
+  return running_ < workers_ && leaves_one_free && running_for_key < limits_.per_key &&
          (group.empty() || in_group == group_running_.end() ||
           in_group->second < limits_.per_group);
 }

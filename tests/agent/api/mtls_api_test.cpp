@@ -263,8 +263,15 @@ class LibvirtGate {
 
 TEST_CASE("/healthz answers while every command worker waits on libvirt", "[api][mtls]") {
   LibvirtGate gate;  // outlives the server, whose workers it holds
-  ApiServer server("api.xml", with_other_client);
-  net::pki_issue_client(server.pki(), "other");
+  const std::vector<std::string> others = {"other", "third", "fourth"};
+  ApiServer server("api.xml", [&others](agent::AgentConfig& config) {
+    for (const auto& identity : others) {
+      config.api.clients.push_back({.identity = identity, .controllers = {kController}});
+    }
+  });
+  for (const auto& identity : others) {
+    net::pki_issue_client(server.pki(), identity);
+  }
   server.hypervisor().before = [&gate](const std::string& operation) {
     if (operation == "find_by_name") {
       gate.hold();
@@ -277,13 +284,13 @@ TEST_CASE("/healthz answers while every command worker waits on libvirt", "[api]
     ~ReleaseOnExit() { gate.release(); }
   } release_first{gate};
   constexpr int kHarnessWorkers = 4;
-  // Two controllers, each with more GetInstance calls than its share (half the workers).
+  // Four clients, each with a GetInstance call (a client's second call never takes the last
+  // free worker, so it takes four clients to hold all four), and garm with two more.
   for (int i = 0; i < kHarnessWorkers + 2; ++i) {
-    stuck.push_back(std::async(std::launch::async, [&server, i] {
-      const bool garm = i % 2 == 0;
-      return server.curl(server.url("/v1/controllers/" + (garm ? kController : kOtherController) +
-                                    "/instances/garm-stuck" + std::to_string(i)),
-                         garm ? "clients/garm" : "clients/other");
+    stuck.push_back(std::async(std::launch::async, [&server, &others, i] {
+      const auto client = i < 3 ? "clients/" + others[static_cast<std::size_t>(i)] : "clients/garm";
+      return server.curl(controller_url(server, "/instances/garm-stuck" + std::to_string(i)),
+                         client);
     }));
   }
   for (int i = 0; i < 1000 && gate.waiting() < kHarnessWorkers; ++i) {

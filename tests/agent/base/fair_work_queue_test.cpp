@@ -71,7 +71,7 @@ TEST_CASE("a key runs at most its share; its further jobs wait without a worker"
 }
 
 TEST_CASE("one group's keys together run at most the group's share", "[workers]") {
-  FairWorkQueue queue(4, FairWorkQueue::Limits{.per_key = 2, .per_group = 2});
+  FairWorkQueue queue(6, FairWorkQueue::Limits{.per_key = 2, .per_group = 2});
   HeldJobs held;
   for (const auto* key : {"a1", "a2", "a3"}) {
     queue.post(FairWorkQueue::Owner{.key = key, .group = "controller-a"}, held.job("controller-a"));
@@ -87,18 +87,18 @@ TEST_CASE("one group's keys together run at most the group's share", "[workers]"
   CHECK(held.started("controller-a") == 6);
 }
 
-TEST_CASE("a job that waited past the deadline is answered at the deadline, not run",
-          "[workers]") {
-  FairWorkQueue queue(1, FairWorkQueue::Limits{.per_key = 1, .per_group = 1,
-                                               .queue_deadline = 100ms});
+TEST_CASE("a job that waited past the deadline is answered at the deadline, not run", "[workers]") {
+  FairWorkQueue queue(1,
+                      FairWorkQueue::Limits{.per_key = 1, .per_group = 1, .queue_deadline = 100ms});
   HeldJobs held;
   queue.post(FairWorkQueue::Owner{.key = "slow", .group = "a"}, held.job("slow"));
   REQUIRE(held.started_within("slow", 1));
   std::promise<std::chrono::steady_clock::time_point> expired_at;
   const auto posted = std::chrono::steady_clock::now();
   std::atomic<bool> ran{false};
-  queue.post(FairWorkQueue::Owner{.key = "late", .group = "b"}, [&ran] { ran = true; },
-             [&expired_at] { expired_at.set_value(std::chrono::steady_clock::now()); });
+  queue.post(
+      FairWorkQueue::Owner{.key = "late", .group = "b"}, [&ran] { ran = true; },
+      [&expired_at] { expired_at.set_value(std::chrono::steady_clock::now()); });
   auto answered = expired_at.get_future();
   REQUIRE(answered.wait_for(2s) == std::future_status::ready);  // while the worker is still held
   CHECK(answered.get() - posted >= 100ms);
@@ -120,4 +120,18 @@ TEST_CASE("freed workers go round robin over the keys that wait", "[workers]") {
   release.set_value();
   queue.join();
   CHECK(order == std::vector<std::string>{"a", "b", "c", "a", "a"});
+}
+
+TEST_CASE("however many keys are stuck, the last free worker is a newcomer's", "[workers]") {
+  FairWorkQueue queue(4, FairWorkQueue::Limits{.per_key = 2, .per_group = 4});
+  HeldJobs held;
+  for (const auto* key : {"stuck-a", "stuck-a", "stuck-b", "stuck-b"}) {
+    queue.post(FairWorkQueue::Owner{.key = key, .group = "x"}, held.job(key));
+  }
+  queue.post(FairWorkQueue::Owner{.key = "newcomer", .group = "x"}, held.job("newcomer"));
+  CHECK(held.started_within("newcomer", 1));  // without the reserve: a and b held all four
+  CHECK(held.started("stuck-a") + held.started("stuck-b") == 3);
+  held.let_go();
+  queue.join();
+  CHECK(held.started("stuck-b") == 2);
 }
