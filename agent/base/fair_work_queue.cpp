@@ -63,14 +63,21 @@ void FairWorkQueue::post(Owner owner, std::function<void()> job, std::function<v
 }
 
 bool FairWorkQueue::may_start(const std::string& key, const std::string& group) {
-  const auto in_group = group_running_.find(group);
   const auto running_for_key = queues_[key].running;
-  // A key's second and later jobs never take the last free worker: whatever the busy keys
-  // hold, a key with nothing running gets one.
-  const bool leaves_one_free = running_for_key == 0 || running_ + 1 < workers_;
-  return running_ < workers_ && leaves_one_free && running_for_key < limits_.per_key &&
-         (group.empty() || in_group == group_running_.end() ||
-          in_group->second < limits_.per_group);
+  const auto running_for_group = group.empty() ? 0 : running_in(group);
+  // Neither a key's nor a group's second and later jobs take the last free worker: whatever
+  // the busy ones hold, a key (and a group) with nothing running gets one.
+  const bool takes_the_last = running_ + 1 >= workers_;
+  if (takes_the_last && (running_for_key > 0 || running_for_group > 0)) {
+    return false;
+  }
+  return running_ < workers_ && running_for_key < limits_.per_key &&
+         running_for_group < limits_.per_group;
+}
+
+std::size_t FairWorkQueue::running_in(const std::string& group) const {
+  const auto found = group_running_.find(group);
+  return found == group_running_.end() ? 0 : found->second;
 }
 
 void FairWorkQueue::admit(const std::string& key, const std::string& group) {
@@ -111,22 +118,33 @@ void FairWorkQueue::finished(const std::string& key, const std::string& group) {
 }
 
 bool FairWorkQueue::take_next(const std::string& key, std::string& next_key, Waiting& next) {
-  // Round robin: the keys after the one that finished first, then from the start.
+  // The group running least first (a controller with many guests gets no more turns than one
+  // with few), then round robin over the keys: those after the one that finished first.
+  auto chosen = queues_.end();
+  std::size_t chosen_group_running = 0;
   auto it = queues_.upper_bound(key);
   for (std::size_t seen = 0; seen < queues_.size(); ++seen, ++it) {
     if (it == queues_.end()) {
       it = queues_.begin();
     }
-    auto& queue = it->second;
-    if (!queue.waiting.empty() && may_start(it->first, queue.waiting.front().group)) {
-      next_key = it->first;
-      next = std::move(queue.waiting.front());
-      queue.waiting.pop_front();
-      admit(next_key, next.group);
-      return true;
+    const auto& queue = it->second;
+    if (queue.waiting.empty() || !may_start(it->first, queue.waiting.front().group)) {
+      continue;
+    }
+    const auto group_running = running_in(queue.waiting.front().group);
+    if (chosen == queues_.end() || group_running < chosen_group_running) {
+      chosen = it;
+      chosen_group_running = group_running;
     }
   }
-  return false;
+  if (chosen == queues_.end()) {
+    return false;
+  }
+  next_key = chosen->first;
+  next = std::move(chosen->second.waiting.front());
+  chosen->second.waiting.pop_front();
+  admit(next_key, next.group);
+  return true;
 }
 
 void FairWorkQueue::expire_late_jobs() {

@@ -17,10 +17,11 @@ namespace garm_edge::agent {
 /// Worker threads that no key (a client certificate, a guest) and no group of keys (a
 /// controller's guests) can occupy alone: a key has at most `per_key` jobs running and a group
 /// at most `per_group`; further jobs wait in their key's own queue, in order, holding no
-/// worker, while other keys' jobs take the free workers (round robin over the keys). A key's
-/// second and later jobs never take the last free worker, so however many keys are stuck, a
-/// key with nothing running is served at once (while fewer keys than workers are stuck); the
-/// price is one idle worker while every key with work has one running. One
+/// worker, while other keys' jobs take the free workers (the group running least first, then
+/// round robin over the keys). Neither a key's nor a group's second and later jobs take the
+/// last free worker, so however many are stuck, a key or group with nothing running is served
+/// at once (while fewer keys than workers are stuck); the price is one idle worker while every
+/// key with work has one running. One
 /// controller's commands stuck on libvirt, or one controller's guests calling a garm that
 /// answers slowly, leave the others workers. With a queue deadline a job that waited that
 /// long for a worker is not run: its `expired` answer runs instead, at the deadline.
@@ -69,6 +70,7 @@ class FairWorkQueue {
   };
 
   bool may_start(const std::string& key, const std::string& group);
+  std::size_t running_in(const std::string& group) const;
   void admit(const std::string& key, const std::string& group);
   void start(const std::string& key, const std::string& group, std::function<void()> job);
   void finished(const std::string& key, const std::string& group);

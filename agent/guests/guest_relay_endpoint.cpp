@@ -178,9 +178,13 @@ void GuestService::record_report(const std::string& domain_name, std::string_vie
   const bool status_update = suffix == "/status" || suffix == "/status/";
   const bool system_info = suffix == "/system-info" || suffix == "/system-info/";
   std::size_t suppressed = 0;
-  if (status_update &&
-      !reports_.admit(domain_name, guest_text(report.value("status", nlohmann::json()), 32),
-                      guest_text(report.value("message", nlohmann::json())), suppressed)) {
+  const bool admitted =
+      status_update
+          ? reports_.admit(domain_name, guest_text(report.value("status", nlohmann::json()), 32),
+                           guest_text(report.value("message", nlohmann::json())), suppressed)
+          : !system_info || system_reports_.admit(domain_name, "system-info",
+                                                  net::sha256_hex(report.dump()), suppressed);
+  if (!admitted) {
     ++counters_.reports_coalesced;
     return;  // garm has it; a repeat, or one too many of this guest's, is not recorded again
   }

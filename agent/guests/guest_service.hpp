@@ -139,6 +139,7 @@ class GuestService {
   Logger& log_;
   MissLimiter misses_;
   ReportLimiter reports_;
+  ReportLimiter system_reports_;  // system-info, apart: it never makes a status report a repeat
   Counters counters_;
 };
 

@@ -127,7 +127,8 @@ class InstanceService {
   /// is not a warm guest warming, or when an operation holds it (then it is made ready as that
   /// operation lets go: a guest never waits behind one).
   bool mark_warm_ready(std::string_view domain_name);
-  /// A bound warm guest's assignment; nothing before it is bound or once it runs.
+  /// A bound warm guest's assignment; nothing before it is bound, while an operation holds it
+  /// (the guest asks again) or once it runs.
   std::optional<std::string> take_assignment(std::string_view domain_name);
   /// The bound warm guest's first call to garm proves it runs its assignment: the assignment
   /// and its token are done with (as soon as no operation holds the instance).

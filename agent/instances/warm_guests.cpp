@@ -224,7 +224,12 @@ bool InstanceService::mark_warm_ready(std::string_view domain_name) {
 }
 
 std::optional<std::string> InstanceService::take_assignment(std::string_view domain_name) {
-  // A read of one stored record needs no lock: the guest must not wait behind an operation.
+  // Never while an operation holds the guest (a bind may still be rolled back): the guest asks
+  // again after the 204, and never waits behind the operation.
+  const auto lock = instance_locks_.try_lock(std::string(domain_name));
+  if (!lock) {
+    return std::nullopt;
+  }
   const auto record = store_.get(domain_name);
   if (!record || !record->warm || record->warm->state != WarmState::bound ||
       record->warm->delivered) {

@@ -28,8 +28,9 @@ std::string errno_text() {
   return std::strerror(errno);
 }
 
-/// Downloads at once; further ones wait in order. One controller's downloads take at most
-/// half, so its slow or stalled URLs leave the other controllers room.
+/// Downloads at once; further ones wait in line. One controller's downloads take at most half,
+/// and never the last free thread once it has one, so its slow or stalled URLs (or two
+/// controllers') leave the other controllers room.
 constexpr std::size_t kMaxDownloads = 4;
 constexpr std::size_t kMaxDownloadsPerController = kMaxDownloads / 2;
 
@@ -206,12 +207,13 @@ struct RunnerArchiveCache::State {
     const WriteBudget budget{.could_fit =
                                  [this](std::uint64_t size) {
                                    std::lock_guard lock(mutex);
-                                   return size <= options.max_bytes - part_bytes;
+                                   return !stopping && size <= options.max_bytes - part_bytes;
                                  },
                              .may_write =
                                  [this, &written](std::uint64_t more) {
                                    std::lock_guard lock(mutex);
-                                   if (!make_room(more, "")) {
+                                   // The owner (and its logger) may be gone once stopping.
+                                   if (stopping || !make_room(more, "")) {
                                      return false;
                                    }
                                    part_bytes += more;
@@ -243,8 +245,15 @@ struct RunnerArchiveCache::State {
     std::uint64_t size = 0;
     std::uint64_t written = 0;
     std::string error;
+    bool on_disk = false;  // another source's download of the same bytes ended while it queued
+    {
+      std::lock_guard lock(mutex);
+      on_disk = entries.contains(source.sha256);
+    }
     try {
-      size = download(source, part, cancel, written);
+      if (!on_disk) {
+        size = download(source, part, cancel, written);
+      }
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -270,7 +279,12 @@ struct RunnerArchiveCache::State {
         fs::remove(part, ignored);
         return;
       }
-      if (error.empty()) {
+      if (on_disk) {
+        outcome.file = open_cached(source.sha256);
+        if (!outcome.file) {
+          error = "the archive vanished from the cache";
+        }
+      } else if (error.empty()) {
         make_room(size, source.sha256);
         std::error_code renamed;
         fs::rename(part, path_of(source.sha256), renamed);
@@ -349,11 +363,20 @@ struct RunnerArchiveCache::State {
   /// in their controller's share. One whose thread cannot be started stays queued.
   void start_queued(const std::shared_ptr<State>& self) {
     while (threads_running < kMaxDownloads && !stopping) {
+      // The controller running fewest first, then the oldest; a controller with a download
+      // running never takes the last free thread.
       auto next = downloads.end();
+      const auto fewer = [this](const Download& a, const Download& b) {
+        const auto ta = threads_of(a.controller);
+        const auto tb = threads_of(b.controller);
+        return ta != tb ? ta < tb : a.id < b.id;
+      };
       for (auto it = downloads.begin(); it != downloads.end(); ++it) {
         const auto& download = it->second;
-        if (!download.started && threads_of(download.controller) < kMaxDownloadsPerController &&
-            (next == downloads.end() || download.id < next->second.id)) {
+        const auto running = threads_of(download.controller);
+        const bool takes_the_last = threads_running + 1 >= kMaxDownloads && running > 0;
+        if (!download.started && running < kMaxDownloadsPerController && !takes_the_last &&
+            (next == downloads.end() || fewer(download, next->second))) {
           next = it;
         }
       }

@@ -119,6 +119,9 @@ FetchedArchive HttpArchiveFetcher::fetch(const ArchiveSource& source, int fd,
   auto located = locate(source.url);
   const auto origin = located.url;
   for (int hop = 0; hop <= kMaxRedirects; ++hop) {
+    if (stop) {
+      throw ArchiveError("the download was stopped");
+    }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {

@@ -63,6 +63,7 @@ TEST_CASE("a key runs at most its share; its further jobs wait without a worker"
   }
   queue.post(FairWorkQueue::Owner{.key = "guest-b", .group = "x"}, held.job("guest-b"));
   CHECK(held.started_within("guest-b", 1));  // a's waiting jobs hold no worker
+  REQUIRE(held.started_within("guest-a", 1));
   std::this_thread::sleep_for(20ms);
   CHECK(held.started("guest-a") == 1);
   held.let_go();
@@ -80,6 +81,7 @@ TEST_CASE("one group's keys together run at most the group's share", "[workers]"
   queue.post(FairWorkQueue::Owner{.key = "b1", .group = "controller-b"}, held.job("controller-b"));
   queue.post(FairWorkQueue::Owner{.key = "b1", .group = "controller-b"}, held.job("controller-b"));
   CHECK(held.started_within("controller-b", 2));
+  REQUIRE(held.started_within("controller-a", 2));
   std::this_thread::sleep_for(20ms);
   CHECK(held.started("controller-a") == 2);
   held.let_go();
@@ -126,12 +128,34 @@ TEST_CASE("however many keys are stuck, the last free worker is a newcomer's", "
   FairWorkQueue queue(4, FairWorkQueue::Limits{.per_key = 2, .per_group = 4});
   HeldJobs held;
   for (const auto* key : {"stuck-a", "stuck-a", "stuck-b", "stuck-b"}) {
-    queue.post(FairWorkQueue::Owner{.key = key, .group = "x"}, held.job(key));
+    queue.post(key, held.job(key));  // keys in no group, as the API's client certificates
   }
-  queue.post(FairWorkQueue::Owner{.key = "newcomer", .group = "x"}, held.job("newcomer"));
+  queue.post("newcomer", held.job("newcomer"));
   CHECK(held.started_within("newcomer", 1));  // without the reserve: a and b held all four
+  REQUIRE(held.started_within("stuck-a", 2));
+  REQUIRE(held.started_within("stuck-b", 1));
+  std::this_thread::sleep_for(20ms);
   CHECK(held.started("stuck-a") + held.started("stuck-b") == 3);
   held.let_go();
   queue.join();
   CHECK(held.started("stuck-b") == 2);
+}
+
+TEST_CASE("two stuck groups still leave a third group a worker", "[workers]") {
+  FairWorkQueue queue(8, FairWorkQueue::Limits{.per_key = 1, .per_group = 4});
+  HeldJobs held;
+  for (const auto* group : {"controller-a", "controller-b"}) {
+    for (int guest = 0; guest < 5; ++guest) {  // one call from each of five guests
+      queue.post(FairWorkQueue::Owner{.key = group + std::to_string(guest), .group = group},
+                 held.job(group));
+    }
+  }
+  REQUIRE(held.started_within("controller-a", 4));
+  REQUIRE(held.started_within("controller-b", 3));
+  queue.post(FairWorkQueue::Owner{.key = "c0", .group = "controller-c"}, held.job("controller-c"));
+  CHECK(held.started_within("controller-c", 1));  // without the group reserve: all 8 taken
+  held.let_go();
+  queue.join();
+  CHECK(held.started("controller-a") == 5);
+  CHECK(held.started("controller-b") == 5);
 }

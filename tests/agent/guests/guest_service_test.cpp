@@ -647,6 +647,12 @@ TEST_CASE("a guest repeating its system information costs no record write",
   REQUIRE(guest);
   CHECK(guest->os_version == "13");
   CHECK(guest->agent_id == 7);
+  CHECK(agent.guests->counters().reports_coalesced == 10);
+  // Alternating versions: 20 recorded a minute (two so far), the rest not.
+  for (int i = 0; i < 30; ++i) {
+    REQUIRE(curl_from("127.0.0.2", url, info(i % 2 == 0 ? "12" : "13")).status == 200);
+  }
+  CHECK(agent.guests->counters().reports_coalesced == 10 + 12);
 }
 
 TEST_CASE("a bootstrap the user-data renderer refuses is garm's error, logged with its name",

@@ -357,7 +357,7 @@ TEST_CASE("four downloads run at once, two per controller; the others wait in li
   auto cache = host.cache();
   host.internet->hold();
   std::vector<agent::ArchiveSource> sources;
-  for (int i = 0; i < 6; ++i) {
+  for (int i = 0; i < 7; ++i) {
     const auto content = "archive " + std::to_string(i);
     host.internet->archives["https://dl/" + std::to_string(i)] = content;
     sources.push_back(source_for("https://dl/" + std::to_string(i), content));
@@ -368,23 +368,27 @@ TEST_CASE("four downloads run at once, two per controller; the others wait in li
   }
   REQUIRE(host.internet->paused_within(2));
   CHECK(cache->downloads_under_way() == 2);
-  // Controller B's downloads still get the other two threads.
+  // Controller B's get a thread, but its second never the last free one ...
   for (std::size_t i = 3; i < 6; ++i) {
     cache->prefetch(sources[i], "garm-b" + std::to_string(i), kControllerB);
   }
+  REQUIRE(host.internet->paused_within(3));
+  CHECK(cache->downloads_under_way() == 3);
+  // ... which a third controller's download takes.
+  cache->prefetch(sources[6], "garm-c6", "controller-c");
   REQUIRE(host.internet->paused_within(4));
   CHECK(cache->downloads_under_way() == 4);
-  CHECK(cache->downloads_queued() == 2);
+  CHECK(cache->downloads_queued() == 3);
   // A queued download nobody wants leaves the line without ever running.
   cache->release("garm-a2");
-  CHECK(cache->downloads_queued() == 1);
+  CHECK(cache->downloads_queued() == 2);
   host.internet->release();
   CHECK(read_all(*CacheHost::fetch(*cache, sources[5], kControllerB).file) == "archive 5");
   for (int i = 0; i < 500 && cache->downloads_under_way() > 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  CHECK(cache->stats().downloads == 5);
-  CHECK(host.internet->downloads == 5);
+  CHECK(cache->stats().downloads == 6);
+  CHECK(host.internet->downloads == 6);
 }
 
 TEST_CASE("part files count against the cache's size while they grow", "[runner-archives]") {
