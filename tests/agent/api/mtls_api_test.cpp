@@ -28,6 +28,15 @@ const std::string kBootstrap =
     R"({"name":"garm-api01","pool_id":"0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0","image":"debian-12","flavor":"small",)"
     R"("os_type":"linux","arch":"amd64","instance-token":"secret-token-xyz"})";
 
+/// Whether the agent holds `count` connections within `timeout`.
+bool held_within(const ApiServer& server, std::size_t count, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (server.open_connections() < count && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return server.open_connections() >= count;
+}
+
 /// A python3 process that opens `count` connections to the agent (each made by the Python
 /// expression `open_one`, with `setup` run first), prints "held N", and keeps them until
 /// release() (at most 120 s after the last is open).
@@ -44,11 +53,9 @@ class HeldConnections {
                         "while time.time() < end and not os.path.exists('" +
                         release_ + "'): time.sleep(0.02)\"";
     holder_ = std::jthread([this, script] { said_ = run_command(script).output; });
-    // Each handshake takes a second or more where the agent runs under qemu-user.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
-    while (server.open_connections() < count && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    // Each handshake takes a second or more where the agent runs under qemu-user; the test
+    // checks the count itself (a REQUIRE here would leave the holder running).
+    held_within(server, count, std::chrono::seconds(90));
   }
   ~HeldConnections() { release(); }
   HeldConnections(const HeldConnections&) = delete;
@@ -451,11 +458,7 @@ std::chrono::steady_clock::duration curl_baseline(const ApiServer& server) {
 /// Waits (up to 60 s) until the agent holds `count` connections: the attack is in place, not
 /// still in its accept backlog (which takes seconds to drain under qemu-user).
 void wait_until_held(const ApiServer& server, std::size_t count) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (server.open_connections() < count && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  REQUIRE(server.open_connections() >= count);
+  REQUIRE(held_within(server, count, std::chrono::seconds(60)));
 }
 
 /// How many of `tries` requests of `client` get their answer within 1 s over `baseline`.
