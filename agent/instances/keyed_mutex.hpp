@@ -73,6 +73,8 @@ class KeyedMutex {
     return dropped_;
   }
   static constexpr std::size_t kMaxDeferred = 32;
+  /// Deferred work one holder runs as it lets go, at most.
+  static constexpr std::size_t kMaxDrained = 4 * kMaxDeferred;
 
   /// Nothing when another caller holds the key.
   std::optional<Guard> try_lock(const std::string& key) {
@@ -102,11 +104,18 @@ class KeyedMutex {
   }
 
   void unlock(const std::string& key) {
+    // Work handed over while the holder drains is drained too, but only so much: a stream of
+    // it must not keep the holder from its own caller. The rest is dropped and counted.
+    std::size_t ran = 0;
     for (;;) {
       std::deque<std::function<void()>> work;
       {
         std::lock_guard lock(mutex_);
         auto it = entries_.find(key);
+        if (ran >= kMaxDrained) {
+          dropped_ += it->second.deferred.size();
+          it->second.deferred.clear();
+        }
         if (it->second.deferred.empty()) {
           it->second.held = false;
           if (--it->second.interested == 0) {
@@ -119,6 +128,7 @@ class KeyedMutex {
       for (const auto& item : work) {
         run_quietly(item);
       }
+      ran += work.size();
     }
     released_.notify_all();
   }

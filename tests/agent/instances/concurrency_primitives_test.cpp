@@ -1,5 +1,6 @@
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -96,6 +97,22 @@ TEST_CASE("a held key keeps a bounded amount of deferred work, the newest", "[lo
   CHECK(ran.front() == 5);
   CHECK(ran.back() == KeyedMutex::kMaxDeferred + 4);
   CHECK(locks.dropped() == 5);
+}
+
+TEST_CASE("work handed over during the drain cannot keep the holder from letting go", "[locks]") {
+  KeyedMutex locks;
+  std::size_t ran = 0;
+  std::function<void()> again = [&] {
+    ++ran;
+    locks.run_or_defer("busy", again);  // the key is still held: handed over again
+  };
+  {
+    auto held = locks.lock("busy");
+    locks.run_or_defer("busy", again);
+  }  // without the bound: never returns
+  CHECK(ran == KeyedMutex::kMaxDrained);
+  CHECK(locks.dropped() == 1);
+  CHECK(locks.try_lock("busy").has_value());
 }
 
 TEST_CASE("the create gate admits its capacity at once and the next create only after one ends",
