@@ -359,8 +359,8 @@ struct RunnerArchiveCache::State {
     start_queued(self);
   }
 
-  /// Under the lock: starts queued downloads, oldest first, while threads are free in all and
-  /// in their controller's share. One whose thread cannot be started stays queued.
+  /// Under the lock: starts queued downloads while threads are free in all and in their
+  /// controller's share. One whose thread cannot be started stays queued.
   void start_queued(const std::shared_ptr<State>& self) {
     while (threads_running < kMaxDownloads && !stopping) {
       // The controller running fewest first, then the oldest; a controller with a download
