@@ -25,8 +25,11 @@ net::HttpsResponse AgentClient::call(
       ::mkdir(config_.session_dir.c_str(), 0700);
       options.session_file = config_.session_dir / (endpoint_.name + ".tls-session");
     }
-    return net::HttpsClient(net::parse_https_url(endpoint_.url), tls_.get(endpoint_), options)
-        .request(method, path, body);
+    auto response =
+        net::HttpsClient(net::parse_https_url(endpoint_.url), tls_.get(endpoint_), options)
+            .request(method, path, body);
+    reached_ = true;
+    return response;
   } catch (const net::HttpsError& e) {
     throw net::HttpsError(where + e.what(), e.request_sent());
   } catch (const std::exception& e) {  // certificates that cannot be loaded

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -47,6 +48,10 @@ class AgentClient {
                           const std::string& body, CallKind kind,
                           std::optional<std::chrono::steady_clock::time_point> deadline = {});
 
+  /// Whether any call of this process got an HTTP answer from the agent: deferred deletes are
+  /// carried out only on agents known to be reachable, at no cost to a dead one.
+  bool reached() const { return reached_.load(); }
+
   /// The agent's error message for a non-200 answer: "agent NAME: message (code, HTTP n)".
   std::string describe(const net::HttpsResponse& response) const;
 
@@ -54,6 +59,7 @@ class AgentClient {
   const AgentEndpoint& endpoint_;
   const ProviderConfig& config_;
   TlsConfigCache& tls_;
+  std::atomic<bool> reached_{false};
 };
 
 /// The `code` of an agent's JSON error answer ("no_capacity", "not_found", ...); empty when

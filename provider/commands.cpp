@@ -15,6 +15,7 @@
 #include "common/text.hpp"
 #include "net/https_client.hpp"
 #include "provider/agent_client.hpp"
+#include "provider/deferred_deletes.hpp"
 #include "provider/fleet.hpp"
 #include "provider/placement.hpp"
 #include "provider/provider_config.hpp"
@@ -49,6 +50,9 @@ class Provider {
  public:
   Provider(const std::map<std::string, std::string>& environment, ProviderConfig config)
       : env_(environment), config_(std::move(config)), fleet_(config_) {
+    if (!config_.session_dir.empty()) {
+      deferred_.emplace(config_.session_dir);
+    }
     controller_ = get("GARM_CONTROLLER_ID");
     try {
       wire::validate_uuid(controller_, "GARM_CONTROLLER_ID");
@@ -109,12 +113,49 @@ class Provider {
     const auto id = get("GARM_INSTANCE_ID");
     const auto routed = route(id);
     const auto& agents = routed.agents;
-    const auto& ref = routed.ref;
     const auto replies = ask(agents, [&](AgentClient& agent) {
-      return agent.call("DELETE", instance_path(ref), "", CallKind::request);
+      return agent.call("DELETE", instance_path(routed.ref), "", CallKind::request);
     });
-    fail_unless_all_answered(agents, replies, false, "DeleteInstance " + id);
+    // An agent that answered anything but 200 refused: garm retries. One that could not be
+    // reached may still hold the instance, but garm creates nothing for the slot until this
+    // exits 0, so one dead host would hold every failed create: its delete is kept and carried
+    // out by the next call that reaches it.
+    std::vector<std::size_t> unreachable;
+    std::string failures;
+    for (std::size_t i = 0; i < replies.size(); ++i) {
+      if (!replies[i].response) {
+        unreachable.push_back(i);
+      } else if (!replies[i].answered(200)) {
+        failures += "\n  " + agents[i]->describe(*replies[i].response);
+      }
+    }
+    if (!failures.empty()) {
+      throw CommandFailure(1, "DeleteInstance " + id + ": not every agent answered:" + failures);
+    }
+    for (const auto i : unreachable) {
+      defer_delete(*agents[i], routed.ref, replies[i].error, "DeleteInstance " + id);
+    }
     return {0, "", ""};
+  }
+
+  /// The deletes kept for agents that this process reached, carried out within the probe
+  /// deadline (the rest wait for the next call); never throws, never changes garm's answer.
+  void carry_out_deferred_deletes() noexcept {
+    if (!deferred_) {
+      return;
+    }
+    try {
+      fleet_.each_at_once<bool>([&](AgentClient& agent) {
+        try {
+          carry_out_deferred_deletes(agent);
+        } catch (const std::exception&) {
+          // kept for the next call
+        }
+        return true;
+      });
+    } catch (const std::exception&) {
+      // a thread that could not start: the entries wait for the next call
+    }
   }
 
   Outcome start_or_stop(bool start) {
@@ -149,7 +190,11 @@ class Provider {
       Part part{reply_of([&] { return agent.call("GET", path, "", CallKind::request); }), "", ""};
       if (part.reply.answered(200)) {
         try {
+          const auto deleted = deferred_refs(agent);
           for (auto& instance : parse_instances(agent, part.reply.response->body)) {
+            if (deleted.count(instance.provider_id) + deleted.count(instance.name) > 0) {
+              continue;  // garm deleted it; the next call carries the delete out
+            }
             part.elements +=
                 (part.elements.empty() ? "" : ",") +
                 wire::to_go_json_text(wire::to_json(checked_for_garm(agent, std::move(instance))));
@@ -259,6 +304,62 @@ class Provider {
     throw CommandFailure(1, "no agent can take instance " + bootstrap.name + " (image " +
                                 bootstrap.image + ", flavor " + bootstrap.flavor +
                                 "):" + describe_skipped(plan.skipped));
+  }
+
+  void defer_delete(const AgentClient& agent, const std::string& ref, const std::string& why,
+                    const std::string& what) {
+    if (!deferred_) {
+      throw CommandFailure(1, what + ": " + why +
+                                  "\n  (with session_dir in the provider config, a delete on an "
+                                  "unreachable agent is kept for it and garm can move on)");
+    }
+    try {
+      deferred_->record({.controller = controller_,
+                         .agent = agent.name(),
+                         .ref = ref,
+                         .recorded_at = std::chrono::system_clock::now(),
+                         .reason = printable_excerpt(why, 400)});
+    } catch (const std::exception& e) {
+      throw CommandFailure(
+          1, what + ": " + why + "\n  and the delete cannot be kept for later: " + e.what());
+    }
+  }
+
+  static constexpr std::size_t kDeferredDeletesPerCall = 64;
+
+  void carry_out_deferred_deletes(AgentClient& agent) {
+    if (!agent.reached()) {
+      return;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + config_.probe_timeout;
+    for (const auto& entry :
+         deferred_->pending(controller_, agent.name(), kDeferredDeletesPerCall)) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        return;
+      }
+      const auto reply = reply_of([&] {
+        return agent.call("DELETE", instance_path(entry.ref), "", CallKind::probe, deadline);
+      });
+      if (!reply.answered(200) && !reply.not_found()) {
+        return;  // busy or gone again: the rest wait too
+      }
+      deferred_->forget(entry);
+    }
+  }
+
+  /// The refs of `agent`'s instances that garm has asked to delete: not listed to garm again.
+  std::set<std::string> deferred_refs(const AgentClient& agent) const {
+    std::set<std::string> refs;
+    if (deferred_) {
+      try {
+        for (auto& entry : deferred_->pending(controller_, agent.name())) {
+          refs.insert(std::move(entry.ref));
+        }
+      } catch (const std::exception&) {
+        // an agent name that cannot have entries
+      }
+    }
+    return refs;
   }
 
   std::string get(const std::string& name) const {
@@ -372,6 +473,7 @@ class Provider {
   ProviderConfig config_;
   Fleet fleet_;
   std::string controller_;
+  std::optional<DeferredDeletes> deferred_;
 };
 
 Outcome validate_pool_info(const std::map<std::string, std::string>& env) {
@@ -394,6 +496,21 @@ Outcome validate_pool_info(const std::map<std::string, std::string>& env) {
     throw CommandFailure(1, e.what());
   }
   return {0, "", ""};
+}
+
+Outcome run_instance_command(Provider& provider, const std::string& command,
+                             const std::function<std::string()>& read_stdin) {
+  if (command == "CreateInstance")
+    return provider.create(read_stdin());
+  if (command == "DeleteInstance")
+    return provider.delete_instance();
+  if (command == "GetInstance")
+    return provider.get_instance();
+  if (command == "ListInstances")
+    return provider.list_instances();
+  if (command == "RemoveAllInstances")
+    return provider.remove_all();
+  return provider.start_or_stop(command == "StartInstance");
 }
 
 Outcome dispatch(const std::map<std::string, std::string>& env,
@@ -434,17 +551,14 @@ Outcome dispatch(const std::map<std::string, std::string>& env,
     throw CommandFailure(1, "GARM_PROVIDER_CONFIG_FILE is not set");
   }
   Provider provider(env, load_provider_config(config_file));
-  if (command == "CreateInstance")
-    return provider.create(read_stdin());
-  if (command == "DeleteInstance")
-    return provider.delete_instance();
-  if (command == "GetInstance")
-    return provider.get_instance();
-  if (command == "ListInstances")
-    return provider.list_instances();
-  if (command == "RemoveAllInstances")
-    return provider.remove_all();
-  return provider.start_or_stop(command == "StartInstance");
+  try {
+    auto outcome = run_instance_command(provider, command, read_stdin);
+    provider.carry_out_deferred_deletes();
+    return outcome;
+  } catch (...) {
+    provider.carry_out_deferred_deletes();
+    throw;
+  }
 }
 
 }  // namespace

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <iomanip>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "common/text.hpp"
+#include "provider/deferred_deletes.hpp"
 #include "provider/fleet.hpp"
 #include "wire/json_fields.hpp"
 
@@ -84,8 +86,65 @@ std::string table(const ProviderConfig& config, const std::vector<Fleet::Capacit
   return out.str();
 }
 
+constexpr std::size_t kDeferredRowsShown = 20;
+
+std::string waited_text(const DeferredDelete& entry, std::chrono::system_clock::time_point now) {
+  const auto seconds =
+      std::chrono::duration_cast<std::chrono::seconds>(now - entry.recorded_at).count();
+  if (seconds < 120) {
+    return std::to_string(std::max<std::int64_t>(seconds, 0)) + " s";
+  }
+  return seconds < 7200 ? std::to_string(seconds / 60) + " min"
+                        : std::to_string(seconds / 3600) + " h";
+}
+
+/// The deletes kept for agents that could not be reached, oldest first, or nothing.
+std::string deferred_table(const ProviderConfig& config,
+                           const std::vector<DeferredDelete>& deferred) {
+  if (deferred.empty()) {
+    return "";
+  }
+  const auto now = std::chrono::system_clock::now();
+  std::ostringstream out;
+  out << "\n"
+      << deferred.size()
+      << " deferred delete(s): garm deleted these while their agent could not be reached; the "
+         "next call that reaches the agent carries them out.\n"
+      << std::left << std::setw(16) << "AGENT" << std::setw(38) << "CONTROLLER" << std::setw(40)
+      << "INSTANCE" << std::setw(10) << "WAITING"
+      << "WHY\n";
+  for (std::size_t i = 0; i < deferred.size() && i < kDeferredRowsShown; ++i) {
+    const auto& entry = deferred[i];
+    const bool configured = config.find_agent(entry.agent) != nullptr;
+    out << std::setw(16) << (configured ? entry.agent : entry.agent + " (not in config)")
+        << std::setw(38) << entry.controller << std::setw(40) << printable_excerpt(entry.ref, 38)
+        << std::setw(10) << waited_text(entry, now) << printable_excerpt(entry.reason, 200) << "\n";
+  }
+  if (deferred.size() > kDeferredRowsShown) {
+    out << "... and " << deferred.size() - kDeferredRowsShown << " more\n";
+  }
+  return out.str();
+}
+
+nlohmann::ordered_json deferred_json(const std::vector<DeferredDelete>& deferred,
+                                     const std::string& agent) {
+  nlohmann::ordered_json entries = nlohmann::ordered_json::array();
+  for (const auto& entry : deferred) {
+    if (entry.agent == agent) {
+      entries.push_back({{"controller", entry.controller},
+                         {"instance", entry.ref},
+                         {"recorded_at", std::chrono::duration_cast<std::chrono::seconds>(
+                                             entry.recorded_at.time_since_epoch())
+                                             .count()},
+                         {"reason", entry.reason}});
+    }
+  }
+  return entries;
+}
+
 std::string json_report(const ProviderConfig& config,
-                        const std::vector<Fleet::CapacityProbe>& probes) {
+                        const std::vector<Fleet::CapacityProbe>& probes,
+                        const std::vector<DeferredDelete>& deferred) {
   nlohmann::ordered_json agents = nlohmann::ordered_json::array();
   for (std::size_t i = 0; i < probes.size(); ++i) {
     nlohmann::ordered_json row = {{"name", config.agents[i].name},
@@ -96,7 +155,17 @@ std::string json_report(const ProviderConfig& config,
     } else {
       row["error"] = printable_excerpt(probes[i].error, 1000);
     }
+    row["deferred_deletes"] = deferred_json(deferred, config.agents[i].name);
     agents.push_back(row);
+  }
+  // Entries for agents the config no longer names are not forgotten either.
+  std::set<std::string> unconfigured;
+  for (const auto& entry : deferred) {
+    if (config.find_agent(entry.agent) == nullptr && unconfigured.insert(entry.agent).second) {
+      agents.push_back({{"name", entry.agent},
+                        {"configured", false},
+                        {"deferred_deletes", deferred_json(deferred, entry.agent)}});
+    }
   }
   // Whatever an agent answered is printed as text a JSON reader can take, valid UTF-8 or not.
   return agents.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
@@ -129,7 +198,14 @@ Outcome run_status(const std::vector<std::string>& arguments) {
   const auto probes = fleet.probe_capacity(std::chrono::steady_clock::now() + config.probe_timeout);
   const bool all_answered = std::all_of(
       probes.begin(), probes.end(), [](const auto& probe) { return probe.capacity.has_value(); });
-  return {all_answered ? 0 : 1, json ? json_report(config, probes) : table(config, probes), ""};
+  std::vector<DeferredDelete> deferred;
+  if (!config.session_dir.empty()) {
+    deferred = DeferredDeletes(config.session_dir).all();
+  }
+  return {all_answered ? 0 : 1,
+          json ? json_report(config, probes, deferred)
+               : table(config, probes) + deferred_table(config, deferred),
+          ""};
 }
 
 }  // namespace garm_edge::provider

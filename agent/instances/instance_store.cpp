@@ -1,6 +1,5 @@
 #include "agent/instances/instance_store.hpp"
 
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -11,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/instances/identifiers.hpp"
+#include "common/durable_file.hpp"
 #include "common/unique_fd.hpp"
 #include "wire/error.hpp"
 #include "wire/json_fields.hpp"
@@ -27,103 +27,32 @@ constexpr int kRecordVersion = 1;
   throw StoreError(what + ": " + std::strerror(errno));
 }
 
-void make_private_directory(const fs::path& path) {
-  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
-    fail_errno("cannot create state directory " + path.string());
-  }
-  struct stat info {};
-  if (::stat(path.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
-    throw StoreError(path.string() + " is not a directory");
-  }
-}
-
-void fsync_directory(const fs::path& directory) {
-  UniqueFd dir(::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dir.get() < 0 || ::fsync(dir.get()) != 0) {
-    fail_errno("cannot sync directory " + directory.string());
-  }
-}
-
-void write_all(int fd, std::string_view data, const fs::path& path) {
-  while (!data.empty()) {
-    const ssize_t written = ::write(fd, data.data(), data.size());
-    if (written < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      fail_errno("cannot write " + path.string());
-    }
-    data.remove_prefix(static_cast<std::size_t>(written));
-  }
-}
-
-void write_atomically(const fs::path& target, std::string_view contents) {
-  static std::atomic<unsigned> counter{0};
-  const fs::path temp = target.parent_path() /
-                        ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()) +
-                         "." + std::to_string(counter.fetch_add(1)));
-  UniqueFd file(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-  if (file.get() < 0) {
-    fail_errno("cannot create " + temp.string());
-  }
+/// The store's own error for what the durable-file helpers throw: callers map StoreError to
+/// an answer that says the state directory is at fault.
+template <class Work>
+decltype(auto) on_disk(Work&& work) {
   try {
-    write_all(file.get(), contents, temp);
-    if (::fsync(file.get()) != 0) {
-      fail_errno("cannot sync " + temp.string());
-    }
-    if (::close(file.release()) != 0) {
-      fail_errno("cannot close " + temp.string());
-    }
-    if (::rename(temp.c_str(), target.c_str()) != 0) {
-      fail_errno("cannot rename " + temp.string() + " to " + target.string());
-    }
-  } catch (...) {
-    ::unlink(temp.c_str());
-    throw;
-  }
-  fsync_directory(target.parent_path());
-}
-
-std::optional<std::string> read_file(const fs::path& path) {
-  UniqueFd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (file.get() < 0) {
-    if (errno == ENOENT) {
-      return std::nullopt;
-    }
-    fail_errno("cannot open " + path.string());
-  }
-  std::string text;
-  char buffer[8192];
-  for (;;) {
-    const ssize_t got = ::read(file.get(), buffer, sizeof buffer);
-    if (got < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      fail_errno("cannot read " + path.string());
-    }
-    if (got == 0) {
-      return text;
-    }
-    text.append(buffer, static_cast<std::size_t>(got));
+    return work();
+  } catch (const DurableFileError& e) {
+    throw StoreError(e.what());
   }
 }
 
-/// Temp files of writes a crash interrupted; the rename never happened, so they hold nothing
-/// the store has promised.
-void remove_stale_temp_files(const fs::path& directory) {
-  std::error_code error;
-  for (const auto& entry : fs::directory_iterator(directory, error)) {
-    const auto name = entry.path().filename().string();
-    if (name.front() == '.' && name.find(".tmp.") != std::string::npos) {
-      fs::remove(entry.path(), error);
-    }
-  }
+void make_state_directory(const fs::path& path) {
+  on_disk([&] { make_private_directory(path); });
+}
+
+void write_record_file(const fs::path& target, std::string_view contents) {
+  on_disk([&] { write_atomically(target, contents); });
+}
+
+std::optional<std::string> read_record_file(const fs::path& path) {
+  return on_disk([&] { return read_file(path); });
 }
 
 /// Holds an exclusive flock on `<state_dir>/lock` for as long as the descriptor is open.
 UniqueFd lock_state_directory(const fs::path& state_dir) {
-  make_private_directory(state_dir);
+  make_state_directory(state_dir);
   const auto path = state_dir / "lock";
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
   if (fd.get() < 0) {
@@ -143,7 +72,7 @@ UniqueFd lock_state_directory(const fs::path& state_dir) {
 
 std::string load_or_create_state_id(const fs::path& state_dir) {
   const auto path = state_dir / "state-id";
-  if (auto text = read_file(path)) {
+  if (auto text = read_record_file(path)) {
     while (!text->empty() && (text->back() == '\n' || text->back() == ' ')) {
       text->pop_back();
     }
@@ -153,7 +82,7 @@ std::string load_or_create_state_id(const fs::path& state_dir) {
     return *text;
   }
   const auto id = random_uuid();
-  write_atomically(path, id + "\n");
+  write_record_file(path, id + "\n");
   return id;
 }
 
@@ -400,7 +329,7 @@ InstanceRecord parse_record(std::string_view text) {
 
 FileInstanceStore::FileInstanceStore(const fs::path& state_dir)
     : lock_(lock_state_directory(state_dir)), directory_(state_dir / "instances") {
-  make_private_directory(directory_);
+  make_state_directory(directory_);
   remove_stale_temp_files(directory_);
   state_id_ = load_or_create_state_id(state_dir);
 }
@@ -416,12 +345,12 @@ fs::path FileInstanceStore::path_for(std::string_view domain_name) const {
 }
 
 void FileInstanceStore::put(const InstanceRecord& record) {
-  write_atomically(path_for(record.domain_name), serialize_record(record));
+  write_record_file(path_for(record.domain_name), serialize_record(record));
 }
 
 std::optional<InstanceRecord> FileInstanceStore::get(std::string_view domain_name) {
   const auto path = path_for(domain_name);
-  auto text = read_file(path);
+  auto text = read_record_file(path);
   if (!text) {
     return std::nullopt;
   }
@@ -453,7 +382,7 @@ void FileInstanceStore::remove(std::string_view domain_name) {
     }
     fail_errno("cannot remove " + path.string());
   }
-  fsync_directory(directory_);
+  on_disk([&] { fsync_directory(directory_); });
 }
 
 std::vector<InstanceRecord> FileInstanceStore::list() {
@@ -478,7 +407,7 @@ void FileInstanceStore::scan(std::vector<InstanceRecord>& records,
     if (path.extension() != ".json" || path.filename().string().front() == '.') {
       continue;
     }
-    const auto text = read_file(path);
+    const auto text = read_record_file(path);
     if (!text) {
       continue;  // removed since the directory was read
     }

@@ -47,11 +47,19 @@ class BlackHole {
   std::uint16_t port_ = 0;
 };
 
-/// An agent as the provider config names it: a live ApiServer, or a black hole.
+/// A loopback port nothing listens on: an agent whose host is down refuses at once.
+std::uint16_t closed_port() {
+  const BlackHole listener;
+  return listener.port();  // closed as it goes
+}
+
+/// An agent as the provider config names it: a live ApiServer, one whose host is down (the
+/// server's PKI on a closed port), or a black hole.
 struct FleetMember {
   std::string name;
   ApiServer* server = nullptr;
   const BlackHole* hole = nullptr;
+  bool down = false;
   unsigned weight = 100;
   std::vector<std::string> labels = {};
 };
@@ -69,15 +77,22 @@ std::string timeouts_for(const std::vector<FleetMember>& members) {
 /// garm-provider-edge configured for a fleet, run as garm runs it.
 class FleetGarm {
  public:
-  FleetGarm(const std::vector<FleetMember>& members, const std::string& placement = "spread") {
+  /// `session_dir`: its own when empty; "none" for none.
+  FleetGarm(const std::vector<FleetMember>& members, const std::string& placement = "spread",
+            std::filesystem::path session_dir = {}) {
     std::ofstream config(config_ = dir_.path() / "provider.toml");
+    if (session_dir.empty()) {
+      session_dir = dir_.path() / "sessions";
+    }
     config << "placement = \"" << placement << "\"\n"
-           << "session_dir = \"" << (dir_.path() / "sessions").string() << "\"\n"
+           << (session_dir == "none" ? "" : "session_dir = \"" + session_dir.string() + "\"\n")
            << timeouts_for(members);
     for (const auto& member : members) {
       // A black hole has no PKI of its own: any member's will do, it never gets that far.
       const auto& pki = (member.server ? member.server : members.front().server)->pki();
-      const auto port = member.server ? member.server->port() : member.hole->port();
+      const auto port = member.down     ? closed_port()
+                        : member.server ? member.server->port()
+                                        : member.hole->port();
       config << "[[agents]]\nname = \"" << member.name << "\"\nurl = \"https://localhost:" << port
              << "\"\nca = \"" << (pki / "ca.crt").string() << "\"\n"
              << "certificate = \"" << (pki / "clients/garm.crt").string() << "\"\n"
@@ -285,7 +300,6 @@ TEST_CASE(
   // An instance on a dead host is not gone: not exit code 30, by provider ID or by name.
   CHECK(garm.run("GetInstance", {{"GARM_INSTANCE_ID", doomed_id}}).exit_code == 1);
   CHECK(garm.run("GetInstance", {{"GARM_INSTANCE_ID", "garm-dead01"}}).exit_code == 1);
-  CHECK(garm.run("DeleteInstance", {{"GARM_INSTANCE_ID", "garm-dead01"}}).exit_code == 1);
   CHECK(garm.run("StopInstance", {{"GARM_INSTANCE_ID", "garm-dead01"}}).exit_code == 1);
   // An instance on a live host is found by name while others are down.
   CHECK(agent_of(garm.run("GetInstance", {{"GARM_INSTANCE_ID", "garm-dead02"}})) == "alive");
@@ -384,4 +398,70 @@ TEST_CASE("fleet: the status view shows every agent, and --json is for scripts",
   CHECK(report[2].at("error").get<std::string>().find("hole") != std::string::npos);
 
   CHECK(run_program(kProvider, {"status"}).exit_code == 2);
+}
+
+TEST_CASE(
+    "fleet: a delete that an unreachable agent cannot carry out is kept, shown, and carried "
+    "out by the next call that reaches it",
+    "[fleet]") {
+  auto first = amd64_agent(32768);
+  auto second = amd64_agent(32768);
+  const TempDir sessions;
+  // The same provider entry twice, sharing its session_dir: with `second` reachable, and with
+  // `second`'s host down.
+  const FleetGarm reachable(
+      {{.name = "first", .server = &first}, {.name = "second", .server = &second, .weight = 1000}},
+      "pack", sessions.path());
+  const FleetGarm second_down(
+      {{.name = "first", .server = &first}, {.name = "second", .server = &second, .down = true}},
+      "pack", sessions.path());
+  CHECK(agent_of(reachable.create("garm-kept01")) == "second");
+  const auto by_id = json::parse(reachable.create("garm-kept02").out).at("provider_id");
+  CHECK(agent_of(reachable.create("garm-kept03")) == "second");
+
+  // garm deletes by name after a failed create, and by provider ID on scale down: with the
+  // holder unreachable both exit 0, so garm moves on, and neither is forgotten.
+  const auto by_name = second_down.run("DeleteInstance", {{"GARM_INSTANCE_ID", "garm-kept01"}});
+  INFO(by_name.err);
+  CHECK(by_name.exit_code == 0);
+  CHECK(second_down.run("DeleteInstance", {{"GARM_INSTANCE_ID", by_id.get<std::string>()}})
+            .exit_code == 0);
+  CHECK(second.service().list(kControllerId, pool_id(kPool)).size() == 3);  // nothing reached it
+
+  const auto status = second_down.status();
+  CHECK_THAT(status.out, Catch::Contains("2 deferred delete(s)") &&
+                             Catch::Contains("garm-kept01") && Catch::Contains(kController) &&
+                             Catch::Contains("Connection refused"));
+  const auto report = json::parse(second_down.status("--json").out);
+  CHECK(report.at(1).at("deferred_deletes").size() == 2);
+  CHECK(report.at(0).at("deferred_deletes").empty());
+
+  // Still down: a list fails (not partial); the entries stay.
+  CHECK(second_down.list().exit_code == 1);
+  CHECK(json::parse(second_down.status("--json").out).at(1).at("deferred_deletes").size() == 2);
+
+  // Back: the list garm gets leaves out what it deleted, and the same call deletes them.
+  const auto list = reachable.list();
+  REQUIRE(list.exit_code == 0);
+  const auto listed = json::parse(list.out);
+  REQUIRE(listed.size() == 1);
+  CHECK(listed.at(0).at("name") == "garm-kept03");
+  const auto left = second.service().list(kControllerId, pool_id(kPool));
+  REQUIRE(left.size() == 1);
+  CHECK(left.front().name == "garm-kept03");
+  CHECK(json::parse(reachable.status("--json").out).at(1).at("deferred_deletes").empty());
+  CHECK(reachable.status().out.find("deferred") == std::string::npos);
+}
+
+TEST_CASE(
+    "fleet: without a session_dir a delete on an unreachable agent fails and says how to keep it",
+    "[fleet]") {
+  auto first = amd64_agent(32768);
+  auto second = amd64_agent(32768);
+  const FleetGarm garm(
+      {{.name = "first", .server = &first}, {.name = "second", .server = &second, .down = true}},
+      "pack", "none");
+  const auto deleted = garm.run("DeleteInstance", {{"GARM_INSTANCE_ID", "garm-nowhere01"}});
+  CHECK(deleted.exit_code == 1);
+  CHECK_THAT(deleted.err, Catch::Contains("agent second") && Catch::Contains("session_dir"));
 }

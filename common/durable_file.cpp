@@ -1,0 +1,115 @@
+#include "common/durable_file.hpp"
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/unique_fd.hpp"
+
+namespace garm_edge {
+namespace {
+
+namespace fs = std::filesystem;
+
+[[noreturn]] void fail_errno(const std::string& what) {
+  throw DurableFileError(what + ": " + std::strerror(errno));
+}
+
+void write_all(int fd, std::string_view data, const fs::path& path) {
+  while (!data.empty()) {
+    const ssize_t written = ::write(fd, data.data(), data.size());
+    if (written < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      fail_errno("cannot write " + path.string());
+    }
+    data.remove_prefix(static_cast<std::size_t>(written));
+  }
+}
+
+}  // namespace
+
+void make_private_directory(const fs::path& path) {
+  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
+    fail_errno("cannot create directory " + path.string());
+  }
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
+    throw DurableFileError(path.string() + " is not a directory");
+  }
+}
+
+void fsync_directory(const fs::path& directory) {
+  const UniqueFd dir(::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir.get() < 0 || ::fsync(dir.get()) != 0) {
+    fail_errno("cannot sync directory " + directory.string());
+  }
+}
+
+void write_atomically(const fs::path& target, std::string_view contents) {
+  static std::atomic<unsigned> counter{0};
+  const fs::path temp = target.parent_path() /
+                        ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()) +
+                         "." + std::to_string(counter.fetch_add(1)));
+  UniqueFd file(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (file.get() < 0) {
+    fail_errno("cannot create " + temp.string());
+  }
+  try {
+    write_all(file.get(), contents, temp);
+    if (::fsync(file.get()) != 0) {
+      fail_errno("cannot sync " + temp.string());
+    }
+    if (::close(file.release()) != 0) {
+      fail_errno("cannot close " + temp.string());
+    }
+    if (::rename(temp.c_str(), target.c_str()) != 0) {
+      fail_errno("cannot rename " + temp.string() + " to " + target.string());
+    }
+  } catch (...) {
+    ::unlink(temp.c_str());
+    throw;
+  }
+  fsync_directory(target.parent_path());
+}
+
+std::optional<std::string> read_file(const fs::path& path) {
+  const UniqueFd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (file.get() < 0) {
+    if (errno == ENOENT) {
+      return std::nullopt;
+    }
+    fail_errno("cannot open " + path.string());
+  }
+  std::string text;
+  char buffer[8192];
+  for (;;) {
+    const ssize_t got = ::read(file.get(), buffer, sizeof buffer);
+    if (got < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      fail_errno("cannot read " + path.string());
+    }
+    if (got == 0) {
+      return text;
+    }
+    text.append(buffer, static_cast<std::size_t>(got));
+  }
+}
+
+void remove_stale_temp_files(const fs::path& directory) {
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(directory, error)) {
+    const auto name = entry.path().filename().string();
+    if (name.front() == '.' && name.find(".tmp.") != std::string::npos) {
+      fs::remove(entry.path(), error);
+    }
+  }
+}
+
+}  // namespace garm_edge

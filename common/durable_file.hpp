@@ -1,0 +1,35 @@
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace garm_edge {
+
+/// A file or directory that could not be read, written or synced; the message names it and
+/// says why.
+class DurableFileError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Creates `path` (0700) unless it exists; throws when it cannot be made or is no directory.
+void make_private_directory(const std::filesystem::path& path);
+
+/// Makes a rename or unlink in `directory` survive a power cut.
+void fsync_directory(const std::filesystem::path& directory);
+
+/// Writes `contents` to a temp file beside `target` (0600), syncs it and renames it over
+/// `target`: a reader sees the old file or the whole new one, also after a crash.
+void write_atomically(const std::filesystem::path& target, std::string_view contents);
+
+/// The whole file; nothing when it does not exist. Throws when it exists but cannot be read.
+std::optional<std::string> read_file(const std::filesystem::path& path);
+
+/// Temp files of writes a crash interrupted (their rename never happened, so they hold
+/// nothing promised), removed.
+void remove_stale_temp_files(const std::filesystem::path& directory);
+
+}  // namespace garm_edge

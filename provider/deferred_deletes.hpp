@@ -1,0 +1,54 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace garm_edge::provider {
+
+/// A delete garm asked for that an agent could not be reached to carry out. garm forgets the
+/// instance once DeleteInstance exits 0, so what that agent may still hold is kept here until
+/// a later call of the provider reaches it.
+struct DeferredDelete {
+  std::string controller;
+  std::string agent;
+  std::string ref;  // what the agent knows the instance by: its UUID or garm's name
+  std::chrono::system_clock::time_point recorded_at;
+  std::string reason;  // why the agent could not be asked
+};
+
+/// The deferred deletes of one provider config, one file each under
+/// `<session_dir>/deferred-deletes/<controller>/<agent>/`, so that provider processes that run
+/// at once (garm runs them in parallel) never rewrite each other's entries.
+class DeferredDeletes {
+ public:
+  /// Beyond this many entries for one agent a delete is refused instead (garm retries it).
+  static constexpr std::size_t kMaxPerAgent = 4096;
+  /// The longest ref a file name can carry (hex-encoded).
+  static constexpr std::size_t kMaxRefLength = 120;
+
+  explicit DeferredDeletes(std::filesystem::path session_dir);
+
+  /// Written and synced before it returns; throws DurableFileError when it cannot be kept
+  /// (garm must then keep retrying: the delete is not done).
+  void record(const DeferredDelete& entry);
+
+  /// Up to `limit` entries of `controller` for `agent`, oldest first.
+  std::vector<DeferredDelete> pending(const std::string& controller, const std::string& agent,
+                                      std::size_t limit = kMaxPerAgent) const;
+
+  /// Every entry, of every controller (for `status`); unreadable files are skipped.
+  std::vector<DeferredDelete> all() const;
+
+  /// Removes the entry: its agent answered that the instance is gone.
+  void forget(const DeferredDelete& entry);
+
+ private:
+  std::filesystem::path agent_directory(const std::string& controller,
+                                        const std::string& agent) const;
+  std::filesystem::path root_;
+};
+
+}  // namespace garm_edge::provider
