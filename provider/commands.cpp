@@ -84,11 +84,24 @@ class Provider {
                                     ": not placing it a second time");
       }
       if (probed.holder != nullptr) {
-        return {0, print_instance(*probed.holder, std::move(probed.held)), ""};
+        auto kept = deferred_ ? deferred_->hold_all(controller_, bootstrap.name,
+                                                    config_.probe_timeout + std::chrono::seconds(1))
+                              : std::vector<DeferredDeletes::Held>();
+        Outcome found{0, print_instance(*probed.holder, std::move(probed.held)), ""};
+        forget_kept_delete(kept, found);
+        return found;
       }
       plan = plan_placement(request, probed.inputs, config_.placement);
     }
-    return create_on_first_taker(bootstrap, std::move(plan));
+    // garm creates a failed instance again under its name once the delete exits 0: a delete
+    // kept for that name must neither run during this create nor outlive it on the agent that
+    // now holds the name.
+    auto kept = deferred_ ? deferred_->hold_all(controller_, bootstrap.name,
+                                                config_.probe_timeout + std::chrono::seconds(1))
+                          : std::vector<DeferredDeletes::Held>();
+    auto outcome = create_on_first_taker(bootstrap, std::move(plan));
+    forget_kept_delete(kept, outcome);
+    return outcome;
   }
 
   Outcome get_instance() {
@@ -325,6 +338,21 @@ class Provider {
     }
   }
 
+  /// The kept delete of the name on the agent that now holds it (the provider ID's prefix) is
+  /// void: garm wants that instance.
+  void forget_kept_delete(const std::vector<DeferredDeletes::Held>& kept, const Outcome& created) {
+    if (kept.empty()) {
+      return;
+    }
+    const auto holder =
+        wire::parse_json_text(created.out, "created instance").value("provider_id", std::string());
+    for (const auto& held : kept) {
+      if (holder.rfind(held.entry().agent + ":", 0) == 0) {
+        deferred_->forget(held);
+      }
+    }
+  }
+
   static constexpr std::size_t kDeferredDeletesPerCall = 64;
 
   void carry_out_deferred_deletes(AgentClient& agent) {
@@ -337,13 +365,17 @@ class Provider {
       if (std::chrono::steady_clock::now() >= deadline) {
         return;
       }
+      const auto held = deferred_->try_hold(entry);
+      if (!held) {
+        continue;  // another process deletes it, or garm creates the name again
+      }
       const auto reply = reply_of([&] {
         return agent.call("DELETE", instance_path(entry.ref), "", CallKind::probe, deadline);
       });
       if (!reply.answered(200) && !reply.not_found()) {
         return;  // busy or gone again: the rest wait too
       }
-      deferred_->forget(entry);
+      deferred_->forget(*held);
     }
   }
 

@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <thread>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -151,12 +155,68 @@ std::vector<DeferredDelete> DeferredDeletes::all() const {
   return entries;
 }
 
-void DeferredDeletes::forget(const DeferredDelete& entry) {
+DeferredDeletes::Held::~Held() {
+  if (fd_.get() >= 0) {
+    ::flock(fd_.get(), LOCK_UN);
+  }
+}
+
+std::optional<DeferredDeletes::Held> DeferredDeletes::try_hold(const DeferredDelete& entry) const {
+  const auto path = agent_directory(entry.controller, entry.agent) / file_name_for(entry.ref);
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (fd.get() < 0 || ::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    return std::nullopt;
+  }
+  // Forgotten while this process waited for it: the file it holds is no longer the entry.
+  struct stat held {};
+  struct stat current {};
+  if (::fstat(fd.get(), &held) != 0 || ::stat(path.c_str(), &current) != 0 ||
+      held.st_ino != current.st_ino || held.st_dev != current.st_dev) {
+    return std::nullopt;
+  }
+  return Held(entry, fd.release());
+}
+
+std::vector<DeferredDeletes::Held> DeferredDeletes::hold_all(
+    const std::string& controller, const std::string& ref,
+    std::chrono::milliseconds patience) const {
+  std::vector<Held> held;
+  if (!wire::is_uuid(controller)) {
+    return held;
+  }
+  const auto give_up = std::chrono::steady_clock::now() + patience;
+  std::error_code error;
+  for (const auto& agent : fs::directory_iterator(root_ / controller, error)) {
+    const auto path = agent.path() / file_name_for(ref);
+    if (!fs::exists(path, error)) {
+      continue;
+    }
+    const auto text = read_file(path);
+    const auto entry = text ? parse(*text) : std::nullopt;
+    if (!entry) {
+      continue;
+    }
+    for (;;) {
+      if (auto one = try_hold(*entry)) {
+        held.push_back(std::move(*one));
+        break;
+      }
+      if (!fs::exists(path, error) || std::chrono::steady_clock::now() >= give_up) {
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  return held;
+}
+
+void DeferredDeletes::forget(const Held& held) {
+  const auto& entry = held.entry();
   const auto directory = agent_directory(entry.controller, entry.agent);
   const auto path = directory / file_name_for(entry.ref);
   if (::unlink(path.c_str()) != 0) {
     if (errno == ENOENT) {
-      return;  // another provider process carried it out at the same time
+      return;
     }
     throw DurableFileError("cannot remove " + path.string() + ": " + std::strerror(errno));
   }

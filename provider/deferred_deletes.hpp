@@ -3,8 +3,11 @@
 #include <chrono>
 #include <cstddef>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "common/unique_fd.hpp"
 
 namespace garm_edge::provider {
 
@@ -42,8 +45,34 @@ class DeferredDeletes {
   /// Every entry, of every controller (for `status`); unreadable files are skipped.
   std::vector<DeferredDelete> all() const;
 
-  /// Removes the entry: its agent answered that the instance is gone.
-  void forget(const DeferredDelete& entry);
+  /// An entry held with an exclusive flock: a delete being carried out, or a create of the same
+  /// name (garm retries a failed create under its name once the delete exits 0). Released when
+  /// it goes away.
+  class Held {
+   public:
+    Held(Held&&) noexcept = default;
+    Held& operator=(Held&&) = delete;
+    ~Held();
+    const DeferredDelete& entry() const { return entry_; }
+
+   private:
+    friend class DeferredDeletes;
+    Held(DeferredDelete entry, int fd) : entry_(std::move(entry)), fd_(fd) {}
+    DeferredDelete entry_;
+    UniqueFd fd_;
+  };
+
+  /// The entry, held, unless another process holds it or it is gone meanwhile.
+  std::optional<Held> try_hold(const DeferredDelete& entry) const;
+
+  /// Every entry for `ref` of `controller`, whatever its agent, held; waits up to `patience` for
+  /// one another process holds (a delete of it is at most a probe deadline long).
+  std::vector<Held> hold_all(const std::string& controller, const std::string& ref,
+                             std::chrono::milliseconds patience) const;
+
+  /// Removes the held entry: its agent answered that the instance is gone, or garm created the
+  /// name again on that agent.
+  void forget(const Held& held);
 
  private:
   std::filesystem::path agent_directory(const std::string& controller,

@@ -13,12 +13,12 @@ expect() { [ "$1" = "$2" ] || { echo "FAILED: $3 (got '$1', wanted '$2')"; exit 
 # shellcheck source-path=SCRIPTDIR source=lib/agent-fixture.sh
 . "$(dirname "$0")/lib/agent-fixture.sh"
 
-# garm's exec: only GARM_* variables (no PATH, no HOME), stdin a pipe.
+# garm's exec: GARM_* and garm's proxy variables only (no PATH, no HOME), stdin a pipe.
 garm() {
   local command=$1; shift
   local started ended status=0
   started=$(date +%s%N)
-  out=$(env -i GARM_COMMAND="$command" GARM_CONTROLLER_ID="$controller" \
+  out=$(env -i ${garm_proxy_env[@]+"${garm_proxy_env[@]}"} GARM_COMMAND="$command" GARM_CONTROLLER_ID="$controller" \
         GARM_PROVIDER_CONFIG_FILE="$work/provider.toml" GARM_INTERFACE_VERSION=v0.1.0 "$@" "$provider" \
         < "${stdin_file:-/dev/null}") || status=$?
   ended=$(date +%s%N)

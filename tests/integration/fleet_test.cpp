@@ -465,3 +465,26 @@ TEST_CASE(
   CHECK(deleted.exit_code == 1);
   CHECK_THAT(deleted.err, Catch::Contains("agent second") && Catch::Contains("session_dir"));
 }
+
+TEST_CASE(
+    "fleet: garm's retry of a failed create under the same name voids the delete kept for it",
+    "[fleet]") {
+  auto only = amd64_agent(32768);
+  const TempDir sessions;
+  const FleetGarm reachable({{.name = "only", .server = &only}}, "pack", sessions.path());
+  const FleetGarm down({{.name = "only", .server = &only, .down = true}}, "pack",
+                       sessions.path());
+  // The create failed while the host was down; garm's delete by name is kept for it.
+  CHECK(down.create("garm-again01").exit_code == 1);
+  CHECK(down.run("DeleteInstance", {{"GARM_INSTANCE_ID", "garm-again01"}}).exit_code == 0);
+  CHECK(json::parse(down.status("--json").out).at(0).at("deferred_deletes").size() == 1);
+
+  // Back: garm creates the instance again under the same name. The kept delete is void; the
+  // calls after the create must not delete what garm now runs.
+  CHECK(agent_of(reachable.create("garm-again01")) == "only");
+  CHECK(json::parse(reachable.status("--json").out).at(0).at("deferred_deletes").empty());
+  const auto list = reachable.list();
+  REQUIRE(list.exit_code == 0);
+  CHECK(json::parse(list.out).size() == 1);
+  CHECK(only.service().list(kControllerId, pool_id(kPool)).size() == 1);
+}

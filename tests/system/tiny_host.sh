@@ -120,13 +120,13 @@ api() {
     --key "$work/pki/clients/garm.key" "https://localhost:$port/v1/controllers/$controller/$1" "${@:2}"
 }
 
-# garm's exec of the provider: only GARM_* variables (no PATH, no HOME), stdin from
+# garm's exec of the provider: GARM_* and garm's proxy variables only (no PATH, no HOME), stdin from
 # $stdin_file. Sets $out, $err and $last_status; never fails itself.
 garm() {
   local command=$1 err_file=$work/garm.$BASHPID.err  # its own: garm runs providers concurrently
   shift
   last_status=0
-  out=$(env -i GARM_COMMAND="$command" GARM_CONTROLLER_ID="$controller" \
+  out=$(env -i ${garm_proxy_env[@]+"${garm_proxy_env[@]}"} GARM_COMMAND="$command" GARM_CONTROLLER_ID="$controller" \
     GARM_PROVIDER_CONFIG_FILE="$work/provider.toml" GARM_INTERFACE_VERSION=v0.1.0 "$@" \
     "$provider" < "${stdin_file:-/dev/null}" 2> "$err_file") || last_status=$?
   err=$(cat "$err_file")

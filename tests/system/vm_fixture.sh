@@ -218,13 +218,13 @@ control_root() {
     --key "$work/pki/clients/garm.key" "https://localhost:$api_port/v1/$1"
 }
 
-# garm's exec of the provider: only GARM_* variables (no PATH, no HOME), stdin from
+# garm's exec of the provider: GARM_* and garm's proxy variables only (no PATH, no HOME), stdin from
 # $stdin_file. Sets $out (stdout) and $last_status; never fails itself.
 garm() {
   local command=$1
   shift
   last_status=0
-  out=$(env -i GARM_COMMAND="$command" GARM_CONTROLLER_ID="$controller" \
+  out=$(env -i ${garm_proxy_env[@]+"${garm_proxy_env[@]}"} GARM_COMMAND="$command" GARM_CONTROLLER_ID="$controller" \
     GARM_PROVIDER_CONFIG_FILE="$work/provider.toml" GARM_INTERFACE_VERSION=v0.1.0 "$@" \
     "$provider" < "${stdin_file:-/dev/null}") || last_status=$?
 }

@@ -1,0 +1,323 @@
+"""The pieces of the garm tier: processes started and stopped, garm-cli, the agents' control
+API over mutual TLS, garm-provider-edge behind a tap that records every call garm makes, and
+guests simulated on their reserved 127.0.x.y addresses that report through the agent's relay."""
+import base64
+import hashlib
+import hmac
+import http.client
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import threading
+import time
+
+CONTROL_TIMEOUT = 10
+
+
+class Failure(Exception):
+    pass
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(what, predicate, timeout, interval=0.5):
+    """Polls `predicate` until it returns something true; that value, or Failure on timeout."""
+    deadline = time.time() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.time() > deadline:
+            raise Failure("timed out after %d s waiting for %s" % (timeout, what))
+        time.sleep(interval)
+
+
+class Process:
+    def __init__(self, argv, log_path, env=None):
+        self.argv, self.log_path, self.env = argv, log_path, env
+        self.proc = None
+        self.start()
+
+    def start(self):
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, env=self.env,
+                                     start_new_session=True)
+        log.close()
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+
+TAP = r'''#!/bin/bash
+# garm-provider-edge as garm runs it, with a record of the call: command, instance or pool,
+# exit code and time. CreateInstance's stdin is kept so the simulated guest can read its token.
+tap=%(tap)s
+id=$(/bin/date +%%s%%N)-$$
+started=$(/bin/date +%%s%%N)
+if [ "$GARM_COMMAND" = CreateInstance ]; then /bin/cat > "$tap/$id.stdin"; else : > "$tap/$id.stdin"; fi
+[ -e "$tap/env-$GARM_COMMAND-$GARM_INTERFACE_VERSION" ] || /usr/bin/env > "$tap/env-$GARM_COMMAND-$GARM_INTERFACE_VERSION"
+%(real)s < "$tap/$id.stdin" > "$tap/$id.out" 2> "$tap/$id.err"
+status=$?
+ended=$(/bin/date +%%s%%N)
+/bin/cat "$tap/$id.out"; /bin/cat "$tap/$id.err" >&2
+printf '{"id":"%%s","provider":"%%s","command":"%%s","instance":"%%s","pool":"%%s","interface":"%%s","exit":%%d,"started":%%s,"ms":%%d}\n' \
+  "$id" "%(name)s" "$GARM_COMMAND" "$GARM_INSTANCE_ID" "$GARM_POOL_ID" "$GARM_INTERFACE_VERSION" \
+  "$status" "$((started / 1000000))" "$(((ended - started) / 1000000))" >> "$tap/calls.jsonl"
+exit $status
+'''
+
+
+def write_tap(path, tap_dir, real, name):
+    with open(path, "w") as f:
+        f.write(TAP % {"tap": tap_dir, "real": real, "name": name})
+    os.chmod(path, 0o755)
+
+
+def read_calls(tap_dir):
+    calls = []
+    try:
+        with open(os.path.join(tap_dir, "calls.jsonl")) as f:
+            for line in f:
+                try:
+                    calls.append(json.loads(line))
+                except ValueError:
+                    pass
+    except FileNotFoundError:
+        pass
+    return calls
+
+
+class Agent:
+    """One garm-edge-agent on its own copy of the libvirt test driver's guests.xml, its guests
+    served on 127.0.0.1 and reserved from `addresses`."""
+
+    def __init__(self, name, work, build, fixture, pki, controller, addresses, api_port):
+        self.name, self.pki, self.controller = name, pki, controller
+        self.dir = os.path.join(work, "agent-" + name)
+        os.makedirs(self.dir)
+        driver = os.path.join(self.dir, "driver.xml")
+        with open(fixture) as src, open(driver, "w") as dst:
+            dst.write(src.read())
+        self.config = os.path.join(self.dir, "agent.toml")
+        self.api_port = api_port
+        with open(self.config, "w") as f:
+            f.write(AGENT_TOML % {"name": name, "state": os.path.join(self.dir, "state"),
+                                  "uri": "test://" + driver, "pki": pki, "port": api_port,
+                                  "controller": controller, "addresses": addresses})
+        subprocess.run([os.path.join(build, "agent/garm-edge-agent"), "check-config", "--config",
+                        self.config], check=True, stdout=subprocess.DEVNULL)
+        self.binary = os.path.join(build, "agent/garm-edge-agent")
+        self.process = None
+        self.guest_port = None
+        self.start()
+
+    def start(self):
+        ready = os.path.join(self.dir, "ready")
+        if os.path.exists(ready):
+            os.remove(ready)
+        self.process = Process([self.binary, "serve", "--config", self.config, "--ready-file", ready],
+                               os.path.join(self.dir, "agent.log"))
+
+        def read_ready():
+            if not self.process.alive():
+                raise Failure("agent %s exited; see %s/agent.log" % (self.name, self.dir))
+            try:
+                text = open(ready).read()
+            except FileNotFoundError:
+                return None
+            fields = dict(line.split("=", 1) for line in text.split() if "=" in line)
+            return fields if "guest_url" in fields else None
+        fields = wait_for("agent %s to be ready" % self.name, read_ready, 30, 0.05)
+        self.guest_port = int(fields["guest_url"].rsplit(":", 1)[1].rstrip("/"))
+
+    def stop(self, sig=signal.SIGTERM):
+        self.process.stop(sig)
+
+    def control(self, method, path, timeout=CONTROL_TIMEOUT, client="garm"):
+        """A control API call as garm's client certificate, or the operator's (every
+        controller: draining)."""
+        context = ssl.create_default_context(cafile=os.path.join(self.pki, "ca.crt"))
+        context.load_cert_chain(os.path.join(self.pki, "clients/%s.crt" % client),
+                                os.path.join(self.pki, "clients/%s.key" % client))
+        conn = http.client.HTTPSConnection("localhost", self.api_port, context=context,
+                                           timeout=timeout)
+        try:
+            conn.request(method, path)
+            response = conn.getresponse()
+            body = response.read()
+            return response.status, (json.loads(body) if body else None)
+        finally:
+            conn.close()
+
+    def instances(self, pool):
+        status, body = self.control("GET", "/v1/controllers/%s/pools/%s/instances" %
+                                    (self.controller, pool))
+        if status != 200:
+            raise Failure("agent %s listed instances with HTTP %d: %s" % (self.name, status, body))
+        return body
+
+    def all_instances(self, pools):
+        return {i["name"]: i for pool in pools for i in self.instances(pool)}
+
+
+AGENT_TOML = '''[agent]
+id = "%(name)s"
+state_dir = "%(state)s"
+reconcile_interval_seconds = 5
+[libvirt]
+uri = "%(uri)s"
+storage_pool = "edge-pool"
+network = "edge-net"
+[api]
+address = "127.0.0.1"
+port = %(port)d
+ca = "%(pki)s/ca.crt"
+certificate = "%(pki)s/agent.crt"
+key = "%(pki)s/agent.key"
+[[api.clients]]
+identity = "garm"
+controllers = ["%(controller)s"]
+[[api.clients]]
+identity = "operator"
+controllers = ["*"]
+[guests]
+address = "127.0.0.1"
+port = 0
+addresses = "%(addresses)s"
+anti_spoofing = "off"
+[capacity]
+cpu_overcommit = 100
+memory_overcommit = 100
+reserved_memory_mib = 0
+max_instances = 12
+[[images]]
+name = "debian-12"
+base_volume = "debian-12.qcow2"
+os_name = "debian"
+os_version = "12"
+[[flavors]]
+name = "small"
+vcpus = 1
+memory_mib = 512
+disk_gib = 4
+'''
+
+
+class SimulatedGuests(threading.Thread):
+    """Reads each successful CreateInstance garm made (its bootstrap and the provider ID), asks
+    the agent for the guest's reserved address and, from that address, reports `installing`
+    then `idle` through the agent's relay, as garm's install script does; the runner is marked
+    online at the fake GitHub first, as run.sh's connection would. Pools in `silent` never
+    report (their runners time out)."""
+
+    def __init__(self, tap_dir, agents, github_port, silent):
+        super().__init__(daemon=True)
+        self.tap_dir, self.agents, self.github_port, self.silent = tap_dir, agents, github_port, silent
+        self.done = set()
+        self.installing = set()
+        self.errors = []
+        self.reported = {}  # name -> time of its idle report
+        self.stopped = threading.Event()
+
+    def run(self):
+        while not self.stopped.is_set():
+            for call in read_calls(self.tap_dir):
+                if call["command"] != "CreateInstance" or call["exit"] != 0 or call["id"] in self.done:
+                    continue
+                if call["pool"] in self.silent:
+                    self.done.add(call["id"])
+                    continue
+                try:
+                    if self.report(call):
+                        self.done.add(call["id"])
+                except Exception as e:  # noqa: BLE001 - kept and shown; the guest tries again
+                    self.errors.append("%s: %r" % (call["id"], e))
+            time.sleep(0.3)
+
+    def report(self, call):
+        bootstrap = json.load(open(os.path.join(self.tap_dir, call["id"] + ".stdin")))
+        created = json.load(open(os.path.join(self.tap_dir, call["id"] + ".out")))
+        agent = self.agents[created["provider_id"].split(":")[0]]
+        status, guest = agent.control("GET", "/v1/controllers/%s/instances/%s/guest" %
+                                      (agent.controller, bootstrap["name"]))
+        if status != 200 or not guest.get("address"):
+            return False  # deleted meanwhile, or the agent is down: try again
+        address, token = guest["address"], bootstrap["instance-token"]
+        if call["id"] not in self.installing:
+            self.callback(agent, address, token, {"status": "installing", "message": "simulated"})
+            self.installing.add(call["id"])
+        runner_id = self.mark_online(bootstrap["name"])
+        if runner_id is None:
+            raise Failure("no runner named %s at the fake GitHub" % bootstrap["name"])
+        self.callback(agent, address, token, {"status": "idle", "message": "simulated runner",
+                                              "agent_id": runner_id})
+        self.reported[bootstrap["name"]] = time.time()
+        return True
+
+    def callback(self, agent, address, token, payload):
+        conn = http.client.HTTPConnection("127.0.0.1", agent.guest_port, timeout=15,
+                                          source_address=(address, 0))
+        try:
+            conn.request("POST", "/api/v1/callbacks/status", json.dumps(payload),
+                         {"Authorization": "Bearer " + token, "Content-Type": "application/json"})
+            response = conn.getresponse()
+            body = response.read()
+            if response.status != 200:
+                raise Failure("relay answered %d: %s" % (response.status, body[:200]))
+        finally:
+            conn.close()
+
+    def mark_online(self, name):
+        conn = http.client.HTTPConnection("127.0.0.1", self.github_port, timeout=10)
+        try:
+            conn.request("POST", "/_test/runners/%s/online" % name)
+            conn.getresponse().read()
+            conn.request("GET", "/_test/runners")
+            runners = json.loads(conn.getresponse().read())
+        finally:
+            conn.close()
+        return next((r["id"] for r in runners if r["name"] == name), None)
+
+
+def workflow_job_webhook(garm_port, github_url, secret, labels, job_id, action="queued",
+                         runner_name=""):
+    body = json.dumps({
+        "action": action,
+        "workflow_job": {"id": job_id, "run_id": job_id, "status": action, "name": "build",
+                         "conclusion": "success" if action == "completed" else None,
+                         "html_url": "%s/owner/repo/actions/runs/%d/job/%d" % (github_url, job_id, job_id),
+                         "labels": labels, "runner_id": 0, "runner_name": runner_name,
+                         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+        "repository": {"name": "repo", "full_name": "owner/repo", "owner": {"login": "owner"}},
+    }).encode()
+    signature = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    conn = http.client.HTTPConnection("127.0.0.1", garm_port, timeout=10)
+    try:
+        conn.request("POST", "/webhooks", body, {
+            "X-Github-Event": "workflow_job", "X-Hub-Signature-256": signature,
+            "X-Github-Hook-Installation-Target-Type": "repository",
+            "Content-Type": "application/json"})
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def b64(text):
+    return base64.b64encode(text.encode()).decode()

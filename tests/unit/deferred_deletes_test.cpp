@@ -1,0 +1,66 @@
+// The provider's kept deletes: one synced file each, held by one process at a time.
+#include <catch2/catch.hpp>
+
+#include "common/durable_file.hpp"
+#include "common/temp_dir.hpp"
+#include "provider/deferred_deletes.hpp"
+
+using garm_edge::DurableFileError;
+using garm_edge::TempDir;
+using garm_edge::provider::DeferredDelete;
+using garm_edge::provider::DeferredDeletes;
+
+namespace {
+
+const std::string kController = "9dcf590a-1192-4a9c-b3e4-e0902974c2c0";
+
+DeferredDelete entry(const std::string& agent, const std::string& ref, int seconds = 100) {
+  return {.controller = kController,
+          .agent = agent,
+          .ref = ref,
+          .recorded_at = std::chrono::system_clock::time_point(std::chrono::seconds(seconds)),
+          .reason = "cannot connect"};
+}
+
+}  // namespace
+
+TEST_CASE("deferred deletes: kept per agent, oldest first, once per name, until forgotten",
+          "[provider]") {
+  const TempDir dir;
+  DeferredDeletes kept(dir.path() / "sessions");
+  kept.record(entry("b", "garm-two", 200));
+  kept.record(entry("b", "garm-one", 100));
+  kept.record(entry("b", "garm-one", 300));  // a repeat keeps the first date
+  kept.record(entry("c", "garm-one", 150));
+  const auto on_b = kept.pending(kController, "b");
+  REQUIRE(on_b.size() == 2);
+  CHECK(on_b[0].ref == "garm-one");
+  CHECK(on_b[0].recorded_at.time_since_epoch() == std::chrono::seconds(100));
+  CHECK(on_b[1].ref == "garm-two");
+  CHECK(kept.all().size() == 3);
+  CHECK(kept.pending("5a3e2b1c-0d9f-4e8a-b7c6-d5e4f3a2b1c0", "b").empty());
+
+  // Another process (here: another open file) holding an entry keeps it from this one.
+  auto held = kept.try_hold(on_b[0]);
+  REQUIRE(held);
+  CHECK_FALSE(kept.try_hold(on_b[0]));
+  const auto all_of_name = kept.hold_all(kController, "garm-one", std::chrono::milliseconds(100));
+  REQUIRE(all_of_name.size() == 1);  // b's is held already; c's is taken
+  CHECK(all_of_name.front().entry().agent == "c");
+  kept.forget(*held);
+  CHECK(kept.pending(kController, "b").size() == 1);
+  CHECK_FALSE(kept.try_hold(on_b[0]));  // forgotten: nothing to hold
+}
+
+TEST_CASE("deferred deletes: refuses what it cannot keep safely", "[provider]") {
+  const TempDir dir;
+  DeferredDeletes kept(dir.path() / "sessions");
+  CHECK_THROWS_AS(kept.record(entry("../b", "garm-one")), DurableFileError);
+  CHECK_THROWS_AS(kept.record(entry("b", std::string(121, 'x'))), DurableFileError);
+  auto bad = entry("b", "garm-one");
+  bad.controller = "not-a-uuid";
+  CHECK_THROWS_AS(kept.record(bad), DurableFileError);
+  // Names with a slash or a dot-dot are hex in the file name: they stay inside the directory.
+  kept.record(entry("b", "../../etc/passwd"));
+  CHECK(kept.pending(kController, "b").at(0).ref == "../../etc/passwd");
+}
