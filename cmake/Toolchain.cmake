@@ -2,7 +2,8 @@
 
 find_program(CCACHE_PROGRAM ccache)
 if(CCACHE_PROGRAM AND NOT CMAKE_CXX_COMPILER_LAUNCHER)
-  set(CMAKE_CXX_COMPILER_LAUNCHER "${CCACHE_PROGRAM}")
+  # The test targets use precompiled headers, which ccache caches only with this sloppiness.
+  set(CMAKE_CXX_COMPILER_LAUNCHER env "CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime" "${CCACHE_PROGRAM}")
 endif()
 
 # -Os rather than CMake's -O3: the stripped agent must stay under 4 MiB (product brief), and

@@ -37,7 +37,9 @@ RUNNER_FILES = {
     "svc.sh": ("#!/bin/bash\ncd \"$(dirname \"$0\")\"\ncase \"$1\" in\n"
                "  install) echo installed >> _diag.log ;;\n"
                "  start) nohup ./run.sh > run.log 2>&1 & ;;\nesac\n"),
-    "bin/runsvc.sh": "#!/bin/bash\nexec \"$(dirname \"$0\")/../run.sh\"\n",
+    # garm's install script copies it to the runner's home and starts it from a systemd unit.
+    "bin/runsvc.sh": ("#!/bin/bash\ncd \"$(dirname \"$0\")\"\n"
+                      "if [ -x ./run.sh ]; then exec ./run.sh; else exec ../run.sh; fi\n"),
     "bin/installdependencies.sh": "#!/bin/bash\nexit 0\n",
 }
 
@@ -51,6 +53,10 @@ def runner_archive(github_url):
             info.size, info.mode, info.mtime = len(data), 0o755, 0
             archive.addfile(info, io.BytesIO(data))
     return buffer.getvalue()
+
+
+def repository(match):
+    return match.group("owner") + "/" + match.group("repo")
 
 
 def runner_json(runner):
@@ -101,36 +107,42 @@ class Handler(BaseHTTPRequestHandler):
             return self.answer(201, {"token": "fake-registration-token",
                                      "expires_at": time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                                  time.gmtime(time.time() + 3600))})
-        if method == "POST" and re.fullmatch(REPO + r"/actions/runners/generate-jitconfig", path):
+        match = re.fullmatch(REPO + r"/actions/runners/generate-jitconfig", path)
+        if method == "POST" and match:
             request = self.body()
             with LOCK:
                 NEXT_ID[0] += 1
                 runner = {"id": NEXT_ID[0], "name": request.get("name", ""), "status": "offline",
-                          "labels": request.get("labels") or []}
+                          "labels": request.get("labels") or [], "repo": repository(match)}
                 RUNNERS[runner["id"]] = runner
             files = {name: base64.b64encode(json.dumps(
                 {"agentId": runner["id"], "agentName": runner["name"]}).encode()).decode()
                 for name in (".runner", ".credentials", ".credentials_rsaparams")}
             encoded = base64.b64encode(json.dumps(files).encode()).decode()
             return self.answer(201, {"runner": runner_json(runner), "encoded_jit_config": encoded})
-        if method == "GET" and re.fullmatch(REPO + r"/actions/runners", path):
+        match = re.fullmatch(REPO + r"/actions/runners", path)
+        if method == "GET" and match:
             with LOCK:
-                runners = [runner_json(r) for r in RUNNERS.values()]
+                runners = [runner_json(r) for r in RUNNERS.values() if r["repo"] == repository(match)]
             return self.answer(200, {"total_count": len(runners), "runners": runners})
         match = re.fullmatch(REPO + r"/actions/runners/(?P<id>\d+)", path)
         if method == "DELETE" and match:
             with LOCK:
-                gone = RUNNERS.pop(int(match.group("id")), None)
+                runner = RUNNERS.get(int(match.group("id")))
+                gone = runner is not None and runner["repo"] == repository(match)
+                if gone:
+                    del RUNNERS[runner["id"]]
             return self.answer(204) if gone else self.answer(404, {"message": "Not Found"})
         if method == "GET" and re.fullmatch(REPO + r"/hooks", path):
             return self.answer(200, [])
-        match = re.fullmatch(r"/_test/runners/(?P<name>[^/]+)/online", path)
+        # What GitHub shows when a runner's process connects, or its machine goes away.
+        match = re.fullmatch(r"/_test/runners/(?P<name>[^/]+)/(?P<status>online|offline)", path)
         if method == "POST" and match:
             with LOCK:
                 found = [r for r in RUNNERS.values() if r["name"] == match.group("name")]
                 for runner in found:
-                    runner["status"] = "online"
-            return self.answer(200 if found else 404, {"online": len(found)})
+                    runner["status"] = match.group("status")
+            return self.answer(200 if found else 404, {"runners": len(found)})
         if method == "GET" and path == "/_test/runners":
             with LOCK:
                 runners = [dict(r) for r in RUNNERS.values()]

@@ -10,7 +10,9 @@ import os
 import signal
 import socket
 import ssl
+import statistics
 import subprocess
+import sys
 import threading
 import time
 
@@ -321,3 +323,243 @@ def workflow_job_webhook(garm_port, github_url, secret, labels, job_id, action="
 
 def b64(text):
     return base64.b64encode(text.encode()).decode()
+
+
+PASSWORD = "Garm-edge-tier-0nly-on-loopback"
+WEBHOOK_SECRET = "tier-webhook-secret"
+HERE = os.path.dirname(os.path.abspath(__file__))
+_started_at = time.time()
+
+
+def log(message):
+    print("[%6.1f s] %s" % (time.time() - _started_at, message), flush=True)
+
+
+def build_garm():
+    """garm's bin directory, built (or cached) by build_garm.sh; exits 77 when garm's source
+    tarball is absent, unless GARM_EDGE_REQUIRE_GARM makes that a failure."""
+    result = subprocess.run([os.path.join(HERE, "build_garm.sh")], stdout=subprocess.PIPE,
+                            text=True)
+    if result.returncode == 77:
+        if os.environ.get("GARM_EDGE_REQUIRE_GARM"):
+            print("FAILED: garm's source tarball is absent and GARM_EDGE_REQUIRE_GARM is set")
+            sys.exit(1)
+        print("skipped: garm's source tarball is absent (GARM_EDGE_GARM_SOURCE_DIR)")
+        sys.exit(77)
+    if result.returncode != 0:
+        print("FAILED: building garm")
+        sys.exit(1)
+    return result.stdout.strip().splitlines()[-1]
+
+
+class GarmSite:
+    """garm on loopback with its fake GitHub Enterprise API, a sqlite database and external
+    providers, each garm-provider-edge behind a tap; driven with garm-cli."""
+
+    def __init__(self, work, garm_bin, provider_bin, providers):
+        self.work, self.garm_bin, self.provider_bin = work, garm_bin, provider_bin
+        self.providers = providers  # [(name, interface version)]
+        self.tap = os.path.join(work, "tap")
+        os.makedirs(self.tap)
+        self.processes = []
+        self.pools = {}
+        self.pool_names = {}
+
+    def cli(self, *args, parse=True):
+        env = {"HOME": self.work, "PATH": "/usr/bin:/bin"}
+        result = subprocess.run([os.path.join(self.garm_bin, "garm-cli"), *args] +
+                                (["--format", "json"] if parse else []),
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                timeout=60)
+        if result.returncode != 0:
+            raise Failure("garm-cli %s: %s%s" % (" ".join(args), result.stdout, result.stderr))
+        return json.loads(result.stdout) if parse and result.stdout.strip() else result.stdout
+
+    def start_fake_github(self):
+        self.github = Process([sys.executable, os.path.join(HERE, "fake_github.py"), self.work],
+                              os.path.join(self.work, "fake-github.log"))
+        self.processes.append(self.github)
+        port_file = os.path.join(self.work, "github.port")
+        self.github_port = int(wait_for("the fake GitHub", lambda: os.path.exists(port_file) and
+                                        open(port_file).read(), 10, 0.05))
+        self.github_url = "http://127.0.0.1:%d" % self.github_port
+
+    def start_garm(self):
+        self.garm_port = free_port()
+        closed = free_port()  # nothing listens there: garm's way out of loopback is shut
+        providers = ""
+        for name, version in self.providers:
+            # garm checks that it exists; the agents' entries are written once garm's
+            # controller ID is known.
+            open(self.provider_config(name), "w").close()
+            write_tap(os.path.join(self.work, "provider-" + name), self.tap, self.provider_bin, name)
+            providers += PROVIDER_TOML % {"name": name, "version": version,
+                                          "config": self.provider_config(name),
+                                          "exe": os.path.join(self.work, "provider-" + name)}
+        with open(os.path.join(self.work, "garm.toml"), "w") as f:
+            f.write(GARM_TOML % {"port": self.garm_port, "db": os.path.join(self.work, "garm.db"),
+                                 "providers": providers})
+        env = {"PATH": "/usr/bin:/bin", "HOME": self.work,
+               "HTTP_PROXY": "http://127.0.0.1:%d" % closed,
+               "HTTPS_PROXY": "http://127.0.0.1:%d" % closed, "NO_PROXY": ""}
+        self.garm = Process([os.path.join(self.garm_bin, "garm"), "--config",
+                             os.path.join(self.work, "garm.toml")],
+                            os.path.join(self.work, "garm.log"), env)
+        self.processes.append(self.garm)
+        url = "http://127.0.0.1:%d" % self.garm_port
+        wait_for("garm's API", self.garm_answers, 30, 0.2)
+        self.cli("init", "--name", "tier", "--url", url, "--username", "admin", "--password",
+                 PASSWORD, "--email", "admin@example.com", "--full-name", "Tier Admin",
+                 "--metadata-url", url + "/api/v1/metadata", "--callback-url",
+                 url + "/api/v1/callbacks", "--webhook-url", url + "/webhooks", parse=False)
+        self.controller = self.cli("controller", "show")["controller_id"]
+        log("garm %s up on 127.0.0.1:%d, controller %s" % (self.garm_bin, self.garm_port,
+                                                           self.controller))
+
+    def provider_config(self, name):
+        return os.path.join(self.work, name + ".toml")
+
+    def garm_answers(self):
+        if not self.garm.alive():
+            raise Failure("garm exited; see garm.log")
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", self.garm_port, timeout=2)
+            conn.request("GET", "/api/v1/")
+            conn.getresponse().read()
+            return True
+        except OSError:
+            return False
+
+    def add_github(self):
+        self.cli("github", "endpoint", "create", "--name", "fake-ghes", "--description", "loopback",
+                 "--base-url", self.github_url, "--api-base-url", self.github_url + "/api/v3/",
+                 "--upload-url", self.github_url + "/api/uploads/")
+        self.cli("github", "credentials", "add", "--name", "fake", "--description", "fake",
+                 "--endpoint", "fake-ghes", "--auth-type", "pat", "--pat-oauth-token", "fake-pat")
+
+    def add_repo(self, name):
+        return self.cli("repo", "add", "--owner", "owner", "--name", name, "--credentials", "fake",
+                        "--webhook-secret", WEBHOOK_SECRET)["id"]
+
+    def add_pool(self, repo, name, provider, min_idle, max_runners, bootstrap_timeout):
+        pool = self.cli("pool", "add", "--repo", repo, "--provider-name", provider,
+                        "--image", "debian-12", "--flavor", "small", "--os-type", "linux",
+                        "--os-arch", "amd64", "--tags", "edge-" + name,
+                        "--min-idle-runners", str(min_idle), "--max-runners", str(max_runners),
+                        "--runner-bootstrap-timeout", str(bootstrap_timeout), "--enabled=true")
+        self.pools[name] = pool["id"]
+        self.pool_names[pool["id"]] = name
+        return pool["id"]
+
+    # ---- what garm says ---------------------------------------------------------------------
+    def runners(self, pool=None):
+        listed = self.cli("runner", "list", "--all")
+        return [r for r in listed if pool is None or r.get("pool_id") == self.pools[pool]]
+
+    def idle(self, pool):
+        return [r for r in self.runners(pool)
+                if r.get("status") == "running" and r.get("runner_status") == "idle"]
+
+    def garm_log(self):
+        try:
+            return open(os.path.join(self.work, "garm.log"), errors="replace").read()
+        except FileNotFoundError:
+            return ""
+
+    def calls(self, **match):
+        return [c for c in read_calls(self.tap)
+                if all(c.get(k) == v for k, v in match.items())]
+
+    def github_test(self, method, path):
+        conn = http.client.HTTPConnection("127.0.0.1", self.github_port, timeout=10)
+        try:
+            conn.request(method, path)
+            return conn.getresponse().read()
+        finally:
+            conn.close()
+
+    def deferred(self, provider):
+        result = subprocess.run([self.provider_bin, "status", "--config",
+                                 self.provider_config(provider), "--json"],
+                                stdout=subprocess.PIPE, text=True, timeout=30)
+        return {row["name"]: len(row.get("deferred_deletes", [])) for row in json.loads(result.stdout)}
+
+    def stop(self):
+        for process in reversed(self.processes):
+            process.stop()
+
+    def print_calls(self, since):
+        calls = read_calls(self.tap)
+        print("\nEvery provider call garm made (%d):" % len(calls))
+        print("%-10s %-10s %-16s %-6s %-4s %-7s %s" % ("t (s)", "provider", "command", "iface",
+                                                       "exit", "ms", "instance / pool"))
+        for call in sorted(calls, key=lambda c: c["started"]):
+            target = call["instance"] or self.pool_names.get(call["pool"], call["pool"])
+            if call["command"] == "CreateInstance":
+                try:
+                    target += " " + json.load(open(os.path.join(self.tap, call["id"] + ".stdin")))["name"]
+                except (OSError, ValueError, KeyError):
+                    pass
+            print("%-10.1f %-10s %-16s %-6s %-4d %-7d %s" % (
+                call["started"] / 1000 - since, call["provider"], call["command"],
+                call["interface"], call["exit"], call["ms"], target))
+        print("\nSummary by command and exit code:")
+        summary = {}
+        for call in calls:
+            summary.setdefault((call["provider"], call["command"], call["exit"]), []).append(call["ms"])
+        for (provider, command, code), times in sorted(summary.items()):
+            print("  %-10s %-16s exit %-3d x%-4d median %5d ms, max %5d ms" % (
+                provider, command, code, len(times), statistics.median(times), max(times)))
+        for name in sorted(os.listdir(self.tap)):
+            if name.startswith("env-"):
+                keys = sorted(line.split("=", 1)[0] for line in open(os.path.join(self.tap, name)))
+                print("  environment of %s: %s" % (name[4:], " ".join(keys)))
+
+    def print_errors(self):
+        print("\n--- garm.log (errors and warnings) ---")
+        for line in self.garm_log().splitlines():
+            if "level=ERROR" in line or "level=WARN" in line:
+                print(line[:400])
+
+
+PROVIDER_TOML = '''
+[[provider]]
+name = "%(name)s"
+provider_type = "external"
+description = "garm-edge, interface %(version)s"
+  [provider.external]
+  config_file = "%(config)s"
+  provider_executable = "%(exe)s"
+  interface_version = "%(version)s"
+'''
+
+GARM_TOML = '''[default]
+enable_webhook_management = false
+[logging]
+log_format = "text"
+log_level = "debug"
+[metrics]
+enable = false
+[jwt_auth]
+secret = "garm-edge-tier-secret-garm-edge-tier-secret-0123456789"
+time_to_live = "8760h"
+[apiserver]
+bind = "127.0.0.1"
+port = %(port)d
+use_tls = false
+[apiserver.webui]
+enable = false
+[database]
+backend = "sqlite3"
+passphrase = "garmEdgeTierPassphrase0123456789"
+[database.sqlite3]
+db_file = "%(db)s"
+%(providers)s'''
+
+AGENT_ENTRY = '''[[agents]]
+name = "%(name)s"
+url = "https://localhost:%(port)d"
+ca = "%(pki)s/ca.crt"
+certificate = "%(pki)s/clients/garm.crt"
+key = "%(pki)s/clients/garm.key"
+'''

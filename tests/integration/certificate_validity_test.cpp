@@ -11,8 +11,6 @@ using namespace garm_edge::testing;
 
 namespace {
 
-const std::string kProvider = GARM_PROVIDER_EDGE_BIN;
-
 CommandResult curl_with(const ApiServer& server, const std::filesystem::path& certificate) {
   auto key = certificate;
   key.replace_extension(".key");

@@ -24,7 +24,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-const std::string kProvider = GARM_PROVIDER_EDGE_BIN;
 
 /// Accepts TCP connections (the kernel does, from the backlog) and never says a word: a host
 /// whose agent hangs, or a black-holed route that still completes handshakes.

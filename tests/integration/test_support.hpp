@@ -24,6 +24,8 @@ inline const std::string kOtherController = "5a3e2b1c-0d9f-4e8a-b7c6-d5e4f3a2b1c
 inline const std::string kPool = "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0";
 inline const std::string kOtherPool = "1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d";
 inline const std::string kAgentId = "test-agent";
+/// garm-provider-edge as built beside these tests.
+inline const std::string kProvider = GARM_PROVIDER_EDGE_BIN;
 inline const auto kControllerId = agent::ControllerId::parse(kController);
 inline const auto kOtherControllerId = agent::ControllerId::parse(kOtherController);
 

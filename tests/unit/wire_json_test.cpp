@@ -65,17 +65,17 @@ TEST_CASE("BootstrapInstance carries Go's null, omitempty and []byte rules", "[w
   }
   SECTION("ca-cert-bundle is base64 on the wire and raw PEM in memory") {
     bootstrap.ca_cert_bundle = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
-    const auto json = to_json(bootstrap);
-    CHECK(json["ca-cert-bundle"] ==
+    const auto wire = to_json(bootstrap);
+    CHECK(wire["ca-cert-bundle"] ==
           "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUIKLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo=");
-    CHECK(parse_bootstrap_instance(json.dump()) == bootstrap);
+    CHECK(parse_bootstrap_instance(wire.dump()) == bootstrap);
   }
   SECTION("labels and ssh-keys are null when absent and arrays when present") {
     bootstrap.labels = std::vector<std::string>{"linux", "runner-pool-id=abc"};
-    const auto json = to_json(bootstrap);
-    CHECK(json["labels"].is_array());
-    CHECK(json["ssh-keys"].is_null());
-    CHECK(parse_bootstrap_instance(json.dump()) == bootstrap);
+    const auto wire = to_json(bootstrap);
+    CHECK(wire["labels"].is_array());
+    CHECK(wire["ssh-keys"].is_null());
+    CHECK(parse_bootstrap_instance(wire.dump()) == bootstrap);
   }
 }
 

@@ -433,8 +433,8 @@ TEST_CASE("invalid UTF-8 in a path is a JSON error on every route, never an end 
         server.curl("-w ' %{http_code}' -X " + method + " '" + controller_url(server, path) + "'");
     REQUIRE(answer.exit_code == 0);
     const auto body = answer.output.substr(0, answer.output.rfind(' '));
-    const auto json = nlohmann::json::parse(body);  // valid JSON, so valid UTF-8
-    CHECK(json.at("code") == "invalid_argument");
+    const auto parsed = nlohmann::json::parse(body);  // valid JSON, so valid UTF-8
+    CHECK(parsed.at("code") == "invalid_argument");
     CHECK_THAT(answer.output, Catch::EndsWith(" 400"));
   }
   CHECK(server.curl(server.url("/healthz")).output == R"({"status":"ok"})");

@@ -284,11 +284,11 @@ TEST_CASE("the relay passes a guest's garm calls through and closes access after
   agent.service->create(kControllerId, agent.bootstrap("garm-guest-b", kTokenB));
   const auto callbacks = agent.base_url() + "/api/v1/callbacks";
   const auto metadata = agent.base_url() + "/api/v1/metadata";
-  const auto json = std::string("-H 'Content-Type: application/json' ");
+  const auto json_body = std::string("-H 'Content-Type: application/json' ");
 
   const auto installing =
       curl_from("127.0.0.2", callbacks + "/status",
-                bearer(kTokenA) + " " + json +
+                bearer(kTokenA) + " " + json_body +
                     "--data '{\"status\":\"installing\",\"message\":\"downloading\"}'");
   CHECK(installing.status == 200);
 
@@ -325,11 +325,11 @@ TEST_CASE("the relay passes a guest's garm calls through and closes access after
     CHECK(
         curl_from(
             "127.0.0.2", callbacks + "/system-info/",
-            bearer(kTokenA) + " " + json +
+            bearer(kTokenA) + " " + json_body +
                 "--data '{\"os_name\":\"Debian GNU/Linux\",\"os_version\":\"12\",\"agent_id\":7}'")
             .status == 200);
     CHECK(curl_from("127.0.0.2", callbacks + "/status",
-                    bearer(kTokenA) + " " + json +
+                    bearer(kTokenA) + " " + json_body +
                         "--data '{\"status\":\"idle\",\"message\":\"runner successfully "
                         "installed\",\"agent_id\":7}'")
               .status == 200);
