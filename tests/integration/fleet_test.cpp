@@ -24,7 +24,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-
 /// Accepts TCP connections (the kernel does, from the backlog) and never says a word: a host
 /// whose agent hangs, or a black-holed route that still completes handshakes.
 class BlackHole {
@@ -465,14 +464,12 @@ TEST_CASE(
   CHECK_THAT(deleted.err, Catch::Contains("agent second") && Catch::Contains("session_dir"));
 }
 
-TEST_CASE(
-    "fleet: garm's retry of a failed create under the same name voids the delete kept for it",
-    "[fleet]") {
+TEST_CASE("fleet: garm's retry of a failed create under the same name voids the delete kept for it",
+          "[fleet]") {
   auto only = amd64_agent(32768);
   const TempDir sessions;
   const FleetGarm reachable({{.name = "only", .server = &only}}, "pack", sessions.path());
-  const FleetGarm down({{.name = "only", .server = &only, .down = true}}, "pack",
-                       sessions.path());
+  const FleetGarm down({{.name = "only", .server = &only, .down = true}}, "pack", sessions.path());
   // The create failed while the host was down; garm's delete by name is kept for it.
   CHECK(down.create("garm-again01").exit_code == 1);
   CHECK(down.run("DeleteInstance", {{"GARM_INSTANCE_ID", "garm-again01"}}).exit_code == 0);
