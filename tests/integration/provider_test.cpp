@@ -19,7 +19,6 @@ using namespace garm_edge::testing;
 
 namespace {
 
-
 /// The provider configured for one ApiServer, run exactly as garm runs it.
 class Garm {
  public:
