@@ -1,9 +1,10 @@
 // The provider's kept deletes: one synced file each, held by one process at a time.
+#include "provider/deferred_deletes.hpp"
+
 #include <catch2/catch.hpp>
 
 #include "common/durable_file.hpp"
 #include "common/temp_dir.hpp"
-#include "provider/deferred_deletes.hpp"
 
 using garm_edge::DurableFileError;
 using garm_edge::TempDir;
