@@ -100,8 +100,8 @@ std::size_t count_entries(const fs::path& directory) {
 
 }  // namespace
 
-DeferredDeletes::DeferredDeletes(fs::path session_dir)
-    : root_(std::move(session_dir) / "deferred-deletes") {}
+DeferredDeletes::DeferredDeletes(const fs::path& session_dir)
+    : root_(session_dir / "deferred-deletes") {}
 
 fs::path DeferredDeletes::agent_directory(const std::string& controller,
                                           const std::string& agent) const {

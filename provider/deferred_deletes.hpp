@@ -32,7 +32,7 @@ class DeferredDeletes {
   /// The longest ref a file name can carry (hex-encoded).
   static constexpr std::size_t kMaxRefLength = 120;
 
-  explicit DeferredDeletes(std::filesystem::path session_dir);
+  explicit DeferredDeletes(const std::filesystem::path& session_dir);
 
   /// Written and synced before it returns; throws DurableFileError when it cannot be kept
   /// (garm must then keep retrying: the delete is not done).

@@ -18,8 +18,10 @@ garm() {
   local command=$1; shift
   local started ended status=0
   started=$(date +%s%N)
-  out=$(env -i ${garm_proxy_env[@]+"${garm_proxy_env[@]}"} GARM_COMMAND="$command" GARM_CONTROLLER_ID="$controller" \
-        GARM_PROVIDER_CONFIG_FILE="$work/provider.toml" GARM_INTERFACE_VERSION=v0.1.0 "$@" "$provider" \
+  # shellcheck disable=SC2154 # garm_proxy_env: scripts/lib/agent-toml.sh, through agent-fixture.sh
+  out=$(env -i ${garm_proxy_env[@]+"${garm_proxy_env[@]}"} GARM_COMMAND="$command" \
+        GARM_CONTROLLER_ID="$controller" GARM_PROVIDER_CONFIG_FILE="$work/provider.toml" \
+        GARM_INTERFACE_VERSION=v0.1.0 "$@" "$provider" \
         < "${stdin_file:-/dev/null}") || status=$?
   ended=$(date +%s%N)
   printf '%s -> exit %d in %d ms\n' "$command" "$status" $(((ended - started) / 1000000))
