@@ -8,7 +8,8 @@ through the agents' relays. Pools, each on its own tags:
   main    (edge, v0.1.0, min_idle 2)        runners idle; runner delete; a stop behind garm's back
   v011    (edge-v011, v0.1.1, min_idle 1)   creates work; garm's own ListInstances bug shows
           (in a repository of its own: the bug aborts its repository's whole reaper round)
-  fleet   (edge-fleet: agents b and c)      c killed, b draining: failed creates must not stick
+  fleet   (edge-fleet: agents b and c)      c killed, b draining: failed creates must not stick;
+                                            c back; then scale down to 0
   reap    (edge, bootstrap timeout 1 min)   guests never report: garm's reaper deletes them
   webhook (edge, min_idle 0)                a queued workflow_job makes a runner; scale down
 Then agent a is stopped (SIGSTOP) for 30 s, and agent c comes back. garm's reaper runs every 5
@@ -215,6 +216,14 @@ def scenario(tier):
              max(60, first_tick - time.time() + 90), 2)
     check(True, "the bootstrap-timeout reaper deleted the runner that never reported (%s)" %
           ", ".join(sorted(reap_names)))
+    # Meanwhile, scale the fleet pool down to 0: garm takes half the surplus each minute.
+    tier.cli("pool", "update", tier.pools["fleet"], "--min-idle-runners", "0")
+    scaled = time.time()
+    wait_for("scale down to 0 to empty the fleet pool on agents b and c",
+             lambda: not tier.runners("fleet") and not b.all_instances([tier.pools["fleet"]]) and
+             not c.all_instances([tier.pools["fleet"]]), 200, 2)
+    log("scale down to 0: the fleet pool's runners gone from agents b and c %.1f s after "
+        "min_idle 2 -> 0" % (time.time() - scaled))
     # Second round: an offline runner whose instance garm has not heard of for 5 minutes is
     # looked up with ListInstances and, being stopped, started again.
     second_tick = tier.repo_created + 10 * 60
@@ -242,10 +251,9 @@ def scenario(tier):
         agent_names = sorted(a.all_instances([tier.pools[pool]]))
         check(garm_names == agent_names, "pool %s: agent a holds exactly garm's runners %s" %
               (pool, garm_names))
-    fleet = sorted(r["name"] for r in tier.runners("fleet"))
-    on_bc = sorted(list(b.all_instances([tier.pools["fleet"]])) +
-                   list(c.all_instances([tier.pools["fleet"]])))
-    check(fleet == on_bc, "pool fleet: agents b and c hold exactly garm's runners %s" % fleet)
+    for name in ("b", "c"):
+        left = tier.agents[name].all_instances(list(tier.pools.values()))
+        check(not left, "agent %s holds nothing after scale down to 0 %s" % (name, sorted(left)))
     check(not guests.errors, "simulated guests reported without errors %s" % guests.errors[:3])
 
 
