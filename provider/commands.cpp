@@ -71,6 +71,11 @@ class Provider {
       throw CommandFailure(
           1, std::string("CreateInstance: stdin is not a usable BootstrapInstance: ") + e.what());
     }
+    // garm creates a failed instance again under its name once its delete exited 0: what a
+    // delete kept for that name would remove is the failed attempt's instance. It is removed
+    // first wherever its agent answers, so that garm never gets the stale instance back and no
+    // kept delete runs after this create.
+    const auto unsettled = settle_kept_deletes(bootstrap.name);
     PlacementPlan plan{.warm_first = {}, .order = {0}, .skipped = {}};
     // With one agent there is no choice to make, and the agent itself is idempotent by name
     // and refuses what it has no room for: no probe round trip.
@@ -83,25 +88,13 @@ class Provider {
                                     " is still creating instance " + bootstrap.name +
                                     ": not placing it a second time");
       }
-      if (probed.holder != nullptr) {
-        auto kept = deferred_ ? deferred_->hold_all(controller_, bootstrap.name,
-                                                    config_.probe_timeout + std::chrono::seconds(1))
-                              : std::vector<DeferredDeletes::Held>();
-        Outcome found{0, print_instance(*probed.holder, std::move(probed.held)), ""};
-        forget_kept_delete(kept, found);
-        return found;
+      if (probed.holder != nullptr && unsettled.count(probed.holder->name()) == 0) {
+        return {0, print_instance(*probed.holder, std::move(probed.held)), ""};
       }
       plan = plan_placement(request, probed.inputs, config_.placement);
     }
-    // garm creates a failed instance again under its name once the delete exits 0: a delete
-    // kept for that name must neither run during this create nor outlive it on the agent that
-    // now holds the name.
-    auto kept = deferred_ ? deferred_->hold_all(controller_, bootstrap.name,
-                                                config_.probe_timeout + std::chrono::seconds(1))
-                          : std::vector<DeferredDeletes::Held>();
-    auto outcome = create_on_first_taker(bootstrap, std::move(plan));
-    forget_kept_delete(kept, outcome);
-    return outcome;
+    pass_over(plan, unsettled, bootstrap.name);
+    return create_on_first_taker(bootstrap, std::move(plan));
   }
 
   Outcome get_instance() {
@@ -330,6 +323,7 @@ class Provider {
       deferred_->record({.controller = controller_,
                          .agent = agent.name(),
                          .ref = ref,
+                         .url = agent.endpoint().url,
                          .recorded_at = std::chrono::system_clock::now(),
                          .reason = printable_excerpt(why, 400)});
     } catch (const std::exception& e) {
@@ -338,19 +332,56 @@ class Provider {
     }
   }
 
-  /// The kept delete of the name on the agent that now holds it (the provider ID's prefix) is
-  /// void: garm wants that instance.
-  void forget_kept_delete(const std::vector<DeferredDeletes::Held>& kept, const Outcome& created) {
-    if (kept.empty()) {
-      return;
+  /// Carries out the deletes kept for `name` on the agents that answer, and names the agents
+  /// whose kept delete could not be carried out: they may still hold the failed attempt's
+  /// instance, so this create passes them over. Fails when another call holds one.
+  std::set<std::string> settle_kept_deletes(const std::string& name) {
+    std::set<std::string> unsettled;
+    if (!deferred_) {
+      return unsettled;
     }
-    const auto holder =
-        wire::parse_json_text(created.out, "created instance").value("provider_id", std::string());
-    for (const auto& held : kept) {
-      if (holder.rfind(held.entry().agent + ":", 0) == 0) {
+    auto kept =
+        deferred_->hold_all(controller_, name, config_.probe_timeout + std::chrono::seconds(1));
+    if (!kept.complete) {
+      throw CommandFailure(
+          1, "a delete kept for " + name + " is being carried out by another call: try again");
+    }
+    const auto deadline = std::chrono::steady_clock::now() + config_.probe_timeout;
+    for (const auto& held : kept.held) {
+      auto* agent = fleet_.find(held.entry().agent);
+      if (agent == nullptr) {
+        continue;  // not an agent this create can reach
+      }
+      const auto reply = reply_of([&] {
+        return agent->call("DELETE", instance_path(name), "", CallKind::probe, deadline);
+      });
+      if (reply.answered(200) || reply.not_found()) {
         deferred_->forget(held);
+      } else {
+        unsettled.insert(agent->name());
       }
     }
+    return unsettled;
+  }
+
+  /// Agents in `unsettled` take no part in this create of `name`: each is skipped with why.
+  void pass_over(PlacementPlan& plan, const std::set<std::string>& unsettled,
+                 const std::string& name) {
+    if (unsettled.empty()) {
+      return;
+    }
+    const auto is_unsettled = [&](std::size_t index) {
+      return unsettled.count(fleet_.agents()[index]->name()) > 0;
+    };
+    std::erase_if(plan.warm_first, is_unsettled);
+    for (const auto index : plan.order) {
+      if (is_unsettled(index)) {
+        plan.skipped.push_back({fleet_.agents()[index]->name(),
+                                "may still hold the failed " + name +
+                                    " (its kept delete could not be carried out yet)"});
+      }
+    }
+    std::erase_if(plan.order, is_unsettled);
   }
 
   static constexpr std::size_t kDeferredDeletesPerCall = 64;
@@ -372,10 +403,12 @@ class Provider {
       const auto reply = reply_of([&] {
         return agent.call("DELETE", instance_path(entry.ref), "", CallKind::probe, deadline);
       });
-      if (!reply.answered(200) && !reply.not_found()) {
-        return;  // busy or gone again: the rest wait too
+      if (!reply.response) {
+        return;  // unreachable again: the rest wait too
       }
-      deferred_->forget(*held);
+      if (reply.answered(200) || reply.not_found()) {
+        deferred_->forget(*held);
+      }  // else refused for this instance: kept, and the next ones are still tried
     }
   }
 

@@ -41,6 +41,7 @@ std::string serialize(const DeferredDelete& entry) {
   return nlohmann::json{{"controller", entry.controller},
                         {"agent", entry.agent},
                         {"ref", entry.ref},
+                        {"url", entry.url},
                         {"recorded_at", seconds},
                         {"reason", entry.reason}}
              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
@@ -53,6 +54,7 @@ std::optional<DeferredDelete> parse(const std::string& text) {
     DeferredDelete entry{.controller = json.at("controller").get<std::string>(),
                          .agent = json.at("agent").get<std::string>(),
                          .ref = json.at("ref").get<std::string>(),
+                         .url = json.value("url", std::string()),
                          .recorded_at = std::chrono::system_clock::time_point(
                              std::chrono::seconds(json.at("recorded_at").get<std::int64_t>())),
                          .reason = json.value("reason", std::string())};
@@ -128,6 +130,7 @@ void DeferredDeletes::record(const DeferredDelete& entry) {
   if (fs::exists(target, error)) {
     return;
   }
+  remove_stale_temp_files(directory);  // of writes a crash interrupted
   if (count_entries(directory) >= kMaxPerAgent) {
     throw DurableFileError("agent " + entry.agent + " already has " + std::to_string(kMaxPerAgent) +
                            " deferred deletes in " + directory.string());
@@ -152,6 +155,8 @@ std::vector<DeferredDelete> DeferredDeletes::all() const {
                      std::make_move_iterator(some.end()));
     }
   }
+  std::stable_sort(entries.begin(), entries.end(),
+                   [](const auto& a, const auto& b) { return a.recorded_at < b.recorded_at; });
   return entries;
 }
 
@@ -177,12 +182,12 @@ std::optional<DeferredDeletes::Held> DeferredDeletes::try_hold(const DeferredDel
   return Held(entry, fd.release());
 }
 
-std::vector<DeferredDeletes::Held> DeferredDeletes::hold_all(
-    const std::string& controller, const std::string& ref,
-    std::chrono::milliseconds patience) const {
-  std::vector<Held> held;
+DeferredDeletes::HeldEntries DeferredDeletes::hold_all(const std::string& controller,
+                                                       const std::string& ref,
+                                                       std::chrono::milliseconds patience) const {
+  HeldEntries result;
   if (!wire::is_uuid(controller)) {
-    return held;
+    return result;
   }
   const auto give_up = std::chrono::steady_clock::now() + patience;
   std::error_code error;
@@ -198,16 +203,20 @@ std::vector<DeferredDeletes::Held> DeferredDeletes::hold_all(
     }
     for (;;) {
       if (auto one = try_hold(*entry)) {
-        held.push_back(std::move(*one));
+        result.held.push_back(std::move(*one));
         break;
       }
-      if (!fs::exists(path, error) || std::chrono::steady_clock::now() >= give_up) {
+      if (!fs::exists(path, error)) {
+        break;  // carried out meanwhile
+      }
+      if (std::chrono::steady_clock::now() >= give_up) {
+        result.complete = false;
         break;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
-  return held;
+  return result;
 }
 
 void DeferredDeletes::forget(const Held& held) {

@@ -18,6 +18,7 @@ struct DeferredDelete {
   std::string controller;
   std::string agent;
   std::string ref;  // what the agent knows the instance by: its UUID or garm's name
+  std::string url;  // the agent's URL when it was kept (status shows it)
   std::chrono::system_clock::time_point recorded_at;
   std::string reason;  // why the agent could not be asked
 };
@@ -29,8 +30,9 @@ class DeferredDeletes {
  public:
   /// Beyond this many entries for one agent a delete is refused instead (garm retries it).
   static constexpr std::size_t kMaxPerAgent = 4096;
-  /// The longest ref a file name can carry (hex-encoded).
-  static constexpr std::size_t kMaxRefLength = 120;
+  /// The longest ref a file name can carry: hex-encoded, and with a temp file's suffix, within
+  /// the 255 bytes of a file name.
+  static constexpr std::size_t kMaxRefLength = 100;
 
   explicit DeferredDeletes(const std::filesystem::path& session_dir);
 
@@ -42,7 +44,7 @@ class DeferredDeletes {
   std::vector<DeferredDelete> pending(const std::string& controller, const std::string& agent,
                                       std::size_t limit = kMaxPerAgent) const;
 
-  /// Every entry, of every controller (for `status`); unreadable files are skipped.
+  /// Every entry, of every controller, oldest first (for `status`); unreadable files are skipped.
   std::vector<DeferredDelete> all() const;
 
   /// An entry held with an exclusive flock: a delete being carried out, or a create of the same
@@ -66,9 +68,14 @@ class DeferredDeletes {
   std::optional<Held> try_hold(const DeferredDelete& entry) const;
 
   /// Every entry for `ref` of `controller`, whatever its agent, held; waits up to `patience` for
-  /// one another process holds (a delete of it is at most a probe deadline long).
-  std::vector<Held> hold_all(const std::string& controller, const std::string& ref,
-                             std::chrono::milliseconds patience) const;
+  /// one another process holds (a delete of it is at most a probe deadline long). `complete` is
+  /// false when one could not be held in that time.
+  struct HeldEntries {
+    std::vector<Held> held;
+    bool complete = true;
+  };
+  HeldEntries hold_all(const std::string& controller, const std::string& ref,
+                       std::chrono::milliseconds patience) const;
 
   /// Removes the held entry: its agent answered that the instance is gone, or garm created the
   /// name again on that agent.

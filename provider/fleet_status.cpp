@@ -133,6 +133,7 @@ nlohmann::ordered_json deferred_json(const std::vector<DeferredDelete>& deferred
     if (entry.agent == agent) {
       entries.push_back({{"controller", entry.controller},
                          {"instance", entry.ref},
+                         {"url", entry.url},
                          {"recorded_at", std::chrono::duration_cast<std::chrono::seconds>(
                                              entry.recorded_at.time_since_epoch())
                                              .count()},

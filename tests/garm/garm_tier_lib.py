@@ -233,7 +233,7 @@ class SimulatedGuests(threading.Thread):
         self.tap_dir, self.agents, self.github_port, self.silent = tap_dir, agents, github_port, silent
         self.done = set()
         self.installing = set()
-        self.errors = []
+        self.errors = {}  # call id -> the last error of a report not made yet
         self.reported = {}  # name -> time of its idle report
         self.stopped = threading.Event()
 
@@ -248,8 +248,9 @@ class SimulatedGuests(threading.Thread):
                 try:
                     if self.report(call):
                         self.done.add(call["id"])
-                except Exception as e:  # noqa: BLE001 - kept and shown; the guest tries again
-                    self.errors.append("%s: %r" % (call["id"], e))
+                        self.errors.pop(call["id"], None)
+                except Exception as e:  # noqa: BLE001 - kept until a retry succeeds
+                    self.errors[call["id"]] = repr(e)
             time.sleep(0.3)
 
     def report(self, call):

@@ -484,3 +484,30 @@ TEST_CASE("fleet: garm's retry of a failed create under the same name voids the 
   CHECK(json::parse(list.out).size() == 1);
   CHECK(only.service().list(kControllerId, pool_id(kPool)).size() == 1);
 }
+
+TEST_CASE(
+    "fleet: garm's retry of a create whose first attempt did land gets a new instance, not the "
+    "stale one the kept delete was for",
+    "[fleet]") {
+  auto only = amd64_agent(32768);
+  const TempDir sessions;
+  const FleetGarm reachable({{.name = "only", .server = &only}}, "pack", sessions.path());
+  const FleetGarm down({{.name = "only", .server = &only, .down = true}}, "pack", sessions.path());
+  // The first attempt landed on the agent, but garm took the create as failed (its answer was
+  // lost) and deleted the name while the host could not be reached.
+  const auto first = json::parse(reachable.create("garm-stale01").out).at("provider_id");
+  CHECK(down.run("DeleteInstance", {{"GARM_INSTANCE_ID", "garm-stale01"}}).exit_code == 0);
+
+  // garm's retry under the same name: the stale instance is deleted first, a new one made.
+  const auto retried = reachable.create("garm-stale01");
+  REQUIRE(retried.exit_code == 0);
+  CHECK(json::parse(retried.out).at("provider_id") != first);
+  CHECK(only.service().list(kControllerId, pool_id(kPool)).size() == 1);
+  CHECK(json::parse(reachable.status("--json").out).at(0).at("deferred_deletes").empty());
+
+  // With the host still down, the retry does not go there while the kept delete waits.
+  CHECK(down.run("DeleteInstance", {{"GARM_INSTANCE_ID", "garm-stale01"}}).exit_code == 0);
+  const auto refused = down.create("garm-stale01");
+  CHECK(refused.exit_code == 1);
+  CHECK_THAT(refused.err, Catch::Contains("may still hold the failed garm-stale01"));
+}

@@ -19,6 +19,7 @@ DeferredDelete entry(const std::string& agent, const std::string& ref, int secon
   return {.controller = kController,
           .agent = agent,
           .ref = ref,
+          .url = "https://" + agent + ":8443",
           .recorded_at = std::chrono::system_clock::time_point(std::chrono::seconds(seconds)),
           .reason = "cannot connect"};
 }
@@ -46,8 +47,9 @@ TEST_CASE("deferred deletes: kept per agent, oldest first, once per name, until 
   REQUIRE(held);
   CHECK_FALSE(kept.try_hold(on_b[0]));
   const auto all_of_name = kept.hold_all(kController, "garm-one", std::chrono::milliseconds(100));
-  REQUIRE(all_of_name.size() == 1);  // b's is held already; c's is taken
-  CHECK(all_of_name.front().entry().agent == "c");
+  CHECK_FALSE(all_of_name.complete);  // b's is held already
+  REQUIRE(all_of_name.held.size() == 1);
+  CHECK(all_of_name.held.front().entry().agent == "c");
   kept.forget(*held);
   CHECK(kept.pending(kController, "b").size() == 1);
   CHECK_FALSE(kept.try_hold(on_b[0]));  // forgotten: nothing to hold
@@ -57,7 +59,8 @@ TEST_CASE("deferred deletes: refuses what it cannot keep safely", "[provider]") 
   const TempDir dir;
   DeferredDeletes kept(dir.path() / "sessions");
   CHECK_THROWS_AS(kept.record(entry("../b", "garm-one")), DurableFileError);
-  CHECK_THROWS_AS(kept.record(entry("b", std::string(121, 'x'))), DurableFileError);
+  CHECK_THROWS_AS(kept.record(entry("b", std::string(101, 'x'))), DurableFileError);
+  kept.record(entry("b", std::string(100, 'x')));  // the longest, temp file name and all
   auto bad = entry("b", "garm-one");
   bad.controller = "not-a-uuid";
   CHECK_THROWS_AS(kept.record(bad), DurableFileError);
