@@ -16,6 +16,8 @@ packages=(
   debootstrap debian-archive-keyring grub-pc-bin fdisk e2fsprogs
   # The aarch64 guest: its emulator and UEFI firmware, and the image's EFI system partition.
   qemu-system-arm qemu-efi-aarch64 dosfstools mtools
+  # garm, built by the garm tiers against Debian's SQLite (Go itself is unpacked privately).
+  libsqlite3-dev
   # The cross tiers' compilers and emulators (the target's libraries come from a sysroot).
   g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user qemu-user-binfmt
 )
