@@ -239,7 +239,11 @@ def scenario(tier):
     check(any(c["command"] == "StartInstance" and c["instance"].endswith(
         a.all_instances([tier.pools["main"]])[stopped_main]["provider_id"]) and c["exit"] == 0
         for c in tier.calls(provider="edge")), "garm called StartInstance for it (exit 0)")
-    v011_lists = tier.calls(provider="edge-v011", command="ListInstances")
+    # The v0.1.1 repository's round comes a moment after the other's (it was added after it).
+    v011_lists = wait_for("garm's ListInstances for the v0.1.1 pool",
+                          lambda: tier.calls(provider="edge-v011", command="ListInstances") and
+                          "returned error: %!s(<nil>)" in tier.garm_log() and
+                          tier.calls(provider="edge-v011", command="ListInstances"), 90, 2)
     check(v011_lists and all(c["exit"] == 0 for c in v011_lists),
           "v0.1.1: the provider's ListInstances exits 0 (%d calls)" % len(v011_lists))
     garm_bug = "returned error: %!s(<nil>)" in tier.garm_log()
