@@ -6,11 +6,14 @@
 # so nothing of the host changes. Exits 77 (skipped) when the tarball is absent.
 #   build_garm.sh [TARBALL_DIR] [CACHE_DIR]
 # TARBALL_DIR defaults to $GARM_EDGE_GARM_SOURCE_DIR, then ../shared/third_party/ beside the
-# repository; CACHE_DIR to $GARM_EDGE_GARM_CACHE, then /var/cache/garm-edge-garm.
+# repository; CACHE_DIR to $GARM_EDGE_GARM_CACHE, then /var/cache/garm-edge-garm (as root) or
+# ~/.cache/garm-edge-garm.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 source_dir=${1:-${GARM_EDGE_GARM_SOURCE_DIR:-$repo/../shared/third_party}}
-cache=${2:-${GARM_EDGE_GARM_CACHE:-/var/cache/garm-edge-garm}}
+default_cache=/var/cache/garm-edge-garm
+[ "$(id -u)" -eq 0 ] || default_cache=${XDG_CACHE_HOME:-$HOME/.cache}/garm-edge-garm
+cache=${2:-${GARM_EDGE_GARM_CACHE:-$default_cache}}
 go_version=1.26
 
 tarball=$(find "$source_dir" -maxdepth 1 -name 'garm-*.tar.xz' 2>/dev/null | sort | tail -n 1)
@@ -54,6 +57,7 @@ fi
 
 # garm builds against Debian's SQLite (the tarball leaves out the amalgamation).
 if ! dpkg-query -W -f='${Status}' libsqlite3-dev 2>/dev/null | grep -q 'install ok installed'; then
+  [ "$(id -u)" -eq 0 ] || { echo "FAILED: libsqlite3-dev is missing; install it as root" >&2; exit 1; }
   DEBIAN_FRONTEND=noninteractive timeout 900 apt-get install -y -q --no-install-recommends \
     -o DPkg::Lock::Timeout=300 libsqlite3-dev >/dev/null
 fi
