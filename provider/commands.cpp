@@ -151,6 +151,9 @@ class Provider {
       return;
     }
     try {
+      if (!deferred_->any_pending(controller_)) {
+        return;
+      }
       fleet_.each_at_once<bool>([&](AgentClient& agent) {
         try {
           carry_out_deferred_deletes(agent);

@@ -144,6 +144,19 @@ std::vector<DeferredDelete> DeferredDeletes::pending(const std::string& controll
   return read_directory(agent_directory(controller, agent), limit);
 }
 
+bool DeferredDeletes::any_pending(const std::string& controller) const {
+  if (!wire::is_uuid(controller)) {
+    return false;
+  }
+  std::error_code error;
+  for (const auto& agent : fs::directory_iterator(root_ / controller, error)) {
+    if (count_entries(agent.path()) > 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
 std::vector<DeferredDelete> DeferredDeletes::all() const {
   std::vector<DeferredDelete> entries;
   std::error_code error;

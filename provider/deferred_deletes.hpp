@@ -44,6 +44,10 @@ class DeferredDeletes {
   std::vector<DeferredDelete> pending(const std::string& controller, const std::string& agent,
                                       std::size_t limit = kMaxPerAgent) const;
 
+  /// Whether `controller` has any entry at all: one directory read, so that a call with
+  /// nothing kept (the usual case) starts no work for it.
+  bool any_pending(const std::string& controller) const;
+
   /// Every entry, of every controller, oldest first (for `status`); unreadable files are skipped.
   std::vector<DeferredDelete> all() const;
 
