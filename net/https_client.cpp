@@ -116,7 +116,7 @@ HttpsResponse exchange(const HttpsTarget& target, const TlsConfig& tls,
   TlsSession ssl(tls.ssl_config(), target.host, transport);
   const auto loaded = load_session(ssl, options.session_file);
   const std::string request =
-      method + " " + path + " HTTP/1.1\r\nHost: " + target.host +
+      method + " " + path + " HTTP/1.1\r\nHost: " + where +
       "\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: " +
       std::to_string(body.size()) + "\r\n\r\n" + body;
   try {
@@ -153,18 +153,39 @@ HttpsTarget parse_https_url(const std::string& url) {
     rest.pop_back();
   }
   HttpsTarget target;
-  const auto colon = rest.rfind(':');
-  if (colon != std::string::npos && rest.find(']') == std::string::npos) {
+  // An IPv6 address is written in brackets, so that its colons are not taken for the port's.
+  std::string port_text;
+  if (!rest.empty() && rest.front() == '[') {
+    const auto close = rest.find(']');
+    if (close == std::string::npos || (close + 1 < rest.size() && rest[close + 1] != ':')) {
+      throw HttpsError("agent URL \"" + url + "\" must be https://[address][:port]");
+    }
+    port_text = close + 1 < rest.size() ? rest.substr(close + 2) : "";
+    if (close + 1 < rest.size() && port_text.empty()) {
+      throw HttpsError("agent URL \"" + url + "\" has a bad port");
+    }
+    rest = rest.substr(1, close - 1);
+    if (rest.find(':') == std::string::npos) {
+      throw HttpsError("agent URL \"" + url + "\" has brackets around something not IPv6");
+    }
+  } else if (const auto colon = rest.rfind(':'); colon != std::string::npos) {
+    port_text = rest.substr(colon + 1);
+    if (port_text.empty()) {
+      throw HttpsError("agent URL \"" + url + "\" has a bad port");
+    }
+    rest.resize(colon);
+  }
+  if (!port_text.empty()) {
     int port = 0;
     const auto [ptr, ec] =
-        std::from_chars(rest.data() + colon + 1, rest.data() + rest.size(), port);
-    if (ec != std::errc() || ptr != rest.data() + rest.size() || port <= 0 || port > 65535) {
+        std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+    if (ec != std::errc() || ptr != port_text.data() + port_text.size() || port <= 0 ||
+        port > 65535) {
       throw HttpsError("agent URL \"" + url + "\" has a bad port");
     }
     target.port = static_cast<std::uint16_t>(port);
-    rest.resize(colon);
   }
-  if (rest.empty() || rest.find('/') != std::string::npos) {
+  if (rest.empty() || rest.find_first_of("/[]@?#") != std::string::npos) {
     throw HttpsError("agent URL \"" + url + "\" must be https://host[:port]");
   }
   target.host = rest;

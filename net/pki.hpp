@@ -14,8 +14,8 @@ class PkiError : public std::runtime_error {
 
 struct PkiInitOptions {
   std::filesystem::path directory;
-  /// DNS names clients use to reach the agent (the provider checks the name; mbedTLS 2.28
-  /// ignores IP SANs when checking, so a DNS name is needed).
+  /// DNS names and addresses clients use to reach the agent: the provider checks a URL's host
+  /// name against the DNS SANs and its address (IPv4 or IPv6) against the IP SANs.
   std::vector<std::string> agent_dns_names;
   std::vector<std::string> agent_ip_addresses;
   /// The first client certificate, for garm (its CN is the identity the agent authorizes).

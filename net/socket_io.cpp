@@ -1,6 +1,7 @@
 #include "net/socket_io.hpp"
 
 #include <algorithm>
+#include <arpa/inet.h>
 #include <array>
 #include <cctype>
 #include <cerrno>
@@ -55,6 +56,40 @@ int wait_ready(const Transport& transport, short events) {
     }
   }
   return MBEDTLS_ERR_SSL_TIMEOUT;
+}
+
+/// The address `host` is when it is an IP literal (4 or 16 bytes in network order), else "".
+std::string ip_literal_bytes(const std::string& host) {
+  std::array<unsigned char, 16> bytes{};
+  if (::inet_pton(AF_INET, host.c_str(), bytes.data()) == 1) {
+    return {reinterpret_cast<const char*>(bytes.data()), 4};
+  }
+  if (::inet_pton(AF_INET6, host.c_str(), bytes.data()) == 1) {
+    return {reinterpret_cast<const char*>(bytes.data()), 16};
+  }
+  return {};
+}
+
+/// mbedTLS 2.28 checks a host name against DNS names and the CN only: for an address, the
+/// leaf certificate must carry it as an iPAddress SAN, or verification fails as a name mismatch.
+int verify_address_san(void* expected, mbedtls_x509_crt* certificate, int depth, uint32_t* flags) {
+  if (depth != 0) {
+    return 0;
+  }
+  const auto& address = *static_cast<const std::string*>(expected);
+  constexpr int kIpAddress = 7;  // GeneralName [7] iPAddress, RFC 5280 4.2.1.6
+  for (const mbedtls_x509_sequence* san = &certificate->subject_alt_names; san != nullptr;
+       san = san->next) {
+    if (san->buf.p != nullptr &&
+        (san->buf.tag & MBEDTLS_ASN1_TAG_CLASS_MASK) == MBEDTLS_ASN1_CONTEXT_SPECIFIC &&
+        (san->buf.tag & MBEDTLS_ASN1_TAG_VALUE_MASK) == kIpAddress &&
+        san->buf.len == address.size() &&
+        std::memcmp(san->buf.p, address.data(), address.size()) == 0) {
+      return 0;
+    }
+  }
+  *flags |= MBEDTLS_X509_BADCERT_CN_MISMATCH;
+  return 0;
 }
 
 bool would_block(int error) {
@@ -204,15 +239,20 @@ std::size_t receive_plain(Transport& transport, char* data, std::size_t size,
 }
 
 TlsSession::TlsSession(const mbedtls_ssl_config* config, const std::string& host,
-                       Transport& transport) {
+                       Transport& transport)
+    : expected_address_(ip_literal_bytes(host)) {
   mbedtls_ssl_init(&ssl_);
   mbedtls_ssl_session_init(&session_);
   try {
     if (const int rc = mbedtls_ssl_setup(&ssl_, config); rc != 0) {
       throw TransportError(describe_tls_error("TLS setup", rc));
     }
-    if (const int rc = mbedtls_ssl_set_hostname(&ssl_, host.c_str()); rc != 0) {
-      throw TransportError(describe_tls_error("TLS host name " + host, rc));
+    if (expected_address_.empty()) {
+      if (const int rc = mbedtls_ssl_set_hostname(&ssl_, host.c_str()); rc != 0) {
+        throw TransportError(describe_tls_error("TLS host name " + host, rc));
+      }
+    } else {
+      mbedtls_ssl_set_verify(&ssl_, verify_address_san, &expected_address_);
     }
   } catch (...) {
     mbedtls_ssl_session_free(&session_);
@@ -241,6 +281,9 @@ void TlsSession::handshake(const std::string& where) {
     std::string reasons(text.data());
     while (!reasons.empty() && reasons.back() == '\n') {
       reasons.pop_back();
+    }
+    if (!expected_address_.empty() && (flags & MBEDTLS_X509_BADCERT_CN_MISMATCH) != 0) {
+      reasons += "; the address is not among the certificate's IP SANs";
     }
     detail += " (" + reasons + ")";
   }

@@ -55,7 +55,8 @@ std::size_t receive_plain(Transport& transport, char* data, std::size_t size,
                           const std::string& where);
 
 /// One client-side TLS connection over a Transport: set up from a config, checking the peer's
-/// certificate against `host` (without a host name mbedTLS checks no name at all).
+/// certificate against `host`: a DNS name against its DNS SANs (and CN), an IPv4 or IPv6
+/// address against its IP SANs.
 class TlsSession {
  public:
   TlsSession(const mbedtls_ssl_config* config, const std::string& host, Transport& transport);
@@ -80,6 +81,7 @@ class TlsSession {
  private:
   mbedtls_ssl_context ssl_;
   mbedtls_ssl_session session_;
+  std::string expected_address_;  // the peer's address in network order, when `host` is one
   bool closed_cleanly_ = false;
 };
 
