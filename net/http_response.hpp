@@ -13,6 +13,8 @@
 
 namespace garm_edge::net {
 
+struct TlsStream;
+
 /// A body sent from an open file, read from offset 0 for `size` bytes, so that a large
 /// download never sits in memory. The descriptor keeps the file readable even if its name is
 /// removed meanwhile.
@@ -36,6 +38,9 @@ struct HttpResponse {
   /// client's socket and whatever it sent after its request are handed here, and the server
   /// forgets the connection.
   std::function<void(UniqueFd socket, std::string early_bytes)> upgrade = nullptr;
+  /// TLS servers only: after this answer, the connection's established session is handed here
+  /// and the server forgets the connection (a hub turns an agent's dial-out connection around).
+  std::function<void(std::shared_ptr<TlsStream>)> take_over_tls = nullptr;
   /// The connection closes after this answer, whatever the client asked for (a client that
   /// may not be served has no reason to keep a connection).
   bool close_connection = false;

@@ -15,7 +15,10 @@
 #include <mbedtls/oid.h>
 #include <mbedtls/pk.h>
 #include <mbedtls/x509_crt.h>
+#include <mbedtls/x509_csr.h>
+#include <mbedtls/sha256.h>
 
+#include "common/hex.hpp"
 #include "net/drbg.hpp"
 
 namespace garm_edge::net {
@@ -89,8 +92,12 @@ std::string der(unsigned char tag, const std::string& value) {
 }
 
 std::string subject_alt_names(const std::vector<std::string>& dns,
-                              const std::vector<std::string>& ips) {
+                              const std::vector<std::string>& ips,
+                              const std::vector<std::string>& uris) {
   std::string names;
+  for (const auto& uri : uris) {
+    names += der(0x86, uri);  // [6] uniformResourceIdentifier
+  }
   for (const auto& name : dns) {
     names += der(0x82, name);  // [2] dNSName
   }
@@ -120,14 +127,15 @@ std::string validity_time(std::chrono::system_clock::time_point when) {
 struct CertificateRequest {
   std::string subject;  // a DN such as "CN=garm"
   bool is_ca = false;
-  std::string extended_key_usage;  // an OID, or empty for a CA
+  std::vector<std::string> extended_key_usage;  // OIDs; none for a CA
   std::vector<std::string> dns_names;
   std::vector<std::string> ip_addresses;
   int validity_days = kLeafValidityDays;
+  std::vector<std::string> uri_names = {};
 };
 
-std::string issue(const CertificateRequest& request, Key& subject_key, Key& issuer_key,
-                  const std::string& issuer_name) {
+std::string issue(const CertificateRequest& request, mbedtls_pk_context* subject_key,
+                  Key& issuer_key, const std::string& issuer_name) {
   mbedtls_x509write_cert writer;
   mbedtls_x509write_crt_init(&writer);
   mbedtls_mpi serial;
@@ -141,7 +149,7 @@ std::string issue(const CertificateRequest& request, Key& subject_key, Key& issu
     const auto now = std::chrono::system_clock::now();
     mbedtls_x509write_crt_set_version(&writer, MBEDTLS_X509_CRT_VERSION_3);
     mbedtls_x509write_crt_set_md_alg(&writer, MBEDTLS_MD_SHA256);
-    mbedtls_x509write_crt_set_subject_key(&writer, subject_key.get());
+    mbedtls_x509write_crt_set_subject_key(&writer, subject_key);
     mbedtls_x509write_crt_set_issuer_key(&writer, issuer_key.get());
     check(mbedtls_x509write_crt_set_serial(&writer, &serial), "serial");
     check(mbedtls_x509write_crt_set_subject_name(&writer, request.subject.c_str()), "subject name");
@@ -161,15 +169,21 @@ std::string issue(const CertificateRequest& request, Key& subject_key, Key& issu
     check(mbedtls_x509write_crt_set_key_usage(&writer, static_cast<unsigned char>(usage)),
           "key usage");
     if (!request.extended_key_usage.empty()) {
-      const auto value = der(0x30, der(0x06, request.extended_key_usage));
+      std::string usages;
+      for (const auto& oid : request.extended_key_usage) {
+        usages += der(0x06, oid);
+      }
+      const auto value = der(0x30, usages);
       check(mbedtls_x509write_crt_set_extension(
                 &writer, MBEDTLS_OID_EXTENDED_KEY_USAGE,
                 MBEDTLS_OID_SIZE(MBEDTLS_OID_EXTENDED_KEY_USAGE), 0,
                 reinterpret_cast<const unsigned char*>(value.data()), value.size()),
             "extended key usage");
     }
-    if (!request.dns_names.empty() || !request.ip_addresses.empty()) {
-      const auto value = subject_alt_names(request.dns_names, request.ip_addresses);
+    if (!request.dns_names.empty() || !request.ip_addresses.empty() ||
+        !request.uri_names.empty()) {
+      const auto value =
+          subject_alt_names(request.dns_names, request.ip_addresses, request.uri_names);
       check(
           mbedtls_x509write_crt_set_extension(
               &writer, MBEDTLS_OID_SUBJECT_ALT_NAME, MBEDTLS_OID_SIZE(MBEDTLS_OID_SUBJECT_ALT_NAME),
@@ -245,7 +259,7 @@ IssuedFiles write_leaf(const fs::path& certificate_path, const fs::path& key_pat
     throw PkiError(certificate_path.string() + " already exists; refusing to replace it");
   }
   auto key = Key::generate();
-  const auto certificate = issue(request, *key, ca_key, ca_name);
+  const auto certificate = issue(request, key->get(), ca_key, ca_name);
   write_file(key_path, key->pem(), 0600);
   write_file(certificate_path, certificate, 0644);
   return {certificate_path, key_path};
@@ -273,21 +287,22 @@ void pki_init(const PkiInitOptions& options) {
   auto ca_key = Key::generate();
   CertificateRequest ca{.subject = ca_name,
                         .is_ca = true,
-                        .extended_key_usage = "",
+                        .extended_key_usage = {},
                         .dns_names = {},
                         .ip_addresses = {},
                         .validity_days = kCaValidityDays};
-  const auto ca_certificate = issue(ca, *ca_key, *ca_key, ca_name);
+  const auto ca_certificate = issue(ca, ca_key->get(), *ca_key, ca_name);
   write_file(dir / "ca.key", ca_key->pem(), 0600);
   write_file(dir / "ca.crt", ca_certificate, 0644);
 
-  CertificateRequest agent{.subject = "CN=garm-edge-agent,O=garm-edge",
+  CertificateRequest agent{.subject = "CN=" + options.server_common_name + ",O=garm-edge",
                            .is_ca = false,
-                           .extended_key_usage = MBEDTLS_OID_SERVER_AUTH,
+                           .extended_key_usage = {MBEDTLS_OID_SERVER_AUTH},
                            .dns_names = options.agent_dns_names,
                            .ip_addresses = options.agent_ip_addresses,
                            .validity_days = kLeafValidityDays};
-  write_leaf(dir / "agent.crt", dir / "agent.key", agent, *ca_key, ca_name);
+  write_leaf(dir / (options.server_file_stem + ".crt"), dir / (options.server_file_stem + ".key"),
+             agent, *ca_key, ca_name);
   pki_issue_client(dir, options.client_name);
 }
 
@@ -298,12 +313,144 @@ IssuedFiles pki_issue_client(const fs::path& directory, const std::string& name)
   make_directory(directory / "clients", 0755);
   CertificateRequest client{.subject = "CN=" + name + ",O=garm-edge",
                             .is_ca = false,
-                            .extended_key_usage = MBEDTLS_OID_CLIENT_AUTH,
+                            .extended_key_usage = {MBEDTLS_OID_CLIENT_AUTH},
                             .dns_names = {},
                             .ip_addresses = {},
                             .validity_days = kLeafValidityDays};
   return write_leaf(directory / "clients" / (name + ".crt"),
                     directory / "clients" / (name + ".key"), client, *ca_key, ca_name);
+}
+
+namespace {
+
+/// A parsed CSR whose signature was checked: mbedTLS 2.28 parses a CSR without checking that
+/// its key signed it, and a request anyone could have made for someone else's key proves
+/// nothing.
+class VerifiedRequest {
+ public:
+  explicit VerifiedRequest(const std::string& pem) {
+    mbedtls_x509_csr_init(&csr_);
+    if (pem.size() > 16 * 1024) {
+      throw PkiError("the certificate request is too large");
+    }
+    const int rc = mbedtls_x509_csr_parse(
+        &csr_, reinterpret_cast<const unsigned char*>(pem.c_str()), pem.size() + 1);
+    if (rc != 0) {
+      mbedtls_x509_csr_free(&csr_);
+      fail("the certificate request does not parse", rc);
+    }
+    try {
+      verify();
+    } catch (...) {
+      mbedtls_x509_csr_free(&csr_);
+      throw;
+    }
+  }
+  ~VerifiedRequest() { mbedtls_x509_csr_free(&csr_); }
+  VerifiedRequest(const VerifiedRequest&) = delete;
+  VerifiedRequest& operator=(const VerifiedRequest&) = delete;
+  mbedtls_pk_context* key() { return &csr_.pk; }
+
+ private:
+  void verify() {
+    if (mbedtls_pk_get_type(&csr_.pk) != MBEDTLS_PK_ECKEY ||
+        mbedtls_pk_ec(csr_.pk)->grp.id != MBEDTLS_ECP_DP_SECP256R1) {
+      throw PkiError("the certificate request's key must be ECDSA P-256");
+    }
+    const auto* md = mbedtls_md_info_from_type(csr_.sig_md);
+    std::array<unsigned char, MBEDTLS_MD_MAX_SIZE> hash{};
+    if (md == nullptr || mbedtls_md(md, csr_.cri.p, csr_.cri.len, hash.data()) != 0 ||
+        mbedtls_pk_verify(&csr_.pk, csr_.sig_md, hash.data(), mbedtls_md_get_size(md),
+                          csr_.sig.p, csr_.sig.len) != 0) {
+      throw PkiError("the certificate request's signature does not verify");
+    }
+  }
+
+  mbedtls_x509_csr csr_;
+};
+
+std::int64_t unix_time_of(const mbedtls_x509_time& time) {
+  std::tm utc{};
+  utc.tm_year = time.year - 1900;
+  utc.tm_mon = time.mon - 1;
+  utc.tm_mday = time.day;
+  utc.tm_hour = time.hour;
+  utc.tm_min = time.min;
+  utc.tm_sec = time.sec;
+  return static_cast<std::int64_t>(timegm(&utc));
+}
+
+}  // namespace
+
+KeyAndRequest pki_make_request(const std::string& common_name) {
+  require_token(common_name, "name");
+  auto key = Key::generate();
+  mbedtls_x509write_csr writer;
+  mbedtls_x509write_csr_init(&writer);
+  mbedtls_x509write_csr_set_md_alg(&writer, MBEDTLS_MD_SHA256);
+  mbedtls_x509write_csr_set_key(&writer, key->get());
+  std::array<unsigned char, 4096> pem{};
+  const std::string subject = "CN=" + common_name + ",O=garm-edge";
+  int rc = mbedtls_x509write_csr_set_subject_name(&writer, subject.c_str());
+  if (rc == 0) {
+    rc = mbedtls_x509write_csr_pem(&writer, pem.data(), pem.size(), mbedtls_ctr_drbg_random,
+                                   &random_generator());
+  }
+  mbedtls_x509write_csr_free(&writer);
+  check(rc, "write the certificate request");
+  return {.key_pem = key->pem(), .request_pem = reinterpret_cast<const char*>(pem.data())};
+}
+
+std::string pki_sign_request(const fs::path& ca_directory, const std::string& request_pem,
+                             const LeafProfile& profile) {
+  require_token(profile.common_name, "name");
+  VerifiedRequest request(request_pem);
+  auto ca_key = Key::load(ca_directory / "ca.key");
+  const auto ca_name = subject_of_certificate(ca_directory / "ca.crt");
+  std::vector<std::string> usages;
+  if (profile.server_auth) {
+    usages.emplace_back(MBEDTLS_OID_SERVER_AUTH);
+  }
+  if (profile.client_auth) {
+    usages.emplace_back(MBEDTLS_OID_CLIENT_AUTH);
+  }
+  CertificateRequest leaf{.subject = "CN=" + profile.common_name + ",O=garm-edge",
+                          .is_ca = false,
+                          .extended_key_usage = usages,
+                          .dns_names = profile.dns_names,
+                          .ip_addresses = profile.ip_addresses,
+                          .validity_days = profile.validity_days,
+                          .uri_names = profile.uri_names};
+  return issue(leaf, request.key(), *ca_key, ca_name);
+}
+
+CertificateFacts certificate_facts(const std::string& pem) {
+  mbedtls_x509_crt certificate;
+  mbedtls_x509_crt_init(&certificate);
+  const int rc = mbedtls_x509_crt_parse(
+      &certificate, reinterpret_cast<const unsigned char*>(pem.c_str()), pem.size() + 1);
+  if (rc != 0) {
+    mbedtls_x509_crt_free(&certificate);
+    fail("the certificate does not parse", rc);
+  }
+  CertificateFacts facts;
+  const auto identity_of_certificate = [&] {
+    for (const mbedtls_x509_name* name = &certificate.subject; name != nullptr;
+         name = name->next) {
+      if (name->oid.p != nullptr && MBEDTLS_OID_CMP(MBEDTLS_OID_AT_CN, &name->oid) == 0) {
+        facts.common_name.assign(reinterpret_cast<const char*>(name->val.p), name->val.len);
+      }
+    }
+  };
+  identity_of_certificate();
+  facts.serial = to_hex({certificate.serial.p, certificate.serial.len});
+  std::array<unsigned char, 32> digest{};
+  mbedtls_sha256_ret(certificate.raw.p, certificate.raw.len, digest.data(), 0);
+  facts.fingerprint_sha256 = to_hex(digest);
+  facts.not_before_unix = unix_time_of(certificate.valid_from);
+  facts.not_after_unix = unix_time_of(certificate.valid_to);
+  mbedtls_x509_crt_free(&certificate);
+  return facts;
 }
 
 }  // namespace garm_edge::net

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
@@ -20,6 +21,9 @@ struct PkiInitOptions {
   std::vector<std::string> agent_ip_addresses;
   /// The first client certificate, for garm (its CN is the identity the agent authorizes).
   std::string client_name = "garm";
+  /// The server certificate's files (<stem>.crt, <stem>.key) and CN: an agent's, or a hub's.
+  std::string server_file_stem = "agent";
+  std::string server_common_name = "garm-edge-agent";
 };
 
 struct IssuedFiles {
@@ -35,5 +39,39 @@ void pki_init(const PkiInitOptions& options);
 
 /// A client certificate signed by the CA in `directory`: clients/<name>.crt and .key.
 IssuedFiles pki_issue_client(const std::filesystem::path& directory, const std::string& name);
+
+/// A new P-256 key and a certificate request for it (CN=<common_name>), both PEM: the key
+/// never leaves the host that made it.
+struct KeyAndRequest {
+  std::string key_pem;
+  std::string request_pem;
+};
+KeyAndRequest pki_make_request(const std::string& common_name);
+
+/// What a certificate signed from a request says; the request contributes only its key.
+struct LeafProfile {
+  std::string common_name;
+  std::vector<std::string> dns_names;
+  std::vector<std::string> ip_addresses;
+  std::vector<std::string> uri_names;
+  bool server_auth = false;
+  bool client_auth = false;
+  int validity_days = 90;
+};
+
+/// Signs `request_pem` with the CA in `ca_directory`, after checking that the request's key
+/// signed it and is P-256. Returns the certificate's PEM. Throws PkiError.
+std::string pki_sign_request(const std::filesystem::path& ca_directory,
+                             const std::string& request_pem, const LeafProfile& profile);
+
+struct CertificateFacts {
+  std::string common_name;
+  std::string serial;              // hex
+  std::string fingerprint_sha256;  // hex, of the DER
+  std::int64_t not_before_unix = 0;
+  std::int64_t not_after_unix = 0;
+};
+/// The first certificate of `pem`. Throws PkiError.
+CertificateFacts certificate_facts(const std::string& pem);
 
 }  // namespace garm_edge::net

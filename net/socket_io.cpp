@@ -241,40 +241,44 @@ std::size_t receive_plain(Transport& transport, char* data, std::size_t size,
 TlsSession::TlsSession(const mbedtls_ssl_config* config, const std::string& host,
                        Transport& transport)
     : expected_address_(ip_literal_bytes(host)) {
-  mbedtls_ssl_init(&ssl_);
   mbedtls_ssl_session_init(&session_);
   try {
-    if (const int rc = mbedtls_ssl_setup(&ssl_, config); rc != 0) {
+    if (const int rc = mbedtls_ssl_setup(ssl_.get(), config); rc != 0) {
       throw TransportError(describe_tls_error("TLS setup", rc));
     }
     if (expected_address_.empty()) {
-      if (const int rc = mbedtls_ssl_set_hostname(&ssl_, host.c_str()); rc != 0) {
+      if (const int rc = mbedtls_ssl_set_hostname(ssl_.get(), host.c_str()); rc != 0) {
         throw TransportError(describe_tls_error("TLS host name " + host, rc));
       }
     } else {
-      mbedtls_ssl_set_verify(&ssl_, verify_address_san, &expected_address_);
+      mbedtls_ssl_set_verify(ssl_.get(), verify_address_san, &expected_address_);
     }
   } catch (...) {
     mbedtls_ssl_session_free(&session_);
-    mbedtls_ssl_free(&ssl_);
     throw;
   }
-  mbedtls_ssl_set_bio(&ssl_, &transport, send_with_deadline, receive_with_deadline, nullptr);
+  mbedtls_ssl_set_bio(ssl_.get(), &transport, send_with_deadline, receive_with_deadline, nullptr);
 }
 
 TlsSession::~TlsSession() {
   mbedtls_ssl_session_free(&session_);
-  mbedtls_ssl_free(&ssl_);
+}
+
+SslContextPtr TlsSession::release() {
+  // Nothing of this object may be reached through the context once it changes hands.
+  mbedtls_ssl_set_verify(ssl_.get(), nullptr, nullptr);
+  mbedtls_ssl_set_bio(ssl_.get(), nullptr, nullptr, nullptr, nullptr);
+  return std::move(ssl_);
 }
 
 void TlsSession::handshake(const std::string& where) {
-  const int rc = mbedtls_ssl_handshake(&ssl_);
+  const int rc = mbedtls_ssl_handshake(ssl_.get());
   if (rc == 0) {
     return;
   }
   std::string detail = describe_tls_error("TLS handshake with " + where, rc);
   // -1 means no certificate was verified at all (the handshake failed before that).
-  if (const uint32_t flags = mbedtls_ssl_get_verify_result(&ssl_);
+  if (const uint32_t flags = mbedtls_ssl_get_verify_result(ssl_.get());
       flags != 0 && flags != static_cast<uint32_t>(-1)) {
     std::array<char, 512> text{};
     mbedtls_x509_crt_verify_info(text.data(), text.size(), "", flags);
@@ -293,7 +297,7 @@ void TlsSession::handshake(const std::string& where) {
 void TlsSession::write_all(std::string_view data, const std::string& where) {
   while (!data.empty()) {
     const int rc =
-        mbedtls_ssl_write(&ssl_, reinterpret_cast<const unsigned char*>(data.data()), data.size());
+        mbedtls_ssl_write(ssl_.get(), reinterpret_cast<const unsigned char*>(data.data()), data.size());
     if (rc <= 0) {
       throw TransportError(describe_tls_error("sending to " + where, rc));
     }
@@ -302,7 +306,7 @@ void TlsSession::write_all(std::string_view data, const std::string& where) {
 }
 
 std::size_t TlsSession::read_some(char* data, std::size_t size, const std::string& where) {
-  const int rc = mbedtls_ssl_read(&ssl_, reinterpret_cast<unsigned char*>(data), size);
+  const int rc = mbedtls_ssl_read(ssl_.get(), reinterpret_cast<unsigned char*>(data), size);
   if (rc == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY) {
     closed_cleanly_ = true;
     return 0;

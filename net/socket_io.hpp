@@ -14,6 +14,7 @@
 #include <mbedtls/ssl.h>
 
 #include "common/unique_fd.hpp"
+#include "net/tls_stream.hpp"
 
 namespace garm_edge::net {
 
@@ -74,12 +75,15 @@ class TlsSession {
   /// can forge): only then does the end of the stream prove nothing was cut off.
   bool closed_cleanly() const { return closed_cleanly_; }
 
-  mbedtls_ssl_context* context() { return &ssl_; }
+  mbedtls_ssl_context* context() { return ssl_.get(); }
+  /// The established session, for a new owner that sets its own BIO callbacks (a session
+  /// loaded with load_session must not be taken: it lives here).
+  SslContextPtr release();
   /// Storage for a session loaded from disk; it must live as long as the context.
   mbedtls_ssl_session* resumable_session() { return &session_; }
 
  private:
-  mbedtls_ssl_context ssl_;
+  SslContextPtr ssl_ = make_ssl_context();
   mbedtls_ssl_session session_;
   std::string expected_address_;  // the peer's address in network order, when `host` is one
   bool closed_cleanly_ = false;

@@ -84,7 +84,8 @@ void TlsConfig::apply_common_settings(Role role) {
   mbedtls_ssl_conf_renegotiation(conf, MBEDTLS_SSL_RENEGOTIATION_DISABLED);
 }
 
-std::shared_ptr<const TlsConfig> TlsConfig::load(Role role, const TlsFiles& files) {
+std::shared_ptr<const TlsConfig> TlsConfig::load(Role role, const TlsFiles& files,
+                                                 ClientCertificates client_certificates) {
   std::shared_ptr<TlsConfig> tls(new TlsConfig());
   check(mbedtls_x509_crt_parse_file(&tls->ca_, files.ca.c_str()), "CA " + files.ca.string());
   const bool has_crl = !files.crl.empty();
@@ -104,6 +105,9 @@ std::shared_ptr<const TlsConfig> TlsConfig::load(Role role, const TlsFiles& file
   mbedtls_ssl_conf_ca_chain(conf, &tls->ca_, has_crl ? &tls->crl_ : nullptr);
   check(mbedtls_ssl_conf_own_cert(conf, &tls->own_, &tls->key_),
         "certificate and key do not match");
+  if (role == Role::server && client_certificates == ClientCertificates::optional) {
+    mbedtls_ssl_conf_authmode(conf, MBEDTLS_SSL_VERIFY_OPTIONAL);
+  }
   if (role == Role::server) {
     mbedtls_ssl_cache_set_timeout(&tls->cache_, kSessionCacheSeconds);
     mbedtls_ssl_conf_session_cache(conf, &tls->cache_, mbedtls_ssl_cache_get,
@@ -141,6 +145,13 @@ std::shared_ptr<const TlsConfig> TlsConfig::client_trusting(
   }
   tls->apply_common_settings(Role::client);
   mbedtls_ssl_conf_ca_chain(&tls->config_, &tls->ca_, nullptr);
+  return tls;
+}
+
+std::shared_ptr<const TlsConfig> TlsConfig::client_unverified() {
+  std::shared_ptr<TlsConfig> tls(new TlsConfig());
+  tls->apply_common_settings(Role::client);
+  mbedtls_ssl_conf_authmode(&tls->config_, MBEDTLS_SSL_VERIFY_NONE);
   return tls;
 }
 

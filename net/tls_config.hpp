@@ -38,8 +38,17 @@ struct TlsFiles {
 class TlsConfig {
  public:
   enum class Role { server, client };
+  /// A server may serve clients without a certificate too (a hub's enrolment, where a new host
+  /// has none yet): the handshake then succeeds, and the peer's identity stays empty unless a
+  /// certificate was shown and verified.
+  enum class ClientCertificates { required, optional };
 
-  static std::shared_ptr<const TlsConfig> load(Role role, const TlsFiles& files);
+  static std::shared_ptr<const TlsConfig> load(
+      Role role, const TlsFiles& files,
+      ClientCertificates client_certificates = ClientCertificates::required);
+  /// A client that shows no certificate and checks none: only for fetching a CA certificate
+  /// that is then checked against a fingerprint the operator gave (a join token's).
+  static std::shared_ptr<const TlsConfig> client_unverified();
   /// A client that shows no certificate and trusts the CAs in `extra_ca_pem` (may be empty)
   /// plus, when that file exists, the system bundle: for garm's URLs, whose certificate may
   /// come from a public CA or from the operator's own. Throws TlsError when `extra_ca_pem` is

@@ -16,6 +16,8 @@ namespace {
 
 using tcp = asio::ip::tcp;
 
+}  // namespace
+
 PeerIdentity identity_of(const mbedtls_x509_crt* certificate) {
   PeerIdentity identity;
   if (certificate == nullptr) {
@@ -37,7 +39,16 @@ PeerIdentity identity_of(const mbedtls_x509_crt* certificate) {
   return identity;
 }
 
-}  // namespace
+void SslContextFree::operator()(mbedtls_ssl_context* ssl) const {
+  mbedtls_ssl_free(ssl);
+  delete ssl;  // NOLINT(cppcoreguidelines-owning-memory): the deleter of SslContextPtr
+}
+
+SslContextPtr make_ssl_context() {
+  SslContextPtr ssl(new mbedtls_ssl_context);
+  mbedtls_ssl_init(ssl.get());
+  return ssl;
+}
 
 /// One client: handshake, then requests one after another (keep-alive), each answered before
 /// the next is read. All of it runs on the socket's strand.
@@ -59,11 +70,12 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
         shares_(std::move(shares)),
         current_tls_(std::move(current_tls)) {
     ++*open_;
-    mbedtls_ssl_init(&ssl_);
   }
 
   ~Connection() {
-    mbedtls_ssl_free(&ssl_);
+    if (on_closed_) {
+      on_closed_();
+    }
     shares_->silent.release(silent_ticket_);
     shares_->handshakes.release(handshake_ticket_);
     shares_->established.release(established_ticket_);
@@ -209,18 +221,18 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
     }
     handshake_ticket_ = *ticket;
     stage_ = Stage::handshake;
-    if (mbedtls_ssl_setup(&ssl_, tls_->ssl_config()) != 0) {
+    if (mbedtls_ssl_setup(ssl_.get(), tls_->ssl_config()) != 0) {
       return close();
     }
-    mbedtls_ssl_set_bio(&ssl_, this, &Connection::send, &Connection::receive, nullptr);
+    mbedtls_ssl_set_bio(ssl_.get(), this, &Connection::send, &Connection::receive, nullptr);
     arm_deadline(options_.handshake_timeout);
     handshake();
   }
 
   void handshake() {
-    const int rc = mbedtls_ssl_handshake(&ssl_);
-    if (ssl_.state != handshake_state_) {
-      handshake_state_ = ssl_.state;  // a step forward: not a stalled handshake
+    const int rc = mbedtls_ssl_handshake(ssl_.get());
+    if (ssl_->state != handshake_state_) {
+      handshake_state_ = ssl_->state;  // a step forward: not a stalled handshake
       shares_->handshakes.progressed(handshake_ticket_);
     }
     if (wants_io(rc)) {
@@ -230,7 +242,30 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
       return close();  // no, untrusted, expired or revoked certificate; old protocol; garbage
     }
     shares_->handshakes.release(std::exchange(handshake_ticket_, 0));
-    identity_ = identity_of(mbedtls_ssl_get_peer_cert(&ssl_));
+    // With client certificates optional (a hub's enrolment), one that failed verification
+    // names nobody.
+    if (mbedtls_ssl_get_verify_result(ssl_.get()) == 0) {
+      identity_ = identity_of(mbedtls_ssl_get_peer_cert(ssl_.get()));
+    }
+    serve_established();
+  }
+
+ public:
+  /// A session established elsewhere (see TlsServer::adopt): served from its first request on.
+  void start_adopted(TlsStream& stream, std::function<void()> on_closed) {
+    ssl_ = std::move(stream.ssl);
+    mbedtls_ssl_set_bio(ssl_.get(), this, &Connection::send, &Connection::receive, nullptr);
+    identity_ = std::move(stream.peer);
+    pending_ = std::move(stream.early_bytes);
+    on_closed_ = std::move(on_closed);
+    asio::error_code ignored;
+    socket_.set_option(tcp::no_delay(true), ignored);
+    socket_.non_blocking(true, ignored);
+    asio::post(socket_.get_executor(), [self = shared_from_this()] { self->serve_established(); });
+  }
+
+ private:
+  void serve_established() {
     const auto ticket =
         shares_->established.admit(share_key(identity_), evictor(Stage::established));
     if (!ticket) {
@@ -265,7 +300,7 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
         return;  // a whole request (or a parse error) is being answered
       }
       std::array<unsigned char, 16 * 1024> buffer{};
-      const int rc = mbedtls_ssl_read(&ssl_, buffer.data(), buffer.size());
+      const int rc = mbedtls_ssl_read(ssl_.get(), buffer.data(), buffer.size());
       if (wants_io(rc)) {
         return wait_for(rc, [](Connection& self) { self.read_request(); });
       }
@@ -321,7 +356,7 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
     if (generation == started_generation_) {
       return true;
     }
-    if (!current_tls_()->accepts(mbedtls_ssl_get_peer_cert(&ssl_))) {
+    if (!current_tls_()->accepts(mbedtls_ssl_get_peer_cert(ssl_.get()))) {
       return false;
     }
     started_generation_ = generation;
@@ -332,6 +367,7 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
     if (response.close_connection) {
       keep_alive_ = false;
     }
+    take_over_ = std::move(response.take_over_tls);
     outgoing_ = serialize(response, keep_alive_, /*client_reads_chunked=*/true);
     written_ = 0;
     arm_deadline(options_.request_timeout);
@@ -341,7 +377,7 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
   void write() {
     while (written_ < outgoing_.size()) {
       const int rc = mbedtls_ssl_write(
-          &ssl_, reinterpret_cast<const unsigned char*>(outgoing_.data()) + written_,
+          ssl_.get(), reinterpret_cast<const unsigned char*>(outgoing_.data()) + written_,
           outgoing_.size() - written_);
       if (wants_io(rc)) {
         return wait_for(rc, [](Connection& self) { self.write(); });
@@ -351,8 +387,11 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
       }
       written_ += static_cast<std::size_t>(rc);
     }
+    if (take_over_) {
+      return hand_over();
+    }
     if (!keep_alive_) {
-      mbedtls_ssl_close_notify(&ssl_);
+      mbedtls_ssl_close_notify(ssl_.get());
       return close();
     }
     request_started_ = false;
@@ -361,12 +400,28 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
     read_request();
   }
 
+  /// The answer is out: the session, the socket and any bytes read past the request go to the
+  /// taker, and this connection (with its slot) ends without closing them.
+  void hand_over() {
+    stage_ = Stage::closed;
+    disarm_deadline();
+    auto stream = std::make_shared<TlsStream>(TlsStream{.socket = std::move(socket_),
+                                                        .ssl = std::move(ssl_),
+                                                        .tls = tls_,
+                                                        .peer = identity_,
+                                                        .early_bytes = std::move(pending_)});
+    mbedtls_ssl_set_bio(stream->ssl.get(), nullptr, nullptr, nullptr, nullptr);
+    std::exchange(take_over_, nullptr)(std::move(stream));
+  }
+
   void close() {
     stage_ = Stage::closed;
     asio::error_code ignored;
     disarm_deadline();
-    socket_.shutdown(tcp::socket::shutdown_both, ignored);
-    socket_.close(ignored);
+    if (socket_.is_open()) {
+      socket_.shutdown(tcp::socket::shutdown_both, ignored);
+      socket_.close(ignored);
+    }
   }
 
   tcp::socket socket_;
@@ -376,8 +431,11 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
   Handler handler_;
   HttpRequestParser parser_;
   std::shared_ptr<std::atomic<std::size_t>> open_;
-  mbedtls_ssl_context ssl_;
+  SslContextPtr ssl_ = make_ssl_context();
   PeerIdentity identity_;
+  std::function<void()> on_closed_;  // an adopted connection's owner hears of its end
+  /// Set by the answer being written: the session goes there afterwards (see HttpResponse).
+  std::function<void(std::shared_ptr<TlsStream>)> take_over_;
   std::string pending_;
   std::string outgoing_;
   std::size_t written_ = 0;
@@ -456,6 +514,14 @@ TlsServerEvictions TlsServer::evictions() const {
   return {.silent = shares_->silent.evictions(),
           .handshakes = shares_->handshakes.evictions(),
           .established = shares_->established.evictions()};
+}
+
+void TlsServer::adopt(std::shared_ptr<TlsStream> stream, Handler handler,
+                      std::function<void()> on_closed) {
+  auto connection = std::make_shared<Connection>(
+      std::move(stream->socket), stream->tls, options_, std::move(handler), open_, generation_,
+      shares_, [current = tls_] { return current->get(); });
+  connection->start_adopted(*stream, std::move(on_closed));
 }
 
 void TlsServer::accept() {

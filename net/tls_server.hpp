@@ -15,14 +15,9 @@
 #include "net/http_request.hpp"
 #include "net/http_response.hpp"
 #include "net/tls_config.hpp"
+#include "net/tls_stream.hpp"
 
 namespace garm_edge::net {
-
-/// Who is on the other end, from the verified client certificate.
-struct PeerIdentity {
-  std::string common_name;
-  std::vector<std::string> uri_names;  // URI subject alternative names
-};
 
 struct TlsServerOptions {
   std::string address = "127.0.0.1";
@@ -80,6 +75,11 @@ class TlsServer {
   /// New connections use `tls`. Live ones stay open; before their next request the client's
   /// certificate is checked against the new CA and CRL, and one that fails gets 403 and is closed.
   void reload(std::shared_ptr<const TlsConfig> tls);
+  /// Serves an established session as if it had been accepted here: requests from its peer go
+  /// to `handler` (not the server's), under this server's limits and deadlines. `on_closed`
+  /// runs when the connection ends. For a connection this process dialed (an agent's tunnel to
+  /// its hub); the server need not be started.
+  void adopt(std::shared_ptr<TlsStream> stream, Handler handler, std::function<void()> on_closed);
   /// Stops accepting; connections in progress finish.
   void stop();
   std::size_t open_connections() const;
