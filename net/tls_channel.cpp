@@ -14,23 +14,20 @@ bool wants_io(int rc) {
 }  // namespace
 
 std::shared_ptr<TlsChannel> TlsChannel::open(std::shared_ptr<TlsStream> stream,
-                                             std::size_t max_response_bytes,
-                                             std::function<void()> on_closed) {
-  std::shared_ptr<TlsChannel> channel(
-      new TlsChannel(std::move(stream), max_response_bytes, std::move(on_closed)));
-  channel->start();
+                                             std::size_t max_response_bytes) {
+  const bool spoke_first = !stream->early_bytes.empty();
+  std::shared_ptr<TlsChannel> channel(new TlsChannel(std::move(stream), max_response_bytes));
+  channel->start(spoke_first);
   return channel;
 }
 
-TlsChannel::TlsChannel(std::shared_ptr<TlsStream> stream, std::size_t max_response_bytes,
-                       std::function<void()> on_closed)
+TlsChannel::TlsChannel(std::shared_ptr<TlsStream> stream, std::size_t max_response_bytes)
     : socket_(std::move(stream->socket)),
       timer_(socket_.get_executor()),
       ssl_(std::move(stream->ssl)),
       tls_(std::move(stream->tls)),
       peer_(std::move(stream->peer)),
-      max_response_bytes_(max_response_bytes),
-      on_closed_(std::move(on_closed)) {
+      max_response_bytes_(max_response_bytes) {
   mbedtls_ssl_set_bio(ssl_.get(), this, &TlsChannel::send, &TlsChannel::receive, nullptr);
   asio::error_code ignored;
   socket_.non_blocking(true, ignored);
@@ -43,8 +40,20 @@ TlsChannel::~TlsChannel() {
   }
 }
 
-void TlsChannel::start() {
-  asio::post(socket_.get_executor(), [self = shared_from_this()] { self->watch_while_idle(); });
+void TlsChannel::start(bool spoke_first) {
+  asio::post(socket_.get_executor(), [self = shared_from_this(), spoke_first] {
+    spoke_first ? self->shut("the peer spoke out of turn") : self->watch_while_idle();
+  });
+}
+
+void TlsChannel::on_close(std::function<void()> on_closed) {
+  asio::post(socket_.get_executor(),
+             [self = shared_from_this(), on_closed = std::move(on_closed)]() mutable {
+               if (self->closed_) {
+                 return on_closed();
+               }
+               self->on_closed_ = std::move(on_closed);
+             });
 }
 
 /// Between exchanges the peer has nothing to say: anything readable then (its close, a TCP

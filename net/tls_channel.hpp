@@ -21,10 +21,11 @@ class TlsChannel : public std::enable_shared_from_this<TlsChannel> {
   /// The answer, or nothing and why not (the channel is closed then).
   using Done = std::function<void(std::optional<ClientResponse> answer, std::string error)>;
 
-  /// `on_closed` runs once, on the strand, when the channel closes for any reason.
   static std::shared_ptr<TlsChannel> open(std::shared_ptr<TlsStream> stream,
-                                          std::size_t max_response_bytes,
-                                          std::function<void()> on_closed);
+                                          std::size_t max_response_bytes);
+  /// `on_closed` runs once, on the strand, when the channel closes for any reason (at once
+  /// if it has closed already).
+  void on_close(std::function<void()> on_closed);
   ~TlsChannel();
   TlsChannel(const TlsChannel&) = delete;
   TlsChannel& operator=(const TlsChannel&) = delete;
@@ -38,9 +39,8 @@ class TlsChannel : public std::enable_shared_from_this<TlsChannel> {
   const PeerIdentity& peer() const { return peer_; }
 
  private:
-  TlsChannel(std::shared_ptr<TlsStream> stream, std::size_t max_response_bytes,
-             std::function<void()> on_closed);
-  void start();
+  TlsChannel(std::shared_ptr<TlsStream> stream, std::size_t max_response_bytes);
+  void start(bool spoke_first);
   void watch_while_idle();
   void write();
   void read();

@@ -8,6 +8,7 @@
 #include <mbedtls/net_sockets.h>
 #include <mbedtls/oid.h>
 
+#include "common/hex.hpp"
 #include "net/accept_loop.hpp"
 #include "net/http_server.hpp"
 
@@ -28,6 +29,7 @@ PeerIdentity identity_of(const mbedtls_x509_crt* certificate) {
       identity.common_name.assign(reinterpret_cast<const char*>(name->val.p), name->val.len);
     }
   }
+  identity.serial = to_hex({certificate->serial.p, certificate->serial.len});
   for (const mbedtls_x509_sequence* san = &certificate->subject_alt_names; san != nullptr;
        san = san->next) {
     constexpr int kUniformResourceIdentifier = 6;
@@ -247,6 +249,7 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
     if (mbedtls_ssl_get_verify_result(ssl_.get()) == 0) {
       identity_ = identity_of(mbedtls_ssl_get_peer_cert(ssl_.get()));
     }
+    identity_.address = peer_;
     serve_established();
   }
 

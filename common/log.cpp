@@ -1,8 +1,8 @@
-#include "agent/base/log.hpp"
+#include "common/log.hpp"
 
 #include <cstdio>
 
-namespace garm_edge::agent {
+namespace garm_edge {
 
 void StderrLogger::log(Level level, std::string_view message) {
   if (static_cast<int>(level) > static_cast<int>(threshold_)) {
@@ -13,4 +13,4 @@ void StderrLogger::log(Level level, std::string_view message) {
                message.data());
 }
 
-}  // namespace garm_edge::agent
+}  // namespace garm_edge

@@ -1,0 +1,244 @@
+#include "hub/cli.hpp"
+
+#include <csignal>
+#include <iostream>
+#include <thread>
+
+#include "common/command_line.hpp"
+#include "common/config_error.hpp"
+#include "common/durable_file.hpp"
+#include "common/log.hpp"
+#include "hub/hub_config.hpp"
+#include "hub/hub_server.hpp"
+#include "hub/hub_store.hpp"
+#include "net/pki.hpp"
+#include "wire/join_token.hpp"
+
+#ifndef GARM_EDGE_VERSION
+#define GARM_EDGE_VERSION "0.0.0"
+#endif
+
+namespace garm_edge::hub {
+namespace {
+
+constexpr std::string_view kUsage = R"(usage: garm-edge-hub COMMAND [OPTIONS]
+
+Holds a garm-edge fleet's CA, enrols agents, and relays garm-provider-edge's requests to agents
+that dial in (docs/fleet.md).
+
+commands:
+  init --state-dir DIR [--dns NAME]... [--ip ADDR]... [--client NAME]
+                      a new fleet CA, the hub's certificate (for the names and addresses
+                      agents and providers use) and a client certificate for garm
+  serve --config FILE run the hub
+  token create --config FILE [--ttl-seconds N] [--uses N] [--label LABEL]...
+                      print a join token for `garm-edge-agent join` (default: 1 hour, 1 use)
+  token list --config FILE
+  token revoke ID --config FILE
+  agents --config FILE
+                      the enrolled agents and their certificates' expiry
+  remove NAME --config FILE
+                      forget an agent: its tunnels close and its certificates are refused
+  issue-client NAME --config FILE
+                      another client certificate for a garm-provider-edge
+  --version | --help
+)";
+
+std::int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+int init(int argc, char** argv) {
+  const Options options(argc, argv, {"--state-dir", "--dns", "--ip", "--client"});
+  const auto directory = options.require("--state-dir");
+  HubStore::init(directory, {.dns_names = options.get_all("--dns"),
+                             .ip_addresses = options.get_all("--ip"),
+                             .client_name = options.get("--client").value_or("garm")});
+  std::cout << "wrote the fleet CA and the hub's certificate to " << directory << "/pki\n";
+  return 0;
+}
+
+volatile std::sig_atomic_t stop_requested = 0;
+
+int serve(int argc, char** argv) {
+  const Options options(argc, argv, {"--config"});
+  auto config = load_hub_config(options.require("--config"));
+  StderrLogger log;
+  asio::io_context io;
+  HubServer server(io, config, log);
+  server.start();
+  log.info("garm-edge-hub " GARM_EDGE_VERSION ": agents dial port " +
+           std::to_string(server.agent_port()) + ", providers call port " +
+           std::to_string(server.provider_port()));
+  asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const asio::error_code&, int) {
+    log.info("stopping");
+    server.stop();
+    io.stop();
+  });
+  std::thread second([&io] { io.run(); });
+  io.run();
+  second.join();
+  return 0;
+}
+
+int token(int argc, char** argv) {
+  if (argc < 3) {
+    throw UsageError("token needs create, list or revoke");
+  }
+  const std::string_view action = argv[2];
+  if (action == "create") {
+    const Options options(argc, argv, {"--config", "--ttl-seconds", "--uses", "--label"}, 3);
+    const auto config = load_hub_config(options.require("--config"));
+    HubStore store(config.state_dir);
+    const auto ttl = std::stol(options.get("--ttl-seconds").value_or("3600"));
+    const auto uses = std::stoul(options.get("--uses").value_or("1"));
+    if (ttl < 1 || ttl > 30L * 86400 || uses < 1 || uses > 10000) {
+      throw UsageError("--ttl-seconds must be 1-2592000 and --uses 1-10000");
+    }
+    for (const auto& label : options.get_all("--label")) {
+      if (label.empty() || label.size() > 64 ||
+          label.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+              std::string::npos) {
+        throw UsageError("a label is 1-64 of [A-Za-z0-9._-]");
+      }
+    }
+    const auto [record, secret] = store.create_token(
+        std::chrono::seconds(ttl), static_cast<unsigned>(uses), options.get_all("--label"), unix_now());
+    std::cout << wire::JoinToken{.hub_url = config.url,
+                                 .ca_fingerprint = store.ca_fingerprint(),
+                                 .id = record.id,
+                                 .secret = secret}
+                     .encode()
+              << "\n";
+    std::cerr << "token " << record.id << ": " << uses << " use(s), valid " << ttl
+              << " s; on a new host: garm-edge-agent join TOKEN --config /etc/garm-edge/agent.toml\n";
+    return 0;
+  }
+  if (action == "list") {
+    const Options options(argc, argv, {"--config"}, 3);
+    const HubStore store(load_hub_config(options.require("--config")).state_dir);
+    const auto now = unix_now();
+    std::cout << "ID                USES LEFT  EXPIRES IN  LABELS\n";
+    for (const auto& record : store.tokens()) {
+      std::cout << record.id << "  " << record.uses_left << "          "
+                << (record.expires_at > now ? std::to_string(record.expires_at - now) + " s"
+                                            : std::string("expired"))
+                << "  ";
+      for (const auto& label : record.labels) {
+        std::cout << label << " ";
+      }
+      std::cout << "\n";
+    }
+    return 0;
+  }
+  if (action == "revoke" && argc >= 4) {
+    const Options options(argc, argv, {"--config"}, 4);
+    HubStore store(load_hub_config(options.require("--config")).state_dir);
+    if (!store.revoke_token(argv[3])) {
+      std::cerr << "garm-edge-hub: no token " << argv[3] << "\n";
+      return 1;
+    }
+    return 0;
+  }
+  throw UsageError("token needs create, list or revoke ID");
+}
+
+int agents(int argc, char** argv) {
+  const Options options(argc, argv, {"--config"});
+  const HubStore store(load_hub_config(options.require("--config")).state_dir);
+  const auto now = unix_now();
+  std::cout << "NAME                             CERTIFICATE EXPIRES IN  LABELS\n";
+  for (const auto& agent : store.agents()) {
+    std::int64_t not_after = 0;
+    for (const auto& certificate : agent.certificates) {
+      not_after = std::max(not_after, certificate.not_after);
+    }
+    std::string name = agent.name;
+    name.resize(std::max<std::size_t>(name.size(), 32), ' ');
+    std::cout << name << " " << (not_after - now) / 86400 << " days             ";
+    for (const auto& label : agent.labels) {
+      std::cout << label << " ";
+    }
+    std::cout << "\n";
+  }
+  return 0;
+}
+
+int remove(int argc, char** argv) {
+  if (argc < 3) {
+    throw UsageError("remove needs an agent name");
+  }
+  const Options options(argc, argv, {"--config"}, 3);
+  HubStore store(load_hub_config(options.require("--config")).state_dir);
+  if (!store.remove(argv[2])) {
+    std::cerr << "garm-edge-hub: no agent " << argv[2] << "\n";
+    return 1;
+  }
+  std::cout << "removed " << argv[2]
+            << ": its tunnels close within a second; it must join again to come back\n";
+  return 0;
+}
+
+int issue_client(int argc, char** argv) {
+  if (argc < 3) {
+    throw UsageError("issue-client needs a name");
+  }
+  const Options options(argc, argv, {"--config"}, 3);
+  const HubStore store(load_hub_config(options.require("--config")).state_dir);
+  const auto files = net::pki_issue_client(store.pki(), argv[2]);
+  std::cout << "wrote " << files.certificate.string() << " and " << files.key.string() << "\n";
+  return 0;
+}
+
+int dispatch(int argc, char** argv) {
+  const std::string_view command = argv[1];
+  if (command == "init") {
+    return init(argc, argv);
+  }
+  if (command == "serve") {
+    return serve(argc, argv);
+  }
+  if (command == "token") {
+    return token(argc, argv);
+  }
+  if (command == "agents") {
+    return agents(argc, argv);
+  }
+  if (command == "remove") {
+    return remove(argc, argv);
+  }
+  if (command == "issue-client") {
+    return issue_client(argc, argv);
+  }
+  throw UsageError("unknown command \"" + std::string(command) + "\"");
+}
+
+}  // namespace
+
+int run_cli(int argc, char** argv) {
+  if (argc < 2 || std::string_view(argv[1]) == "--help") {
+    std::cout << kUsage;
+    return argc < 2 ? 2 : 0;
+  }
+  if (std::string_view(argv[1]) == "--version") {
+    std::cout << "garm-edge-hub " GARM_EDGE_VERSION "\n";
+    return 0;
+  }
+  try {
+    return dispatch(argc, argv);
+  } catch (const UsageError& e) {
+    std::cerr << "garm-edge-hub: " << e.what() << "\n\n" << kUsage;
+    return 2;
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "garm-edge-hub: a number was expected: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "garm-edge-hub: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace garm_edge::hub

@@ -1,0 +1,114 @@
+#include "hub/hub_config.hpp"
+
+#include <algorithm>
+
+#include "common/text.hpp"
+#include "common/toml_reader.hpp"
+#include "net/https_client.hpp"
+
+namespace garm_edge::hub {
+namespace {
+
+using TableReader = TomlTableReader;
+
+ListenerConfig read_listener(TableReader& root, std::string_view key, ListenerConfig listener) {
+  const auto* table = root.table(key);
+  if (table == nullptr) {
+    return listener;
+  }
+  TableReader in(*table, root.source(), "[" + std::string(key) + "]");
+  listener.address = in.string("address").value_or(listener.address);
+  listener.port = in.integer<std::uint16_t>("port", 0, 65535).value_or(listener.port);
+  listener.max_connections =
+      in.integer<std::size_t>("max_connections", 1, 65536).value_or(listener.max_connections);
+  for (const auto& range : in.string_list("allow")) {
+    try {
+      listener.allow.push_back(net::AddressRange::parse(range));
+    } catch (const std::invalid_argument& e) {
+      in.fail(in.node("allow"), std::string("allow: ") + e.what());
+    }
+  }
+  in.reject_unknown_keys();
+  return listener;
+}
+
+HubClient read_client(const toml::table& table, const std::string& source, std::size_t index) {
+  TableReader in(table, source, "[[clients]] #" + std::to_string(index + 1));
+  HubClient client{.identity = in.required_string("identity"),
+                   .controllers = in.string_list("controllers")};
+  if (client.controllers.empty()) {
+    in.fail(in.node("controllers"), "controllers must name at least one controller, or \"*\"");
+  }
+  for (auto& controller : client.controllers) {
+    controller = ascii_lower(controller);
+  }
+  in.reject_unknown_keys();
+  return client;
+}
+
+void read_tunnels(TableReader& root, TunnelOptions& tunnels) {
+  const auto* table = root.table("tunnels");
+  if (table == nullptr) {
+    return;
+  }
+  TableReader in(*table, root.source(), "[tunnels]");
+  tunnels.max_per_agent =
+      in.integer<std::size_t>("max_per_agent", 1, 1024).value_or(tunnels.max_per_agent);
+  tunnels.max_waiting_per_agent = in.integer<std::size_t>("max_waiting_per_agent", 1, 65536)
+                                      .value_or(tunnels.max_waiting_per_agent);
+  tunnels.heartbeat_interval = std::chrono::seconds(
+      in.integer<long>("heartbeat_seconds", 1, 3600)
+          .value_or(std::chrono::duration_cast<std::chrono::seconds>(tunnels.heartbeat_interval)
+                        .count()));
+  in.reject_unknown_keys();
+}
+
+}  // namespace
+
+bool HubClient::allows(std::string_view controller) const {
+  return std::any_of(controllers.begin(), controllers.end(),
+                     [&](const auto& allowed) { return allowed == "*" || allowed == controller; });
+}
+
+const HubClient* HubConfig::find_client(std::string_view identity) const {
+  const auto found = std::find_if(clients.begin(), clients.end(),
+                                  [&](const auto& client) { return client.identity == identity; });
+  return found == clients.end() ? nullptr : &*found;
+}
+
+HubConfig parse_hub_config(std::string_view text, const std::string& source) {
+  const auto document = parse_toml_document(text, source);
+  TableReader root(document, source, "top level");
+  HubConfig config;
+  if (root.node("state_dir") != nullptr) {
+    config.state_dir = root.absolute_path("state_dir", true);
+  }
+  config.url = root.required_string("url");
+  try {
+    net::parse_https_url(config.url);
+  } catch (const net::HttpsError& e) {
+    root.fail(root.node("url"), e.what());
+  }
+  config.agents = read_listener(root, "agents", config.agents);
+  config.providers = read_listener(root, "providers", config.providers);
+  if (const auto* clients = root.array_of_tables("clients")) {
+    for (std::size_t i = 0; i < clients->size(); ++i) {
+      config.clients.push_back(read_client(*clients->get(i)->as_table(), source, i));
+    }
+  }
+  if (config.clients.empty()) {
+    root.fail(nullptr, "at least one [[clients]] entry is required: no provider could use the hub");
+  }
+  read_tunnels(root, config.tunnels);
+  config.enrolment_failures_per_minute =
+      root.integer<unsigned>("enrolment_failures_per_minute", 1, 1000)
+          .value_or(config.enrolment_failures_per_minute);
+  root.reject_unknown_keys();
+  return config;
+}
+
+HubConfig load_hub_config(const std::filesystem::path& path) {
+  return parse_hub_config(read_config_file(path, "hub config"), path.string());
+}
+
+}  // namespace garm_edge::hub

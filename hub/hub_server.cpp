@@ -1,0 +1,424 @@
+#include "hub/hub_server.hpp"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "common/text.hpp"
+#include "net/pki.hpp"
+
+namespace garm_edge::hub {
+namespace {
+
+using net::HttpRequest;
+using net::HttpResponse;
+using nlohmann::json;
+
+constexpr std::chrono::milliseconds kWatchInterval{250};
+constexpr std::size_t kMaxNames = 16;
+
+HttpResponse json_answer(int status, const json& body) {
+  return {.status = status, .content_type = "application/json", .body = body.dump(), .headers = {}};
+}
+
+HttpResponse error_answer(int status, const std::string& code, const std::string& message) {
+  return json_answer(status, {{"code", code}, {"message", message}});
+}
+
+std::int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string iso8601(std::chrono::system_clock::time_point at) {
+  const auto seconds = std::chrono::system_clock::to_time_t(at);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char text[32] = {};
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+std::vector<std::string> name_list(const json& body, const char* key) {
+  const auto found = body.find(key);
+  if (found == body.end()) {
+    return {};
+  }
+  auto names = found->get<std::vector<std::string>>();
+  if (names.size() > kMaxNames) {
+    throw Refused(std::string(key) + ": at most 16");
+  }
+  for (const auto& name : names) {
+    if (name.empty() || name.size() > 253 ||
+        name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:") !=
+            std::string::npos) {
+      throw Refused(std::string(key) + ": \"" + printable_excerpt(name) + "\" is not a name");
+    }
+  }
+  return names;
+}
+
+/// The path relayed to an agent: plain segments only, so that the hub's reading of it (which
+/// controller it acts for) is the agent's. Returns the controller segment, "" for none.
+std::optional<std::string> controller_of(std::string_view path) {
+  if (path.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/") !=
+          std::string_view::npos ||
+      path.find("//") != std::string_view::npos || path.find("/./") != std::string_view::npos ||
+      path.find("/../") != std::string_view::npos || path.ends_with("/..") ||
+      path.ends_with("/.")) {
+    return std::nullopt;
+  }
+  constexpr std::string_view kControllers = "/v1/controllers/";
+  if (!path.starts_with(kControllers)) {
+    return std::string();
+  }
+  const auto rest = path.substr(kControllers.size());
+  return ascii_lower(rest.substr(0, rest.find('/')));
+}
+
+}  // namespace
+
+bool EnrolmentLimiter::allowed(const std::string& address,
+                               std::chrono::steady_clock::time_point now) {
+  std::lock_guard lock(mutex_);
+  const auto found = windows_.find(address);
+  return found == windows_.end() || now - found->second.start >= std::chrono::minutes(1) ||
+         found->second.failures < limit_;
+}
+
+void EnrolmentLimiter::failed(const std::string& address,
+                              std::chrono::steady_clock::time_point now) {
+  std::lock_guard lock(mutex_);
+  auto& window = windows_[address];
+  if (now - window.start >= std::chrono::minutes(1)) {
+    window = {.start = now, .failures = 0};
+  }
+  ++window.failures;
+  while (windows_.size() > kMaxAddresses) {
+    windows_.erase(std::min_element(windows_.begin(), windows_.end(), [](const auto& a,
+                                                                         const auto& b) {
+      return a.second.start < b.second.start;
+    }));
+  }
+}
+
+HubServer::HubServer(asio::io_context& io, HubConfig config, Logger& log)
+    : io_(io),
+      config_(std::move(config)),
+      log_(log),
+      store_(config_.state_dir),
+      tunnels_(io, config_.tunnels),
+      limiter_(config_.enrolment_failures_per_minute),
+      ca_pem_(store_.ca_pem()),
+      watch_timer_(io) {
+  const net::TlsFiles files{.ca = store_.pki() / "ca.crt",
+                            .crl = "",
+                            .certificate = store_.pki() / "hub.crt",
+                            .key = store_.pki() / "hub.key"};
+  net::TlsServerOptions agents;
+  agents.address = config_.agents.address;
+  agents.port = config_.agents.port;
+  agents.allow = config_.agents.allow;
+  agents.max_connections = config_.agents.max_connections;
+  agents.limits.max_body_bytes = 64 * 1024;
+  agent_server_ = std::make_unique<net::TlsServer>(
+      io, agents,
+      net::TlsConfig::load(net::TlsConfig::Role::server, files,
+                           net::TlsConfig::ClientCertificates::optional),
+      [this](HttpRequest request, net::PeerIdentity peer, net::TlsServer::Respond respond) {
+        on_agent_request(std::move(request), peer, respond);
+      });
+  net::TlsServerOptions providers;
+  providers.address = config_.providers.address;
+  providers.port = config_.providers.port;
+  providers.allow = config_.providers.allow;
+  providers.max_connections = config_.providers.max_connections;
+  providers.request_timeout = std::chrono::seconds(60);
+  provider_server_ = std::make_unique<net::TlsServer>(
+      io, providers, net::TlsConfig::load(net::TlsConfig::Role::server, files),
+      [this](HttpRequest request, net::PeerIdentity peer, net::TlsServer::Respond respond) {
+        on_provider_request(std::move(request), peer, respond);
+      });
+}
+
+HubServer::~HubServer() {
+  stop();
+}
+
+namespace {
+
+std::map<std::string, std::set<std::string>> serials_of(const std::vector<AgentRecord>& agents) {
+  std::map<std::string, std::set<std::string>> serials;
+  for (const auto& agent : agents) {
+    auto& set = serials[agent.name];
+    for (const auto& certificate : agent.certificates) {
+      set.insert(certificate.serial);
+    }
+  }
+  return serials;
+}
+
+}  // namespace
+
+void HubServer::start() {
+  agents_generation_ = store_.agents_generation();
+  known_serials_ = serials_of(store_.agents());
+  agent_server_->start();
+  provider_server_->start();
+  tunnels_.start_heartbeats();
+  watch_agents();
+}
+
+void HubServer::stop() {
+  agent_server_->stop();
+  provider_server_->stop();
+  watch_timer_.cancel();
+}
+
+std::size_t HubServer::open_connections() const {
+  return agent_server_->open_connections() + provider_server_->open_connections();
+}
+
+void HubServer::on_agent_request(HttpRequest request, const net::PeerIdentity& peer,
+                                 const net::TlsServer::Respond& respond) {
+  const auto route = request.method + " " + request.path;
+  if (route == "GET /v1/ca") {
+    return respond({.status = 200,
+                    .content_type = "application/x-pem-file",
+                    .body = ca_pem_,
+                    .headers = {}});
+  }
+  if (route == "GET /healthz") {
+    return respond(json_answer(200, {{"status", "ok"}}));
+  }
+  if (route == "POST /v1/enrol") {
+    return respond(enrol(request, peer));
+  }
+  if (route == "POST /v1/renew") {
+    return respond(renew(request, peer));
+  }
+  if (route == "POST /v1/tunnel") {
+    return respond(open_tunnel(request, peer));
+  }
+  respond(error_answer(404, "no_such_endpoint", "no such endpoint"));
+}
+
+HttpResponse HubServer::enrol(const HttpRequest& request, const net::PeerIdentity& peer) {
+  const auto now = std::chrono::steady_clock::now();
+  if (!limiter_.allowed(peer.address, now)) {
+    return error_answer(429, "too_many_failures",
+                        "too many failed enrolments from this address: wait a minute");
+  }
+  std::string token_id;
+  try {
+    const auto body = json::parse(request.body);
+    token_id = body.at("token_id").get<std::string>();
+    const EnrolmentRequest enrolment{.token_id = token_id,
+                                     .secret = body.at("secret").get<std::string>(),
+                                     .name = body.at("name").get<std::string>(),
+                                     .request_pem = body.at("request").get<std::string>(),
+                                     .dns_names = name_list(body, "dns_names"),
+                                     .ip_addresses = name_list(body, "ip_addresses")};
+    auto enrolled = store_.enrol(enrolment, unix_now());
+    log_.info("enrolled agent " + enrolled.agent.name + " from " + peer.address + " with token " +
+              enrolled.agent.token_id);
+    return json_answer(200, {{"certificate", enrolled.certificate_pem},
+                             {"ca", enrolled.ca_pem},
+                             {"labels", enrolled.agent.labels}});
+  } catch (const Refused& e) {
+    limiter_.failed(peer.address, now);
+    log_.warning("enrolment from " + peer.address + " refused: " + e.what());
+    return error_answer(403, "refused", e.what());
+  } catch (const json::exception&) {
+    limiter_.failed(peer.address, now);
+    return error_answer(400, "invalid_argument",
+                        "an enrolment is JSON with token_id, secret, name and request");
+  }
+}
+
+std::optional<AgentRecord> HubServer::enrolled_agent(const net::PeerIdentity& peer) const {
+  if (peer.common_name.empty() ||
+      std::find(peer.uri_names.begin(), peer.uri_names.end(), agent_uri(peer.common_name)) ==
+          peer.uri_names.end()) {
+    return std::nullopt;
+  }
+  auto agent = store_.agent(peer.common_name);
+  if (!agent || !agent->accepts(peer.serial, unix_now())) {
+    return std::nullopt;
+  }
+  return agent;
+}
+
+HttpResponse HubServer::renew(const HttpRequest& request, const net::PeerIdentity& peer) {
+  const auto agent = enrolled_agent(peer);
+  if (!agent) {
+    auto refused = error_answer(403, "forbidden", "this certificate is not an enrolled agent's");
+    refused.close_connection = true;
+    return refused;
+  }
+  try {
+    const auto body = json::parse(request.body);
+    auto renewed =
+        store_.renew(agent->name, peer.serial, body.at("request").get<std::string>(), unix_now());
+    log_.info("renewed the certificate of agent " + agent->name);
+    return json_answer(200, {{"certificate", renewed.certificate_pem}, {"ca", renewed.ca_pem}});
+  } catch (const Refused& e) {
+    return error_answer(403, "refused", e.what());
+  } catch (const json::exception&) {
+    return error_answer(400, "invalid_argument", "a renewal is JSON with request");
+  }
+}
+
+HttpResponse HubServer::open_tunnel(const HttpRequest& request, const net::PeerIdentity& peer) {
+  const auto agent = enrolled_agent(peer);
+  if (!agent) {
+    auto refused = error_answer(403, "forbidden",
+                                "this certificate is not an enrolled agent's (removed at the hub, "
+                                "or never enrolled)");
+    refused.close_connection = true;
+    return refused;
+  }
+  AgentHello hello{.version = printable_excerpt(request.header("x-garm-edge-version").value_or("")),
+                   .features = {}};
+  const auto features = std::string(request.header("x-garm-edge-features").value_or(""));
+  for (std::size_t at = 0; at < features.size() && hello.features.size() < 64;) {
+    const auto comma = std::min(features.find(',', at), features.size());
+    if (comma > at) {
+      hello.features.push_back(printable_excerpt(features.substr(at, comma - at)));
+    }
+    at = comma + 1;
+  }
+  auto answer = json_answer(200, {{"agent", agent->name}});
+  answer.take_over_tls = [this, name = agent->name,
+                          hello = std::move(hello)](std::shared_ptr<net::TlsStream> stream) {
+    tunnels_.add(name, hello, std::move(stream));
+  };
+  return answer;
+}
+
+void HubServer::on_provider_request(HttpRequest request, const net::PeerIdentity& peer,
+                                    const net::TlsServer::Respond& respond) {
+  if (request.method == "GET" && request.path == "/healthz") {
+    return respond(json_answer(200, {{"status", "ok"}}));
+  }
+  const bool is_agent =
+      std::any_of(peer.uri_names.begin(), peer.uri_names.end(),
+                  [](const auto& uri) { return uri.starts_with(kAgentUriPrefix); });
+  const auto* client = is_agent ? nullptr : config_.find_client(peer.common_name);
+  if (client == nullptr) {
+    auto refused = error_answer(403, "forbidden",
+                                "client \"" + printable_excerpt(peer.common_name) +
+                                    "\" is not in the hub's [[clients]]");
+    refused.close_connection = true;
+    return respond(std::move(refused));
+  }
+  if (request.method == "GET" && request.path == "/v1/agents") {
+    return respond(list_agents());
+  }
+  constexpr std::string_view kAgents = "/v1/agents/";
+  if (request.target.starts_with(kAgents)) {
+    const auto rest = std::string_view(request.target).substr(kAgents.size());
+    const auto name = std::string(rest.substr(0, rest.find('/')));
+    const auto relayed = rest.substr(std::min(rest.size(), name.size()));
+    constexpr std::string_view kRelay = "/relay/";
+    if (is_agent_name(name) && relayed.starts_with(kRelay)) {
+      const auto target = std::string(relayed.substr(kRelay.size() - 1));
+      const auto controller = controller_of(target.substr(0, target.find('?')));
+      if (!controller) {
+        return respond(error_answer(400, "invalid_argument",
+                                    "the hub relays only plain paths (no percent-encoding, empty "
+                                    "or dot segments)"));
+      }
+      if (!controller->empty() && !client->allows(*controller)) {
+        return respond(error_answer(403, "forbidden",
+                                    "client \"" + client->identity +
+                                        "\" may not act for controller " +
+                                        printable_excerpt(*controller)));
+      }
+      HttpRequest inner = std::move(request);
+      inner.target = target;
+      inner.path = name;  // where it goes
+      return relay(inner, client->identity, respond);
+    }
+  }
+  respond(error_answer(404, "no_such_endpoint", "no such endpoint"));
+}
+
+void HubServer::relay(const HttpRequest& request, const std::string& caller,
+                      const net::TlsServer::Respond& respond) {
+  const auto& name = request.path;
+  std::string wire = request.method + " " + request.target + " HTTP/1.1\r\nHost: " + name +
+                     "\r\nContent-Type: application/json\r\nContent-Length: " +
+                     std::to_string(request.body.size()) + "\r\nX-Garm-Edge-Caller: " + caller +
+                     "\r\n\r\n" + request.body;
+  tunnels_.relay(name, std::move(wire), config_.relay_timeout,
+                 [respond, name](std::optional<net::ClientResponse> answer, const std::string& error) {
+                   if (!answer) {
+                     auto failed = error_answer(502, "agent_unreachable",
+                                                "agent " + name + " through the hub: " + error);
+                     return respond(std::move(failed));
+                   }
+                   respond({.status = answer->status,
+                            .content_type = std::string(
+                                answer->header("content-type").value_or("application/json")),
+                            .body = std::move(answer->body),
+                            .headers = {}});
+                 });
+}
+
+HttpResponse HubServer::list_agents() const {
+  json agents = json::array();
+  const auto now = unix_now();
+  for (const auto& agent : store_.agents()) {
+    json entry = {{"name", agent.name},
+                  {"labels", agent.labels},
+                  {"enrolled_at", agent.enrolled_at},
+                  {"connected", false},
+                  {"tunnels", 0}};
+    std::int64_t not_after = 0;
+    for (const auto& certificate : agent.certificates) {
+      not_after = std::max(not_after, certificate.not_after);
+    }
+    entry["certificate_expires_in_seconds"] = not_after - now;
+    if (const auto presence = tunnels_.presence(agent.name)) {
+      entry["connected"] = presence->tunnels > 0;
+      entry["tunnels"] = presence->tunnels;
+      entry["version"] = presence->hello.version;
+      entry["features"] = presence->hello.features;
+      if (presence->last_seen) {
+        entry["last_seen"] = iso8601(*presence->last_seen);
+      }
+    }
+    agents.push_back(std::move(entry));
+  }
+  return json_answer(200, {{"agents", agents}});
+}
+
+void HubServer::watch_agents() {
+  watch_timer_.expires_after(kWatchInterval);
+  watch_timer_.async_wait([this](const asio::error_code& error) {
+    if (error) {
+      return;
+    }
+    if (const auto generation = store_.agents_generation(); generation != agents_generation_) {
+      agents_generation_ = generation;
+      auto current = serials_of(store_.agents());
+      for (const auto& [name, serials] : known_serials_) {
+        const auto now = current.find(name);
+        const bool lost_one = std::any_of(serials.begin(), serials.end(), [&](const auto& serial) {
+          return now == current.end() || !now->second.contains(serial);
+        });
+        if (lost_one) {
+          log_.info("agent " + name + (now == current.end() ? " was removed" : " changed certificates") +
+                    ": closing its tunnels");
+          tunnels_.drop(name);
+        }
+      }
+      known_serials_ = std::move(current);
+    }
+    watch_agents();
+  });
+}
+
+}  // namespace garm_edge::hub

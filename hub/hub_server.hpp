@@ -1,0 +1,88 @@
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <set>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <asio.hpp>
+
+#include "common/log.hpp"
+#include "hub/hub_config.hpp"
+#include "hub/hub_store.hpp"
+#include "hub/tunnels.hpp"
+#include "net/tls_server.hpp"
+
+namespace garm_edge::hub {
+
+/// Failed enrolments per address and minute: a token cannot be guessed at speed, and one
+/// address's failures never lock another out. Bounded: the oldest addresses are forgotten.
+class EnrolmentLimiter {
+ public:
+  explicit EnrolmentLimiter(unsigned failures_per_minute) : limit_(failures_per_minute) {}
+  bool allowed(const std::string& address, std::chrono::steady_clock::time_point now);
+  void failed(const std::string& address, std::chrono::steady_clock::time_point now);
+
+ private:
+  struct Window {
+    std::chrono::steady_clock::time_point start;
+    unsigned failures = 0;
+  };
+  static constexpr std::size_t kMaxAddresses = 4096;
+  unsigned limit_;
+  std::mutex mutex_;
+  std::map<std::string, Window> windows_;
+};
+
+/// The hub daemon's two listeners: agents dial the first (to enrol, to renew, and to open the
+/// tunnels the hub sends requests over); garm-provider-edge calls the second (the list of
+/// agents, and requests relayed to one of them). State lives in the HubStore; the agents
+/// directory is watched so that `garm-edge-hub remove` cuts an agent off within a second.
+class HubServer {
+ public:
+  HubServer(asio::io_context& io, HubConfig config, Logger& log);
+  ~HubServer();
+  HubServer(const HubServer&) = delete;
+  HubServer& operator=(const HubServer&) = delete;
+
+  void start();
+  void stop();
+  std::uint16_t agent_port() const { return agent_server_->port(); }
+  std::uint16_t provider_port() const { return provider_server_->port(); }
+  Tunnels& tunnels() { return tunnels_; }
+  std::size_t open_connections() const;
+
+ private:
+  void on_agent_request(net::HttpRequest request, const net::PeerIdentity& peer,
+                        const net::TlsServer::Respond& respond);
+  void on_provider_request(net::HttpRequest request, const net::PeerIdentity& peer,
+                           const net::TlsServer::Respond& respond);
+  net::HttpResponse enrol(const net::HttpRequest& request, const net::PeerIdentity& peer);
+  net::HttpResponse renew(const net::HttpRequest& request, const net::PeerIdentity& peer);
+  net::HttpResponse open_tunnel(const net::HttpRequest& request, const net::PeerIdentity& peer);
+  net::HttpResponse list_agents() const;
+  void relay(const net::HttpRequest& request, const std::string& caller,
+             const net::TlsServer::Respond& respond);
+  /// The enrolled agent `peer` is, by a certificate the hub issued and still accepts.
+  std::optional<AgentRecord> enrolled_agent(const net::PeerIdentity& peer) const;
+  void watch_agents();
+
+  asio::io_context& io_;
+  HubConfig config_;
+  Logger& log_;
+  HubStore store_;
+  Tunnels tunnels_;
+  EnrolmentLimiter limiter_;
+  std::string ca_pem_;
+  std::unique_ptr<net::TlsServer> agent_server_;
+  std::unique_ptr<net::TlsServer> provider_server_;
+  asio::steady_timer watch_timer_;
+  std::uint64_t agents_generation_ = 0;
+  /// The serials the hub accepted from each agent when it last looked: an agent whose serial
+  /// went away (removed, or removed and enrolled again) loses its tunnels.
+  std::map<std::string, std::set<std::string>> known_serials_;
+};
+
+}  // namespace garm_edge::hub

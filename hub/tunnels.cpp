@@ -1,0 +1,238 @@
+#include "hub/tunnels.hpp"
+
+#include <algorithm>
+
+namespace garm_edge::hub {
+namespace {
+
+constexpr std::string_view kHeartbeat =
+    "GET /healthz HTTP/1.1\r\nHost: agent\r\nX-Garm-Edge-Heartbeat: 1\r\n\r\n";
+
+std::chrono::milliseconds remaining(std::chrono::steady_clock::time_point deadline) {
+  return std::max(std::chrono::milliseconds(1),
+                  std::chrono::duration_cast<std::chrono::milliseconds>(
+                      deadline - std::chrono::steady_clock::now()));
+}
+
+}  // namespace
+
+Tunnels::Tunnels(asio::io_context& io, TunnelOptions options)
+    : io_(io), options_(options), heartbeat_timer_(io) {}
+
+Tunnels::~Tunnels() {
+  heartbeat_timer_.cancel();
+}
+
+void Tunnels::add(const std::string& name, AgentHello hello,
+                  std::shared_ptr<net::TlsStream> stream) {
+  auto channel = net::TlsChannel::open(std::move(stream), options_.max_response_bytes);
+  {
+    std::lock_guard lock(mutex_);
+    auto& link = links_[name];
+    if (link.open.size() >= options_.max_per_agent) {
+      channel->close();
+      return;
+    }
+    const auto now = std::chrono::system_clock::now();
+    if (link.open.empty()) {
+      link.connected_since = now;
+    }
+    link.last_seen = now;
+    link.hello = std::move(hello);
+    link.open.insert(channel);
+  }
+  channel->on_close([this, name, weak = std::weak_ptr(channel)] {
+    if (auto closing = weak.lock()) {
+      closed(name, closing);
+    }
+  });
+  release(name, std::move(channel));
+}
+
+void Tunnels::relay(const std::string& name, std::string request,
+                    std::chrono::milliseconds timeout, Done done) {
+  std::unique_lock lock(mutex_);
+  const auto found = links_.find(name);
+  if (found == links_.end() || found->second.open.empty()) {
+    lock.unlock();
+    return done(std::nullopt, "agent " + name + " is not connected to the hub");
+  }
+  auto& link = found->second;
+  if (!link.idle.empty()) {
+    auto channel = std::move(link.idle.front().channel);
+    link.idle.pop_front();
+    lock.unlock();
+    return run(name, std::move(channel), std::move(request), timeout, std::move(done));
+  }
+  if (link.waiting.size() >= options_.max_waiting_per_agent) {
+    lock.unlock();
+    return done(std::nullopt, "agent " + name + " has too many requests waiting for a tunnel");
+  }
+  const auto id = ++next_waiter_;
+  auto timer = std::make_shared<asio::steady_timer>(io_, timeout);
+  timer->async_wait([this, name, id](const asio::error_code& error) {
+    if (!error) {
+      expire_waiter(name, id);
+    }
+  });
+  link.waiting.push_back(Waiter{.id = id,
+                                .request = std::move(request),
+                                .deadline = std::chrono::steady_clock::now() + timeout,
+                                .done = std::move(done),
+                                .timer = std::move(timer)});
+}
+
+void Tunnels::run(const std::string& name, std::shared_ptr<net::TlsChannel> channel,
+                  std::string request, std::chrono::milliseconds timeout, Done done) {
+  channel->exchange(
+      std::move(request), timeout,
+      [this, name, channel, done = std::move(done)](std::optional<net::ClientResponse> answer,
+                                                    std::string error) {
+        if (answer) {
+          {
+            std::lock_guard lock(mutex_);
+            if (const auto found = links_.find(name); found != links_.end()) {
+              found->second.last_seen = std::chrono::system_clock::now();
+            }
+          }
+          release(name, channel);
+        }
+        done(std::move(answer), std::move(error));
+      });
+}
+
+void Tunnels::release(const std::string& name, std::shared_ptr<net::TlsChannel> channel) {
+  std::unique_lock lock(mutex_);
+  const auto found = links_.find(name);
+  if (found == links_.end() || !found->second.open.contains(channel)) {
+    return;  // closed meanwhile
+  }
+  auto& link = found->second;
+  if (link.waiting.empty()) {
+    link.idle.push_back({.channel = std::move(channel), .since = std::chrono::steady_clock::now()});
+    return;
+  }
+  auto waiter = std::move(link.waiting.front());
+  link.waiting.pop_front();
+  lock.unlock();
+  waiter.timer->cancel();
+  run(name, std::move(channel), std::move(waiter.request), remaining(waiter.deadline),
+      std::move(waiter.done));
+}
+
+void Tunnels::closed(const std::string& name, const std::shared_ptr<net::TlsChannel>& channel) {
+  std::lock_guard lock(mutex_);
+  const auto found = links_.find(name);
+  if (found == links_.end()) {
+    return;
+  }
+  auto& link = found->second;
+  link.open.erase(channel);
+  std::erase_if(link.idle, [&](const Idle& idle) { return idle.channel == channel; });
+  if (link.open.empty()) {
+    link.connected_since.reset();
+  }
+}
+
+void Tunnels::expire_waiter(const std::string& name, std::uint64_t id) {
+  std::unique_lock lock(mutex_);
+  const auto found = links_.find(name);
+  if (found == links_.end()) {
+    return;
+  }
+  auto& waiting = found->second.waiting;
+  const auto waiter = std::find_if(waiting.begin(), waiting.end(),
+                                   [id](const Waiter& candidate) { return candidate.id == id; });
+  if (waiter == waiting.end()) {
+    return;
+  }
+  auto done = std::move(waiter->done);
+  waiting.erase(waiter);
+  lock.unlock();
+  done(std::nullopt, "no tunnel of agent " + name + " came free in time");
+}
+
+void Tunnels::drop(const std::string& name) {
+  std::unique_lock lock(mutex_);
+  const auto found = links_.find(name);
+  if (found == links_.end()) {
+    return;
+  }
+  auto link = std::move(found->second);
+  links_.erase(found);
+  lock.unlock();
+  for (const auto& channel : link.open) {
+    channel->close();
+  }
+  for (auto& waiter : link.waiting) {
+    waiter.timer->cancel();
+    waiter.done(std::nullopt, "agent " + name + " was removed from the hub");
+  }
+}
+
+void Tunnels::start_heartbeats() {
+  heartbeat_timer_.expires_after(options_.heartbeat_interval);
+  heartbeat_timer_.async_wait([this](const asio::error_code& error) {
+    if (!error) {
+      heartbeat();
+      start_heartbeats();
+    }
+  });
+}
+
+void Tunnels::heartbeat() {
+  std::vector<std::pair<std::string, std::shared_ptr<net::TlsChannel>>> quiet;
+  {
+    std::lock_guard lock(mutex_);
+    const auto before = std::chrono::steady_clock::now() - options_.heartbeat_interval;
+    for (auto& [name, link] : links_) {
+      std::erase_if(link.idle, [&](Idle& idle) {
+        if (idle.since > before) {
+          return false;
+        }
+        quiet.emplace_back(name, std::move(idle.channel));
+        return true;
+      });
+    }
+  }
+  for (auto& [name, channel] : quiet) {
+    run(name, std::move(channel), std::string(kHeartbeat), options_.heartbeat_timeout,
+        [](std::optional<net::ClientResponse>, const std::string&) {});
+  }
+}
+
+AgentPresence Tunnels::describe(const std::string& name, const Link& link) const {
+  return {.name = name,
+          .tunnels = link.open.size(),
+          .idle = link.idle.size(),
+          .waiting = link.waiting.size(),
+          .last_seen = link.last_seen,
+          .connected_since = link.connected_since,
+          .hello = link.hello};
+}
+
+std::vector<AgentPresence> Tunnels::presence() const {
+  std::lock_guard lock(mutex_);
+  std::vector<AgentPresence> all;
+  for (const auto& [name, link] : links_) {
+    all.push_back(describe(name, link));
+  }
+  return all;
+}
+
+std::optional<AgentPresence> Tunnels::presence(const std::string& name) const {
+  std::lock_guard lock(mutex_);
+  const auto found = links_.find(name);
+  return found == links_.end() ? std::nullopt : std::optional(describe(name, found->second));
+}
+
+std::size_t Tunnels::tunnel_count() const {
+  std::lock_guard lock(mutex_);
+  std::size_t count = 0;
+  for (const auto& [name, link] : links_) {
+    count += link.open.size();
+  }
+  return count;
+}
+
+}  // namespace garm_edge::hub

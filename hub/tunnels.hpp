@@ -1,0 +1,118 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <asio.hpp>
+
+#include "net/tls_channel.hpp"
+
+namespace garm_edge::hub {
+
+/// What an agent says about itself when it opens a tunnel.
+struct AgentHello {
+  std::string version;
+  std::vector<std::string> features;
+};
+
+/// One agent as the hub sees it right now.
+struct AgentPresence {
+  std::string name;
+  std::size_t tunnels = 0;  // open, idle or carrying a request
+  std::size_t idle = 0;
+  std::size_t waiting = 0;  // requests waiting for a tunnel
+  std::optional<std::chrono::system_clock::time_point> last_seen;
+  std::optional<std::chrono::system_clock::time_point> connected_since;
+  AgentHello hello;
+};
+
+struct TunnelOptions {
+  /// Tunnels one agent may hold open; more are closed at once (an agent gone wrong, or an
+  /// attacker with one stolen certificate, cannot take the hub's descriptors).
+  std::size_t max_per_agent = 32;
+  /// Requests that may wait for a free tunnel of one agent; more are refused at once.
+  std::size_t max_waiting_per_agent = 256;
+  /// An idle tunnel quiet this long is asked /healthz, so a dead path is found within about
+  /// twice this, and the agent (whose tunnels close when no request comes for its idle
+  /// timeout) keeps them.
+  std::chrono::milliseconds heartbeat_interval{std::chrono::seconds(10)};
+  std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(5)};
+  std::size_t max_response_bytes = 64 * 1024 * 1024;
+};
+
+/// The agents' tunnels, by agent name: requests for an agent go over one of its idle tunnels,
+/// or wait (in order, each with its deadline) for one to come free or newly open. Thread-safe;
+/// destroyed only after the event loop's threads have stopped (channels call back into it).
+class Tunnels {
+ public:
+  using Done = net::TlsChannel::Done;
+
+  Tunnels(asio::io_context& io, TunnelOptions options);
+  ~Tunnels();
+  Tunnels(const Tunnels&) = delete;
+  Tunnels& operator=(const Tunnels&) = delete;
+
+  /// A tunnel agent `name` opened.
+  void add(const std::string& name, AgentHello hello, std::shared_ptr<net::TlsStream> stream);
+  /// Sends `request` (a whole HTTP/1.1 request) to agent `name`; `done` runs once with its
+  /// answer or why there is none. `timeout` covers the wait for a tunnel and the exchange.
+  void relay(const std::string& name, std::string request, std::chrono::milliseconds timeout,
+             Done done);
+  /// Closes every tunnel of `name` and fails the requests waiting for one (its removal).
+  void drop(const std::string& name);
+  /// Asks every idle tunnel quiet for the heartbeat interval for /healthz: a tunnel that does
+  /// not answer is closed. Runs by itself every interval once started.
+  void start_heartbeats();
+  std::vector<AgentPresence> presence() const;
+  std::optional<AgentPresence> presence(const std::string& name) const;
+  std::size_t tunnel_count() const;
+
+ private:
+  struct Waiter {
+    std::uint64_t id;
+    std::string request;
+    std::chrono::steady_clock::time_point deadline;
+    Done done;
+    std::shared_ptr<asio::steady_timer> timer;
+  };
+  struct Idle {
+    std::shared_ptr<net::TlsChannel> channel;
+    std::chrono::steady_clock::time_point since;
+  };
+  struct Link {
+    std::set<std::shared_ptr<net::TlsChannel>> open;
+    std::deque<Idle> idle;
+    std::deque<Waiter> waiting;
+    std::optional<std::chrono::system_clock::time_point> last_seen;
+    std::optional<std::chrono::system_clock::time_point> connected_since;
+    AgentHello hello;
+  };
+
+  /// Runs `request` on `channel`; afterwards the channel serves the next waiter or goes idle.
+  void run(const std::string& name, std::shared_ptr<net::TlsChannel> channel, std::string request,
+           std::chrono::milliseconds timeout, Done done);
+  /// A channel is free again (or new): give it to the first waiter, else keep it idle.
+  void release(const std::string& name, std::shared_ptr<net::TlsChannel> channel);
+  void closed(const std::string& name, const std::shared_ptr<net::TlsChannel>& channel);
+  void expire_waiter(const std::string& name, std::uint64_t id);
+  void heartbeat();
+  AgentPresence describe(const std::string& name, const Link& link) const;
+
+  asio::io_context& io_;
+  TunnelOptions options_;
+  mutable std::mutex mutex_;
+  std::map<std::string, Link> links_;
+  std::uint64_t next_waiter_ = 0;
+  asio::steady_timer heartbeat_timer_;
+};
+
+}  // namespace garm_edge::hub
