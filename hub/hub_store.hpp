@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/unique_fd.hpp"
+#include "wire/join_token.hpp"
 
 namespace garm_edge::hub {
 
@@ -53,7 +54,7 @@ struct AgentRecord {
 /// The URI SAN every agent certificate the hub issues carries: the hub's tunnel listener serves
 /// only such certificates, and its provider listener never does (an agent is no client).
 std::string agent_uri(const std::string& name);
-inline constexpr std::string_view kAgentUriPrefix = "urn:garm-edge:agent:";
+using wire::kAgentUriPrefix;
 
 struct EnrolmentRequest {
   std::string token_id;

@@ -80,6 +80,8 @@ class TlsServer {
   /// runs when the connection ends. For a connection this process dialed (an agent's tunnel to
   /// its hub); the server need not be started.
   void adopt(std::shared_ptr<TlsStream> stream, Handler handler, std::function<void()> on_closed);
+  /// A new strand for a connection made elsewhere, to be adopted.
+  asio::any_io_executor connection_executor() { return asio::make_strand(io_); }
   /// Stops accepting; connections in progress finish.
   void stop();
   std::size_t open_connections() const;

@@ -23,6 +23,11 @@ struct JoinToken {
 
 inline constexpr std::string_view kJoinTokenPrefix = "gejoin1.";
 
+/// The URI SAN prefix of every agent certificate a hub issues ("urn:garm-edge:agent:<name>"):
+/// a hub's tunnel listener serves only such certificates, its provider listener never does, and
+/// an agent dialing its hub refuses a peer that shows one (another agent posing as the hub).
+inline constexpr std::string_view kAgentUriPrefix = "urn:garm-edge:agent:";
+
 /// Is `text` 16 lower-case hex digits (a token ID)?
 bool is_token_id(std::string_view text);
 

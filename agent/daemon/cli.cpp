@@ -9,6 +9,7 @@
 #include "agent/base/config.hpp"
 #include "common/command_line.hpp"
 #include "agent/daemon/demo.hpp"
+#include "agent/daemon/hub_enrolment.hpp"
 #include "agent/daemon/serve.hpp"
 #include "agent/instances/instance_service.hpp"
 #include "agent/instances/reconcile_loop.hpp"
@@ -49,6 +50,12 @@ commands:
                                garm-provider-edge checks DNS names only)
   pki issue-client NAME [--dir DIR]
                                another client certificate (its CN is the identity)
+  join TOKEN --config FILE [--dns NAME]... [--ip ADDR]...
+                               enrol this host at a hub with a token from `garm-edge-hub token
+                               create`: the key is made here, the hub signs it, and the running
+                               agent opens its tunnels within a second (docs/fleet.md)
+  renew --config FILE          renew the hub certificate now (the agent does it by itself
+                               once two thirds of its lifetime have passed)
   --version                    print the version
   --help                       print this help
 )";
@@ -132,6 +139,33 @@ int pki(int argc, char** argv) {
       "pki issue-client NAME [--dir DIR]");
 }
 
+int join(int argc, char** argv) {
+  if (argc < 3) {
+    throw UsageError("join needs the token");
+  }
+  const Options options(argc, argv, {"--config", "--dns", "--ip"}, 3);
+  const auto config = load_agent_config(options.require("--config"));
+  const auto enrolment = join_hub({.token = argv[2],
+                                   .state_dir = config.state_dir,
+                                   .name = config.agent_id,
+                                   .dns_names = options.get_all("--dns"),
+                                   .ip_addresses = options.get_all("--ip")});
+  std::cout << "enrolled as " << enrolment.name << " at " << enrolment.hub_url
+            << "; the agent opens its tunnels within a second (start it if it is not running)\n";
+  return 0;
+}
+
+int renew(const Options& options) {
+  const auto config = load_agent_config(options.require("--config"));
+  const auto enrolment = load_hub_enrolment(config.state_dir);
+  if (!enrolment) {
+    throw std::runtime_error("this agent has not joined a hub");
+  }
+  renew_certificate(*enrolment, std::chrono::seconds(30));
+  std::cout << "renewed; new tunnels use the new certificate\n";
+  return 0;
+}
+
 int demo(const Options& options) {
   DemoOptions demo;
   demo.uri = options.get("--uri").value_or(demo.uri);
@@ -172,6 +206,12 @@ int run_cli(int argc, char** argv) {
     }
     if (command == "pki") {
       return pki(argc, argv);
+    }
+    if (command == "join") {
+      return join(argc, argv);
+    }
+    if (command == "renew") {
+      return renew(Options(argc, argv, {"--config"}));
     }
     if (command == "demo") {
       return demo(Options(

@@ -12,6 +12,10 @@
 
 #include "agent/daemon/descriptor_budget.hpp"
 
+#ifndef GARM_EDGE_VERSION
+#define GARM_EDGE_VERSION "0.0.0"
+#endif
+
 namespace garm_edge::agent {
 namespace {
 
@@ -20,6 +24,9 @@ namespace {
 constexpr auto kDrainDeadline = std::chrono::seconds(30);
 
 std::shared_ptr<const net::TlsConfig> load_tls(const ApiConfig& api) {
+  if (!api.enabled) {
+    return nullptr;
+  }
   return net::TlsConfig::load(
       net::TlsConfig::Role::server,
       net::TlsFiles{.ca = api.ca, .crl = api.crl, .certificate = api.certificate, .key = api.key});
@@ -33,12 +40,18 @@ hypervisor::LibvirtOptions libvirt_options(const AgentConfig& config, Logger& lo
   return options;
 }
 
-/// Fails before anything else when there is nothing to serve.
-const AgentConfig& require_api(const AgentConfig& config) {
-  if (!config.api.enabled) {
-    throw ConfigError("serve needs an [api] section in the config");
-  }
-  return config;
+/// What the agent offers beyond the first version's API, in its capacity answers and to its
+/// hub: a provider uses only what an agent lists (docs/fleet.md, version skew).
+const std::vector<std::string> kFeatures = {"warm-bind", "hub-tunnel", "capacity-features"};
+
+net::TlsServerOptions tunnel_server_options() {
+  net::TlsServerOptions options;
+  // The hub asks every idle tunnel for /healthz every 10 s: one silent for longer than three
+  // of those is a dead path, closed and dialed again.
+  options.idle_timeout = std::chrono::seconds(35);
+  options.request_timeout = std::chrono::seconds(30);
+  options.max_connections = 64;
+  return options;
 }
 
 /// Written beside `path` and renamed over it, so a reader never sees half of it.
@@ -90,7 +103,7 @@ void limit_malloc_arenas() {
 }  // namespace
 
 AgentDaemon::AgentDaemon(const AgentConfig& config, Logger& log, ServeOptions options)
-    : config_(require_api(config)),
+    : config_(config),
       log_(log),
       options_(std::move(options)),
       tls_(load_tls(config.api)),
@@ -132,6 +145,7 @@ int AgentDaemon::run() {
   reconcile_loop_ = std::make_unique<ReconcileLoop>(service_, config_.reconcile_interval, log_);
   start_warm_pool();
   start_control_api();
+  start_hub_link();
   signals_.emplace(io_, SIGINT, SIGTERM, SIGHUP);
   wait_for_signal();
   announce_ready();
@@ -180,6 +194,11 @@ void AgentDaemon::reconcile_at_startup() {
 }
 
 void AgentDaemon::start_control_api() {
+  if (!config_.api.enabled) {
+    log_.info("no [api] section: the agent is served only through a hub it joined "
+              "(garm-edge-agent join)");
+    return;
+  }
   api_server_ = std::make_unique<net::TlsServer>(
       io_, tls_server_options(config_.api), tls_,
       [this](net::HttpRequest request, net::PeerIdentity peer, auto respond) {
@@ -188,7 +207,30 @@ void AgentDaemon::start_control_api() {
   api_server_->start();
 }
 
+void AgentDaemon::start_hub_link() {
+  tunnel_server_ = std::make_unique<net::TlsServer>(io_, tunnel_server_options(), nullptr,
+                                                    net::TlsServer::Handler{});
+  hub_link_ = std::make_unique<HubLink>(
+      config_.state_dir, *tunnel_server_,
+      [this](net::HttpRequest request, const net::PeerIdentity&, auto respond) {
+        auto caller = caller_through_hub(request);
+        api_.dispatch(std::move(request), std::move(caller), std::move(respond), api_workers_);
+      },
+      GARM_EDGE_VERSION, kFeatures, log_);
+  hub_link_->start();
+}
+
 void AgentDaemon::announce_ready() {
+  if (!api_server_) {
+    if (!options_.ready_file.empty()) {
+      write_ready_file(options_.ready_file, "api_port=\nguest_url=" +
+                                                (guest_server_ ? guest_access_.base_url()
+                                                               : std::string()) +
+                                                "\n");
+    }
+    systemd_.ready("serving through a hub");
+    return;
+  }
   const auto port = std::to_string(api_server_->port());
   log_.info("listening on " + config_.api.address + ":" + port + " (agent " + config_.agent_id +
             ")");
@@ -224,6 +266,10 @@ void AgentDaemon::on_signal(int signal) {
 void AgentDaemon::reload_certificates() {
   systemd_.reloading();
   try {
+    if (!api_server_) {
+      systemd_.ready("serving");
+      return;  // the hub link reloads its own certificate when its file changes
+    }
     api_server_->reload(load_tls(config_.api));
     log_.info("reloaded certificates, key, CA and CRL; new connections use them");
   } catch (const std::exception& e) {
@@ -235,7 +281,12 @@ void AgentDaemon::reload_certificates() {
 void AgentDaemon::begin_stopping() {
   systemd_.stopping();
   log_.info("stopping: no new connections; answering the ones in progress");
-  api_server_->stop();
+  if (hub_link_) {
+    hub_link_->stop();
+  }
+  if (api_server_) {
+    api_server_->stop();
+  }
   if (guest_server_) {
     guest_server_->stop();
   }
@@ -243,7 +294,9 @@ void AgentDaemon::begin_stopping() {
 }
 
 void AgentDaemon::drain(std::chrono::steady_clock::time_point deadline) {
-  if (api_server_->open_connections() == 0 || std::chrono::steady_clock::now() >= deadline) {
+  // Tunnels stay open until the hub closes them: only the API's own connections are waited for.
+  if (!api_server_ || api_server_->open_connections() == 0 ||
+      std::chrono::steady_clock::now() >= deadline) {
     watchdog_timer_.cancel();
     io_.stop();
     return;
@@ -263,10 +316,19 @@ void AgentDaemon::feed_watchdog() {
   });
 }
 
+AgentConfig with_hub_clients(AgentConfig config) {
+  if (!config.api.enabled) {
+    // Served only through a hub: the hub checks which controllers a caller may act for.
+    config.api.clients = {{.identity = std::string(kThroughHubIdentity), .controllers = {"*"}}};
+  }
+  return config;
+}
+
 int serve(const AgentConfig& config, Logger& log, ServeOptions options) {
   limit_malloc_arenas();  // before the daemon starts its threads
   ensure_descriptor_budget(config, log);
-  AgentDaemon daemon(config, log, std::move(options));
+  const auto effective = with_hub_clients(config);
+  AgentDaemon daemon(effective, log, std::move(options));
   return daemon.run();
 }
 

@@ -13,6 +13,7 @@
 #include "agent/base/clock.hpp"
 #include "agent/base/config.hpp"
 #include "agent/base/log.hpp"
+#include "agent/daemon/hub_link.hpp"
 #include "agent/daemon/systemd_notify.hpp"
 #include "agent/guests/garm_relay.hpp"
 #include "agent/guests/guest_access.hpp"
@@ -41,6 +42,10 @@ struct ServeOptions {
 /// The running agent, from its checks of the host to its last answered request. Construction
 /// does everything that can fail because of the host (certificates, libvirt, the guest
 /// network), so it fails before any port opens; run() serves until SIGINT or SIGTERM.
+/// The config as served: without an [api] section (an agent behind NAT served only through
+/// its hub), callers the hub vouches for may act for every controller.
+AgentConfig with_hub_clients(AgentConfig config);
+
 class AgentDaemon {
  public:
   AgentDaemon(const AgentConfig& config, Logger& log, ServeOptions options);
@@ -55,6 +60,8 @@ class AgentDaemon {
   void start_guest_service();
   void reconcile_at_startup();
   void start_control_api();
+  /// Once the host has joined a hub (now or later): tunnels to it, served like the API.
+  void start_hub_link();
   /// With [[warm]] entries: passes of the warm pool every few seconds.
   void start_warm_pool();
   /// The log line, the ready file, the on_listening callback and systemd's READY=1.
@@ -97,7 +104,10 @@ class AgentDaemon {
   std::unique_ptr<WarmPool> warm_pool_;
   std::unique_ptr<PeriodicLoop> warm_loop_;
   ControlApi api_;
-  std::unique_ptr<net::TlsServer> api_server_;
+  std::unique_ptr<net::TlsServer> api_server_;  // null without an [api] section
+  /// Never listens: it serves the tunnels the hub link dials, under its own limits.
+  std::unique_ptr<net::TlsServer> tunnel_server_;
+  std::unique_ptr<HubLink> hub_link_;
 
   const SystemdNotifier systemd_;
   asio::steady_timer watchdog_timer_;

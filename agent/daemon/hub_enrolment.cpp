@@ -1,0 +1,160 @@
+#include "agent/daemon/hub_enrolment.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "common/durable_file.hpp"
+#include "net/https_client.hpp"
+#include "net/pki.hpp"
+#include "wire/join_token.hpp"
+
+namespace garm_edge::agent {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string required_text(const fs::path& path) {
+  auto text = read_file(path);
+  if (!text) {
+    throw JoinError(path.string() + " is missing");
+  }
+  return *text;
+}
+
+/// The hub's error message from a refusal, or the status when it gave none.
+std::string refusal(const net::HttpsResponse& response) {
+  const auto body = json::parse(response.body, nullptr, false);
+  if (body.is_object() && body.contains("message") && body["message"].is_string()) {
+    return body["message"].get<std::string>();
+  }
+  return "HTTP " + std::to_string(response.status);
+}
+
+std::int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+/// The certificate and its key in one file, replaced in one rename: a reader (a dial while a
+/// renewal runs, or the agent after a crash) sees the old pair or the new one, never a mix.
+void install_credentials(const HubEnrolment& enrolment, const std::string& key_pem,
+                         const std::string& certificate_pem) {
+  write_atomically(enrolment.certificate(), certificate_pem + key_pem);
+}
+
+}  // namespace
+
+fs::path hub_directory(const fs::path& state_dir) {
+  return state_dir / "hub";
+}
+
+std::shared_ptr<const net::TlsConfig> HubEnrolment::client_tls() const {
+  return net::TlsConfig::load(net::TlsConfig::Role::client,
+                              {.ca = ca(), .crl = "", .certificate = certificate(), .key = key()});
+}
+
+HubEnrolment::Validity HubEnrolment::validity(std::int64_t now_unix) const {
+  const auto facts = net::certificate_facts(required_text(certificate()));
+  return {.remaining = facts.not_after_unix - now_unix,
+          .lifetime = facts.not_after_unix - facts.not_before_unix};
+}
+
+std::optional<HubEnrolment> load_hub_enrolment(const fs::path& state_dir) {
+  const auto directory = hub_directory(state_dir);
+  const auto text = read_file(directory / "hub.json");
+  if (!text) {
+    return std::nullopt;
+  }
+  const auto fields = json::parse(*text, nullptr, false);
+  try {
+    return HubEnrolment{.directory = directory,
+                        .hub_url = fields.at("hub_url").get<std::string>(),
+                        .name = fields.at("name").get<std::string>(),
+                        .labels = fields.at("labels").get<std::vector<std::string>>()};
+  } catch (const json::exception&) {
+    throw JoinError((directory / "hub.json").string() + " is not an enrolment this agent wrote");
+  }
+}
+
+HubEnrolment join_hub(const JoinOptions& options) {
+  const auto token = wire::JoinToken::decode(options.token);
+  if (!token) {
+    throw JoinError("the join token is malformed (copy it whole, as garm-edge-hub printed it)");
+  }
+  if (load_hub_enrolment(options.state_dir)) {
+    throw JoinError("this agent is enrolled already (" +
+                    (hub_directory(options.state_dir) / "hub.json").string() +
+                    "); remove that directory to join again");
+  }
+  const auto target = net::parse_https_url(token->hub_url);
+  const net::HttpsClientOptions client_options{.connect_timeout = options.timeout,
+                                               .request_timeout = options.timeout,
+                                               .session_file = {},
+                                               .deadline = std::nullopt};
+  // The first connection trusts nothing: what it fetches is checked against the token.
+  const auto ca = net::HttpsClient(target, net::TlsConfig::client_unverified(), client_options)
+                      .request("GET", "/v1/ca");
+  if (ca.status != 200) {
+    throw JoinError("the hub at " + token->hub_url + " did not give its CA: " + refusal(ca));
+  }
+  const auto fingerprint = net::certificate_facts(ca.body).fingerprint_sha256;
+  if (fingerprint != token->ca_fingerprint) {
+    throw JoinError("the hub at " + token->hub_url + " shows a CA with fingerprint " + fingerprint +
+                    ", not the token's " + token->ca_fingerprint +
+                    ": not the hub that made the token, or someone in between");
+  }
+  auto credentials = net::pki_make_request(options.name);
+  const json body = {{"token_id", token->id},     {"secret", token->secret},
+                     {"name", options.name},      {"request", credentials.request_pem},
+                     {"dns_names", options.dns_names}, {"ip_addresses", options.ip_addresses}};
+  const auto answer = net::HttpsClient(target, net::TlsConfig::client_trusting(ca.body, {}),
+                                       client_options)
+                          .request("POST", "/v1/enrol", body.dump());
+  if (answer.status != 200) {
+    throw JoinError("the hub refused the enrolment: " + refusal(answer));
+  }
+  const auto issued = json::parse(answer.body, nullptr, false);
+  if (!issued.is_object() || !issued.contains("certificate") || !issued["certificate"].is_string()) {
+    throw JoinError("the hub's answer holds no certificate");
+  }
+  HubEnrolment enrolment{.directory = hub_directory(options.state_dir),
+                         .hub_url = token->hub_url,
+                         .name = options.name,
+                         .labels = issued.value("labels", std::vector<std::string>{})};
+  make_private_directory(options.state_dir);
+  make_private_directory(enrolment.directory);
+  write_atomically(enrolment.ca(), ca.body);
+  install_credentials(enrolment, credentials.key_pem, issued["certificate"].get<std::string>());
+  // hub.json last: until it exists, nothing counts as enrolled.
+  write_atomically(enrolment.directory / "hub.json",
+                   json({{"hub_url", enrolment.hub_url},
+                         {"name", enrolment.name},
+                         {"labels", enrolment.labels},
+                         {"ca_fingerprint", fingerprint},
+                         {"enrolled_at", unix_now()}})
+                           .dump(2) +
+                       "\n");
+  return enrolment;
+}
+
+void renew_certificate(const HubEnrolment& enrolment, std::chrono::milliseconds timeout) {
+  auto credentials = net::pki_make_request(enrolment.name);
+  const auto answer =
+      net::HttpsClient(net::parse_https_url(enrolment.hub_url), enrolment.client_tls(),
+                       {.connect_timeout = timeout,
+                        .request_timeout = timeout,
+                        .session_file = {},
+                        .deadline = std::nullopt})
+          .request("POST", "/v1/renew", json({{"request", credentials.request_pem}}).dump());
+  if (answer.status != 200) {
+    throw JoinError("the hub refused the renewal: " + refusal(answer));
+  }
+  const auto issued = json::parse(answer.body, nullptr, false);
+  if (!issued.is_object() || !issued.contains("certificate") || !issued["certificate"].is_string()) {
+    throw JoinError("the hub's answer holds no certificate");
+  }
+  install_credentials(enrolment, credentials.key_pem, issued["certificate"].get<std::string>());
+}
+
+}  // namespace garm_edge::agent

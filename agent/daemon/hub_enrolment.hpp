@@ -1,0 +1,67 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "net/tls_config.hpp"
+
+namespace garm_edge::agent {
+
+/// An agent's enrolment at a hub, in `<state_dir>/hub/`: hub.json (where the hub is, the
+/// agent's name there, its labels), ca.crt (the fleet CA, pinned at join) and agent.pem (0600:
+/// its certificate and then its key, made on this host and never sent anywhere).
+struct HubEnrolment {
+  std::filesystem::path directory;
+  std::string hub_url;
+  std::string name;
+  std::vector<std::string> labels;
+
+  std::filesystem::path ca() const { return directory / "ca.crt"; }
+  std::filesystem::path certificate() const { return directory / "agent.pem"; }
+  std::filesystem::path key() const { return directory / "agent.pem"; }
+  /// The agent's client TLS config for the hub (its CA, certificate and key).
+  std::shared_ptr<const net::TlsConfig> client_tls() const;
+  /// Seconds until the agent's certificate expires, and its whole lifetime.
+  struct Validity {
+    std::int64_t remaining = 0;
+    std::int64_t lifetime = 0;
+  };
+  Validity validity(std::int64_t now_unix) const;
+};
+
+/// Where the enrolment of an agent with `state_dir` lives.
+std::filesystem::path hub_directory(const std::filesystem::path& state_dir);
+
+/// The enrolment in `state_dir`, if the host joined a hub. Throws when it exists but is broken.
+std::optional<HubEnrolment> load_hub_enrolment(const std::filesystem::path& state_dir);
+
+struct JoinOptions {
+  std::string token;  // as `garm-edge-hub token create` printed it
+  std::filesystem::path state_dir;
+  std::string name;  // the agent's ID
+  std::vector<std::string> dns_names;  // when garm also reaches this agent directly
+  std::vector<std::string> ip_addresses;
+  std::chrono::milliseconds timeout{std::chrono::seconds(30)};
+};
+
+class JoinError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// `garm-edge-agent join`: fetches the hub's CA and checks it against the token's fingerprint,
+/// makes a key and a certificate request here, sends the request with the token over TLS that
+/// trusts only that CA, and writes the enrolment. Refuses to replace an enrolment. Throws
+/// JoinError saying which step failed (never quoting the token's secret).
+HubEnrolment join_hub(const JoinOptions& options);
+
+/// A new key and certificate for an enrolled agent, asked of the hub with the current
+/// certificate; agent.pem is replaced in one rename. Throws JoinError.
+void renew_certificate(const HubEnrolment& enrolment, std::chrono::milliseconds timeout);
+
+}  // namespace garm_edge::agent
