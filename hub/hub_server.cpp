@@ -353,11 +353,12 @@ void HubServer::relay(const HttpRequest& request, const std::string& caller,
                      std::to_string(request.body.size()) + "\r\nX-Garm-Edge-Caller: " + caller +
                      "\r\n\r\n" + request.body;
   tunnels_.relay(name, std::move(wire), config_.relay_timeout,
-                 [respond, name](std::optional<net::ClientResponse> answer, const std::string& error) {
+                 [respond, name](std::optional<net::ClientResponse> answer,
+                                 const std::string& error, bool sent) {
                    if (!answer) {
-                     auto failed = error_answer(502, "agent_unreachable",
-                                                "agent " + name + " through the hub: " + error);
-                     return respond(std::move(failed));
+                     // The code tells the provider whether the agent may have acted on it.
+                     return respond(error_answer(
+                         502, sent ? "agent_unreachable" : "agent_not_connected", error));
                    }
                    respond({.status = answer->status,
                             .content_type = std::string(

@@ -119,13 +119,6 @@ std::string read_text(const fs::path& path) {
 
 }  // namespace
 
-bool is_agent_name(std::string_view name) {
-  return !name.empty() && name.size() <= 64 && std::isalnum(static_cast<unsigned char>(name[0])) &&
-         name.find_first_not_of(
-             "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") ==
-             std::string_view::npos &&
-         name.find("..") == std::string_view::npos;
-}
 
 std::string agent_uri(const std::string& name) {
   return std::string(kAgentUriPrefix) + name;

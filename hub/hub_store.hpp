@@ -11,6 +11,7 @@
 
 #include "common/unique_fd.hpp"
 #include "wire/join_token.hpp"
+#include "wire/validate.hpp"
 
 namespace garm_edge::hub {
 
@@ -130,7 +131,6 @@ class HubStore {
   std::filesystem::path directory_;
 };
 
-/// Is `name` usable as an agent name: 1-64 of [A-Za-z0-9._-], not starting with '.' or '-'?
-bool is_agent_name(std::string_view name);
+using wire::is_agent_name;
 
 }  // namespace garm_edge::hub

@@ -55,7 +55,7 @@ void Tunnels::relay(const std::string& name, std::string request,
   const auto found = links_.find(name);
   if (found == links_.end() || found->second.open.empty()) {
     lock.unlock();
-    return done(std::nullopt, "agent " + name + " is not connected to the hub");
+    return done(std::nullopt, "agent " + name + " is not connected to the hub", false);
   }
   auto& link = found->second;
   if (!link.idle.empty()) {
@@ -66,7 +66,8 @@ void Tunnels::relay(const std::string& name, std::string request,
   }
   if (link.waiting.size() >= options_.max_waiting_per_agent) {
     lock.unlock();
-    return done(std::nullopt, "agent " + name + " has too many requests waiting for a tunnel");
+    return done(std::nullopt, "agent " + name + " has too many requests waiting for a tunnel",
+                false);
   }
   const auto id = ++next_waiter_;
   auto timer = std::make_shared<asio::steady_timer>(io_, timeout);
@@ -97,7 +98,7 @@ void Tunnels::run(const std::string& name, std::shared_ptr<net::TlsChannel> chan
           }
           release(name, channel);
         }
-        done(std::move(answer), std::move(error));
+        done(std::move(answer), std::move(error), true);
       });
 }
 
@@ -149,7 +150,7 @@ void Tunnels::expire_waiter(const std::string& name, std::uint64_t id) {
   auto done = std::move(waiter->done);
   waiting.erase(waiter);
   lock.unlock();
-  done(std::nullopt, "no tunnel of agent " + name + " came free in time");
+  done(std::nullopt, "no tunnel of agent " + name + " came free in time", false);
 }
 
 void Tunnels::drop(const std::string& name) {
@@ -166,7 +167,7 @@ void Tunnels::drop(const std::string& name) {
   }
   for (auto& waiter : link.waiting) {
     waiter.timer->cancel();
-    waiter.done(std::nullopt, "agent " + name + " was removed from the hub");
+    waiter.done(std::nullopt, "agent " + name + " was removed from the hub", false);
   }
 }
 
@@ -197,7 +198,7 @@ void Tunnels::heartbeat() {
   }
   for (auto& [name, channel] : quiet) {
     run(name, std::move(channel), std::string(kHeartbeat), options_.heartbeat_timeout,
-        [](std::optional<net::ClientResponse>, const std::string&) {});
+        [](std::optional<net::ClientResponse>, const std::string&, bool) {});
   }
 }
 

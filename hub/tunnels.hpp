@@ -54,7 +54,9 @@ struct TunnelOptions {
 /// destroyed only after the event loop's threads have stopped (channels call back into it).
 class Tunnels {
  public:
-  using Done = net::TlsChannel::Done;
+  /// The answer, or why there is none and whether the request may have reached the agent.
+  using Done = std::function<void(std::optional<net::ClientResponse> answer, std::string error,
+                                  bool sent)>;
 
   Tunnels(asio::io_context& io, TunnelOptions options);
   ~Tunnels();

@@ -27,13 +27,27 @@ net::HttpsResponse AgentClient::call(
     }
     auto response =
         net::HttpsClient(net::parse_https_url(endpoint_.url), tls_.get(endpoint_), options)
-            .request(method, path, body);
+            .request(method, endpoint_.path_prefix + path, body);
+    if (!endpoint_.hub.empty() && response.status == 502) {
+      throw_hub_failure(response);
+    }
     reached_ = true;
     return response;
   } catch (const net::HttpsError& e) {
     throw net::HttpsError(where + e.what(), e.request_sent());
   } catch (const std::exception& e) {  // certificates that cannot be loaded
     throw net::HttpsError(where + e.what(), false);
+  }
+}
+
+void AgentClient::throw_hub_failure(const net::HttpsResponse& response) const {
+  const auto code = error_code_of(response);
+  if (code == "agent_not_connected") {
+    // The hub had no tunnel to give it: the agent never saw the request.
+    throw net::HttpsError("hub " + endpoint_.hub + ": " + describe(response), false);
+  }
+  if (code == "agent_unreachable") {
+    throw net::HttpsError("hub " + endpoint_.hub + ": " + describe(response), true);
   }
 }
 

@@ -56,6 +56,10 @@ class AgentClient {
   std::string describe(const net::HttpsResponse& response) const;
 
  private:
+  /// A hub's own failure to carry the call (not the agent's answer) as the HttpsError a direct
+  /// call would have raised; returns for anything else.
+  void throw_hub_failure(const net::HttpsResponse& response) const;
+
   const AgentEndpoint& endpoint_;
   const ProviderConfig& config_;
   TlsConfigCache& tls_;

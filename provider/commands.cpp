@@ -17,6 +17,7 @@
 #include "provider/agent_client.hpp"
 #include "provider/deferred_deletes.hpp"
 #include "provider/fleet.hpp"
+#include "provider/hubs.hpp"
 #include "provider/placement.hpp"
 #include "provider/provider_config.hpp"
 #include "wire/agent_capacity.hpp"
@@ -618,7 +619,7 @@ Outcome dispatch(const std::map<std::string, std::string>& env,
   if (config_file.empty()) {
     throw CommandFailure(1, "GARM_PROVIDER_CONFIG_FILE is not set");
   }
-  Provider provider(env, load_provider_config(config_file));
+  Provider provider(env, load_fleet_config(config_file));
   try {
     auto outcome = run_instance_command(provider, command, read_stdin);
     provider.carry_out_deferred_deletes();

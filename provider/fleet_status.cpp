@@ -10,6 +10,7 @@
 #include "common/text.hpp"
 #include "provider/deferred_deletes.hpp"
 #include "provider/fleet.hpp"
+#include "provider/hubs.hpp"
 #include "wire/json_fields.hpp"
 
 namespace garm_edge::provider {
@@ -191,7 +192,7 @@ Outcome run_status(const std::vector<std::string>& arguments) {
   }
   ProviderConfig config;
   try {
-    config = load_provider_config(config_file);
+    config = load_fleet_config(config_file);
   } catch (const std::exception& e) {
     return {1, "", std::string("garm-provider-edge: ") + e.what() + "\n"};
   }

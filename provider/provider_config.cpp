@@ -1,16 +1,14 @@
 #include "provider/provider_config.hpp"
 
+#include <algorithm>
+
 #include "common/toml_reader.hpp"
+#include "wire/validate.hpp"
 
 namespace garm_edge::provider {
 namespace {
 
-bool is_agent_name(const std::string& name) {
-  return !name.empty() && name.size() <= 64 &&
-         name.find_first_not_of(
-             "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") ==
-             std::string::npos;
-}
+using wire::is_agent_name;
 
 std::chrono::milliseconds seconds_or(TomlTableReader& in, std::string_view key,
                                      std::chrono::milliseconds fallback) {
@@ -35,6 +33,24 @@ AgentEndpoint read_agent(const toml::table& table, const std::string& source, st
   return agent;
 }
 
+HubEndpoint read_hub(const toml::table& table, const std::string& source, std::size_t index,
+                     const ProviderConfig& config) {
+  TomlTableReader in(table, source, "[[hubs]] #" + std::to_string(index + 1));
+  HubEndpoint hub{.name = in.required_string("name"),
+                  .url = in.required_string("url"),
+                  .ca = in.absolute_path("ca", true),
+                  .certificate = in.absolute_path("certificate", true),
+                  .key = in.absolute_path("key", true),
+                  .weight = in.integer<unsigned>("weight", 1, 1000).value_or(100)};
+  const bool taken = std::any_of(config.hubs.begin(), config.hubs.end(),
+                                 [&](const auto& other) { return other.name == hub.name; });
+  if (!is_agent_name(hub.name) || taken) {
+    in.fail(in.node("name"), "name must be unique and 1-64 of [A-Za-z0-9._-]");
+  }
+  in.reject_unknown_keys();
+  return hub;
+}
+
 }  // namespace
 
 const AgentEndpoint* ProviderConfig::find_agent(const std::string& name) const {
@@ -51,11 +67,15 @@ ProviderConfig parse_provider_config(const std::string& text, const std::string&
   TomlTableReader root(document, source, "top level");
   ProviderConfig config;
   const auto* agents = root.array_of_tables("agents");
-  if (agents == nullptr || agents->empty()) {
-    root.fail(agents, "at least one [[agents]] entry is required");
-  }
-  for (std::size_t i = 0; i < agents->size(); ++i) {
+  for (std::size_t i = 0; agents != nullptr && i < agents->size(); ++i) {
     config.agents.push_back(read_agent(*agents->get(i)->as_table(), source, i, config));
+  }
+  const auto* hubs = root.array_of_tables("hubs");
+  for (std::size_t i = 0; hubs != nullptr && i < hubs->size(); ++i) {
+    config.hubs.push_back(read_hub(*hubs->get(i)->as_table(), source, i, config));
+  }
+  if (config.agents.empty() && config.hubs.empty()) {
+    root.fail(agents, "at least one [[agents]] or [[hubs]] entry is required");
   }
   if (const auto placement = root.string("placement")) {
     if (*placement != "spread" && *placement != "pack") {
@@ -84,8 +104,14 @@ ProviderConfig load_provider_config(const std::filesystem::path& path) {
 
 std::string provider_config_json_schema() {
   return R"json({"$schema":"http://json-schema.org/draft-07/schema#","title":"garm-provider-edge config (TOML)",)json"
-         R"json("type":"object","required":["agents"],"additionalProperties":false,"properties":{)json"
-         R"json("agents":{"type":"array","minItems":1,"items":{"type":"object","additionalProperties":false,)json"
+         R"json("type":"object","additionalProperties":false,"properties":{)json"
+         R"json("hubs":{"type":"array","items":{"type":"object","additionalProperties":false,)json"
+         R"json("required":["name","url","ca","certificate","key"],"properties":{)json"
+         R"json("name":{"type":"string","pattern":"^[A-Za-z0-9._-]{1,64}$"},)json"
+         R"json("url":{"type":"string","pattern":"^https://"},"ca":{"type":"string"},)json"
+         R"json("certificate":{"type":"string"},"key":{"type":"string"},)json"
+         R"json("weight":{"type":"integer","minimum":1,"maximum":1000}}}},)json"
+         R"json("agents":{"type":"array","items":{"type":"object","additionalProperties":false,)json"
          R"json("required":["name","url","ca","certificate","key"],"properties":{)json"
          R"json("name":{"type":"string","pattern":"^[A-Za-z0-9._-]{1,64}$"},)json"
          R"json("url":{"type":"string","pattern":"^https://"},"ca":{"type":"string"},)json"

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,29 @@ struct AgentEndpoint {
   unsigned weight = 100;
   /// What a pool can ask for in its extra specs (`agent_labels`): a GPU, a rack, ...
   std::vector<std::string> labels;
+  /// For an agent reached through a hub (docs/fleet.md): the hub's name, the path its requests
+  /// go under at the hub, and what the hub said of it when this process asked.
+  std::string hub = {};
+  std::string path_prefix = {};
+  struct HubView {
+    bool connected = false;
+    std::size_t tunnels = 0;
+    std::string last_seen;  // ISO 8601; empty: never since the hub started
+    std::string version;
+    std::vector<std::string> features;
+  };
+  std::optional<HubView> via_hub = std::nullopt;
+};
+
+/// A hub whose agents join the fleet: `url` is its provider listener; the certificate is a
+/// client certificate of the hub's CA whose CN is in the hub's [[clients]].
+struct HubEndpoint {
+  std::string name;
+  std::string url;
+  std::filesystem::path ca;
+  std::filesystem::path certificate;
+  std::filesystem::path key;
+  unsigned weight = 100;  // for every agent of the hub
 };
 
 /// How CreateInstance chooses among the agents that can take an instance.
@@ -27,7 +51,9 @@ enum class Placement {
 
 /// garm-provider-edge's TOML config (GARM_PROVIDER_CONFIG_FILE).
 struct ProviderConfig {
+  /// [[agents]] entries, then (once with_hub_agents ran) every agent enrolled at a hub.
   std::vector<AgentEndpoint> agents;
+  std::vector<HubEndpoint> hubs;
   Placement placement = Placement::spread;
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(5)};
   /// Every call but create; below garm's exec_timeout_seconds when that is set.

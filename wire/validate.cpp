@@ -218,4 +218,11 @@ void validate_bootstrap(const BootstrapInstance& bootstrap) {
   validate_extra_specs(bootstrap.extra_specs);
 }
 
+bool is_agent_name(std::string_view name) {
+  return !name.empty() && name.size() <= 64 && is_alnum(name.front()) &&
+         std::all_of(name.begin(), name.end(),
+                     [](char c) { return is_alnum(c) || c == '.' || c == '_' || c == '-'; }) &&
+         name.find("..") == std::string_view::npos;
+}
+
 }  // namespace garm_edge::wire

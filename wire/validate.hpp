@@ -45,4 +45,9 @@ void validate_http_url(std::string_view value, const std::string& field);
 /// Everything the agent needs from a bootstrap before it creates anything.
 void validate_bootstrap(const BootstrapInstance& bootstrap);
 
+/// An agent's name in a fleet (its agent_id; the prefix of its provider IDs, a hub's record
+/// file name, a certificate's CN): 1-64 of [A-Za-z0-9._-], starting with a letter or digit,
+/// without "..".
+bool is_agent_name(std::string_view name);
+
 }  // namespace garm_edge::wire
