@@ -6,6 +6,7 @@
 
 #include "common/text.hpp"
 #include "net/pki.hpp"
+#include "wire/join_token.hpp"
 
 namespace garm_edge::hub {
 namespace {
@@ -206,14 +207,25 @@ void HubServer::on_agent_request(HttpRequest request, const net::PeerIdentity& p
 
 HttpResponse HubServer::enrol(const HttpRequest& request, const net::PeerIdentity& peer) {
   const auto now = std::chrono::steady_clock::now();
-  if (!limiter_.allowed(peer.address, now)) {
-    return error_answer(429, "too_many_failures",
-                        "too many failed enrolments from this address: wait a minute");
-  }
+  json body;
   std::string token_id;
   try {
-    const auto body = json::parse(request.body);
+    body = json::parse(request.body);
     token_id = body.at("token_id").get<std::string>();
+  } catch (const json::exception&) {
+    return error_answer(400, "invalid_argument",
+                        "an enrolment is JSON with token_id, secret, name and request");
+  }
+  // Counted per address and token: hosts behind one NAT share an address, and guesses at one
+  // token must not lock them out of another.
+  const auto key =
+      peer.address + "|" + (wire::is_token_id(token_id) ? token_id : std::string("?"));
+  if (!limiter_.allowed(key, now)) {
+    return error_answer(429, "too_many_failures",
+                        "too many failed enrolments with this token from this address: wait a "
+                        "minute");
+  }
+  try {
     const EnrolmentRequest enrolment{.token_id = token_id,
                                      .secret = body.at("secret").get<std::string>(),
                                      .name = body.at("name").get<std::string>(),
@@ -227,11 +239,11 @@ HttpResponse HubServer::enrol(const HttpRequest& request, const net::PeerIdentit
                              {"ca", enrolled.ca_pem},
                              {"labels", enrolled.agent.labels}});
   } catch (const Refused& e) {
-    limiter_.failed(peer.address, now);
+    limiter_.failed(key, now);
     log_.warning("enrolment from " + peer.address + " refused: " + e.what());
     return error_answer(403, "refused", e.what());
   } catch (const json::exception&) {
-    limiter_.failed(peer.address, now);
+    limiter_.failed(key, now);
     return error_answer(400, "invalid_argument",
                         "an enrolment is JSON with token_id, secret, name and request");
   }

@@ -17,8 +17,9 @@
 
 namespace garm_edge::hub {
 
-/// Failed enrolments per address and minute: a token cannot be guessed at speed, and one
-/// address's failures never lock another out. Bounded: the oldest addresses are forgotten.
+/// Failed enrolments per key (an address and a token ID) and minute: a token's secret cannot be
+/// guessed at speed, and one key's failures never lock another out. Bounded: the oldest keys
+/// are forgotten.
 class EnrolmentLimiter {
  public:
   explicit EnrolmentLimiter(unsigned failures_per_minute) : limit_(failures_per_minute) {}

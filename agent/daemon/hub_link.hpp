@@ -25,7 +25,9 @@ struct HubLinkOptions {
   std::size_t max_tunnels = 16;
   std::chrono::milliseconds dial_timeout{std::chrono::seconds(10)};
   std::chrono::milliseconds min_backoff{std::chrono::milliseconds(250)};
-  std::chrono::milliseconds max_backoff{std::chrono::seconds(30)};
+  /// Low on purpose: agents must be back within seconds of a hub restart, and even 64 agents
+  /// dialing a dead hub every few seconds cost it nothing.
+  std::chrono::milliseconds max_backoff{std::chrono::seconds(3)};
   /// How often the link looks for a new enrolment, new certificate files and renewal time.
   std::chrono::milliseconds check_interval{std::chrono::seconds(1)};
   /// The certificate is renewed once less than this part of its lifetime is left.
