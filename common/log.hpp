@@ -9,8 +9,8 @@ namespace garm_edge {
 /// syslog priorities, so journald keeps the level of each line written with a `<N>` prefix.
 enum class Level { error = 3, warning = 4, notice = 5, info = 6, debug = 7 };
 
-/// Where a daemon's operational messages go (the agent's, the hub's). Callers pass text that is already free of
-/// secrets; values from guests or garm are passed through printable_excerpt first.
+/// Where a daemon's operational messages go (the agent's, the hub's). Callers pass text that is
+/// already free of secrets; values from guests or garm are passed through printable_excerpt first.
 class Logger {
  public:
   virtual ~Logger() = default;

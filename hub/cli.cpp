@@ -8,6 +8,7 @@
 #include "common/config_error.hpp"
 #include "common/durable_file.hpp"
 #include "common/log.hpp"
+#include "common/unix_time.hpp"
 #include "hub/hub_config.hpp"
 #include "hub/hub_server.hpp"
 #include "hub/hub_store.hpp"
@@ -43,12 +44,6 @@ commands:
                       another client certificate for a garm-provider-edge
   --version | --help
 )";
-
-std::int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 int init(int argc, char** argv) {
   const Options options(argc, argv, {"--state-dir", "--dns", "--ip", "--client"});
@@ -100,21 +95,24 @@ int token(int argc, char** argv) {
     }
     for (const auto& label : options.get_all("--label")) {
       if (label.empty() || label.size() > 64 ||
-          label.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+          label.find_first_not_of(
+              "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
               std::string::npos) {
         throw UsageError("a label is 1-64 of [A-Za-z0-9._-]");
       }
     }
-    const auto [record, secret] = store.create_token(
-        std::chrono::seconds(ttl), static_cast<unsigned>(uses), options.get_all("--label"), unix_now());
+    const auto [record, secret] =
+        store.create_token(std::chrono::seconds(ttl), static_cast<unsigned>(uses),
+                           options.get_all("--label"), unix_now());
     std::cout << wire::JoinToken{.hub_url = config.url,
                                  .ca_fingerprint = store.ca_fingerprint(),
                                  .id = record.id,
                                  .secret = secret}
                      .encode()
               << "\n";
-    std::cerr << "token " << record.id << ": " << uses << " use(s), valid " << ttl
-              << " s; on a new host: garm-edge-agent join TOKEN --config /etc/garm-edge/agent.toml\n";
+    std::cerr
+        << "token " << record.id << ": " << uses << " use(s), valid " << ttl
+        << " s; on a new host: garm-edge-agent join TOKEN --config /etc/garm-edge/agent.toml\n";
     return 0;
   }
   if (action == "list") {

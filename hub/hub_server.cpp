@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/text.hpp"
+#include "common/unix_time.hpp"
 #include "net/pki.hpp"
 #include "wire/join_token.hpp"
 
@@ -16,6 +17,7 @@ using net::HttpResponse;
 using nlohmann::json;
 
 constexpr std::chrono::milliseconds kWatchInterval{250};
+constexpr unsigned kFullCheckTicks = 8;
 constexpr std::size_t kMaxNames = 16;
 
 HttpResponse json_answer(int status, const json& body) {
@@ -24,12 +26,6 @@ HttpResponse json_answer(int status, const json& body) {
 
 HttpResponse error_answer(int status, const std::string& code, const std::string& message) {
   return json_answer(status, {{"code", code}, {"message", message}});
-}
-
-std::int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 std::string iso8601(std::chrono::system_clock::time_point at) {
@@ -52,7 +48,8 @@ std::vector<std::string> name_list(const json& body, const char* key) {
   }
   for (const auto& name : names) {
     if (name.empty() || name.size() > 253 ||
-        name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:") !=
+        name.find_first_not_of(
+            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:") !=
             std::string::npos) {
       throw Refused(std::string(key) + ": \"" + printable_excerpt(name) + "\" is not a name");
     }
@@ -63,7 +60,8 @@ std::vector<std::string> name_list(const json& body, const char* key) {
 /// The path relayed to an agent: plain segments only, so that the hub's reading of it (which
 /// controller it acts for) is the agent's. Returns the controller segment, "" for none.
 std::optional<std::string> controller_of(std::string_view path) {
-  if (path.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/") !=
+  if (path.find_first_not_of(
+          "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/") !=
           std::string_view::npos ||
       path.find("//") != std::string_view::npos || path.find("/./") != std::string_view::npos ||
       path.find("/../") != std::string_view::npos || path.ends_with("/..") ||
@@ -97,10 +95,9 @@ void EnrolmentLimiter::failed(const std::string& address,
   }
   ++window.failures;
   while (windows_.size() > kMaxAddresses) {
-    windows_.erase(std::min_element(windows_.begin(), windows_.end(), [](const auto& a,
-                                                                         const auto& b) {
-      return a.second.start < b.second.start;
-    }));
+    windows_.erase(std::min_element(
+        windows_.begin(), windows_.end(),
+        [](const auto& a, const auto& b) { return a.second.start < b.second.start; }));
   }
 }
 
@@ -147,24 +144,8 @@ HubServer::~HubServer() {
   stop();
 }
 
-namespace {
-
-std::map<std::string, std::set<std::string>> serials_of(const std::vector<AgentRecord>& agents) {
-  std::map<std::string, std::set<std::string>> serials;
-  for (const auto& agent : agents) {
-    auto& set = serials[agent.name];
-    for (const auto& certificate : agent.certificates) {
-      set.insert(certificate.serial);
-    }
-  }
-  return serials;
-}
-
-}  // namespace
-
 void HubServer::start() {
   agents_generation_ = store_.agents_generation();
-  known_serials_ = serials_of(store_.agents());
   agent_server_->start();
   provider_server_->start();
   tunnels_.start_heartbeats();
@@ -185,10 +166,8 @@ void HubServer::on_agent_request(HttpRequest request, const net::PeerIdentity& p
                                  const net::TlsServer::Respond& respond) {
   const auto route = request.method + " " + request.path;
   if (route == "GET /v1/ca") {
-    return respond({.status = 200,
-                    .content_type = "application/x-pem-file",
-                    .body = ca_pem_,
-                    .headers = {}});
+    return respond(
+        {.status = 200, .content_type = "application/x-pem-file", .body = ca_pem_, .headers = {}});
   }
   if (route == "GET /healthz") {
     return respond(json_answer(200, {{"status", "ok"}}));
@@ -218,8 +197,7 @@ HttpResponse HubServer::enrol(const HttpRequest& request, const net::PeerIdentit
   }
   // Counted per address and token: hosts behind one NAT share an address, and guesses at one
   // token must not lock them out of another.
-  const auto key =
-      peer.address + "|" + (wire::is_token_id(token_id) ? token_id : std::string("?"));
+  const auto key = peer.address + "|" + (wire::is_token_id(token_id) ? token_id : std::string("?"));
   if (!limiter_.allowed(key, now)) {
     return error_answer(429, "too_many_failures",
                         "too many failed enrolments with this token from this address: wait a "
@@ -250,9 +228,8 @@ HttpResponse HubServer::enrol(const HttpRequest& request, const net::PeerIdentit
 }
 
 std::optional<AgentRecord> HubServer::enrolled_agent(const net::PeerIdentity& peer) const {
-  if (peer.common_name.empty() ||
-      std::find(peer.uri_names.begin(), peer.uri_names.end(), agent_uri(peer.common_name)) ==
-          peer.uri_names.end()) {
+  if (peer.common_name.empty() || std::find(peer.uri_names.begin(), peer.uri_names.end(),
+                                            agent_uri(peer.common_name)) == peer.uri_names.end()) {
     return std::nullopt;
   }
   auto agent = store_.agent(peer.common_name);
@@ -302,9 +279,9 @@ HttpResponse HubServer::open_tunnel(const HttpRequest& request, const net::PeerI
     at = comma + 1;
   }
   auto answer = json_answer(200, {{"agent", agent->name}});
-  answer.take_over_tls = [this, name = agent->name,
+  answer.take_over_tls = [this, name = agent->name, serial = peer.serial,
                           hello = std::move(hello)](std::shared_ptr<net::TlsStream> stream) {
-    tunnels_.add(name, hello, std::move(stream));
+    tunnels_.add(name, serial, hello, std::move(stream));
   };
   return answer;
 }
@@ -319,9 +296,9 @@ void HubServer::on_provider_request(HttpRequest request, const net::PeerIdentity
                   [](const auto& uri) { return uri.starts_with(kAgentUriPrefix); });
   const auto* client = is_agent ? nullptr : config_.find_client(peer.common_name);
   if (client == nullptr) {
-    auto refused = error_answer(403, "forbidden",
-                                "client \"" + printable_excerpt(peer.common_name) +
-                                    "\" is not in the hub's [[clients]]");
+    auto refused = error_answer(
+        403, "forbidden",
+        "client \"" + printable_excerpt(peer.common_name) + "\" is not in the hub's [[clients]]");
     refused.close_connection = true;
     return respond(std::move(refused));
   }
@@ -414,24 +391,31 @@ void HubServer::watch_agents() {
     if (error) {
       return;
     }
-    if (const auto generation = store_.agents_generation(); generation != agents_generation_) {
+    // A change shows in the directory's change time; timestamps are coarse, so every few
+    // seconds the tunnels are checked whether or not it moved.
+    const auto generation = store_.agents_generation();
+    if (generation != agents_generation_ || ++ticks_since_check_ >= kFullCheckTicks) {
       agents_generation_ = generation;
-      auto current = serials_of(store_.agents());
-      for (const auto& [name, serials] : known_serials_) {
-        const auto now = current.find(name);
-        const bool lost_one = std::any_of(serials.begin(), serials.end(), [&](const auto& serial) {
-          return now == current.end() || !now->second.contains(serial);
-        });
-        if (lost_one) {
-          log_.info("agent " + name + (now == current.end() ? " was removed" : " changed certificates") +
-                    ": closing its tunnels");
-          tunnels_.drop(name);
-        }
-      }
-      known_serials_ = std::move(current);
+      ticks_since_check_ = 0;
+      drop_revoked_tunnels();
     }
     watch_agents();
   });
+}
+
+void HubServer::drop_revoked_tunnels() {
+  const auto now = unix_now();
+  for (const auto& [name, serials] : tunnels_.serials()) {
+    const auto agent = store_.agent(name);
+    const bool revoked = std::any_of(serials.begin(), serials.end(), [&](const auto& serial) {
+      return !agent || !agent->accepts(serial, now);
+    });
+    if (revoked) {
+      log_.info("agent " + name + (agent ? " changed certificates" : " was removed") +
+                ": closing its tunnels");
+      tunnels_.drop(name);
+    }
+  }
 }
 
 }  // namespace garm_edge::hub

@@ -2,9 +2,9 @@
 
 #include <chrono>
 #include <map>
-#include <set>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include <asio.hpp>
@@ -69,6 +69,9 @@ class HubServer {
   /// The enrolled agent `peer` is, by a certificate the hub issued and still accepts.
   std::optional<AgentRecord> enrolled_agent(const net::PeerIdentity& peer) const;
   void watch_agents();
+  /// Closes the tunnels of every agent whose tunnels show a certificate the store no longer
+  /// accepts (removed, or removed and enrolled again): it dials again, and is refused or not.
+  void drop_revoked_tunnels();
 
   asio::io_context& io_;
   HubConfig config_;
@@ -81,9 +84,7 @@ class HubServer {
   std::unique_ptr<net::TlsServer> provider_server_;
   asio::steady_timer watch_timer_;
   std::uint64_t agents_generation_ = 0;
-  /// The serials the hub accepted from each agent when it last looked: an agent whose serial
-  /// went away (removed, or removed and enrolled again) loses its tunnels.
-  std::map<std::string, std::set<std::string>> known_serials_;
+  unsigned ticks_since_check_ = 0;
 };
 
 }  // namespace garm_edge::hub

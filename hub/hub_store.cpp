@@ -119,7 +119,6 @@ std::string read_text(const fs::path& path) {
 
 }  // namespace
 
-
 std::string agent_uri(const std::string& name) {
   return std::string(kAgentUriPrefix) + name;
 }
@@ -167,13 +166,12 @@ std::pair<TokenRecord, std::string> HubStore::create_token(std::chrono::seconds 
   std::array<unsigned char, 8> id_bytes{};
   net::random_bytes(id_bytes);
   auto secret = net::random_token();
-  TokenRecord token{
-      .id = to_hex(id_bytes),
-      .secret_sha256 = net::sha256_hex(secret),
-      .created_at = now,
-      .expires_at = now + lifetime.count(),
-      .uses_left = uses,
-      .labels = std::move(labels)};
+  TokenRecord token{.id = to_hex(id_bytes),
+                    .secret_sha256 = net::sha256_hex(secret),
+                    .created_at = now,
+                    .expires_at = now + lifetime.count(),
+                    .uses_left = uses,
+                    .labels = std::move(labels)};
   const auto held = lock();
   write_atomically(directory_ / "tokens" / (token.id + ".json"), serialize(to_json(token)));
   return {token, secret};

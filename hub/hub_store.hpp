@@ -104,8 +104,8 @@ class HubStore {
   Enrolled enrol(const EnrolmentRequest& request, UnixSeconds now);
   /// A new certificate for an enrolled agent that showed its current one (`serial`). The old
   /// one stays accepted until it expires.
-  Enrolled renew(const std::string& name, const std::string& serial,
-                 const std::string& request_pem, UnixSeconds now);
+  Enrolled renew(const std::string& name, const std::string& serial, const std::string& request_pem,
+                 UnixSeconds now);
   /// Forgets the agent: none of its certificates is accepted from now on. False if unknown.
   bool remove(const std::string& name);
 

@@ -23,7 +23,7 @@ Tunnels::~Tunnels() {
   heartbeat_timer_.cancel();
 }
 
-void Tunnels::add(const std::string& name, AgentHello hello,
+void Tunnels::add(const std::string& name, const std::string& serial, AgentHello hello,
                   std::shared_ptr<net::TlsStream> stream) {
   auto channel = net::TlsChannel::open(std::move(stream), options_.max_response_bytes);
   {
@@ -40,6 +40,7 @@ void Tunnels::add(const std::string& name, AgentHello hello,
     link.last_seen = now;
     link.hello = std::move(hello);
     link.open.insert(channel);
+    link.serials[channel.get()] = serial;
   }
   channel->on_close([this, name, weak = std::weak_ptr(channel)] {
     if (auto closing = weak.lock()) {
@@ -49,8 +50,8 @@ void Tunnels::add(const std::string& name, AgentHello hello,
   release(name, std::move(channel));
 }
 
-void Tunnels::relay(const std::string& name, std::string request,
-                    std::chrono::milliseconds timeout, Done done) {
+void Tunnels::relay(const std::string& name, std::string request, std::chrono::milliseconds timeout,
+                    Done done) {
   std::unique_lock lock(mutex_);
   const auto found = links_.find(name);
   if (found == links_.end() || found->second.open.empty()) {
@@ -85,21 +86,20 @@ void Tunnels::relay(const std::string& name, std::string request,
 
 void Tunnels::run(const std::string& name, std::shared_ptr<net::TlsChannel> channel,
                   std::string request, std::chrono::milliseconds timeout, Done done) {
-  channel->exchange(
-      std::move(request), timeout,
-      [this, name, channel, done = std::move(done)](std::optional<net::ClientResponse> answer,
-                                                    std::string error) {
-        if (answer) {
-          {
-            std::lock_guard lock(mutex_);
-            if (const auto found = links_.find(name); found != links_.end()) {
-              found->second.last_seen = std::chrono::system_clock::now();
-            }
-          }
-          release(name, channel);
-        }
-        done(std::move(answer), std::move(error), true);
-      });
+  channel->exchange(std::move(request), timeout,
+                    [this, name, channel, done = std::move(done)](
+                        std::optional<net::ClientResponse> answer, std::string error) {
+                      if (answer) {
+                        {
+                          std::lock_guard lock(mutex_);
+                          if (const auto found = links_.find(name); found != links_.end()) {
+                            found->second.last_seen = std::chrono::system_clock::now();
+                          }
+                        }
+                        release(name, channel);
+                      }
+                      done(std::move(answer), std::move(error), true);
+                    });
 }
 
 void Tunnels::release(const std::string& name, std::shared_ptr<net::TlsChannel> channel) {
@@ -129,6 +129,7 @@ void Tunnels::closed(const std::string& name, const std::shared_ptr<net::TlsChan
   }
   auto& link = found->second;
   link.open.erase(channel);
+  link.serials.erase(channel.get());
   std::erase_if(link.idle, [&](const Idle& idle) { return idle.channel == channel; });
   if (link.open.empty()) {
     link.connected_since.reset();
@@ -225,6 +226,17 @@ std::optional<AgentPresence> Tunnels::presence(const std::string& name) const {
   std::lock_guard lock(mutex_);
   const auto found = links_.find(name);
   return found == links_.end() ? std::nullopt : std::optional(describe(name, found->second));
+}
+
+std::map<std::string, std::set<std::string>> Tunnels::serials() const {
+  std::lock_guard lock(mutex_);
+  std::map<std::string, std::set<std::string>> all;
+  for (const auto& [name, link] : links_) {
+    for (const auto& [channel, serial] : link.serials) {
+      all[name].insert(serial);
+    }
+  }
+  return all;
 }
 
 std::size_t Tunnels::tunnel_count() const {

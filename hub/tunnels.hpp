@@ -55,16 +55,19 @@ struct TunnelOptions {
 class Tunnels {
  public:
   /// The answer, or why there is none and whether the request may have reached the agent.
-  using Done = std::function<void(std::optional<net::ClientResponse> answer, std::string error,
-                                  bool sent)>;
+  using Done =
+      std::function<void(std::optional<net::ClientResponse> answer, std::string error, bool sent)>;
 
   Tunnels(asio::io_context& io, TunnelOptions options);
   ~Tunnels();
   Tunnels(const Tunnels&) = delete;
   Tunnels& operator=(const Tunnels&) = delete;
 
-  /// A tunnel agent `name` opened.
-  void add(const std::string& name, AgentHello hello, std::shared_ptr<net::TlsStream> stream);
+  /// A tunnel agent `name` opened, showing the certificate with `serial`.
+  void add(const std::string& name, const std::string& serial, AgentHello hello,
+           std::shared_ptr<net::TlsStream> stream);
+  /// The serials of the certificates each agent's open tunnels showed.
+  std::map<std::string, std::set<std::string>> serials() const;
   /// Sends `request` (a whole HTTP/1.1 request) to agent `name`; `done` runs once with its
   /// answer or why there is none. `timeout` covers the wait for a tunnel and the exchange.
   void relay(const std::string& name, std::string request, std::chrono::milliseconds timeout,
@@ -92,6 +95,7 @@ class Tunnels {
   };
   struct Link {
     std::set<std::shared_ptr<net::TlsChannel>> open;
+    std::map<const net::TlsChannel*, std::string> serials;
     std::deque<Idle> idle;
     std::deque<Waiter> waiting;
     std::optional<std::chrono::system_clock::time_point> last_seen;

@@ -51,9 +51,9 @@ KeyAndRequest pki_make_request(const std::string& common_name);
 /// What a certificate signed from a request says; the request contributes only its key.
 struct LeafProfile {
   std::string common_name;
-  std::vector<std::string> dns_names;
-  std::vector<std::string> ip_addresses;
-  std::vector<std::string> uri_names;
+  std::vector<std::string> dns_names = {};
+  std::vector<std::string> ip_addresses = {};
+  std::vector<std::string> uri_names = {};
   bool server_auth = false;
   bool client_auth = false;
   int validity_days = 90;

@@ -91,10 +91,9 @@ void TlsChannel::close() {
 
 void TlsChannel::write() {
   while (written_ < outgoing_.size()) {
-    const int rc =
-        mbedtls_ssl_write(ssl_.get(), reinterpret_cast<const unsigned char*>(outgoing_.data()) +
-                                          written_,
-                          outgoing_.size() - written_);
+    const int rc = mbedtls_ssl_write(
+        ssl_.get(), reinterpret_cast<const unsigned char*>(outgoing_.data()) + written_,
+        outgoing_.size() - written_);
     if (wants_io(rc)) {
       return wait_for(rc, [](TlsChannel& self) { self.write(); });
     }
@@ -122,7 +121,8 @@ void TlsChannel::read() {
       if (parser_->feed({reinterpret_cast<const char*>(buffer.data()),
                          static_cast<std::size_t>(rc)}) == HttpResponseParser::Result::complete) {
         auto answer = parser_->take();
-        const bool closing = answer.header("connection") == std::optional<std::string_view>("close");
+        const bool closing =
+            answer.header("connection") == std::optional<std::string_view>("close");
         finish(std::move(answer), "");
         if (closing) {
           shut("the peer ended the tunnel after its answer");

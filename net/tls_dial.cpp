@@ -84,12 +84,11 @@ TurnedAround dial_and_turn_around(const HttpsTarget& target, std::shared_ptr<con
     result.body = answer.substr(head_end + 4, length);
     if (result.status == 200) {
       const int fd = socket.get();
-      auto stream = std::make_shared<TlsStream>(TlsStream{
-          .socket = asio::ip::tcp::socket(executor),
-          .ssl = ssl.release(),
-          .tls = std::move(tls),
-          .peer = {},
-          .early_bytes = answer.substr(body_end)});
+      auto stream = std::make_shared<TlsStream>(TlsStream{.socket = asio::ip::tcp::socket(executor),
+                                                          .ssl = ssl.release(),
+                                                          .tls = std::move(tls),
+                                                          .peer = {},
+                                                          .early_bytes = answer.substr(body_end)});
       stream->peer = identity_of(mbedtls_ssl_get_peer_cert(stream->ssl.get()));
       stream->socket.assign(protocol_of(fd), socket.release());
       result.stream = std::move(stream);

@@ -521,9 +521,9 @@ TlsServerEvictions TlsServer::evictions() const {
 
 void TlsServer::adopt(std::shared_ptr<TlsStream> stream, Handler handler,
                       std::function<void()> on_closed) {
-  auto connection = std::make_shared<Connection>(
-      std::move(stream->socket), stream->tls, options_, std::move(handler), open_, generation_,
-      shares_, [current = tls_] { return current->get(); });
+  auto connection = std::make_shared<Connection>(std::move(stream->socket), stream->tls, options_,
+                                                 std::move(handler), open_, generation_, shares_,
+                                                 [current = tls_] { return current->get(); });
   connection->start_adopted(*stream, std::move(on_closed));
 }
 

@@ -46,9 +46,9 @@ std::string fetch_agents(const HubEndpoint& hub, TlsConfigCache& tls,
   try {
     net::HttpsClientOptions options;
     options.deadline = deadline;
-    const auto response = net::HttpsClient(net::parse_https_url(hub.url), tls.get(as_endpoint),
-                                           options)
-                              .request("GET", "/v1/agents");
+    const auto response =
+        net::HttpsClient(net::parse_https_url(hub.url), tls.get(as_endpoint), options)
+            .request("GET", "/v1/agents");
     if (response.status != 200) {
       throw HubError("HTTP " + std::to_string(response.status) + ": " +
                      printable_excerpt(response.body, 512));
@@ -78,9 +78,8 @@ ProviderConfig with_hub_agents(ProviderConfig config, TlsConfigCache& tls,
                                std::chrono::steady_clock::time_point deadline) {
   std::vector<std::future<std::string>> answers;
   for (const auto& hub : config.hubs) {
-    answers.push_back(std::async(std::launch::async, [&hub, &tls, deadline] {
-      return fetch_agents(hub, tls, deadline);
-    }));
+    answers.push_back(std::async(
+        std::launch::async, [&hub, &tls, deadline] { return fetch_agents(hub, tls, deadline); }));
   }
   for (std::size_t i = 0; i < config.hubs.size(); ++i) {
     for (auto& agent : hub_agents_from_json(config.hubs[i], answers[i].get())) {

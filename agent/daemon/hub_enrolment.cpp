@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/durable_file.hpp"
+#include "common/unix_time.hpp"
 #include "net/https_client.hpp"
 #include "net/pki.hpp"
 #include "wire/join_token.hpp"
@@ -28,12 +29,6 @@ std::string refusal(const net::HttpsResponse& response) {
     return body["message"].get<std::string>();
   }
   return "HTTP " + std::to_string(response.status);
-}
-
-std::int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 /// The certificate and its key in one file, replaced in one rename: a reader (a dial while a
@@ -105,17 +100,18 @@ HubEnrolment join_hub(const JoinOptions& options) {
                     ": not the hub that made the token, or someone in between");
   }
   auto credentials = net::pki_make_request(options.name);
-  const json body = {{"token_id", token->id},     {"secret", token->secret},
-                     {"name", options.name},      {"request", credentials.request_pem},
+  const json body = {{"token_id", token->id},          {"secret", token->secret},
+                     {"name", options.name},           {"request", credentials.request_pem},
                      {"dns_names", options.dns_names}, {"ip_addresses", options.ip_addresses}};
-  const auto answer = net::HttpsClient(target, net::TlsConfig::client_trusting(ca.body, {}),
-                                       client_options)
-                          .request("POST", "/v1/enrol", body.dump());
+  const auto answer =
+      net::HttpsClient(target, net::TlsConfig::client_trusting(ca.body, {}), client_options)
+          .request("POST", "/v1/enrol", body.dump());
   if (answer.status != 200) {
     throw JoinError("the hub refused the enrolment: " + refusal(answer));
   }
   const auto issued = json::parse(answer.body, nullptr, false);
-  if (!issued.is_object() || !issued.contains("certificate") || !issued["certificate"].is_string()) {
+  if (!issued.is_object() || !issued.contains("certificate") ||
+      !issued["certificate"].is_string()) {
     throw JoinError("the hub's answer holds no certificate");
   }
   HubEnrolment enrolment{.directory = hub_directory(options.state_dir),
@@ -127,14 +123,13 @@ HubEnrolment join_hub(const JoinOptions& options) {
   write_atomically(enrolment.ca(), ca.body);
   install_credentials(enrolment, credentials.key_pem, issued["certificate"].get<std::string>());
   // hub.json last: until it exists, nothing counts as enrolled.
-  write_atomically(enrolment.directory / "hub.json",
-                   json({{"hub_url", enrolment.hub_url},
-                         {"name", enrolment.name},
-                         {"labels", enrolment.labels},
-                         {"ca_fingerprint", fingerprint},
-                         {"enrolled_at", unix_now()}})
-                           .dump(2) +
-                       "\n");
+  write_atomically(enrolment.directory / "hub.json", json({{"hub_url", enrolment.hub_url},
+                                                           {"name", enrolment.name},
+                                                           {"labels", enrolment.labels},
+                                                           {"ca_fingerprint", fingerprint},
+                                                           {"enrolled_at", unix_now()}})
+                                                             .dump(2) +
+                                                         "\n");
   return enrolment;
 }
 
@@ -151,7 +146,8 @@ void renew_certificate(const HubEnrolment& enrolment, std::chrono::milliseconds 
     throw JoinError("the hub refused the renewal: " + refusal(answer));
   }
   const auto issued = json::parse(answer.body, nullptr, false);
-  if (!issued.is_object() || !issued.contains("certificate") || !issued["certificate"].is_string()) {
+  if (!issued.is_object() || !issued.contains("certificate") ||
+      !issued["certificate"].is_string()) {
     throw JoinError("the hub's answer holds no certificate");
   }
   install_credentials(enrolment, credentials.key_pem, issued["certificate"].get<std::string>());

@@ -43,9 +43,9 @@ std::optional<HubEnrolment> load_hub_enrolment(const std::filesystem::path& stat
 struct JoinOptions {
   std::string token;  // as `garm-edge-hub token create` printed it
   std::filesystem::path state_dir;
-  std::string name;  // the agent's ID
-  std::vector<std::string> dns_names;  // when garm also reaches this agent directly
-  std::vector<std::string> ip_addresses;
+  std::string name;                         // the agent's ID
+  std::vector<std::string> dns_names = {};  // when garm also reaches this agent directly
+  std::vector<std::string> ip_addresses = {};
   std::chrono::milliseconds timeout{std::chrono::seconds(30)};
 };
 

@@ -4,17 +4,12 @@
 #include <random>
 
 #include "common/text.hpp"
+#include "common/unix_time.hpp"
 #include "net/tls_dial.hpp"
 #include "wire/join_token.hpp"
 
 namespace garm_edge::agent {
 namespace {
-
-std::int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 std::string join(const std::vector<std::string>& items) {
   std::string joined;
@@ -162,10 +157,9 @@ void HubLink::renew_if_due() {
 
 bool HubLink::dial_one() {
   const auto target = net::parse_https_url(enrolment_->hub_url);
-  const std::string request = "POST /v1/tunnel HTTP/1.1\r\nHost: " + target.host +
-                              "\r\nX-Garm-Edge-Version: " + version_ +
-                              "\r\nX-Garm-Edge-Features: " + join(features_) +
-                              "\r\nContent-Length: 0\r\n\r\n";
+  const std::string request =
+      "POST /v1/tunnel HTTP/1.1\r\nHost: " + target.host + "\r\nX-Garm-Edge-Version: " + version_ +
+      "\r\nX-Garm-Edge-Features: " + join(features_) + "\r\nContent-Length: 0\r\n\r\n";
   try {
     auto turned = net::dial_and_turn_around(
         target, tls_, request, std::chrono::steady_clock::now() + options_.dial_timeout,
@@ -178,7 +172,8 @@ bool HubLink::dial_one() {
     const auto& uris = turned.stream->peer.uri_names;
     if (std::any_of(uris.begin(), uris.end(),
                     [](const auto& uri) { return uri.starts_with(wire::kAgentUriPrefix); })) {
-      note_error("the peer at " + enrolment_->hub_url + " shows an agent's certificate, not the hub's");
+      note_error("the peer at " + enrolment_->hub_url +
+                 " shows an agent's certificate, not the hub's");
       return false;
     }
     {

@@ -45,13 +45,27 @@ TEST_CASE("provider config: agents, timeouts and the session directory", "[confi
   CHECK(parse_provider_config(kAgent, "p").session_dir.empty());
 }
 
+TEST_CASE("provider config: hubs alone make a fleet, and each is named once",
+          "[config][provider]") {
+  const std::string hub =
+      "[[hubs]]\nname = \"lab\"\nurl = \"https://hub.lab:8445\"\n"
+      "ca = \"/h/ca.crt\"\ncertificate = \"/h/garm.crt\"\nkey = \"/h/garm.key\"\n";
+  const auto config = parse_provider_config(hub, "p");
+  REQUIRE(config.hubs.size() == 1);
+  CHECK(config.agents.empty());
+  CHECK(config.hubs[0].url == "https://hub.lab:8445");
+  CHECK(config.hubs[0].weight == 100);
+  CHECK_THAT(error_for(hub + hub), Catch::Contains("[[hubs]] #2") && Catch::Contains("unique"));
+  CHECK_THAT(error_for(hub + "secret = 1\n"), Catch::Contains("unknown key \"secret\""));
+}
+
 TEST_CASE("provider config: every mistake names file, line and key, as the agent's does",
           "[config][provider]") {
   CHECK_THAT(error_for("sesion_dir = \"/x\"\n" + kAgent),
              Catch::Contains("provider.toml:1:14: top level: unknown key \"sesion_dir\""));
   CHECK_THAT(error_for(kAgent + "oops = 1\n"), Catch::Contains("unknown key \"oops\""));
   CHECK_THAT(error_for("session_dir = \"/x\"\n"),
-             Catch::Contains("at least one [[agents]] entry is required"));
+             Catch::Contains("at least one [[agents]] or [[hubs]] entry is required"));
   CHECK_THAT(error_for(kAgent + kAgent),
              Catch::Contains("[[agents]] #2") && Catch::Contains("name must be unique"));
   auto relative = kAgent;

@@ -1,0 +1,292 @@
+// The hub and an agent's link to it, in one process on loopback: enrolment by token, tunnels
+// dialed by the agent and turned around, requests relayed with the caller's identity, more
+// tunnels under load, removal, and a hub restart. (The NAT, the real agent and the provider
+// are in tests/hub/run_hub_tier.py.)
+
+#include <atomic>
+#include <thread>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "agent/daemon/hub_enrolment.hpp"
+#include "agent/daemon/hub_link.hpp"
+#include "common/temp_dir.hpp"
+#include "hub/hub_server.hpp"
+#include "net/https_client.hpp"
+#include "wire/join_token.hpp"
+
+using namespace garm_edge;
+using nlohmann::json;
+
+namespace {
+
+class QuietLog final : public Logger {
+ public:
+  void log(Level, std::string_view message) override {
+    std::lock_guard lock(mutex_);
+    lines_.emplace_back(message);
+  }
+  std::string text() {
+    std::lock_guard lock(mutex_);
+    std::string all;
+    for (const auto& line : lines_) {
+      all += line + "\n";
+    }
+    return all;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::string> lines_;
+};
+
+/// An event loop on two threads, stopped and joined before anything it runs is destroyed.
+class Loop {
+ public:
+  Loop() {
+    for (auto& thread : threads_) {
+      thread = std::thread([this] { io.run(); });
+    }
+  }
+  ~Loop() { stop(); }
+  Loop(const Loop&) = delete;
+  Loop& operator=(const Loop&) = delete;
+  void stop() {
+    io.stop();
+    for (auto& thread : threads_) {
+      if (thread.joinable()) {
+        thread.join();
+      }
+    }
+  }
+  asio::io_context io;
+
+ private:
+  asio::executor_work_guard<asio::io_context::executor_type> work_ = asio::make_work_guard(io);
+  std::array<std::thread, 2> threads_;
+};
+
+struct RunningHub {
+  RunningHub(const std::filesystem::path& state, std::uint16_t agent_port, QuietLog& log) {
+    hub::HubConfig config;
+    config.state_dir = state;
+    config.url = "https://127.0.0.1";
+    config.agents.address = "127.0.0.1";
+    config.agents.port = agent_port;
+    config.providers.address = "127.0.0.1";
+    config.providers.port = 0;
+    config.clients = {
+        {.identity = "garm", .controllers = {"9dcf590a-1192-4a9c-b3e4-e0902974c2c0"}}};
+    config.tunnels.heartbeat_interval = std::chrono::milliseconds(300);
+    server = std::make_unique<hub::HubServer>(loop.io, config, log);
+    server->start();
+  }
+  ~RunningHub() {
+    server->stop();
+    loop.stop();
+  }
+  RunningHub(const RunningHub&) = delete;
+  RunningHub& operator=(const RunningHub&) = delete;
+  Loop loop;
+  std::unique_ptr<hub::HubServer> server;
+};
+
+/// An agent's side: its link and a handler that answers with what it was asked and by whom.
+struct LinkedAgent {
+  LinkedAgent(const std::filesystem::path& state, std::chrono::milliseconds handler_delay,
+              QuietLog& log)
+      : tunnels(loop.io, tunnel_options(), nullptr, net::TlsServer::Handler{}) {
+    link = std::make_unique<agent::HubLink>(
+        state, tunnels,
+        [this, handler_delay](net::HttpRequest request, const net::PeerIdentity&,
+                              net::TlsServer::Respond respond) {
+          const auto caller = agent::caller_through_hub(request);
+          std::thread([this, request, caller, handler_delay, respond = std::move(respond)] {
+            std::this_thread::sleep_for(handler_delay);
+            ++served;
+            respond({.status = 200,
+                     .content_type = "application/json",
+                     .body = json({{"target", request.target},
+                                   {"caller", caller.common_name},
+                                   {"through_hub", caller.uri_names}})
+                                 .dump(),
+                     .headers = {}});
+          }).detach();
+        },
+        "9.9.9", std::vector<std::string>{"hub-tunnel"}, log,
+        agent::HubLinkOptions{.idle_tunnels = 2,
+                              .max_tunnels = 8,
+                              .dial_timeout = std::chrono::seconds(5),
+                              .min_backoff = std::chrono::milliseconds(50),
+                              .max_backoff = std::chrono::milliseconds(300),
+                              .check_interval = std::chrono::milliseconds(100),
+                              .renew_when_left = 0.0});
+    link->start();
+  }
+  ~LinkedAgent() {
+    link->stop();
+    loop.stop();
+  }
+  LinkedAgent(const LinkedAgent&) = delete;
+  LinkedAgent& operator=(const LinkedAgent&) = delete;
+  static net::TlsServerOptions tunnel_options() {
+    net::TlsServerOptions options;
+    options.idle_timeout = std::chrono::seconds(5);
+    return options;
+  }
+  Loop loop;
+  net::TlsServer tunnels;
+  std::unique_ptr<agent::HubLink> link;
+  std::atomic<int> served{0};
+};
+
+net::HttpsResponse call_hub(const std::filesystem::path& pki, std::uint16_t port,
+                            const std::string& path, const std::string& client = "clients/garm") {
+  net::HttpsClient client_of_hub(
+      {.host = "localhost", .port = port},
+      net::TlsConfig::load(net::TlsConfig::Role::client, {.ca = pki / "ca.crt",
+                                                          .crl = "",
+                                                          .certificate = pki / (client + ".crt"),
+                                                          .key = pki / (client + ".key")}),
+      {});
+  return client_of_hub.request("GET", path);
+}
+
+std::size_t tunnels_of(hub::HubServer& server, const std::string& name) {
+  const auto presence = server.tunnels().presence(name);
+  return presence ? presence->tunnels : 0;
+}
+
+}  // namespace
+
+TEST_CASE("an agent joins a hub, dials its tunnels and answers relayed requests", "[hub]") {
+  TempDir dir;
+  const auto hub_state = dir.path() / "hub";
+  hub::HubStore::init(
+      hub_state,
+      {.dns_names = {"localhost"}, .ip_addresses = {"127.0.0.1"}, .client_name = "garm"});
+  QuietLog log;
+  auto running = std::make_unique<RunningHub>(hub_state, 0, log);
+  const auto agent_port = running->server->agent_port();
+  const auto provider_port = running->server->provider_port();
+  hub::HubStore store(hub_state);
+  const auto [record, secret] = store.create_token(std::chrono::hours(1), 1, {"lab"}, 0x7fffffff);
+  const auto agent_state = dir.path() / "agent";
+  const auto token = wire::JoinToken{.hub_url = "https://127.0.0.1:" + std::to_string(agent_port),
+                                     .ca_fingerprint = store.ca_fingerprint(),
+                                     .id = record.id,
+                                     .secret = secret}
+                         .encode();
+  agent::join_hub({.token = token, .state_dir = agent_state, .name = "lab-board-7"});
+  LinkedAgent agent(agent_state, std::chrono::milliseconds(0), log);
+
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (tunnels_of(*running->server, "lab-board-7") < 2 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(tunnels_of(*running->server, "lab-board-7") == 2);  // the idle ones it keeps
+
+  SECTION("a relayed request reaches the agent with its caller, and its answer comes back") {
+    const auto answer =
+        call_hub(hub_state / "pki", provider_port, "/v1/agents/lab-board-7/relay/v1/capacity?x=1");
+    REQUIRE(answer.status == 200);
+    const auto body = json::parse(answer.body);
+    CHECK(body["target"] == "/v1/capacity?x=1");
+    CHECK(body["caller"] == "garm");
+    CHECK(body["through_hub"] == json::array({"urn:garm-edge:through-hub"}));
+    const auto listed = json::parse(call_hub(hub_state / "pki", provider_port, "/v1/agents").body);
+    CHECK(listed["agents"][0]["name"] == "lab-board-7");
+    CHECK(listed["agents"][0]["connected"] == true);
+    CHECK(listed["agents"][0]["version"] == "9.9.9");
+    CHECK(listed["agents"][0]["labels"] == json::array({"lab"}));
+  }
+
+  SECTION("the hub checks the caller's controllers and relays plain paths only") {
+    const auto other = call_hub(hub_state / "pki", provider_port,
+                                "/v1/agents/lab-board-7/relay/v1/controllers/"
+                                "00000000-0000-4000-8000-000000000000/instances");
+    CHECK(other.status == 403);
+    const auto encoded = call_hub(hub_state / "pki", provider_port,
+                                  "/v1/agents/lab-board-7/relay/v1/%63ontrollers/x");
+    CHECK(encoded.status == 400);
+    const auto dotted = call_hub(hub_state / "pki", provider_port,
+                                 "/v1/agents/lab-board-7/relay/v1/../v1/capacity");
+    CHECK(dotted.status == 400);
+    CHECK(agent.served == 0);
+    const auto unknown = call_hub(hub_state / "pki", provider_port, "/v1/agents/nobody/relay/v1/x");
+    CHECK(unknown.status == 502);
+    CHECK_THAT(unknown.body, Catch::Contains("agent_not_connected"));
+  }
+
+  SECTION("an agent's certificate is no client of the hub, and a client's opens no tunnel") {
+    const auto as_agent = [&] {
+      net::HttpsClient client({.host = "localhost", .port = provider_port},
+                              net::TlsConfig::load(net::TlsConfig::Role::client,
+                                                   {.ca = agent_state / "hub/ca.crt",
+                                                    .crl = "",
+                                                    .certificate = agent_state / "hub/agent.pem",
+                                                    .key = agent_state / "hub/agent.pem"}),
+                              {});
+      return client.request("GET", "/v1/agents");
+    }();
+    CHECK(as_agent.status == 403);
+    net::HttpsClient as_client(
+        {.host = "127.0.0.1", .port = agent_port},
+        net::TlsConfig::load(net::TlsConfig::Role::client,
+                             {.ca = hub_state / "pki/ca.crt",
+                              .crl = "",
+                              .certificate = hub_state / "pki/clients/garm.crt",
+                              .key = hub_state / "pki/clients/garm.key"}),
+        {});
+    CHECK(as_client.request("POST", "/v1/tunnel").status == 403);
+  }
+
+  SECTION("requests beyond the idle tunnels make the agent dial more; all are answered") {
+    std::vector<std::thread> callers;
+    std::atomic<int> answered{0};
+    for (int i = 0; i < 12; ++i) {
+      callers.emplace_back([&] {
+        if (call_hub(hub_state / "pki", provider_port, "/v1/agents/lab-board-7/relay/v1/capacity")
+                .status == 200) {
+          ++answered;
+        }
+      });
+    }
+    for (auto& caller : callers) {
+      caller.join();
+    }
+    CHECK(answered == 12);
+    CHECK(tunnels_of(*running->server, "lab-board-7") >= 2);
+    CHECK(tunnels_of(*running->server, "lab-board-7") <= 8);
+  }
+
+  SECTION("a removed agent loses its tunnels within a second and cannot dial again") {
+    const auto removed_at = std::chrono::steady_clock::now();
+    REQUIRE(store.remove("lab-board-7"));
+    while (tunnels_of(*running->server, "lab-board-7") > 0 &&
+           std::chrono::steady_clock::now() - removed_at < std::chrono::seconds(3)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    INFO(log.text());
+    CHECK(std::chrono::steady_clock::now() - removed_at < std::chrono::seconds(1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    CHECK(tunnels_of(*running->server, "lab-board-7") == 0);
+    CHECK_THAT(agent.link->status().last_error, Catch::Contains("refused a tunnel"));
+  }
+
+  SECTION("after a hub restart the agent is back in well under five seconds") {
+    running.reset();
+    running = std::make_unique<RunningHub>(hub_state, agent_port, log);
+    const auto restarted = std::chrono::steady_clock::now();
+    while (tunnels_of(*running->server, "lab-board-7") == 0 &&
+           std::chrono::steady_clock::now() - restarted < std::chrono::seconds(10)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    CHECK(std::chrono::steady_clock::now() - restarted < std::chrono::seconds(5));
+    CHECK(call_hub(hub_state / "pki", running->server->provider_port(),
+                   "/v1/agents/lab-board-7/relay/v1/capacity")
+              .status == 200);
+  }
+}
