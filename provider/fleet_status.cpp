@@ -60,26 +60,52 @@ std::string images_text(const wire::AgentCapacity& capacity) {
   return joined(images, ",");
 }
 
+/// What the hub said of an agent it could not reach: "not connected (last seen ...): ".
+std::string hub_text(const AgentEndpoint& agent) {
+  if (!agent.via_hub || agent.via_hub->connected) {
+    return "";
+  }
+  return "not connected to hub " + agent.hub + " (last seen " +
+         (agent.via_hub->last_seen.empty() ? std::string("never since the hub started")
+                                           : printable_excerpt(agent.via_hub->last_seen)) +
+         "): ";
+}
+
+nlohmann::ordered_json hub_json(const AgentEndpoint& agent) {
+  const auto& view = *agent.via_hub;
+  nlohmann::ordered_json hub = {{"name", agent.hub},
+                                {"connected", view.connected},
+                                {"tunnels", view.tunnels},
+                                {"version", view.version},
+                                {"features", view.features}};
+  if (!view.last_seen.empty()) {
+    hub["last_seen"] = view.last_seen;
+  }
+  return hub;
+}
+
 std::string table(const ProviderConfig& config, const std::vector<Fleet::CapacityProbe>& probes) {
   std::ostringstream out;
-  out << std::left << std::setw(16) << "AGENT" << std::setw(10) << "STATE" << std::setw(9)
-      << "VERSION" << std::setw(9) << "ARCH" << std::setw(18) << "HOST CPU/MiB" << std::setw(12)
-      << "VCPU FREE" << std::setw(20) << "MEMORY FREE (MiB)" << std::setw(24) << "INSTANCES"
-      << std::setw(22) << "WARM"
+  out << std::left << std::setw(16) << "AGENT" << std::setw(12) << "VIA" << std::setw(10) << "STATE"
+      << std::setw(9) << "VERSION" << std::setw(9) << "ARCH" << std::setw(18) << "HOST CPU/MiB"
+      << std::setw(12) << "VCPU FREE" << std::setw(20) << "MEMORY FREE (MiB)" << std::setw(24)
+      << "INSTANCES" << std::setw(22) << "WARM"
       << "IMAGES\n";
   for (std::size_t i = 0; i < probes.size(); ++i) {
-    const auto& name = config.agents[i].name;
+    const auto& agent = config.agents[i];
     const auto& probe = probes[i];
+    out << std::setw(16) << agent.name << std::setw(12)
+        << (agent.hub.empty() ? std::string("direct") : "hub " + agent.hub);
     if (!probe.capacity) {
-      out << std::setw(16) << name << "error     " << printable_excerpt(probe.error, 400) << "\n";
+      out << "error     " << printable_excerpt(hub_text(agent) + probe.error, 400) << "\n";
       continue;
     }
     const auto& c = *probe.capacity;
-    out << std::setw(16) << name << std::setw(10) << (c.draining ? "draining" : "ok")
-        << std::setw(9) << printable_excerpt(c.version, 8) << std::setw(9)
-        << printable_excerpt(c.machine, 8) << std::setw(18)
-        << (std::to_string(c.cpus) + "/" + std::to_string(c.memory_mib)) << std::setw(12)
-        << (std::to_string(c.free.vcpus) + "/" + std::to_string(c.limit.vcpus)) << std::setw(20)
+    out << std::setw(10) << (c.draining ? "draining" : "ok") << std::setw(9)
+        << printable_excerpt(c.version, 8) << std::setw(9) << printable_excerpt(c.machine, 8)
+        << std::setw(18) << (std::to_string(c.cpus) + "/" + std::to_string(c.memory_mib))
+        << std::setw(12) << (std::to_string(c.free.vcpus) + "/" + std::to_string(c.limit.vcpus))
+        << std::setw(20)
         << (std::to_string(c.free.memory_mib) + "/" + std::to_string(c.limit.memory_mib))
         << std::setw(24) << states_text(c) << std::setw(22) << warm_text(c)
         << printable_excerpt(images_text(c), 400) << "\n";
@@ -152,6 +178,9 @@ std::string json_report(const ProviderConfig& config,
     nlohmann::ordered_json row = {{"name", config.agents[i].name},
                                   {"url", config.agents[i].url},
                                   {"reachable", probes[i].capacity.has_value()}};
+    if (config.agents[i].via_hub) {
+      row["hub"] = hub_json(config.agents[i]);
+    }
     if (probes[i].capacity) {
       row["capacity"] = wire::to_json(*probes[i].capacity);
     } else {

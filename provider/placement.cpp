@@ -140,7 +140,10 @@ PlacementPlan plan_placement(const PlacementRequest& request,
     } else {
       plan.order.push_back(i);
     }
-    if (input.capacity && input.capacity->warm_ready(request.image, request.flavor) > 0 &&
+    // Binding a warm guest is offered by every agent that shows warm guests, unless its
+    // features say otherwise (version skew: only what an agent offers is used).
+    if (input.capacity && input.capacity->offers("warm-bind", true) &&
+        input.capacity->warm_ready(request.image, request.flavor) > 0 &&
         !unfit_reason(request, *input.agent, *input.capacity, false)) {
       plan.warm_first.push_back(i);
     }

@@ -34,6 +34,7 @@ declare -A allowed=(
   [agent/api]="agent/instances agent/base hypervisor wire net common"
   [agent/daemon]="agent/api agent/guests agent/runner_archives agent/instances agent/base hypervisor userdata wire net common"
   [provider]="wire net common"
+  [hub]="wire net common"
 )
 layering_ok=1
 for folder in "${!allowed[@]}"; do

@@ -98,6 +98,13 @@ const FlavorOffer* AgentCapacity::find_flavor(std::string_view name) const {
   return find_named(flavors, name);
 }
 
+bool AgentCapacity::offers(std::string_view feature, bool baseline) const {
+  if (features.empty()) {
+    return baseline;
+  }
+  return std::find(features.begin(), features.end(), feature) != features.end();
+}
+
 std::uint64_t AgentCapacity::warm_ready(std::string_view image, std::string_view flavor) const {
   std::uint64_t ready = 0;
   for (const auto& offer : warm) {
@@ -157,7 +164,8 @@ ordered_json to_json(const AgentCapacity& capacity) {
           {"instances_by_state", by_state},
           {"images", to_json(capacity.images)},
           {"flavors", to_json(capacity.flavors)},
-          {"warm", warm}};
+          {"warm", warm},
+          {"features", capacity.features}};
 }
 
 ordered_json to_json(const PlacementAnswer& answer) {
@@ -220,6 +228,7 @@ AgentCapacity agent_capacity_from_json(const nlohmann::json& document, const std
                      .ready = item.unsigned_integer("ready"),
                      .warming = item.unsigned_integer("warming")};
   });
+  capacity.features = in.string_list("features").value_or(std::vector<std::string>{});
   return capacity;
 }
 

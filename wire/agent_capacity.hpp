@@ -60,6 +60,12 @@ struct AddressAmount {
   bool operator==(const AddressAmount&) const = default;
 };
 
+/// The additions to the agent API since its baseline that this build's agent offers. A provider
+/// uses an addition only with agents that list it; an agent that lists nothing is older than
+/// the list and offers the baseline (which includes binding warm guests: "warm-bind").
+inline const std::vector<std::string> kAgentFeatures = {"warm-bind", "hub-tunnel",
+                                                        "capacity-features"};
+
 /// What an agent tells placement and the fleet view in one answer (`GET /v1/capacity`).
 struct AgentCapacity {
   std::string agent_id;
@@ -77,11 +83,17 @@ struct AgentCapacity {
   std::vector<ImageOffer> images;
   std::vector<FlavorOffer> flavors;
   std::vector<WarmOffer> warm;
+  /// What the agent offers beyond the API's baseline (docs/fleet.md, version skew); empty
+  /// from an agent older than the list.
+  std::vector<std::string> features;
 
   const ImageOffer* find_image(std::string_view name) const;
   const FlavorOffer* find_flavor(std::string_view name) const;
   /// Warm guests of that image and flavor that are ready now (0 when there are none).
   std::uint64_t warm_ready(std::string_view image, std::string_view flavor) const;
+  /// Does the agent offer `feature`? An agent older than the features list offers only
+  /// `baseline` ones.
+  bool offers(std::string_view feature, bool baseline) const;
 };
 
 /// What placement asks each agent before a create

@@ -131,7 +131,8 @@ wire::AgentCapacity capacity_answer(const AgentConfig& config, const CapacityRep
                              .instances_by_state = {},
                              .images = image_offers(config),
                              .flavors = flavor_offers(config),
-                             .warm = {}};
+                             .warm = {},
+                             .features = wire::kAgentFeatures};
   for (const auto& [state, count] : report.by_state) {
     answer.instances_by_state[state] = count;
   }

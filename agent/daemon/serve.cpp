@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "agent/daemon/descriptor_budget.hpp"
+#include "wire/agent_capacity.hpp"
 
 #ifndef GARM_EDGE_VERSION
 #define GARM_EDGE_VERSION "0.0.0"
@@ -39,10 +40,6 @@ hypervisor::LibvirtOptions libvirt_options(const AgentConfig& config, Logger& lo
   };
   return options;
 }
-
-/// What the agent offers beyond the first version's API, in its capacity answers and to its
-/// hub: a provider uses only what an agent lists (docs/fleet.md, version skew).
-const std::vector<std::string> kFeatures = {"warm-bind", "hub-tunnel", "capacity-features"};
 
 net::TlsServerOptions tunnel_server_options() {
   net::TlsServerOptions options;
@@ -195,8 +192,9 @@ void AgentDaemon::reconcile_at_startup() {
 
 void AgentDaemon::start_control_api() {
   if (!config_.api.enabled) {
-    log_.info("no [api] section: the agent is served only through a hub it joined "
-              "(garm-edge-agent join)");
+    log_.info(
+        "no [api] section: the agent is served only through a hub it joined "
+        "(garm-edge-agent join)");
     return;
   }
   api_server_ = std::make_unique<net::TlsServer>(
@@ -216,17 +214,16 @@ void AgentDaemon::start_hub_link() {
         auto caller = caller_through_hub(request);
         api_.dispatch(std::move(request), std::move(caller), std::move(respond), api_workers_);
       },
-      GARM_EDGE_VERSION, kFeatures, log_);
+      GARM_EDGE_VERSION, wire::kAgentFeatures, log_);
   hub_link_->start();
 }
 
 void AgentDaemon::announce_ready() {
   if (!api_server_) {
     if (!options_.ready_file.empty()) {
-      write_ready_file(options_.ready_file, "api_port=\nguest_url=" +
-                                                (guest_server_ ? guest_access_.base_url()
-                                                               : std::string()) +
-                                                "\n");
+      write_ready_file(options_.ready_file,
+                       "api_port=\nguest_url=" +
+                           (guest_server_ ? guest_access_.base_url() : std::string()) + "\n");
     }
     systemd_.ready("serving through a hub");
     return;

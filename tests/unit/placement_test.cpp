@@ -249,6 +249,33 @@ TEST_CASE("agents with a ready warm guest of the image and flavor are asked firs
   CHECK(reason_of(plan, "full") == "draining");
 }
 
+TEST_CASE("version skew: warm binding is asked only of agents that offer it", "[placement][skew]") {
+  const auto agent = endpoint("a");
+  auto offered = capacity(4096);
+  offered.warm = {{.controller = kController,
+                   .image = "debian-12",
+                   .flavor = "small",
+                   .ready = 1,
+                   .warming = 0}};
+  // An agent older than the features list offers the baseline, which binds warm guests.
+  CHECK(plan_placement(small_debian(), {{&agent, offered, ""}}, Placement::spread)
+            .warm_first.size() == 1);
+  offered.features = wire::kAgentFeatures;
+  CHECK(plan_placement(small_debian(), {{&agent, offered, ""}}, Placement::spread)
+            .warm_first.size() == 1);
+  // One whose list leaves it out is not asked to bind; it still takes cold creates.
+  offered.features = {"hub-tunnel"};
+  const auto plan = plan_placement(small_debian(), {{&agent, offered, ""}}, Placement::spread);
+  CHECK(plan.warm_first.empty());
+  CHECK(plan.order.size() == 1);
+  // Features survive the wire, and an answer without them reads as none.
+  CHECK(wire::parse_agent_capacity(wire::to_json(offered).dump()).features ==
+        std::vector<std::string>{"hub-tunnel"});
+  auto json = wire::to_json(offered);
+  json.erase("features");
+  CHECK(wire::parse_agent_capacity(json.dump()).features.empty());
+}
+
 TEST_CASE(
     "an agent with no free guest address is skipped for a cold create, whatever its memory, "
     "and its ready warm guest is still asked",
