@@ -14,9 +14,9 @@
 #include <mbedtls/error.h>
 #include <mbedtls/oid.h>
 #include <mbedtls/pk.h>
+#include <mbedtls/sha256.h>
 #include <mbedtls/x509_crt.h>
 #include <mbedtls/x509_csr.h>
-#include <mbedtls/sha256.h>
 
 #include "common/hex.hpp"
 #include "net/drbg.hpp"
@@ -180,8 +180,7 @@ std::string issue(const CertificateRequest& request, mbedtls_pk_context* subject
                 reinterpret_cast<const unsigned char*>(value.data()), value.size()),
             "extended key usage");
     }
-    if (!request.dns_names.empty() || !request.ip_addresses.empty() ||
-        !request.uri_names.empty()) {
+    if (!request.dns_names.empty() || !request.ip_addresses.empty() || !request.uri_names.empty()) {
       const auto value =
           subject_alt_names(request.dns_names, request.ip_addresses, request.uri_names);
       check(
@@ -360,8 +359,8 @@ class VerifiedRequest {
     const auto* md = mbedtls_md_info_from_type(csr_.sig_md);
     std::array<unsigned char, MBEDTLS_MD_MAX_SIZE> hash{};
     if (md == nullptr || mbedtls_md(md, csr_.cri.p, csr_.cri.len, hash.data()) != 0 ||
-        mbedtls_pk_verify(&csr_.pk, csr_.sig_md, hash.data(), mbedtls_md_get_size(md),
-                          csr_.sig.p, csr_.sig.len) != 0) {
+        mbedtls_pk_verify(&csr_.pk, csr_.sig_md, hash.data(), mbedtls_md_get_size(md), csr_.sig.p,
+                          csr_.sig.len) != 0) {
       throw PkiError("the certificate request's signature does not verify");
     }
   }
@@ -435,8 +434,7 @@ CertificateFacts certificate_facts(const std::string& pem) {
   }
   CertificateFacts facts;
   const auto identity_of_certificate = [&] {
-    for (const mbedtls_x509_name* name = &certificate.subject; name != nullptr;
-         name = name->next) {
+    for (const mbedtls_x509_name* name = &certificate.subject; name != nullptr; name = name->next) {
       if (name->oid.p != nullptr && MBEDTLS_OID_CMP(MBEDTLS_OID_AT_CN, &name->oid) == 0) {
         facts.common_name.assign(reinterpret_cast<const char*>(name->val.p), name->val.len);
       }

@@ -296,8 +296,8 @@ void TlsSession::handshake(const std::string& where) {
 
 void TlsSession::write_all(std::string_view data, const std::string& where) {
   while (!data.empty()) {
-    const int rc =
-        mbedtls_ssl_write(ssl_.get(), reinterpret_cast<const unsigned char*>(data.data()), data.size());
+    const int rc = mbedtls_ssl_write(
+        ssl_.get(), reinterpret_cast<const unsigned char*>(data.data()), data.size());
     if (rc <= 0) {
       throw TransportError(describe_tls_error("sending to " + where, rc));
     }

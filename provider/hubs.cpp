@@ -1,6 +1,7 @@
 #include "provider/hubs.hpp"
 
 #include <future>
+#include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
 
@@ -35,7 +36,8 @@ AgentEndpoint endpoint_for(const HubEndpoint& hub, const nlohmann::json& agent) 
 }
 
 std::string fetch_agents(const HubEndpoint& hub, TlsConfigCache& tls,
-                         std::chrono::steady_clock::time_point deadline) {
+                         std::chrono::steady_clock::time_point deadline,
+                         const std::filesystem::path& session_dir) {
   const AgentEndpoint as_endpoint{.name = hub.name,
                                   .url = hub.url,
                                   .ca = hub.ca,
@@ -46,6 +48,11 @@ std::string fetch_agents(const HubEndpoint& hub, TlsConfigCache& tls,
   try {
     net::HttpsClientOptions options;
     options.deadline = deadline;
+    if (!session_dir.empty()) {
+      // A resumed session saves the hub list its full handshake: most of what the hub adds.
+      ::mkdir(session_dir.c_str(), 0700);
+      options.session_file = session_dir / ("hub-" + hub.name + ".tls-session");
+    }
     const auto response =
         net::HttpsClient(net::parse_https_url(hub.url), tls.get(as_endpoint), options)
             .request("GET", "/v1/agents");
@@ -78,8 +85,9 @@ ProviderConfig with_hub_agents(ProviderConfig config, TlsConfigCache& tls,
                                std::chrono::steady_clock::time_point deadline) {
   std::vector<std::future<std::string>> answers;
   for (const auto& hub : config.hubs) {
-    answers.push_back(std::async(
-        std::launch::async, [&hub, &tls, deadline] { return fetch_agents(hub, tls, deadline); }));
+    answers.push_back(std::async(std::launch::async, [&hub, &tls, deadline, &config] {
+      return fetch_agents(hub, tls, deadline, config.session_dir);
+    }));
   }
   for (std::size_t i = 0; i < config.hubs.size(); ++i) {
     for (auto& agent : hub_agents_from_json(config.hubs[i], answers[i].get())) {

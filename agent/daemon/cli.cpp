@@ -7,12 +7,12 @@
 #include <vector>
 
 #include "agent/base/config.hpp"
-#include "common/command_line.hpp"
 #include "agent/daemon/demo.hpp"
 #include "agent/daemon/hub_enrolment.hpp"
 #include "agent/daemon/serve.hpp"
 #include "agent/instances/instance_service.hpp"
 #include "agent/instances/reconcile_loop.hpp"
+#include "common/command_line.hpp"
 #include "hypervisor/libvirt_hypervisor.hpp"
 #include "net/pki.hpp"
 #include "net/tls_config.hpp"
@@ -26,7 +26,6 @@ namespace {
 
 using garm_edge::Options;
 using garm_edge::UsageError;
-
 
 constexpr std::string_view kUsage = R"(usage: garm-edge-agent COMMAND [OPTIONS]
 
@@ -59,7 +58,6 @@ commands:
   --version                    print the version
   --help                       print this help
 )";
-
 
 int check_config(const Options& options) {
   const auto path = options.require("--config");
