@@ -31,8 +31,18 @@ foreach(component IN ITEMS agent provider)
           COMPONENT ${component})
 endforeach()
 
-# The provider: the static executable and an example config for garm's host.
-install(TARGETS garm-provider-edge RUNTIME DESTINATION bin COMPONENT provider)
+# The provider: the static executable and an example config for garm's host; and the hub that
+# runs beside garm (docs/fleet.md), with its unit, account and example config.
+install(TARGETS garm-provider-edge garm-edge-hub RUNTIME DESTINATION bin COMPONENT provider)
+install(FILES systemd/garm-edge-hub.service DESTINATION /lib/systemd/system COMPONENT provider)
+install(FILES systemd/garm-edge-hub.sysusers DESTINATION lib/sysusers.d RENAME garm-edge-hub.conf
+        COMPONENT provider)
+install(FILES docs/hub.toml.example DESTINATION /etc/garm-edge-hub RENAME hub.toml
+        COMPONENT provider)
+install(FILES docs/fleet.md docs/hub.toml.example DESTINATION share/doc/garm-provider-edge
+        COMPONENT provider)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/packaging/garm-edge-hub.8.gz DESTINATION share/man/man8
+        COMPONENT provider)
 install(FILES docs/provider.toml.example DESTINATION /etc/garm RENAME garm-provider-edge.toml
         COMPONENT provider)
 install(FILES docs/provider.toml.example packaging/copyright
@@ -46,7 +56,7 @@ add_custom_command(
   OUTPUT ${CMAKE_CURRENT_BINARY_DIR}/packaging/changelog.Debian.gz
   COMMAND gzip -9n -c ${PROJECT_SOURCE_DIR}/packaging/changelog > ${CMAKE_CURRENT_BINARY_DIR}/packaging/changelog.Debian.gz
   DEPENDS ${PROJECT_SOURCE_DIR}/packaging/changelog)
-foreach(page IN ITEMS garm-edge-agent garm-provider-edge)
+foreach(page IN ITEMS garm-edge-agent garm-provider-edge garm-edge-hub)
   add_custom_command(
     OUTPUT ${CMAKE_CURRENT_BINARY_DIR}/packaging/${page}.8.gz
     COMMAND gzip -9n -c ${PROJECT_SOURCE_DIR}/packaging/man/${page}.8 > ${CMAKE_CURRENT_BINARY_DIR}/packaging/${page}.8.gz
@@ -55,7 +65,8 @@ endforeach()
 add_custom_target(packaging_docs ALL DEPENDS
   ${CMAKE_CURRENT_BINARY_DIR}/packaging/changelog.Debian.gz
   ${CMAKE_CURRENT_BINARY_DIR}/packaging/garm-edge-agent.8.gz
-  ${CMAKE_CURRENT_BINARY_DIR}/packaging/garm-provider-edge.8.gz)
+  ${CMAKE_CURRENT_BINARY_DIR}/packaging/garm-provider-edge.8.gz
+  ${CMAKE_CURRENT_BINARY_DIR}/packaging/garm-edge-hub.8.gz)
 
 # Debian architecture names from the target's.
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
@@ -106,12 +117,16 @@ TLS.")
 
 set(CPACK_DEBIAN_PROVIDER_PACKAGE_NAME garm-provider-edge)
 set(CPACK_DEBIAN_PROVIDER_PACKAGE_SECTION admin)
-set(CPACK_DEBIAN_PROVIDER_PACKAGE_DEPENDS "")
-set(CPACK_DEBIAN_PROVIDER_PACKAGE_CONTROL_EXTRA ${PROJECT_SOURCE_DIR}/packaging/provider/conffiles)
+# adduser for the hub's account where systemd-sysusers is not there.
+set(CPACK_DEBIAN_PROVIDER_PACKAGE_DEPENDS "adduser")
+set(CPACK_DEBIAN_PROVIDER_PACKAGE_CONTROL_EXTRA
+    ${PROJECT_SOURCE_DIR}/packaging/provider/postinst ${PROJECT_SOURCE_DIR}/packaging/provider/prerm
+    ${PROJECT_SOURCE_DIR}/packaging/provider/postrm ${PROJECT_SOURCE_DIR}/packaging/provider/conffiles)
+set(CPACK_DEBIAN_PROVIDER_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 set(CPACK_DEBIAN_PROVIDER_DESCRIPTION "garm external provider for garm-edge agents
 garm-provider-edge is the executable garm runs for each provider operation.
 It is fully static and drives one or more garm-edge-agent hosts over mutual
-TLS.")
+TLS. garm-edge-hub, also here, enrols hosts and relays to those behind NAT.")
 
 include(CPack)
 

@@ -16,7 +16,7 @@ git ls-files '*.cpp' '*.hpp' | xargs clang-format --dry-run --Werror || failed+=
 
 section "shellcheck"
 mapfile -t scripts < <(git ls-files '*.sh' .ci/run packaging/agent/postinst packaging/agent/prerm \
-  packaging/agent/postrm)
+  packaging/agent/postrm packaging/provider/postinst packaging/provider/prerm packaging/provider/postrm)
 shellcheck -x "${scripts[@]}" && echo "${#scripts[@]} scripts clean" || failed+=(shellcheck)
 
 section "layering: arrows point down"

@@ -116,6 +116,13 @@ echo "files, conffile, user garm-edge (groups: $(in_root id -nG garm-edge)) and 
 readelf -h "$root/usr/bin/garm-edge-agent" | grep Machine
 readelf -d "$root/usr/bin/garm-edge-agent" | grep NEEDED
 file "$root/usr/bin/garm-provider-edge" | grep -q 'statically linked' || fail "the provider is not static"
+file "$root/usr/bin/garm-edge-hub" | grep -q 'statically linked' || fail "the hub is not static"
+[ -f "$root/lib/systemd/system/garm-edge-hub.service" ] || fail "the hub's unit is missing"
+# shellcheck disable=SC2016  # dpkg-query's own field syntax
+in_root dpkg-query -W -f='${Conffiles}\n' garm-provider-edge | grep -q '/etc/garm-edge-hub/hub.toml' ||
+  fail "hub.toml is not a conffile"
+in_root getent passwd garm-edge-hub >/dev/null || fail "no garm-edge-hub user"
+[ "$(owner_and_mode '%U %a' /var/lib/garm-edge-hub)" = "garm-edge-hub 700" ] || fail "/var/lib/garm-edge-hub permissions"
 
 section "systemd-analyze verify, pki init and check-config as the service account"
 verify_unit() {
@@ -124,6 +131,19 @@ verify_unit() {
 }
 verify_unit
 [ -z "$(verify_unit)" ] || fail "systemd-analyze verify reports problems"
+hub_verify=$(in_root systemd-analyze verify /lib/systemd/system/garm-edge-hub.service 2>&1 || true)
+[ -z "$hub_verify" ] || fail "systemd-analyze verify of the hub's unit: $hub_verify"
+in_root runuser -u garm-edge-hub -- garm-edge-hub init --state-dir /var/lib/garm-edge-hub \
+  --dns localhost --ip 127.0.0.1 || fail "garm-edge-hub init as its account"
+sed -e 's|^url = .*|url = "https://127.0.0.1:18444"|' -e 's|^port = 8444|port = 18444|' \
+  -e 's|^port = 8445|port = 18445|' -e 's|^address = "0.0.0.0"|address = "127.0.0.1"|' \
+  "$root/etc/garm-edge-hub/hub.toml" > "$root/etc/garm-edge-hub/test.toml"
+in_root chgrp garm-edge-hub /etc/garm-edge-hub/test.toml
+in_root chmod 0640 /etc/garm-edge-hub/test.toml
+in_root runuser -u garm-edge-hub -- garm-edge-hub token create --config /etc/garm-edge-hub/test.toml \
+  > "$work/token" || fail "garm-edge-hub token create as its account"
+grep -q '^gejoin1\.' "$work/token" || fail "no join token printed"
+echo "hub: static, unit verified, init and a token as user garm-edge-hub"
 echo "systemd-analyze verify ($(in_root systemd-analyze --version | head -n1)): clean"
 in_root runuser -u garm-edge -- garm-edge-agent pki init --dir /etc/garm-edge/pki --dns localhost \
   --dns edge-agent.test
@@ -200,7 +220,8 @@ in_root dpkg -r garm-edge-agent garm-provider-edge
 [ ! -e "$root/usr/bin/garm-edge-agent" ] || fail "the agent binary survived remove"
 if [ ! -f "$root/etc/garm-edge/agent.toml" ] || [ ! -d "$root/var/lib/garm-edge" ]; then fail "remove took config or state"; fi
 in_root dpkg -P garm-edge-agent garm-provider-edge
-if [ -e "$root/etc/garm-edge" ] || [ -e "$root/var/lib/garm-edge" ] || [ -e "$root/etc/garm/garm-provider-edge.toml" ]; then
+if [ -e "$root/etc/garm-edge" ] || [ -e "$root/var/lib/garm-edge" ] || [ -e "$root/etc/garm/garm-provider-edge.toml" ] ||
+  [ -e "$root/var/lib/garm-edge-hub" ] || [ -e "$root/etc/garm-edge-hub" ]; then
   fail "purge left config or state behind"
 fi
 in_root dpkg-query -W garm-edge-agent >/dev/null 2>&1 && fail "the package is still known to dpkg"
