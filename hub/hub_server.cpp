@@ -8,6 +8,7 @@
 #include "common/unix_time.hpp"
 #include "net/pki.hpp"
 #include "wire/join_token.hpp"
+#include "wire/relay_framing.hpp"
 
 namespace garm_edge::hub {
 namespace {
@@ -305,6 +306,9 @@ void HubServer::on_provider_request(HttpRequest request, const net::PeerIdentity
   if (request.method == "GET" && request.path == "/v1/agents") {
     return respond(list_agents());
   }
+  if (request.method == "POST" && request.path == "/v1/relay") {
+    return relay_to_many(request, *client, respond);
+  }
   constexpr std::string_view kAgents = "/v1/agents/";
   if (request.target.starts_with(kAgents)) {
     const auto rest = std::string_view(request.target).substr(kAgents.size());
@@ -334,13 +338,25 @@ void HubServer::on_provider_request(HttpRequest request, const net::PeerIdentity
   respond(error_answer(404, "no_such_endpoint", "no such endpoint"));
 }
 
+namespace {
+
+/// The request an agent gets over its tunnel, as the caller `caller` (a [[clients]] identity).
+std::string relayed_request(const std::string& method, const std::string& target,
+                            const std::string& agent, const std::string& body,
+                            const std::string& caller) {
+  return method + " " + target + " HTTP/1.1\r\nHost: " + agent +
+         "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+         "\r\nX-Garm-Edge-Caller: " + caller + "\r\n\r\n" + body;
+}
+
+constexpr std::size_t kMaxRelayTargets = 4096;
+
+}  // namespace
+
 void HubServer::relay(const HttpRequest& request, const std::string& caller,
                       const net::TlsServer::Respond& respond) {
   const auto& name = request.path;
-  std::string wire = request.method + " " + request.target + " HTTP/1.1\r\nHost: " + name +
-                     "\r\nContent-Type: application/json\r\nContent-Length: " +
-                     std::to_string(request.body.size()) + "\r\nX-Garm-Edge-Caller: " + caller +
-                     "\r\n\r\n" + request.body;
+  auto wire = relayed_request(request.method, request.target, name, request.body, caller);
   tunnels_.relay(name, std::move(wire), config_.relay_timeout,
                  [respond, name](std::optional<net::ClientResponse> answer,
                                  const std::string& error, bool sent) {
@@ -355,6 +371,89 @@ void HubServer::relay(const HttpRequest& request, const std::string& caller,
                             .body = std::move(answer->body),
                             .headers = {}});
                  });
+}
+
+void HubServer::relay_to_many(const HttpRequest& request, const HubClient& client,
+                              const net::TlsServer::Respond& respond) {
+  std::string method;
+  std::string target;
+  std::string body;
+  std::vector<std::string> agents;
+  std::chrono::milliseconds timeout = config_.relay_timeout;
+  try {
+    const auto fields = json::parse(request.body);
+    method = fields.at("method").get<std::string>();
+    target = fields.at("target").get<std::string>();
+    body = fields.value("body", std::string());
+    // "*": every enrolled agent, so that a provider learns the hub's agents and their answers
+    // in one round trip.
+    if (fields.at("agents") == "*") {
+      for (const auto& agent : store_.agents()) {
+        agents.push_back(agent.name);
+      }
+    } else {
+      agents = fields.at("agents").get<std::vector<std::string>>();
+    }
+    if (const auto ms = fields.value("timeout_ms", std::int64_t{0}); ms > 0) {
+      timeout = std::min(timeout, std::chrono::milliseconds(ms));
+    }
+  } catch (const json::exception&) {
+    return respond(error_answer(400, "invalid_argument",
+                                "a relay is JSON with method, target, agents and an optional body "
+                                "and timeout_ms"));
+  }
+  const bool names_ok = std::all_of(agents.begin(), agents.end(),
+                                    [](const auto& name) { return is_agent_name(name); });
+  const bool method_ok = method == "GET" || method == "POST" || method == "DELETE";
+  const auto controller = controller_of(target.substr(0, target.find('?')));
+  if (!names_ok || !method_ok || agents.size() > kMaxRelayTargets || !controller ||
+      !target.starts_with("/")) {
+    return respond(error_answer(400, "invalid_argument",
+                                "a relay names agents, GET, POST or DELETE and a plain path"));
+  }
+  if (!controller->empty() && !client.allows(*controller)) {
+    return respond(error_answer(403, "forbidden",
+                                "client \"" + client.identity + "\" may not act for controller " +
+                                    printable_excerpt(*controller)));
+  }
+  // The answers go back framed, not as JSON strings: nothing to escape or parse on either side,
+  // and no agent's bytes can pass for another's (each part's length is the hub's count).
+  struct Gathered {
+    std::mutex mutex;
+    std::string framed = std::string(wire::kRelayFraming) + "\n";
+    std::size_t left = 0;
+    net::TlsServer::Respond respond;
+  };
+  if (agents.empty()) {
+    return respond({.status = 200,
+                    .content_type = std::string(wire::kRelayContentType),
+                    .body = std::string(wire::kRelayFraming) + "\n",
+                    .headers = {}});
+  }
+  auto gathered = std::make_shared<Gathered>();
+  gathered->left = agents.size();
+  gathered->respond = respond;
+  for (const auto& name : agents) {
+    tunnels_.relay(name, relayed_request(method, target, name, body, client.identity), timeout,
+                   [gathered, name](std::optional<net::ClientResponse> answer,
+                                    const std::string& error, bool sent) {
+                     const int status = answer ? answer->status : 0;
+                     const auto& bytes = answer ? answer->body : error;
+                     std::unique_lock lock(gathered->mutex);
+                     gathered->framed += name + " " + std::to_string(status) + " " +
+                                         (sent ? "1" : "0") + " " + std::to_string(bytes.size()) +
+                                         "\n" + bytes;
+                     if (--gathered->left > 0) {
+                       return;
+                     }
+                     auto framed = std::move(gathered->framed);
+                     lock.unlock();
+                     gathered->respond({.status = 200,
+                                        .content_type = std::string(wire::kRelayContentType),
+                                        .body = std::move(framed),
+                                        .headers = {}});
+                   });
+  }
 }
 
 HttpResponse HubServer::list_agents() const {

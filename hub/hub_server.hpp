@@ -66,6 +66,11 @@ class HubServer {
   net::HttpResponse list_agents() const;
   void relay(const net::HttpRequest& request, const std::string& caller,
              const net::TlsServer::Respond& respond);
+  /// POST /v1/relay: one request to many agents at once, all answers in one (a provider's
+  /// ListInstances or placement probe over a hub's agents, in one connection instead of one per
+  /// agent).
+  void relay_to_many(const net::HttpRequest& request, const HubClient& client,
+                     const net::TlsServer::Respond& respond);
   /// The enrolled agent `peer` is, by a certificate the hub issued and still accepts.
   std::optional<AgentRecord> enrolled_agent(const net::PeerIdentity& peer) const;
   void watch_agents();

@@ -14,6 +14,23 @@ net::HttpsResponse AgentClient::call(
     const std::string& method, const std::string& path, const std::string& body, CallKind kind,
     std::optional<std::chrono::steady_clock::time_point> deadline) {
   const auto where = "agent " + endpoint_.name + " (" + endpoint_.url + "): ";
+  {
+    std::unique_lock lock(prefetched_mutex_);
+    if (prefetched_ && prefetched_->method == method && prefetched_->path == path) {
+      auto taken = std::move(*prefetched_);
+      prefetched_.reset();
+      lock.unlock();
+      if (!taken.response) {
+        throw net::HttpsError(where + "hub " + endpoint_.hub + ": " + taken.error,
+                              taken.request_sent);
+      }
+      if (!endpoint_.hub.empty() && taken.response->status == 502) {
+        throw_hub_failure(*taken.response);
+      }
+      reached_ = true;
+      return std::move(*taken.response);
+    }
+  }
   try {
     net::HttpsClientOptions options;
     options.connect_timeout = config_.connect_timeout;
@@ -38,6 +55,31 @@ net::HttpsResponse AgentClient::call(
   } catch (const std::exception& e) {  // certificates that cannot be loaded
     throw net::HttpsError(where + e.what(), false);
   }
+}
+
+void AgentClient::prefetched(const std::string& method, const std::string& path,
+                             net::HttpsResponse response) {
+  std::lock_guard lock(prefetched_mutex_);
+  prefetched_ = Prefetched{.method = method,
+                           .path = path,
+                           .response = std::move(response),
+                           .error = "",
+                           .request_sent = true};
+}
+
+void AgentClient::prefetch_failed(const std::string& method, const std::string& path,
+                                  std::string error, bool request_sent) {
+  std::lock_guard lock(prefetched_mutex_);
+  prefetched_ = Prefetched{.method = method,
+                           .path = path,
+                           .response = std::nullopt,
+                           .error = std::move(error),
+                           .request_sent = request_sent};
+}
+
+bool AgentClient::has_prefetched(const std::string& method, const std::string& path) {
+  std::lock_guard lock(prefetched_mutex_);
+  return prefetched_ && prefetched_->method == method && prefetched_->path == path;
 }
 
 void AgentClient::throw_hub_failure(const net::HttpsResponse& response) const {

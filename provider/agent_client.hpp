@@ -55,6 +55,13 @@ class AgentClient {
   /// The agent's error message for a non-200 answer: "agent NAME: message (code, HTTP n)".
   std::string describe(const net::HttpsResponse& response) const;
 
+  /// The answer (or failure) to `method path` that a hub already fetched for this agent along
+  /// with its other agents' (Fleet::fan_out): the next such call takes it instead of asking.
+  void prefetched(const std::string& method, const std::string& path, net::HttpsResponse response);
+  void prefetch_failed(const std::string& method, const std::string& path, std::string error,
+                       bool request_sent);
+  bool has_prefetched(const std::string& method, const std::string& path);
+
  private:
   /// A hub's own failure to carry the call (not the agent's answer) as the HttpsError a direct
   /// call would have raised; returns for anything else.
@@ -64,6 +71,15 @@ class AgentClient {
   const ProviderConfig& config_;
   TlsConfigCache& tls_;
   std::atomic<bool> reached_{false};
+  struct Prefetched {
+    std::string method;
+    std::string path;
+    std::optional<net::HttpsResponse> response;
+    std::string error;
+    bool request_sent = true;
+  };
+  std::mutex prefetched_mutex_;
+  std::optional<Prefetched> prefetched_;
 };
 
 /// The `code` of an agent's JSON error answer ("no_capacity", "not_found", ...); empty when

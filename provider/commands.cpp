@@ -47,10 +47,15 @@ std::string controller_path(const std::string& controller) {
   return "/v1/controllers/" + controller;
 }
 
+std::string list_path(const std::string& controller, const std::string& pool) {
+  return controller_path(controller) + "/pools/" + percent_encode(pool) + "/instances";
+}
+
 class Provider {
  public:
-  Provider(const std::map<std::string, std::string>& environment, ProviderConfig config)
-      : env_(environment), config_(std::move(config)), fleet_(config_) {
+  Provider(const std::map<std::string, std::string>& environment, ProviderConfig config,
+           TlsConfigCache& tls)
+      : env_(environment), config_(std::move(config)), fleet_(config_, &tls) {
     if (!config_.session_dir.empty()) {
       deferred_.emplace(config_.session_dir);
     }
@@ -186,16 +191,30 @@ class Provider {
     throw CommandFailure(kExitNotFound, "no instance " + id);
   }
 
+  /// Hands the answers a hub gave with its list of agents to those agents.
+  void take_prefetched(const HubPrefetch& prefetch, std::vector<wire::RelayedAnswer>& answers) {
+    for (auto& answer : answers) {
+      if (auto* agent = fleet_.find(answer.agent)) {
+        if (answer.status != 0) {
+          agent->prefetched(prefetch.method, prefetch.path,
+                            {.status = answer.status, .body = std::move(answer.body)});
+        } else {
+          agent->prefetch_failed(prefetch.method, prefetch.path, std::move(answer.body),
+                                 answer.sent);
+        }
+      }
+    }
+  }
+
   Outcome list_instances() {
-    const auto pool = get("GARM_POOL_ID");
-    const auto path =
-        controller_path(controller_) + "/pools/" + percent_encode(pool) + "/instances";
+    const auto path = list_path(controller_, get("GARM_POOL_ID"));
     // Each agent's answer is read and rewritten for garm in its own thread, beside the others.
     struct Part {
       AgentReply reply;
       std::string elements;  // garm's JSON of its instances, comma-separated
       std::string failure;
     };
+    fleet_.fan_out("GET", path, CallKind::request);
     const auto parts = fleet_.each_at_once<Part>([&](AgentClient& agent) {
       Part part{reply_of([&] { return agent.call("GET", path, "", CallKind::request); }), "", ""};
       if (part.reply.answered(200)) {
@@ -248,10 +267,10 @@ class Provider {
   /// what can it take?
   FleetProbe probe_fleet(const std::string& name) {
     const auto deadline = std::chrono::steady_clock::now() + config_.probe_timeout;
-    const auto replies = fleet_.ask_all([&](AgentClient& agent) {
-      return agent.call("GET", controller_path(controller_) + "/placement/" + percent_encode(name),
-                        "", CallKind::probe, deadline);
-    });
+    const auto path = controller_path(controller_) + "/placement/" + percent_encode(name);
+    fleet_.fan_out("GET", path, CallKind::probe, deadline);
+    const auto replies = fleet_.ask_all(
+        [&](AgentClient& agent) { return agent.call("GET", path, "", CallKind::probe, deadline); });
     FleetProbe probe;
     for (std::size_t i = 0; i < replies.size(); ++i) {
       auto& agent = *fleet_.agents()[i];
@@ -582,6 +601,26 @@ Outcome run_instance_command(Provider& provider, const std::string& command,
   return provider.start_or_stop(command == "StartInstance");
 }
 
+/// ListInstances asks every agent the same thing: a hub is asked it with its list of agents.
+std::optional<HubPrefetch> hub_prefetch_for(const std::string& command,
+                                            const std::map<std::string, std::string>& env,
+                                            std::vector<wire::RelayedAnswer>& answers) {
+  const auto controller = env.find("GARM_CONTROLLER_ID");
+  const auto pool = env.find("GARM_POOL_ID");
+  if (command != "ListInstances" || controller == env.end() || pool == env.end()) {
+    return std::nullopt;
+  }
+  try {
+    wire::validate_uuid(controller->second, "GARM_CONTROLLER_ID");
+  } catch (const wire::WireError&) {
+    return std::nullopt;  // refused with its reason before anything is asked
+  }
+  return HubPrefetch{.method = "GET",
+                     .path = list_path(controller->second, pool->second),
+                     .timeout = std::chrono::seconds(60),
+                     .answers = &answers};
+}
+
 Outcome dispatch(const std::map<std::string, std::string>& env,
                  const std::function<std::string()>& read_stdin) {
   const auto find = [&env](const std::string& name) {
@@ -619,7 +658,13 @@ Outcome dispatch(const std::map<std::string, std::string>& env,
   if (config_file.empty()) {
     throw CommandFailure(1, "GARM_PROVIDER_CONFIG_FILE is not set");
   }
-  Provider provider(env, load_fleet_config(config_file));
+  TlsConfigCache tls;  // one per process: the hub's list and the agents' calls share it
+  std::vector<wire::RelayedAnswer> prefetched;
+  const auto prefetch = hub_prefetch_for(command, env, prefetched);
+  Provider provider(env, load_fleet_config(config_file, tls, prefetch), tls);
+  if (prefetch) {
+    provider.take_prefetched(*prefetch, prefetched);
+  }
   try {
     auto outcome = run_instance_command(provider, command, read_stdin);
     provider.carry_out_deferred_deletes();

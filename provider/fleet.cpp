@@ -1,6 +1,12 @@
 #include "provider/fleet.hpp"
 
+#include <algorithm>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
 #include "common/text.hpp"
+#include "wire/relay_framing.hpp"
 
 namespace garm_edge::provider {
 
@@ -12,7 +18,8 @@ AgentReply reply_of(const std::function<net::HttpsResponse()>& call) {
   }
 }
 
-Fleet::Fleet(const ProviderConfig& config) {
+Fleet::Fleet(const ProviderConfig& config, TlsConfigCache* shared)
+    : config_(config), tls_(shared != nullptr ? *shared : own_tls_) {
   for (const auto& endpoint : config.agents) {
     agents_.push_back(std::make_unique<AgentClient>(endpoint, config, tls_));
   }
@@ -35,11 +42,87 @@ std::vector<AgentReply> Fleet::ask_all(
 
 std::vector<AgentReply> Fleet::request_all(const std::string& method, const std::string& path,
                                            CallKind kind) {
+  fan_out(method, path, kind);
   return ask_all([&](AgentClient& agent) { return agent.call(method, path, "", kind); });
+}
+
+void Fleet::fan_out(const std::string& method, const std::string& path, CallKind kind,
+                    std::optional<std::chrono::steady_clock::time_point> deadline) {
+  std::map<std::string, std::vector<AgentClient*>> by_hub;
+  for (auto& agent : agents_) {
+    if (!agent->endpoint().hub.empty() && !agent->has_prefetched(method, path)) {
+      by_hub[agent->endpoint().hub].push_back(agent.get());
+    }
+  }
+  std::vector<std::future<void>> pending;
+  for (const auto& [hub, members] : by_hub) {
+    if (members.size() > 1) {
+      pending.push_back(std::async(std::launch::async, [&, &members = members] {
+        fan_out_to(members, method, path, kind, deadline);
+      }));
+    }
+  }
+  for (auto& done : pending) {
+    done.get();
+  }
+}
+
+void Fleet::fan_out_to(const std::vector<AgentClient*>& members, const std::string& method,
+                       const std::string& path, CallKind kind,
+                       std::optional<std::chrono::steady_clock::time_point> deadline) {
+  const auto& hub = members.front()->endpoint();
+  net::HttpsClientOptions options;
+  options.connect_timeout = config_.connect_timeout;
+  options.request_timeout =
+      kind == CallKind::create ? config_.create_timeout : config_.request_timeout;
+  options.deadline = deadline;
+  if (!config_.session_dir.empty()) {
+    options.session_file = config_.session_dir / ("hub-" + hub.hub + ".tls-session");
+  }
+  nlohmann::json names = nlohmann::json::array();
+  for (const auto* member : members) {
+    names.push_back(member->name());
+  }
+  auto timeout = options.request_timeout;
+  if (deadline) {
+    timeout = std::min(timeout, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    *deadline - std::chrono::steady_clock::now()));
+  }
+  const nlohmann::json request = {{"method", method},
+                                  {"target", path},
+                                  {"agents", names},
+                                  {"timeout_ms", std::max<std::int64_t>(1, timeout.count())}};
+  std::optional<std::vector<wire::RelayedAnswer>> answers;
+  try {
+    const auto response = net::HttpsClient(net::parse_https_url(hub.url), tls_.get(hub), options)
+                              .request("POST", "/v1/relay", request.dump());
+    if (response.status == 200) {
+      answers = wire::parse_relay_framing(response.body);
+    }
+  } catch (const std::exception&) {
+  }
+  if (!answers) {
+    return;  // a hub older than /v1/relay, or down: its agents are asked one by one
+  }
+  for (auto& answer : *answers) {
+    const auto member = std::find_if(members.begin(), members.end(), [&](const auto* candidate) {
+      return candidate->name() == answer.agent;
+    });
+    if (member == members.end()) {
+      continue;
+    }
+    if (answer.status != 0) {
+      (*member)->prefetched(method, path,
+                            {.status = answer.status, .body = std::move(answer.body)});
+    } else {
+      (*member)->prefetch_failed(method, path, std::move(answer.body), answer.sent);
+    }
+  }
 }
 
 std::vector<Fleet::CapacityProbe> Fleet::probe_capacity(
     std::chrono::steady_clock::time_point deadline) {
+  fan_out("GET", "/v1/capacity", CallKind::probe, deadline);
   const auto replies = ask_all([deadline](AgentClient& agent) {
     return agent.call("GET", "/v1/capacity", "", CallKind::probe, deadline);
   });

@@ -31,7 +31,8 @@ struct AgentReply {
 /// more than one of them.
 class Fleet {
  public:
-  explicit Fleet(const ProviderConfig& config);
+  /// `shared`: the process's TLS configs, when something loaded some already (a hub's list).
+  explicit Fleet(const ProviderConfig& config, TlsConfigCache* shared = nullptr);
 
   std::vector<std::unique_ptr<AgentClient>>& agents() { return agents_; }
   AgentClient* find(const std::string& name);
@@ -61,6 +62,13 @@ class Fleet {
     return results;
   }
 
+  /// Asks each hub with more than one agent in the fleet, in one request, for every one of its
+  /// agents' answers to `method path` (at once for all hubs); each agent's next such call
+  /// takes its answer from there. A hub that cannot do it leaves its agents to be asked one by
+  /// one, as without this.
+  void fan_out(const std::string& method, const std::string& path, CallKind kind,
+               std::optional<std::chrono::steady_clock::time_point> deadline = {});
+
   /// One request to every agent at once, each with the same `kind` of deadline.
   std::vector<AgentReply> request_all(const std::string& method, const std::string& path,
                                       CallKind kind);
@@ -74,7 +82,13 @@ class Fleet {
   std::vector<CapacityProbe> probe_capacity(std::chrono::steady_clock::time_point deadline);
 
  private:
-  TlsConfigCache tls_;
+  void fan_out_to(const std::vector<AgentClient*>& members, const std::string& method,
+                  const std::string& path, CallKind kind,
+                  std::optional<std::chrono::steady_clock::time_point> deadline);
+
+  const ProviderConfig& config_;
+  TlsConfigCache own_tls_;
+  TlsConfigCache& tls_;
   std::vector<std::unique_ptr<AgentClient>> agents_;
 };
 

@@ -220,12 +220,13 @@ Outcome run_status(const std::vector<std::string>& arguments) {
     return {2, "", kUsage};
   }
   ProviderConfig config;
+  TlsConfigCache tls;
   try {
-    config = load_fleet_config(config_file);
+    config = load_fleet_config(config_file, tls);
   } catch (const std::exception& e) {
     return {1, "", std::string("garm-provider-edge: ") + e.what() + "\n"};
   }
-  Fleet fleet(config);
+  Fleet fleet(config, &tls);
   const auto probes = fleet.probe_capacity(std::chrono::steady_clock::now() + config.probe_timeout);
   const bool all_answered = std::all_of(
       probes.begin(), probes.end(), [](const auto& probe) { return probe.capacity.has_value(); });

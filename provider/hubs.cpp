@@ -35,9 +35,11 @@ AgentEndpoint endpoint_for(const HubEndpoint& hub, const nlohmann::json& agent) 
           .via_hub = std::move(view)};
 }
 
-std::string fetch_agents(const HubEndpoint& hub, TlsConfigCache& tls,
-                         std::chrono::steady_clock::time_point deadline,
-                         const std::filesystem::path& session_dir) {
+/// One request to a hub, its errors as HubError.
+net::HttpsResponse ask_hub(const HubEndpoint& hub, TlsConfigCache& tls,
+                           std::chrono::steady_clock::time_point deadline,
+                           const std::filesystem::path& session_dir, const std::string& method,
+                           const std::string& path, const std::string& body = "") {
   const AgentEndpoint as_endpoint{.name = hub.name,
                                   .url = hub.url,
                                   .ca = hub.ca,
@@ -53,17 +55,51 @@ std::string fetch_agents(const HubEndpoint& hub, TlsConfigCache& tls,
       ::mkdir(session_dir.c_str(), 0700);
       options.session_file = session_dir / ("hub-" + hub.name + ".tls-session");
     }
-    const auto response =
-        net::HttpsClient(net::parse_https_url(hub.url), tls.get(as_endpoint), options)
-            .request("GET", "/v1/agents");
-    if (response.status != 200) {
-      throw HubError("HTTP " + std::to_string(response.status) + ": " +
-                     printable_excerpt(response.body, 512));
-    }
-    return response.body;
+    return net::HttpsClient(net::parse_https_url(hub.url), tls.get(as_endpoint), options)
+        .request(method, path, body);
   } catch (const std::exception& e) {
     throw HubError("hub " + hub.name + " (" + hub.url + "): " + e.what());
   }
+}
+
+std::string fetch_agents(const HubEndpoint& hub, TlsConfigCache& tls,
+                         std::chrono::steady_clock::time_point deadline,
+                         const std::filesystem::path& session_dir) {
+  const auto response = ask_hub(hub, tls, deadline, session_dir, "GET", "/v1/agents");
+  if (response.status != 200) {
+    throw HubError("hub " + hub.name + " (" + hub.url + "): HTTP " +
+                   std::to_string(response.status) + ": " + printable_excerpt(response.body, 512));
+  }
+  return response.body;
+}
+
+/// Every agent of `hub` and its answer to the prefetch, in one round trip; nothing from a hub
+/// older than /v1/relay (its list is then asked for on its own).
+std::optional<std::vector<AgentEndpoint>> fetch_agents_with_answers(
+    const HubEndpoint& hub, TlsConfigCache& tls, std::chrono::steady_clock::time_point deadline,
+    const std::filesystem::path& session_dir, const HubPrefetch& prefetch,
+    std::vector<wire::RelayedAnswer>& answers) {
+  const nlohmann::json request = {{"method", prefetch.method},
+                                  {"target", prefetch.path},
+                                  {"agents", "*"},
+                                  {"timeout_ms", prefetch.timeout.count()}};
+  const auto response = ask_hub(hub, tls, deadline + prefetch.timeout, session_dir, "POST",
+                                "/v1/relay", request.dump());
+  if (response.status == 404) {
+    return std::nullopt;
+  }
+  auto framed = response.status == 200 ? wire::parse_relay_framing(response.body) : std::nullopt;
+  if (!framed) {
+    throw HubError("hub " + hub.name + " (" + hub.url + "): HTTP " +
+                   std::to_string(response.status) + ": " + printable_excerpt(response.body, 512));
+  }
+  std::vector<AgentEndpoint> agents;
+  for (auto& answer : *framed) {
+    agents.push_back(
+        endpoint_for(hub, {{"name", answer.agent}, {"connected", answer.status != 0}}));
+    answers.push_back(std::move(answer));
+  }
+  return agents;
 }
 
 }  // namespace
@@ -82,31 +118,50 @@ std::vector<AgentEndpoint> hub_agents_from_json(const HubEndpoint& hub, const st
 }
 
 ProviderConfig with_hub_agents(ProviderConfig config, TlsConfigCache& tls,
-                               std::chrono::steady_clock::time_point deadline) {
-  std::vector<std::future<std::string>> answers;
-  for (const auto& hub : config.hubs) {
-    answers.push_back(std::async(std::launch::async, [&hub, &tls, deadline, &config] {
-      return fetch_agents(hub, tls, deadline, config.session_dir);
+                               std::chrono::steady_clock::time_point deadline,
+                               const std::optional<HubPrefetch>& prefetch) {
+  std::vector<std::future<std::vector<AgentEndpoint>>> lists;
+  std::vector<std::vector<wire::RelayedAnswer>> answers(config.hubs.size());
+  for (std::size_t i = 0; i < config.hubs.size(); ++i) {
+    lists.push_back(std::async(std::launch::async, [&, i] {
+      const auto& hub = config.hubs[i];
+      if (prefetch) {
+        if (auto agents = fetch_agents_with_answers(hub, tls, deadline, config.session_dir,
+                                                    *prefetch, answers[i])) {
+          return std::move(*agents);
+        }
+      }
+      return hub_agents_from_json(hub, fetch_agents(hub, tls, deadline, config.session_dir));
     }));
   }
   for (std::size_t i = 0; i < config.hubs.size(); ++i) {
-    for (auto& agent : hub_agents_from_json(config.hubs[i], answers[i].get())) {
+    for (auto& agent : lists[i].get()) {
       if (config.find_agent(agent.name) == nullptr) {
         config.agents.push_back(std::move(agent));
+      }
+    }
+  }
+  // Answers only for the agents this hub stands for (not one an [[agents]] entry shadows).
+  for (std::size_t i = 0; prefetch && i < config.hubs.size(); ++i) {
+    for (auto& answer : answers[i]) {
+      if (const auto* agent = config.find_agent(answer.agent);
+          agent != nullptr && agent->hub == config.hubs[i].name) {
+        prefetch->answers->push_back(std::move(answer));
       }
     }
   }
   return config;
 }
 
-ProviderConfig load_fleet_config(const std::filesystem::path& path) {
+ProviderConfig load_fleet_config(const std::filesystem::path& path, TlsConfigCache& tls,
+                                 const std::optional<HubPrefetch>& prefetch) {
   auto config = load_provider_config(path);
   if (config.hubs.empty()) {
     return config;
   }
-  TlsConfigCache tls;
   const auto deadline = std::chrono::steady_clock::now() + config.probe_timeout;
-  return with_hub_agents(std::move(config), tls, deadline);
+  auto fleet = with_hub_agents(std::move(config), tls, deadline, prefetch);
+  return fleet;
 }
 
 }  // namespace garm_edge::provider

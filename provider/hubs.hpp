@@ -5,6 +5,7 @@
 
 #include "provider/agent_client.hpp"
 #include "provider/provider_config.hpp"
+#include "wire/relay_framing.hpp"
 
 namespace garm_edge::provider {
 
@@ -14,16 +15,27 @@ class HubError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// A request for every agent of the hubs, asked with the hubs' lists: one round trip gives
+/// both (ListInstances). The answers go to `answers`, for AgentClient::prefetched.
+struct HubPrefetch {
+  std::string method;
+  std::string path;
+  std::chrono::milliseconds timeout;
+  std::vector<wire::RelayedAnswer>* answers;
+};
+
 /// `config` with every agent enrolled at its [[hubs]] appended (asked of all hubs at once,
 /// before `deadline`), each reached through its hub. An agent whose name an [[agents]] entry
 /// or an earlier hub already uses is left out. Throws HubError naming a hub that did not
 /// answer: without its list, garm would take that hub's runners for gone ones.
 ProviderConfig with_hub_agents(ProviderConfig config, TlsConfigCache& tls,
-                               std::chrono::steady_clock::time_point deadline);
+                               std::chrono::steady_clock::time_point deadline,
+                               const std::optional<HubPrefetch>& prefetch = std::nullopt);
 
 /// The provider config with its hubs' agents (load_provider_config, then with_hub_agents
-/// under the probe deadline when there are hubs).
-ProviderConfig load_fleet_config(const std::filesystem::path& path);
+/// under the probe deadline when there are hubs), loading TLS configs into `tls`.
+ProviderConfig load_fleet_config(const std::filesystem::path& path, TlsConfigCache& tls,
+                                 const std::optional<HubPrefetch>& prefetch = std::nullopt);
 
 /// The hub's answer to /v1/agents as endpoints (for tests and the status command).
 std::vector<AgentEndpoint> hub_agents_from_json(const HubEndpoint& hub, const std::string& body);

@@ -385,7 +385,7 @@ TEST_CASE("fleet: the status view shows every agent, and --json is for scripts",
   CHECK_THAT(text.out, Catch::Contains("AGENT") && Catch::Contains("alive") &&
                            Catch::Contains("6144/8192") && Catch::Contains("running=1") &&
                            Catch::Contains("aarch64") && Catch::Contains("debian-12/arm64"));
-  CHECK_THAT(text.out, Catch::Matches("(.|\n)*hole +error +agent hole(.|\n)*"));
+  CHECK_THAT(text.out, Catch::Matches("(.|\n)*hole +direct +error +agent hole(.|\n)*"));
 
   const auto report = json::parse(garm.status("--json").out);
   REQUIRE(report.size() == 3);

@@ -15,6 +15,7 @@
 #include "hub/hub_server.hpp"
 #include "net/https_client.hpp"
 #include "wire/join_token.hpp"
+#include "wire/relay_framing.hpp"
 
 using namespace garm_edge;
 using nlohmann::json;
@@ -201,6 +202,45 @@ TEST_CASE("an agent joins a hub, dials its tunnels and answers relayed requests"
     CHECK(listed["agents"][0]["connected"] == true);
     CHECK(listed["agents"][0]["version"] == "9.9.9");
     CHECK(listed["agents"][0]["labels"] == json::array({"lab"}));
+  }
+
+  SECTION("one request to many agents comes back framed, a missing agent said so") {
+    net::HttpsClient client({.host = "localhost", .port = provider_port},
+                            net::TlsConfig::load(net::TlsConfig::Role::client,
+                                                 {.ca = hub_state / "pki/ca.crt",
+                                                  .crl = "",
+                                                  .certificate = hub_state / "pki/clients/garm.crt",
+                                                  .key = hub_state / "pki/clients/garm.key"}),
+                            {});
+    const auto answer = client.request(
+        "POST", "/v1/relay",
+        json({{"method", "GET"}, {"target", "/v1/capacity"}, {"agents", {"lab-board-7", "nobody"}}})
+            .dump());
+    REQUIRE(answer.status == 200);
+    const auto parts = wire::parse_relay_framing(answer.body);
+    REQUIRE(parts);
+    REQUIRE(parts->size() == 2);
+    for (const auto& part : *parts) {
+      if (part.agent == "lab-board-7") {
+        CHECK(part.status == 200);
+        CHECK(json::parse(part.body)["caller"] == "garm");
+      } else {
+        CHECK(part.status == 0);
+        CHECK_FALSE(part.sent);
+        CHECK_THAT(part.body, Catch::Contains("not connected"));
+      }
+    }
+    const auto everyone = client.request(
+        "POST", "/v1/relay",
+        json({{"method", "GET"}, {"target", "/v1/capacity"}, {"agents", "*"}}).dump());
+    CHECK(wire::parse_relay_framing(everyone.body)->size() == 1);
+    const auto forbidden = client.request(
+        "POST", "/v1/relay",
+        json({{"method", "GET"},
+              {"target", "/v1/controllers/00000000-0000-4000-8000-000000000000/instances"},
+              {"agents", "*"}})
+            .dump());
+    CHECK(forbidden.status == 403);
   }
 
   SECTION("the hub checks the caller's controllers and relays plain paths only") {

@@ -10,6 +10,7 @@
 #include "support/run_command.hpp"
 #include "wire/base64.hpp"
 #include "wire/join_token.hpp"
+#include "wire/relay_framing.hpp"
 
 using namespace garm_edge;
 using garm_edge::testing::run_command;
@@ -202,4 +203,25 @@ TEST_CASE("failed enrolments are limited per address and token, and the limit pa
     limiter.failed("10.1." + std::to_string(i) + "|x", start);
   }
   CHECK(limiter.allowed("10.0.0.9|bbbb", start));
+}
+
+TEST_CASE("a hub's framed answers are read exactly, and nothing else is", "[hub][relay]") {
+  const std::string framed = "garm-edge-relay/1\na1 200 1 2\n{}a2 0 0 13\nnot connected";
+  const auto answers = wire::parse_relay_framing(framed);
+  REQUIRE(answers);
+  REQUIRE(answers->size() == 2);
+  CHECK((*answers)[0].agent == "a1");
+  CHECK((*answers)[0].body == "{}");
+  CHECK((*answers)[1].status == 0);
+  CHECK_FALSE((*answers)[1].sent);
+  CHECK((*answers)[1].body == "not connected");
+  // A body holding what looks like another part stays in its own part.
+  const auto nested = wire::parse_relay_framing("garm-edge-relay/1\na1 200 1 14\nx\na2 200 1 1\nx");
+  REQUIRE(nested);
+  CHECK(nested->size() == 1);
+  for (const auto* bad : {"", "garm-edge-relay/2\n", "garm-edge-relay/1\na1 200 1 5\n{}",
+                          "garm-edge-relay/1\na1 x 1 2\n{}", "garm-edge-relay/1\na1 200 2 2\n{}",
+                          "garm-edge-relay/1\na1 200 1 -1\n{}"}) {
+    CHECK_FALSE(wire::parse_relay_framing(bad));
+  }
 }
