@@ -32,16 +32,8 @@ net::HttpsResponse AgentClient::call(
     }
   }
   try {
-    net::HttpsClientOptions options;
-    options.connect_timeout = config_.connect_timeout;
-    options.request_timeout =
-        kind == CallKind::create ? config_.create_timeout : config_.request_timeout;
-    options.deadline = deadline;
-    if (!config_.session_dir.empty()) {
-      // Private to garm's user; a directory that cannot be made just means full handshakes.
-      ::mkdir(config_.session_dir.c_str(), 0700);
-      options.session_file = config_.session_dir / (endpoint_.name + ".tls-session");
-    }
+    const auto options = call_options(
+        config_, kind, deadline, endpoint_.hub.empty() ? endpoint_.name : "hub-" + endpoint_.hub);
     auto response =
         net::HttpsClient(net::parse_https_url(endpoint_.url), tls_.get(endpoint_), options)
             .request(method, endpoint_.path_prefix + path, body);
@@ -91,6 +83,22 @@ void AgentClient::throw_hub_failure(const net::HttpsResponse& response) const {
   if (code == "agent_unreachable") {
     throw net::HttpsError("hub " + endpoint_.hub + ": " + describe(response), true);
   }
+}
+
+net::HttpsClientOptions call_options(const ProviderConfig& config, CallKind kind,
+                                     std::optional<std::chrono::steady_clock::time_point> deadline,
+                                     const std::string& session_name) {
+  net::HttpsClientOptions options;
+  options.connect_timeout = config.connect_timeout;
+  options.request_timeout =
+      kind == CallKind::create ? config.create_timeout : config.request_timeout;
+  options.deadline = deadline;
+  if (!config.session_dir.empty()) {
+    // Private to garm's user; a directory that cannot be made just means full handshakes.
+    ::mkdir(config.session_dir.c_str(), 0700);
+    options.session_file = config.session_dir / (session_name + ".tls-session");
+  }
+  return options;
 }
 
 std::shared_ptr<const net::TlsConfig> TlsConfigCache::get(const AgentEndpoint& endpoint) {

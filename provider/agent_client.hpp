@@ -20,6 +20,13 @@ namespace garm_edge::provider {
 /// create timeout, anything else the request timeout.
 enum class CallKind { probe, request, create };
 
+/// The options of a call of `kind` to the endpoint whose TLS sessions are kept as
+/// `<session_dir>/<session_name>.tls-session` (the agent's name, or "hub-<name>" for every
+/// call through a hub: one server, one session).
+net::HttpsClientOptions call_options(const ProviderConfig& config, CallKind kind,
+                                     std::optional<std::chrono::steady_clock::time_point> deadline,
+                                     const std::string& session_name);
+
 /// The client TLS configs of one provider process, loaded once per distinct CA, certificate
 /// and key: agents that share them (the usual fleet) share one, and no thread loads twice.
 class TlsConfigCache {

@@ -71,14 +71,7 @@ void Fleet::fan_out_to(const std::vector<AgentClient*>& members, const std::stri
                        const std::string& path, CallKind kind,
                        std::optional<std::chrono::steady_clock::time_point> deadline) {
   const auto& hub = members.front()->endpoint();
-  net::HttpsClientOptions options;
-  options.connect_timeout = config_.connect_timeout;
-  options.request_timeout =
-      kind == CallKind::create ? config_.create_timeout : config_.request_timeout;
-  options.deadline = deadline;
-  if (!config_.session_dir.empty()) {
-    options.session_file = config_.session_dir / ("hub-" + hub.hub + ".tls-session");
-  }
+  const auto options = call_options(config_, kind, deadline, "hub-" + hub.hub);
   nlohmann::json names = nlohmann::json::array();
   for (const auto* member : members) {
     names.push_back(member->name());
