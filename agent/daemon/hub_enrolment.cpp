@@ -1,5 +1,10 @@
 #include "agent/daemon/hub_enrolment.hpp"
 
+#include <cerrno>
+#include <cstring>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "common/durable_file.hpp"
@@ -36,6 +41,22 @@ std::string refusal(const net::HttpsResponse& response) {
 void install_credentials(const HubEnrolment& enrolment, const std::string& key_pem,
                          const std::string& certificate_pem) {
   write_atomically(enrolment.certificate(), certificate_pem + key_pem);
+}
+
+/// Run as root (as an operator types it), join writes files the agent's own account must read:
+/// they go to the owner of the state directory.
+void give_to_state_owner(const fs::path& state_dir, const fs::path& directory) {
+  struct stat owner {};
+  if (::geteuid() != 0 || ::stat(state_dir.c_str(), &owner) != 0 || owner.st_uid == 0) {
+    return;
+  }
+  for (const auto& path : {directory, directory / "ca.crt", directory / "agent.pem",
+                           directory / "hub.json"}) {
+    if (::chown(path.c_str(), owner.st_uid, owner.st_gid) != 0 && errno != ENOENT) {
+      throw JoinError("cannot give " + path.string() + " to the agent's account: " +
+                      std::strerror(errno));
+    }
+  }
 }
 
 }  // namespace
@@ -130,6 +151,7 @@ HubEnrolment join_hub(const JoinOptions& options) {
                                                            {"enrolled_at", unix_now()}})
                                                              .dump(2) +
                                                          "\n");
+  give_to_state_owner(options.state_dir, enrolment.directory);
   return enrolment;
 }
 
@@ -151,6 +173,7 @@ void renew_certificate(const HubEnrolment& enrolment, std::chrono::milliseconds 
     throw JoinError("the hub's answer holds no certificate");
   }
   install_credentials(enrolment, credentials.key_pem, issued["certificate"].get<std::string>());
+  give_to_state_owner(enrolment.directory.parent_path(), enrolment.directory);
 }
 
 }  // namespace garm_edge::agent

@@ -110,7 +110,17 @@ void HubLink::run() {
 
 bool HubLink::refresh() {
   try {
+    // A host that joined again (another hub, or the same one after a removal) is picked up
+    // without a restart.
+    std::error_code missing;
+    const auto joined = std::filesystem::last_write_time(hub_directory(state_dir_) / "hub.json",
+                                                         missing);
+    if (enrolment_ && (missing || joined != joined_at_)) {
+      enrolment_.reset();
+      tls_.reset();
+    }
     if (!enrolment_) {
+      joined_at_ = joined;
       enrolment_ = load_hub_enrolment(state_dir_);
       if (!enrolment_) {
         return false;

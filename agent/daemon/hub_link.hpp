@@ -99,6 +99,7 @@ class HubLink {
   std::optional<HubEnrolment> enrolment_;
   std::shared_ptr<const net::TlsConfig> tls_;
   std::filesystem::file_time_type credentials_written_{};
+  std::filesystem::file_time_type joined_at_{};
   std::chrono::steady_clock::time_point next_renewal_check_{};
   std::chrono::milliseconds backoff_;
   std::thread thread_;

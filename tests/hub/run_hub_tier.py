@@ -449,7 +449,13 @@ def main():
               "the removed agent's certificate is refused when it dials again")
         # Back the way an operator brings it back: a new token, joined again, no restart.
         shutil.rmtree(os.path.join(agents["a2"].state, "hub"))
+        # Joined by root for an agent that runs as its own account (as packaged): the files go
+        # to the owner of the state directory.
+        os.chown(agents["a2"].state, 65534, 65534)
         check(agents["a2"].join(hub.token()).returncode == 0, "the removed agent joins again")
+        owners = {os.stat(os.path.join(agents["a2"].state, "hub", f)).st_uid
+                  for f in ("ca.crt", "agent.pem", "hub.json")}
+        check(owners == {65534}, "join run by root leaves the files to the agent's account")
         wait_for("a2 back after joining again", lambda: hub.connected("a2"), 10, 0.05)
 
         # Renewal without a restart: the tunnels open keep serving, new ones use the new
