@@ -122,6 +122,8 @@ file "$root/usr/bin/garm-edge-hub" | grep -q 'statically linked' || fail "the hu
 in_root dpkg-query -W -f='${Conffiles}\n' garm-provider-edge | grep -q '/etc/garm-edge-hub/hub.toml' ||
   fail "hub.toml is not a conffile"
 in_root getent passwd garm-edge-hub >/dev/null || fail "no garm-edge-hub user"
+[ ! -e "$root/etc/systemd/system/multi-user.target.wants/garm-edge-hub.service" ] ||
+  fail "a fresh install enabled the hub before it has a CA"
 [ "$(owner_and_mode '%U %a' /var/lib/garm-edge-hub)" = "garm-edge-hub 700" ] || fail "/var/lib/garm-edge-hub permissions"
 
 section "systemd-analyze verify, pki init and check-config as the service account"
