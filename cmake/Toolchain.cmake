@@ -3,7 +3,11 @@
 find_program(CCACHE_PROGRAM ccache)
 if(CCACHE_PROGRAM AND NOT CMAKE_CXX_COMPILER_LAUNCHER)
   # The test targets use precompiled headers, which ccache caches only with this sloppiness.
-  set(CMAKE_CXX_COMPILER_LAUNCHER env "CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime" "${CCACHE_PROGRAM}")
+  # Paths are hashed relative to the source tree, so that another checkout (the upgrade tier's
+  # build of the previous commit) hits the cache for every file that did not change.
+  set(CMAKE_CXX_COMPILER_LAUNCHER env
+      "CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime"
+      "CCACHE_BASEDIR=${PROJECT_SOURCE_DIR}" "${CCACHE_PROGRAM}")
 endif()
 
 # -Os rather than CMake's -O3: the stripped agent must stay under 4 MiB (product brief), and
