@@ -6,6 +6,7 @@
 
 #include "common/text.hpp"
 #include "common/unix_time.hpp"
+#include "net/http_syntax.hpp"
 #include "net/pki.hpp"
 #include "wire/join_token.hpp"
 #include "wire/relay_framing.hpp"
@@ -56,6 +57,37 @@ std::vector<std::string> name_list(const json& body, const char* key) {
     }
   }
   return names;
+}
+
+/// What a client may ask of agents through the hub, which speaks for it to agents that trust
+/// the hub with every controller: its controllers' routes; of the host-wide ones, the capacity
+/// and health a placement reads; the rest (draining, other controllers' warm guests, metrics)
+/// only with controllers = ["*"].
+std::optional<HttpResponse> refusal_for(const HubClient& client, const std::string& method,
+                                        const std::string& target, const std::string& controller) {
+  if (!controller.empty()) {
+    if (client.allows(controller)) {
+      return std::nullopt;
+    }
+    return error_answer(403, "forbidden",
+                        "client \"" + client.identity + "\" may not act for controller " +
+                            printable_excerpt(controller));
+  }
+  const auto path = target.substr(0, target.find('?'));
+  if ((method == "GET" && (path == "/v1/capacity" || path == "/healthz")) || client.allows("*")) {
+    return std::nullopt;
+  }
+  return error_answer(403, "forbidden",
+                      "client \"" + client.identity + "\" may not " + method + " " + path +
+                          " on an agent: that needs controllers = [\"*\"]");
+}
+
+/// The target relayed to an agent goes into a request line: only what a request target may
+/// hold (no space, no control character: nothing that could end the line or start a request).
+bool is_plain_target(std::string_view target) {
+  return !target.empty() && target.front() == '/' && target.size() <= 8192 &&
+         std::all_of(target.begin(), target.end(),
+                     [](char c) { return net::http_syntax::is_target_char(c); });
 }
 
 /// The path relayed to an agent: plain segments only, so that the hub's reading of it (which
@@ -212,6 +244,7 @@ HttpResponse HubServer::enrol(const HttpRequest& request, const net::PeerIdentit
                                      .dns_names = name_list(body, "dns_names"),
                                      .ip_addresses = name_list(body, "ip_addresses")};
     auto enrolled = store_.enrol(enrolment, unix_now());
+    forget_enrolled();
     log_.info("enrolled agent " + enrolled.agent.name + " from " + peer.address + " with token " +
               enrolled.agent.token_id);
     return json_answer(200, {{"certificate", enrolled.certificate_pem},
@@ -323,11 +356,8 @@ void HubServer::on_provider_request(HttpRequest request, const net::PeerIdentity
                                     "the hub relays only plain paths (no percent-encoding, empty "
                                     "or dot segments)"));
       }
-      if (!controller->empty() && !client->allows(*controller)) {
-        return respond(error_answer(403, "forbidden",
-                                    "client \"" + client->identity +
-                                        "\" may not act for controller " +
-                                        printable_excerpt(*controller)));
+      if (const auto refusal = refusal_for(*client, request.method, target, *controller)) {
+        return respond(*refusal);
       }
       HttpRequest inner = std::move(request);
       inner.target = target;
@@ -388,7 +418,7 @@ void HubServer::relay_to_many(const HttpRequest& request, const HubClient& clien
     // "*": every enrolled agent, so that a provider learns the hub's agents and their answers
     // in one round trip.
     if (fields.at("agents") == "*") {
-      for (const auto& agent : store_.agents()) {
+      for (const auto& agent : enrolled()) {
         agents.push_back(agent.name);
       }
     } else {
@@ -407,14 +437,12 @@ void HubServer::relay_to_many(const HttpRequest& request, const HubClient& clien
   const bool method_ok = method == "GET" || method == "POST" || method == "DELETE";
   const auto controller = controller_of(target.substr(0, target.find('?')));
   if (!names_ok || !method_ok || agents.size() > kMaxRelayTargets || !controller ||
-      !target.starts_with("/")) {
+      !is_plain_target(target)) {
     return respond(error_answer(400, "invalid_argument",
                                 "a relay names agents, GET, POST or DELETE and a plain path"));
   }
-  if (!controller->empty() && !client.allows(*controller)) {
-    return respond(error_answer(403, "forbidden",
-                                "client \"" + client.identity + "\" may not act for controller " +
-                                    printable_excerpt(*controller)));
+  if (const auto refusal = refusal_for(client, method, target, *controller)) {
+    return respond(*refusal);
   }
   // The answers go back framed, not as JSON strings: nothing to escape or parse on either side,
   // and no agent's bytes can pass for another's (each part's length is the hub's count).
@@ -459,7 +487,7 @@ void HubServer::relay_to_many(const HttpRequest& request, const HubClient& clien
 HttpResponse HubServer::list_agents() const {
   json agents = json::array();
   const auto now = unix_now();
-  for (const auto& agent : store_.agents()) {
+  for (const auto& agent : enrolled()) {
     json entry = {{"name", agent.name},
                   {"labels", agent.labels},
                   {"enrolled_at", agent.enrolled_at},
@@ -482,6 +510,23 @@ HttpResponse HubServer::list_agents() const {
     agents.push_back(std::move(entry));
   }
   return json_answer(200, {{"agents", agents}});
+}
+
+void HubServer::forget_enrolled() {
+  std::lock_guard lock(enrolled_mutex_);
+  enrolled_read_at_ = {};
+}
+
+std::vector<AgentRecord> HubServer::enrolled() const {
+  const auto now = std::chrono::steady_clock::now();
+  const auto generation = store_.agents_generation();
+  std::lock_guard lock(enrolled_mutex_);
+  if (generation != enrolled_generation_ || now - enrolled_read_at_ > std::chrono::seconds(1)) {
+    enrolled_ = store_.agents();
+    enrolled_generation_ = generation;
+    enrolled_read_at_ = now;
+  }
+  return enrolled_;
 }
 
 void HubServer::watch_agents() {

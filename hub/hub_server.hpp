@@ -6,6 +6,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <asio.hpp>
 
@@ -74,6 +75,10 @@ class HubServer {
   /// The enrolled agent `peer` is, by a certificate the hub issued and still accepts.
   std::optional<AgentRecord> enrolled_agent(const net::PeerIdentity& peer) const;
   void watch_agents();
+  /// The enrolled agents, reread only when the agents directory changed (or a second passed:
+  /// timestamps are coarse): every list and every relay to all agents reads them.
+  std::vector<AgentRecord> enrolled() const;
+  void forget_enrolled();
   /// Closes the tunnels of every agent whose tunnels show a certificate the store no longer
   /// accepts (removed, or removed and enrolled again): it dials again, and is refused or not.
   void drop_revoked_tunnels();
@@ -90,6 +95,10 @@ class HubServer {
   asio::steady_timer watch_timer_;
   std::uint64_t agents_generation_ = 0;
   unsigned ticks_since_check_ = 0;
+  mutable std::mutex enrolled_mutex_;
+  mutable std::vector<AgentRecord> enrolled_;
+  mutable std::uint64_t enrolled_generation_ = 0;
+  mutable std::chrono::steady_clock::time_point enrolled_read_at_{};
 };
 
 }  // namespace garm_edge::hub

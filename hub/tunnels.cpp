@@ -88,7 +88,7 @@ void Tunnels::run(const std::string& name, std::shared_ptr<net::TlsChannel> chan
                   std::string request, std::chrono::milliseconds timeout, Done done) {
   channel->exchange(std::move(request), timeout,
                     [this, name, channel, done = std::move(done)](
-                        std::optional<net::ClientResponse> answer, std::string error) {
+                        std::optional<net::ClientResponse> answer, std::string error, bool sent) {
                       if (answer) {
                         {
                           std::lock_guard lock(mutex_);
@@ -98,7 +98,7 @@ void Tunnels::run(const std::string& name, std::shared_ptr<net::TlsChannel> chan
                         }
                         release(name, channel);
                       }
-                      done(std::move(answer), std::move(error), true);
+                      done(std::move(answer), std::move(error), sent);
                     });
 }
 
@@ -122,17 +122,27 @@ void Tunnels::release(const std::string& name, std::shared_ptr<net::TlsChannel> 
 }
 
 void Tunnels::closed(const std::string& name, const std::shared_ptr<net::TlsChannel>& channel) {
-  std::lock_guard lock(mutex_);
-  const auto found = links_.find(name);
-  if (found == links_.end()) {
-    return;
+  std::deque<Waiter> stranded;
+  {
+    std::lock_guard lock(mutex_);
+    const auto found = links_.find(name);
+    if (found == links_.end()) {
+      return;
+    }
+    auto& link = found->second;
+    link.open.erase(channel);
+    link.serials.erase(channel.get());
+    std::erase_if(link.idle, [&](const Idle& idle) { return idle.channel == channel; });
+    if (link.open.empty()) {
+      link.connected_since.reset();
+      // Its last tunnel gone, nothing will serve them: they fail now, not at their deadline.
+      stranded = std::move(link.waiting);
+      link.waiting.clear();
+    }
   }
-  auto& link = found->second;
-  link.open.erase(channel);
-  link.serials.erase(channel.get());
-  std::erase_if(link.idle, [&](const Idle& idle) { return idle.channel == channel; });
-  if (link.open.empty()) {
-    link.connected_since.reset();
+  for (auto& waiter : stranded) {
+    waiter.timer->cancel();
+    waiter.done(std::nullopt, "agent " + name + " lost its last tunnel to the hub", false);
   }
 }
 

@@ -46,7 +46,9 @@ struct TunnelOptions {
   /// timeout) keeps them.
   std::chrono::milliseconds heartbeat_interval{std::chrono::seconds(10)};
   std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(5)};
-  std::size_t max_response_bytes = 64 * 1024 * 1024;
+  /// One answer of one agent (a list of thousands of instances is a few MiB): a hostile agent
+  /// cannot make the hub hold more than this per tunnel.
+  std::size_t max_response_bytes = 16 * 1024 * 1024;
 };
 
 /// The agents' tunnels, by agent name: requests for an agent go over one of its idle tunnels,

@@ -9,6 +9,7 @@
 
 #include "common/unique_fd.hpp"
 #include "net/socket_io.hpp"
+#include "net/tls_stream.hpp"
 
 namespace garm_edge::net {
 namespace {
@@ -121,6 +122,14 @@ HttpsResponse exchange(const HttpsTarget& target, const TlsConfig& tls,
       std::to_string(body.size()) + "\r\n\r\n" + body;
   try {
     ssl.handshake(where);
+    if (!options.refused_peer_uri_prefix.empty()) {
+      for (const auto& uri : identity_of(mbedtls_ssl_get_peer_cert(ssl.context())).uri_names) {
+        if (uri.starts_with(options.refused_peer_uri_prefix)) {
+          throw TransportError(where + " shows the certificate of " + uri +
+                               ", not the one asked for");
+        }
+      }
+    }
     save_session(ssl, options.session_file, loaded);
     transport.deadline = within_deadline(SteadyClock::now() + options.request_timeout);
     // Until the whole request is out, the agent cannot have acted on it (it reads a request

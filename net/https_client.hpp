@@ -48,6 +48,10 @@ struct HttpsClientOptions {
   /// When set, no step runs past it, whatever the two timeouts above allow (a probe of many
   /// agents in parallel has one deadline for all).
   std::optional<std::chrono::steady_clock::time_point> deadline;
+  /// A peer whose certificate carries a URI SAN starting with this is refused after the
+  /// handshake, before anything is sent: a hub's clients refuse an agent's certificate (the
+  /// same CA signs both) posing as the hub.
+  std::string refused_peer_uri_prefix = {};
 };
 
 /// One short exchange over mutual TLS: connect, handshake (resuming a saved session when it

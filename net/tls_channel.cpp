@@ -24,8 +24,8 @@ std::shared_ptr<TlsChannel> TlsChannel::open(std::shared_ptr<TlsStream> stream,
 TlsChannel::TlsChannel(std::shared_ptr<TlsStream> stream, std::size_t max_response_bytes)
     : socket_(std::move(stream->socket)),
       timer_(socket_.get_executor()),
-      ssl_(std::move(stream->ssl)),
       tls_(std::move(stream->tls)),
+      ssl_(std::move(stream->ssl)),
       peer_(std::move(stream->peer)),
       max_response_bytes_(max_response_bytes) {
   mbedtls_ssl_set_bio(ssl_.get(), this, &TlsChannel::send, &TlsChannel::receive, nullptr);
@@ -73,7 +73,8 @@ void TlsChannel::exchange(std::string request, std::chrono::milliseconds timeout
   asio::post(socket_.get_executor(), [self = shared_from_this(), request = std::move(request),
                                       timeout, done = std::move(done)]() mutable {
     if (self->closed_ || self->done_) {
-      return done(std::nullopt, self->closed_ ? "the tunnel is closed" : "the tunnel is busy");
+      return done(std::nullopt, self->closed_ ? "the tunnel is closed" : "the tunnel is busy",
+                  false);
     }
     self->done_ = std::move(done);
     self->outgoing_ = std::move(request);
@@ -146,7 +147,8 @@ void TlsChannel::finish(std::optional<ClientResponse> answer, std::string error)
   if (!closed_) {
     watch_while_idle();
   }
-  done(std::move(answer), std::move(error));
+  const bool sent = answer.has_value() || written_ > 0;
+  done(std::move(answer), std::move(error), sent);
 }
 
 void TlsChannel::shut(const std::string& why) {

@@ -18,8 +18,10 @@ namespace garm_edge::net {
 /// runs on the socket's strand; the public calls may come from any thread.
 class TlsChannel : public std::enable_shared_from_this<TlsChannel> {
  public:
-  /// The answer, or nothing and why not (the channel is closed then).
-  using Done = std::function<void(std::optional<ClientResponse> answer, std::string error)>;
+  /// The answer, or nothing and why not (the channel is closed then) and whether any of the
+  /// request was written (if not, the peer cannot have acted on it).
+  using Done =
+      std::function<void(std::optional<ClientResponse> answer, std::string error, bool sent)>;
 
   static std::shared_ptr<TlsChannel> open(std::shared_ptr<TlsStream> stream,
                                           std::size_t max_response_bytes);
@@ -54,8 +56,8 @@ class TlsChannel : public std::enable_shared_from_this<TlsChannel> {
 
   asio::ip::tcp::socket socket_;
   asio::steady_timer timer_;
+  std::shared_ptr<const TlsConfig> tls_;  // before ssl_: mbedtls_ssl_free reads the config
   SslContextPtr ssl_;
-  std::shared_ptr<const TlsConfig> tls_;
   PeerIdentity peer_;
   std::size_t max_response_bytes_;
   std::function<void()> on_closed_;

@@ -85,8 +85,8 @@ TurnedAround dial_and_turn_around(const HttpsTarget& target, std::shared_ptr<con
     if (result.status == 200) {
       const int fd = socket.get();
       auto stream = std::make_shared<TlsStream>(TlsStream{.socket = asio::ip::tcp::socket(executor),
-                                                          .ssl = ssl.release(),
                                                           .tls = std::move(tls),
+                                                          .ssl = ssl.release(),
                                                           .peer = {},
                                                           .early_bytes = answer.substr(body_end)});
       stream->peer = identity_of(mbedtls_ssl_get_peer_cert(stream->ssl.get()));

@@ -409,8 +409,8 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
     stage_ = Stage::closed;
     disarm_deadline();
     auto stream = std::make_shared<TlsStream>(TlsStream{.socket = std::move(socket_),
-                                                        .ssl = std::move(ssl_),
                                                         .tls = tls_,
+                                                        .ssl = std::move(ssl_),
                                                         .peer = identity_,
                                                         .early_bytes = std::move(pending_)});
     mbedtls_ssl_set_bio(stream->ssl.get(), nullptr, nullptr, nullptr, nullptr);

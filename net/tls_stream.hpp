@@ -36,8 +36,8 @@ SslContextPtr make_ssl_context();
 /// that connected answers requests and the side that accepted sends them.
 struct TlsStream {
   asio::ip::tcp::socket socket;
+  std::shared_ptr<const TlsConfig> tls;  // the context points into it: destroyed after it
   SslContextPtr ssl;
-  std::shared_ptr<const TlsConfig> tls;  // the context points into it
   PeerIdentity peer;
   std::string early_bytes;  // plaintext already read past what the first owner consumed
 };

@@ -6,6 +6,7 @@
 
 #include "common/hex.hpp"
 #include "common/text.hpp"
+#include "wire/join_token.hpp"
 #include "wire/json_fields.hpp"
 
 namespace garm_edge::provider {
@@ -32,8 +33,11 @@ net::HttpsResponse AgentClient::call(
     }
   }
   try {
-    const auto options = call_options(
-        config_, kind, deadline, endpoint_.hub.empty() ? endpoint_.name : "hub-" + endpoint_.hub);
+    auto options = call_options(config_, kind, deadline,
+                                endpoint_.hub.empty() ? endpoint_.name : "hub-" + endpoint_.hub);
+    if (!endpoint_.hub.empty()) {
+      options.refused_peer_uri_prefix = wire::kAgentUriPrefix;
+    }
     auto response =
         net::HttpsClient(net::parse_https_url(endpoint_.url), tls_.get(endpoint_), options)
             .request(method, endpoint_.path_prefix + path, body);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/text.hpp"
+#include "wire/join_token.hpp"
 #include "wire/relay_framing.hpp"
 
 namespace garm_edge::provider {
@@ -71,7 +72,8 @@ void Fleet::fan_out_to(const std::vector<AgentClient*>& members, const std::stri
                        const std::string& path, CallKind kind,
                        std::optional<std::chrono::steady_clock::time_point> deadline) {
   const auto& hub = members.front()->endpoint();
-  const auto options = call_options(config_, kind, deadline, "hub-" + hub.hub);
+  auto options = call_options(config_, kind, deadline, "hub-" + hub.hub);
+  options.refused_peer_uri_prefix = wire::kAgentUriPrefix;
   nlohmann::json names = nlohmann::json::array();
   for (const auto* member : members) {
     names.push_back(member->name());
@@ -81,6 +83,9 @@ void Fleet::fan_out_to(const std::vector<AgentClient*>& members, const std::stri
     timeout = std::min(timeout, std::chrono::duration_cast<std::chrono::milliseconds>(
                                     *deadline - std::chrono::steady_clock::now()));
   }
+  // The hub answers a little before this process gives up: one hung agent must not cost the
+  // answers of all the others (and then the time to ask each of them again).
+  timeout -= std::min(timeout / 5, std::chrono::milliseconds(2000));
   const nlohmann::json request = {{"method", method},
                                   {"target", path},
                                   {"agents", names},

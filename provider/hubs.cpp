@@ -7,6 +7,7 @@
 
 #include "common/text.hpp"
 #include "net/https_client.hpp"
+#include "wire/join_token.hpp"
 #include "wire/validate.hpp"
 
 namespace garm_edge::provider {
@@ -50,6 +51,7 @@ net::HttpsResponse ask_hub(const HubEndpoint& hub, TlsConfigCache& tls,
   try {
     net::HttpsClientOptions options;
     options.deadline = deadline;
+    options.refused_peer_uri_prefix = wire::kAgentUriPrefix;
     if (!session_dir.empty()) {
       // A resumed session saves the hub list its full handshake: most of what the hub adds.
       ::mkdir(session_dir.c_str(), 0700);

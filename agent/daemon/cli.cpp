@@ -49,10 +49,11 @@ commands:
                                garm-provider-edge checks DNS names only)
   pki issue-client NAME [--dir DIR]
                                another client certificate (its CN is the identity)
-  join TOKEN --config FILE [--dns NAME]... [--ip ADDR]...
+  join TOKEN|- --config FILE [--dns NAME]... [--ip ADDR]...
                                enrol this host at a hub with a token from `garm-edge-hub token
                                create`: the key is made here, the hub signs it, and the running
-                               agent opens its tunnels within a second (docs/fleet.md)
+                               agent opens its tunnels within a second (docs/fleet.md);
+                               "-" reads the token from standard input
   renew --config FILE          renew the hub certificate now (the agent does it by itself
                                once two thirds of its lifetime have passed)
   --version                    print the version
@@ -143,7 +144,12 @@ int join(int argc, char** argv) {
   }
   const Options options(argc, argv, {"--config", "--dns", "--ip"}, 3);
   const auto config = load_agent_config(options.require("--config"));
-  const auto enrolment = join_hub({.token = argv[2],
+  // "-": the token from standard input, so that it never shows in the process list.
+  std::string token = argv[2];
+  if (token == "-" && !std::getline(std::cin, token)) {
+    throw UsageError("no token on standard input");
+  }
+  const auto enrolment = join_hub({.token = token,
                                    .state_dir = config.state_dir,
                                    .name = config.agent_id,
                                    .dns_names = options.get_all("--dns"),

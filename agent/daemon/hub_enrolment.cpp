@@ -50,11 +50,11 @@ void give_to_state_owner(const fs::path& state_dir, const fs::path& directory) {
   if (::geteuid() != 0 || ::stat(state_dir.c_str(), &owner) != 0 || owner.st_uid == 0) {
     return;
   }
-  for (const auto& path : {directory, directory / "ca.crt", directory / "agent.pem",
-                           directory / "hub.json"}) {
+  for (const auto& path :
+       {directory, directory / "ca.crt", directory / "agent.pem", directory / "hub.json"}) {
     if (::chown(path.c_str(), owner.st_uid, owner.st_gid) != 0 && errno != ENOENT) {
-      throw JoinError("cannot give " + path.string() + " to the agent's account: " +
-                      std::strerror(errno));
+      throw JoinError("cannot give " + path.string() +
+                      " to the agent's account: " + std::strerror(errno));
     }
   }
 }
@@ -104,10 +104,12 @@ HubEnrolment join_hub(const JoinOptions& options) {
                     "); remove that directory to join again");
   }
   const auto target = net::parse_https_url(token->hub_url);
-  const net::HttpsClientOptions client_options{.connect_timeout = options.timeout,
-                                               .request_timeout = options.timeout,
-                                               .session_file = {},
-                                               .deadline = std::nullopt};
+  const net::HttpsClientOptions client_options{
+      .connect_timeout = options.timeout,
+      .request_timeout = options.timeout,
+      .session_file = {},
+      .deadline = std::nullopt,
+      .refused_peer_uri_prefix = std::string(wire::kAgentUriPrefix)};
   // The first connection trusts nothing: what it fetches is checked against the token.
   const auto ca = net::HttpsClient(target, net::TlsConfig::client_unverified(), client_options)
                       .request("GET", "/v1/ca");
@@ -162,7 +164,8 @@ void renew_certificate(const HubEnrolment& enrolment, std::chrono::milliseconds 
                        {.connect_timeout = timeout,
                         .request_timeout = timeout,
                         .session_file = {},
-                        .deadline = std::nullopt})
+                        .deadline = std::nullopt,
+                        .refused_peer_uri_prefix = std::string(wire::kAgentUriPrefix)})
           .request("POST", "/v1/renew", json({{"request", credentials.request_pem}}).dump());
   if (answer.status != 200) {
     throw JoinError("the hub refused the renewal: " + refusal(answer));

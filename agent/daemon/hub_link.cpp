@@ -113,8 +113,8 @@ bool HubLink::refresh() {
     // A host that joined again (another hub, or the same one after a removal) is picked up
     // without a restart.
     std::error_code missing;
-    const auto joined = std::filesystem::last_write_time(hub_directory(state_dir_) / "hub.json",
-                                                         missing);
+    const auto joined =
+        std::filesystem::last_write_time(hub_directory(state_dir_) / "hub.json", missing);
     if (enrolment_ && (missing || joined != joined_at_)) {
       enrolment_.reset();
       tls_.reset();
@@ -195,6 +195,10 @@ bool HubLink::dial_one() {
         std::move(turned.stream),
         [serve = serve_, shared = shared_](net::HttpRequest incoming, net::PeerIdentity peer,
                                            net::TlsServer::Respond respond) {
+          // The hub's heartbeats take a tunnel for a moment only: no new one is dialed for them.
+          if (incoming.header("x-garm-edge-heartbeat")) {
+            return serve(std::move(incoming), std::move(peer), std::move(respond));
+          }
           {
             std::lock_guard lock(shared->mutex);
             ++shared->busy;

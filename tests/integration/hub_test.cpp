@@ -105,14 +105,18 @@ struct LinkedAgent {
           const auto caller = agent::caller_through_hub(request);
           std::thread([this, request, caller, handler_delay, respond = std::move(respond)] {
             std::this_thread::sleep_for(handler_delay);
-            ++served;
-            respond({.status = 200,
-                     .content_type = "application/json",
-                     .body = json({{"target", request.target},
-                                   {"caller", caller.common_name},
-                                   {"through_hub", caller.uri_names}})
-                                 .dump(),
-                     .headers = {}});
+            if (!request.header("x-garm-edge-heartbeat")) {
+              ++served;
+            }
+            net::HttpResponse answer{.status = 200,
+                                     .content_type = "application/json",
+                                     .body = json({{"target", request.target},
+                                                   {"caller", caller.common_name},
+                                                   {"through_hub", caller.uri_names}})
+                                                 .dump(),
+                                     .headers = {}};
+            answer.close_connection = request.target.ends_with("/close");  // as a refusal does
+            respond(std::move(answer));
           }).detach();
         },
         "9.9.9", std::vector<std::string>{"hub-tunnel"}, log,
@@ -179,7 +183,12 @@ TEST_CASE("an agent joins a hub, dials its tunnels and answers relayed requests"
                                      .id = record.id,
                                      .secret = secret}
                          .encode();
-  agent::join_hub({.token = token, .state_dir = agent_state, .name = "lab-board-7"});
+  // Asking for the hub's own address, as an agent posing as the hub would.
+  agent::join_hub({.token = token,
+                   .state_dir = agent_state,
+                   .name = "lab-board-7",
+                   .dns_names = {},
+                   .ip_addresses = {"127.0.0.1"}});
   LinkedAgent agent(agent_state, std::chrono::milliseconds(0), log);
 
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
@@ -241,6 +250,15 @@ TEST_CASE("an agent joins a hub, dials its tunnels and answers relayed requests"
               {"agents", "*"}})
             .dump());
     CHECK(forbidden.status == 403);
+    // A target that would end the request line and start another is no target.
+    const auto smuggled =
+        client.request("POST", "/v1/relay",
+                       json({{"method", "GET"},
+                             {"target", "/healthz?x HTTP/1.1\r\nHost: a\r\n\r\nPOST /v1/draining"},
+                             {"agents", "*"}})
+                           .dump());
+    CHECK(smuggled.status == 400);
+    CHECK(agent.served == 2);  // the two capacity requests above, nothing else
   }
 
   SECTION("the hub checks the caller's controllers and relays plain paths only") {
@@ -255,7 +273,13 @@ TEST_CASE("an agent joins a hub, dials its tunnels and answers relayed requests"
                                  "/v1/agents/lab-board-7/relay/v1/../v1/capacity");
     CHECK(dotted.status == 400);
     CHECK(agent.served == 0);
-    const auto unknown = call_hub(hub_state / "pki", provider_port, "/v1/agents/nobody/relay/v1/x");
+    const auto draining =
+        call_hub(hub_state / "pki", provider_port, "/v1/agents/lab-board-7/relay/v1/warm");
+    CHECK(draining.status == 403);  // host-wide beyond capacity: only for controllers = ["*"]
+    CHECK(call_hub(hub_state / "pki", provider_port, "/v1/agents/lab-board-7/relay/v1/capacity")
+              .status == 200);
+    const auto unknown =
+        call_hub(hub_state / "pki", provider_port, "/v1/agents/nobody/relay/v1/capacity");
     CHECK(unknown.status == 502);
     CHECK_THAT(unknown.body, Catch::Contains("agent_not_connected"));
   }
@@ -281,6 +305,52 @@ TEST_CASE("an agent joins a hub, dials its tunnels and answers relayed requests"
                               .key = hub_state / "pki/clients/garm.key"}),
         {});
     CHECK(as_client.request("POST", "/v1/tunnel").status == 403);
+  }
+
+  SECTION("a tunnel the agent closes after its answer is not handed out again") {
+    CHECK(call_hub(hub_state / "pki", provider_port,
+                   "/v1/agents/lab-board-7/relay/v1/controllers/"
+                   "9dcf590a-1192-4a9c-b3e4-e0902974c2c0/close")
+              .status == 200);
+    for (int i = 0; i < 4; ++i) {
+      CHECK(call_hub(hub_state / "pki", provider_port, "/v1/agents/lab-board-7/relay/v1/capacity")
+                .status == 200);
+    }
+  }
+
+  SECTION("heartbeats keep the idle tunnels without making the agent dial more") {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // five heartbeat rounds
+    CHECK(tunnels_of(*running->server, "lab-board-7") == 2);
+  }
+
+  SECTION("an agent's certificate cannot pass for the hub's") {
+    asio::io_context io;
+    net::TlsServer impostor(
+        io, {},
+        net::TlsConfig::load(net::TlsConfig::Role::server,
+                             {.ca = hub_state / "pki/ca.crt",
+                              .crl = "",
+                              .certificate = agent_state / "hub/agent.pem",
+                              .key = agent_state / "hub/agent.pem"}),
+        [](net::HttpRequest, net::PeerIdentity, net::TlsServer::Respond respond) {
+          respond({.status = 200, .content_type = "text/plain", .body = "", .headers = {}});
+        });
+    impostor.start();
+    std::thread serving([&io] { io.run(); });
+    net::HttpsClientOptions options;
+    options.refused_peer_uri_prefix = wire::kAgentUriPrefix;
+    net::HttpsClient client({.host = "127.0.0.1", .port = impostor.port()},
+                            net::TlsConfig::load(net::TlsConfig::Role::client,
+                                                 {.ca = hub_state / "pki/ca.crt",
+                                                  .crl = "",
+                                                  .certificate = hub_state / "pki/clients/garm.crt",
+                                                  .key = hub_state / "pki/clients/garm.key"}),
+                            options);
+    CHECK_THROWS_WITH(client.request("GET", "/v1/agents"),
+                      Catch::Contains("urn:garm-edge:agent:lab-board-7"));
+    impostor.stop();
+    io.stop();
+    serving.join();
   }
 
   SECTION("requests beyond the idle tunnels make the agent dial more; all are answered") {
