@@ -36,11 +36,11 @@ git -C "$source_dir" worktree add --detach -q "$prev_tree" "$previous"
 started=$SECONDS
 # Both trees hash their sources relative to their own root (cmake/Toolchain.cmake): what did not
 # change between the commits comes from ccache.
-(cmake -S "$prev_tree" -B "$prev_tree/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DGARM_EDGE_BUILD_TESTS=OFF >/dev/null && cmake --build "$prev_tree/build" --target package \
+# The same preset, so the same flags: only what differs misses.
+(cd "$prev_tree" && cmake --preset package >/dev/null && cmake --build --preset package --target package \
   >"$builds/prev-build.log" 2>&1) ||
   { tail -n 30 "$builds/prev-build.log"; echo "FAILED: the previous commit does not build"; exit 1; }
-prev_deb=$(ls "$prev_tree"/build/garm-edge-agent_*.deb)
+prev_deb=$(ls "$prev_tree"/build/package/garm-edge-agent_*.deb)
 echo "previous commit built in $((SECONDS - started)) s: $(basename "$prev_deb")"
 
 tiny=upgrade
