@@ -55,8 +55,6 @@ int init(int argc, char** argv) {
   return 0;
 }
 
-volatile std::sig_atomic_t stop_requested = 0;
-
 int serve(int argc, char** argv) {
   const Options options(argc, argv, {"--config"});
   auto config = load_hub_config(options.require("--config"));

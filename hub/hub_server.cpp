@@ -135,8 +135,7 @@ void EnrolmentLimiter::failed(const std::string& address,
 }
 
 HubServer::HubServer(asio::io_context& io, HubConfig config, Logger& log)
-    : io_(io),
-      config_(std::move(config)),
+    : config_(std::move(config)),
       log_(log),
       store_(config_.state_dir),
       tunnels_(io, config_.tunnels),

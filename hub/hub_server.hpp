@@ -83,7 +83,6 @@ class HubServer {
   /// accepts (removed, or removed and enrolled again): it dials again, and is refused or not.
   void drop_revoked_tunnels();
 
-  asio::io_context& io_;
   HubConfig config_;
   Logger& log_;
   HubStore store_;

@@ -197,12 +197,12 @@ void Tunnels::heartbeat() {
   {
     std::lock_guard lock(mutex_);
     const auto before = std::chrono::steady_clock::now() - options_.heartbeat_interval;
-    for (auto& [name, link] : links_) {
-      std::erase_if(link.idle, [&](Idle& idle) {
+    for (auto& entry : links_) {  // not a structured binding: clang 14 cannot capture one
+      std::erase_if(entry.second.idle, [&](Idle& idle) {
         if (idle.since > before) {
           return false;
         }
-        quiet.emplace_back(name, std::move(idle.channel));
+        quiet.emplace_back(entry.first, std::move(idle.channel));
         return true;
       });
     }
