@@ -63,7 +63,7 @@ if ! command -v clang-tidy >/dev/null; then
   failed+=(clang-tidy)
 else
   tidy=$(git ls-files 'agent/*.cpp' 'common/*.cpp' 'hypervisor/*.cpp' 'net/*.cpp' 'provider/*.cpp' \
-    'userdata/*.cpp' 'wire/*.cpp' |
+    'userdata/*.cpp' 'wire/*.cpp' 'hub/*.cpp' |
     xargs -P "$(nproc)" -n 4 clang-tidy -p "$build" --quiet \
       --extra-arg=-Wno-unknown-warning-option 2>&1 || true)
   if grep -E -A3 '(warning|error):' <<<"$tidy"; then
