@@ -170,9 +170,9 @@ nlohmann::ordered_json deferred_json(const std::vector<DeferredDelete>& deferred
   return entries;
 }
 
-std::string json_report(const ProviderConfig& config,
-                        const std::vector<Fleet::CapacityProbe>& probes,
-                        const std::vector<DeferredDelete>& deferred) {
+nlohmann::ordered_json json_report(const ProviderConfig& config,
+                                   const std::vector<Fleet::CapacityProbe>& probes,
+                                   const std::vector<DeferredDelete>& deferred) {
   nlohmann::ordered_json agents = nlohmann::ordered_json::array();
   for (std::size_t i = 0; i < probes.size(); ++i) {
     nlohmann::ordered_json row = {{"name", config.agents[i].name},
@@ -198,8 +198,7 @@ std::string json_report(const ProviderConfig& config,
                         {"deferred_deletes", deferred_json(deferred, entry.agent)}});
     }
   }
-  // Whatever an agent answered is printed as text a JSON reader can take, valid UTF-8 or not.
-  return agents.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+  return agents;
 }
 
 }  // namespace
@@ -222,9 +221,21 @@ Outcome run_status(const std::vector<std::string>& arguments) {
   ProviderConfig config;
   TlsConfigCache tls;
   try {
-    config = load_fleet_config(config_file, tls);
+    config = load_provider_config(config_file);
   } catch (const std::exception& e) {
     return {1, "", std::string("garm-provider-edge: ") + e.what() + "\n"};
+  }
+  // Each hub on its own: one that does not answer is a row of its own, not the end of the view.
+  std::vector<std::pair<std::string, std::string>> hub_errors;
+  const auto deadline = std::chrono::steady_clock::now() + config.probe_timeout;
+  for (const auto& hub : std::vector<HubEndpoint>(config.hubs)) {
+    auto one = config;
+    one.hubs = {hub};
+    try {
+      config.agents = with_hub_agents(std::move(one), tls, deadline).agents;
+    } catch (const HubError& e) {
+      hub_errors.emplace_back(hub.name, e.what());
+    }
   }
   Fleet fleet(config, &tls);
   const auto probes = fleet.probe_capacity(std::chrono::steady_clock::now() + config.probe_timeout);
@@ -234,10 +245,23 @@ Outcome run_status(const std::vector<std::string>& arguments) {
   if (!config.session_dir.empty()) {
     deferred = DeferredDeletes(config.session_dir).all();
   }
-  return {all_answered ? 0 : 1,
-          json ? json_report(config, probes, deferred)
-               : table(config, probes) + deferred_table(config, deferred),
-          ""};
+  if (json) {
+    auto report = json_report(config, probes, deferred);
+    for (const auto& [hub, error] : hub_errors) {
+      report.push_back(
+          {{"hub", hub}, {"reachable", false}, {"error", printable_excerpt(error, 1000)}});
+    }
+    // Whatever an agent answered is printed as text a JSON reader can take, valid UTF-8 or not.
+    return {all_answered && hub_errors.empty() ? 0 : 1,
+            report.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n",
+            ""};
+  }
+  std::string hubs;
+  for (const auto& [hub, error] : hub_errors) {
+    hubs += "hub " + hub + ": error: " + printable_excerpt(error, 400) + "\n";
+  }
+  return {all_answered && hub_errors.empty() ? 0 : 1,
+          table(config, probes) + hubs + deferred_table(config, deferred), ""};
 }
 
 }  // namespace garm_edge::provider

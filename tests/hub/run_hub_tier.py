@@ -484,6 +484,10 @@ def main():
             hub.process.stop(signal.SIGKILL)
             results = {futures[f]: f.result() for f in futures}
         failed = [n for n, r in results.items() if r.returncode != 0]
+        status = run(PROVIDER, "status", "--config", provider.config, check_rc=False)
+        check(status.returncode == 1 and "direct" in status.stdout and "hub lab: error" in status.stdout,
+              "with the hub down, status still shows the direct agent, and the hub's error:\n"
+              + status.stdout[-600:])
         log("burst: %d of 16 creates failed with the hub killed: %s"
             % (len(failed), {n: results[n].stderr.strip()[-120:] for n in failed[:3]}))
         check(all(r.returncode in (0, 1) for r in results.values()),
