@@ -2,17 +2,9 @@
 
 #include <array>
 
-#include <mbedtls/net_sockets.h>
+#include "net/socket_bio.hpp"
 
 namespace garm_edge::net {
-namespace {
-
-bool wants_io(int rc) {
-  return rc == MBEDTLS_ERR_SSL_WANT_READ || rc == MBEDTLS_ERR_SSL_WANT_WRITE;
-}
-
-}  // namespace
-
 std::shared_ptr<TlsChannel> TlsChannel::open(std::shared_ptr<TlsStream> stream,
                                              std::size_t max_response_bytes) {
   const bool spoke_first = !stream->early_bytes.empty();
@@ -193,26 +185,11 @@ void TlsChannel::wait_for(int want, Next next) {
 }
 
 int TlsChannel::send(void* context, const unsigned char* data, std::size_t size) {
-  auto* self = static_cast<TlsChannel*>(context);
-  asio::error_code error;
-  const auto sent = self->socket_.write_some(asio::buffer(data, size), error);
-  if (error == asio::error::would_block || error == asio::error::try_again) {
-    return MBEDTLS_ERR_SSL_WANT_WRITE;
-  }
-  return error ? MBEDTLS_ERR_NET_SEND_FAILED : static_cast<int>(sent);
+  return send_on_socket(static_cast<TlsChannel*>(context)->socket_, data, size);
 }
 
 int TlsChannel::receive(void* context, unsigned char* data, std::size_t size) {
-  auto* self = static_cast<TlsChannel*>(context);
-  asio::error_code error;
-  const auto got = self->socket_.read_some(asio::buffer(data, size), error);
-  if (error == asio::error::would_block || error == asio::error::try_again) {
-    return MBEDTLS_ERR_SSL_WANT_READ;
-  }
-  if (error == asio::error::eof) {
-    return 0;
-  }
-  return error ? MBEDTLS_ERR_NET_RECV_FAILED : static_cast<int>(got);
+  return receive_on_socket(static_cast<TlsChannel*>(context)->socket_, data, size);
 }
 
 }  // namespace garm_edge::net

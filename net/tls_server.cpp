@@ -11,6 +11,7 @@
 #include "common/hex.hpp"
 #include "net/accept_loop.hpp"
 #include "net/http_server.hpp"
+#include "net/socket_bio.hpp"
 
 namespace garm_edge::net {
 namespace {
@@ -135,26 +136,11 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
   }
 
   static int send(void* context, const unsigned char* data, std::size_t size) {
-    auto* self = static_cast<Connection*>(context);
-    asio::error_code error;
-    const auto sent = self->socket_.write_some(asio::buffer(data, size), error);
-    if (error == asio::error::would_block || error == asio::error::try_again) {
-      return MBEDTLS_ERR_SSL_WANT_WRITE;
-    }
-    return error ? MBEDTLS_ERR_NET_SEND_FAILED : static_cast<int>(sent);
+    return send_on_socket(static_cast<Connection*>(context)->socket_, data, size);
   }
 
   static int receive(void* context, unsigned char* data, std::size_t size) {
-    auto* self = static_cast<Connection*>(context);
-    asio::error_code error;
-    const auto got = self->socket_.read_some(asio::buffer(data, size), error);
-    if (error == asio::error::would_block || error == asio::error::try_again) {
-      return MBEDTLS_ERR_SSL_WANT_READ;
-    }
-    if (error == asio::error::eof) {
-      return 0;
-    }
-    return error ? MBEDTLS_ERR_NET_RECV_FAILED : static_cast<int>(got);
+    return receive_on_socket(static_cast<Connection*>(context)->socket_, data, size);
   }
 
   /// mbedTLS asked to be called again once the socket is ready: wait, then run `next`.
@@ -168,10 +154,6 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
       }
       next(*self);
     });
-  }
-
-  static bool wants_io(int rc) {
-    return rc == MBEDTLS_ERR_SSL_WANT_READ || rc == MBEDTLS_ERR_SSL_WANT_WRITE;
   }
 
   void arm_deadline(std::chrono::milliseconds timeout) {
