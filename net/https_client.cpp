@@ -71,6 +71,9 @@ void save_session(TlsSession& ssl, const std::filesystem::path& file, const std:
 }
 
 HttpsResponse parse_response(const std::string& text) {
+  if (text.empty()) {
+    throw HttpsError("the connection was closed before an answer came");
+  }
   const auto head_end = text.find("\r\n\r\n");
   if (text.compare(0, 9, "HTTP/1.1 ") != 0 || head_end == std::string::npos || text.size() < 12) {
     throw HttpsError("the agent's answer is not HTTP/1.1");
