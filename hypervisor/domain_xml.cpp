@@ -183,7 +183,7 @@ void validate_identity(const DomainSpec& spec) {
   }
 }
 
-std::string to_text(const pugi::xml_document& document) {
+std::string to_indented_text(const pugi::xml_document& document) {
   std::ostringstream out;
   document.save(out, "  ", pugi::format_indent | pugi::format_no_declaration);
   return out.str();
@@ -239,7 +239,7 @@ std::string render_domain_xml(const DomainSpec& spec, VirtType virt_type) {
   append_text(domain, "on_reboot", "restart");
   append_text(domain, "on_crash", "destroy");
   append_devices(domain, spec);
-  return to_text(document);
+  return to_indented_text(document);
 }
 
 std::string render_overlay_volume_xml(const VolumeSpec& spec) {
@@ -264,7 +264,7 @@ std::string render_overlay_volume_xml(const VolumeSpec& spec) {
   auto backing = volume.append_child("backingStore");
   append_text(backing, "path", spec.backing_path);
   backing.append_child("format").append_attribute("type").set_value(spec.backing_format.c_str());
-  return to_text(document);
+  return to_indented_text(document);
 }
 
 std::string tags_metadata_element(const Tags& tags) {

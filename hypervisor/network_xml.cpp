@@ -12,7 +12,7 @@
 namespace garm_edge::hypervisor {
 namespace {
 
-std::string to_text(const pugi::xml_document& document) {
+std::string to_compact_text(const pugi::xml_document& document) {
   std::ostringstream out;
   document.save(out, "", pugi::format_raw | pugi::format_no_declaration);
   return out.str();
@@ -95,7 +95,7 @@ std::string render_dhcp_host_xml(const DhcpHost& host) {
   auto element = document.append_child("host");
   element.append_attribute("mac").set_value(host.mac.c_str());
   element.append_attribute("ip").set_value(host.ip.c_str());
-  return to_text(document);
+  return to_compact_text(document);
 }
 
 namespace {
@@ -130,7 +130,7 @@ std::string render_allow_only(const std::string& name, const AllowOnly& spec) {
     }
   }
   rule("drop", "1000");
-  return to_text(document);
+  return to_compact_text(document);
 }
 
 }  // namespace
@@ -167,7 +167,7 @@ std::vector<NamedFilter> render_anti_spoofing_filters(std::string_view name) {
     filters.push_back({part_name, render_allow_only(part_name, part)});
     root.append_child("filterref").append_attribute("filter").set_value(part_name.c_str());
   }
-  filters.push_back({top, to_text(document)});  // last: it refers to the others
+  filters.push_back({top, to_compact_text(document)});  // last: it refers to the others
   return filters;
 }
 
@@ -182,7 +182,7 @@ std::string with_filter_uuid(const std::string& filter_xml, const std::string& u
   auto filter = document.child("filter");
   filter.remove_child("uuid");
   filter.prepend_child("uuid").text().set(uuid.c_str());
-  return to_text(document);
+  return to_compact_text(document);
 }
 
 }  // namespace garm_edge::hypervisor

@@ -29,15 +29,15 @@ namespace fs = std::filesystem;
 constexpr int kCaValidityDays = 3650;
 constexpr int kLeafValidityDays = 825;
 
-[[noreturn]] void fail(const std::string& what, int mbedtls_code) {
+[[noreturn]] void fail_pki(const std::string& what, int mbedtls_code) {
   char text[160] = {};
   mbedtls_strerror(mbedtls_code, text, sizeof text);
   throw PkiError(what + ": " + text);
 }
 
-void check(int rc, const std::string& what) {
+void check_pki(int rc, const std::string& what) {
   if (rc != 0) {
-    fail(what, rc);
+    fail_pki(what, rc);
   }
 }
 
@@ -51,22 +51,23 @@ class Key {
 
   static std::unique_ptr<Key> generate() {
     auto key = std::make_unique<Key>();
-    check(mbedtls_pk_setup(key->get(), mbedtls_pk_info_from_type(MBEDTLS_PK_ECKEY)), "key setup");
-    check(mbedtls_ecp_gen_key(MBEDTLS_ECP_DP_SECP256R1, mbedtls_pk_ec(*key->get()),
-                              mbedtls_ctr_drbg_random, &random_generator()),
-          "generate a P-256 key");
+    check_pki(mbedtls_pk_setup(key->get(), mbedtls_pk_info_from_type(MBEDTLS_PK_ECKEY)),
+              "key setup");
+    check_pki(mbedtls_ecp_gen_key(MBEDTLS_ECP_DP_SECP256R1, mbedtls_pk_ec(*key->get()),
+                                  mbedtls_ctr_drbg_random, &random_generator()),
+              "generate a P-256 key");
     return key;
   }
 
   static std::unique_ptr<Key> load(const fs::path& path) {
     auto key = std::make_unique<Key>();
-    check(mbedtls_pk_parse_keyfile(key->get(), path.c_str(), nullptr), "read " + path.string());
+    check_pki(mbedtls_pk_parse_keyfile(key->get(), path.c_str(), nullptr), "read " + path.string());
     return key;
   }
 
   std::string pem() {
     std::array<unsigned char, 4096> buffer{};
-    check(mbedtls_pk_write_key_pem(&pk_, buffer.data(), buffer.size()), "encode a private key");
+    check_pki(mbedtls_pk_write_key_pem(&pk_, buffer.data(), buffer.size()), "encode a private key");
     return reinterpret_cast<const char*>(buffer.data());
   }
 
@@ -142,57 +143,60 @@ std::string issue(const CertificateRequest& request, mbedtls_pk_context* subject
   mbedtls_mpi_init(&serial);
   try {
     std::array<unsigned char, 16> serial_bytes{};
-    check(mbedtls_ctr_drbg_random(&random_generator(), serial_bytes.data(), serial_bytes.size()),
-          "serial");
+    check_pki(
+        mbedtls_ctr_drbg_random(&random_generator(), serial_bytes.data(), serial_bytes.size()),
+        "serial");
     serial_bytes[0] &= 0x7f;  // a positive integer
-    check(mbedtls_mpi_read_binary(&serial, serial_bytes.data(), serial_bytes.size()), "serial");
+    check_pki(mbedtls_mpi_read_binary(&serial, serial_bytes.data(), serial_bytes.size()), "serial");
     const auto now = std::chrono::system_clock::now();
     mbedtls_x509write_crt_set_version(&writer, MBEDTLS_X509_CRT_VERSION_3);
     mbedtls_x509write_crt_set_md_alg(&writer, MBEDTLS_MD_SHA256);
     mbedtls_x509write_crt_set_subject_key(&writer, subject_key);
     mbedtls_x509write_crt_set_issuer_key(&writer, issuer_key.get());
-    check(mbedtls_x509write_crt_set_serial(&writer, &serial), "serial");
-    check(mbedtls_x509write_crt_set_subject_name(&writer, request.subject.c_str()), "subject name");
-    check(mbedtls_x509write_crt_set_issuer_name(&writer, issuer_name.c_str()), "issuer name");
-    check(mbedtls_x509write_crt_set_validity(
-              &writer, validity_time(now - std::chrono::hours(1)).c_str(),
-              validity_time(now + std::chrono::hours(24) * request.validity_days).c_str()),
-          "validity");
-    check(mbedtls_x509write_crt_set_basic_constraints(&writer, request.is_ca ? 1 : 0,
-                                                      request.is_ca ? 0 : -1),
-          "basic constraints");
-    check(mbedtls_x509write_crt_set_subject_key_identifier(&writer), "subject key identifier");
-    check(mbedtls_x509write_crt_set_authority_key_identifier(&writer), "authority key identifier");
+    check_pki(mbedtls_x509write_crt_set_serial(&writer, &serial), "serial");
+    check_pki(mbedtls_x509write_crt_set_subject_name(&writer, request.subject.c_str()),
+              "subject name");
+    check_pki(mbedtls_x509write_crt_set_issuer_name(&writer, issuer_name.c_str()), "issuer name");
+    check_pki(mbedtls_x509write_crt_set_validity(
+                  &writer, validity_time(now - std::chrono::hours(1)).c_str(),
+                  validity_time(now + std::chrono::hours(24) * request.validity_days).c_str()),
+              "validity");
+    check_pki(mbedtls_x509write_crt_set_basic_constraints(&writer, request.is_ca ? 1 : 0,
+                                                          request.is_ca ? 0 : -1),
+              "basic constraints");
+    check_pki(mbedtls_x509write_crt_set_subject_key_identifier(&writer), "subject key identifier");
+    check_pki(mbedtls_x509write_crt_set_authority_key_identifier(&writer),
+              "authority key identifier");
     const unsigned usage = request.is_ca
                                ? (MBEDTLS_X509_KU_KEY_CERT_SIGN | MBEDTLS_X509_KU_CRL_SIGN)
                                : MBEDTLS_X509_KU_DIGITAL_SIGNATURE;
-    check(mbedtls_x509write_crt_set_key_usage(&writer, static_cast<unsigned char>(usage)),
-          "key usage");
+    check_pki(mbedtls_x509write_crt_set_key_usage(&writer, static_cast<unsigned char>(usage)),
+              "key usage");
     if (!request.extended_key_usage.empty()) {
       std::string usages;
       for (const auto& oid : request.extended_key_usage) {
         usages += der(0x06, oid);
       }
       const auto value = der(0x30, usages);
-      check(mbedtls_x509write_crt_set_extension(
-                &writer, MBEDTLS_OID_EXTENDED_KEY_USAGE,
-                MBEDTLS_OID_SIZE(MBEDTLS_OID_EXTENDED_KEY_USAGE), 0,
-                reinterpret_cast<const unsigned char*>(value.data()), value.size()),
-            "extended key usage");
+      check_pki(mbedtls_x509write_crt_set_extension(
+                    &writer, MBEDTLS_OID_EXTENDED_KEY_USAGE,
+                    MBEDTLS_OID_SIZE(MBEDTLS_OID_EXTENDED_KEY_USAGE), 0,
+                    reinterpret_cast<const unsigned char*>(value.data()), value.size()),
+                "extended key usage");
     }
     if (!request.dns_names.empty() || !request.ip_addresses.empty() || !request.uri_names.empty()) {
       const auto value =
           subject_alt_names(request.dns_names, request.ip_addresses, request.uri_names);
-      check(
+      check_pki(
           mbedtls_x509write_crt_set_extension(
               &writer, MBEDTLS_OID_SUBJECT_ALT_NAME, MBEDTLS_OID_SIZE(MBEDTLS_OID_SUBJECT_ALT_NAME),
               0, reinterpret_cast<const unsigned char*>(value.data()), value.size()),
           "subject alternative names");
     }
     std::array<unsigned char, 4096> pem{};
-    check(mbedtls_x509write_crt_pem(&writer, pem.data(), pem.size(), mbedtls_ctr_drbg_random,
-                                    &random_generator()),
-          "sign the certificate");
+    check_pki(mbedtls_x509write_crt_pem(&writer, pem.data(), pem.size(), mbedtls_ctr_drbg_random,
+                                        &random_generator()),
+              "sign the certificate");
     mbedtls_x509write_crt_free(&writer);
     mbedtls_mpi_free(&serial);
     return reinterpret_cast<const char*>(pem.data());
@@ -244,7 +248,7 @@ std::string subject_of_certificate(const fs::path& path) {
   const int rc = mbedtls_x509_crt_parse_file(&certificate, path.c_str());
   if (rc != 0) {
     mbedtls_x509_crt_free(&certificate);
-    fail("read " + path.string(), rc);
+    fail_pki("read " + path.string(), rc);
   }
   char name[512] = {};
   mbedtls_x509_dn_gets(name, sizeof name, &certificate.subject);
@@ -336,7 +340,7 @@ class VerifiedRequest {
         &csr_, reinterpret_cast<const unsigned char*>(pem.c_str()), pem.size() + 1);
     if (rc != 0) {
       mbedtls_x509_csr_free(&csr_);
-      fail("the certificate request does not parse", rc);
+      fail_pki("the certificate request does not parse", rc);
     }
     try {
       verify();
@@ -396,7 +400,7 @@ KeyAndRequest pki_make_request(const std::string& common_name) {
                                    &random_generator());
   }
   mbedtls_x509write_csr_free(&writer);
-  check(rc, "write the certificate request");
+  check_pki(rc, "write the certificate request");
   return {.key_pem = key->pem(), .request_pem = reinterpret_cast<const char*>(pem.data())};
 }
 
@@ -430,7 +434,7 @@ CertificateFacts certificate_facts(const std::string& pem) {
       &certificate, reinterpret_cast<const unsigned char*>(pem.c_str()), pem.size() + 1);
   if (rc != 0) {
     mbedtls_x509_crt_free(&certificate);
-    fail("the certificate does not parse", rc);
+    fail_pki("the certificate does not parse", rc);
   }
   CertificateFacts facts;
   const auto identity_of_certificate = [&] {

@@ -25,7 +25,7 @@ constexpr std::string_view kBeginValues = R"bash(
 )bash";
 
 /// Closes the values block; everything after it is the same for every instance.
-constexpr std::string_view kEndOfValues = "}\n# --- end of bootstrap values ---\n";
+constexpr std::string_view kEndOfShellValues = "}\n# --- end of bootstrap values ---\n";
 
 constexpr std::string_view kBody = R"bash(
 RUNNER_DIR="$HOME/actions-runner"
@@ -259,7 +259,7 @@ main() {
 main "$@"
 )bash";
 
-void assign(std::string& script, std::string_view name, std::string_view value) {
+void assign_in_function(std::string& script, std::string_view name, std::string_view value) {
   script.append("  ").append(name).append("=").append(shell_quote(value)).append("\n");
 }
 
@@ -278,26 +278,28 @@ std::string builtin_linux_install_script(const wire::BootstrapInstance& bootstra
     script += "set -x  # enable_boot_debug: the trace shows the tokens below\n";
   }
   script += kBeginValues;
-  assign(script, "CALLBACK_URL", callback_base(endpoints.callback_url));
-  assign(script, "METADATA_URL", detail::without_trailing_slashes(endpoints.metadata_url));
-  assign(script, "BEARER_TOKEN", bootstrap.instance_token);
-  assign(script, "REPO_URL", bootstrap.repo_url);
-  assign(script, "RUNNER_NAME", bootstrap.name);
-  assign(script, "RUNNER_LABELS", detail::joined_labels(bootstrap));
-  assign(script, "RUNNER_GROUP", bootstrap.github_runner_group);
+  assign_in_function(script, "CALLBACK_URL", callback_base(endpoints.callback_url));
+  assign_in_function(script, "METADATA_URL",
+                     detail::without_trailing_slashes(endpoints.metadata_url));
+  assign_in_function(script, "BEARER_TOKEN", bootstrap.instance_token);
+  assign_in_function(script, "REPO_URL", bootstrap.repo_url);
+  assign_in_function(script, "RUNNER_NAME", bootstrap.name);
+  assign_in_function(script, "RUNNER_LABELS", detail::joined_labels(bootstrap));
+  assign_in_function(script, "RUNNER_GROUP", bootstrap.github_runner_group);
   // The agent's cache when it has one (the guest still verifies the checksum below).
-  assign(script, "DOWNLOAD_URL",
-         endpoints.runner_archive_url.empty() ? detail::required_download_url(tool)
-                                              : endpoints.runner_archive_url);
+  assign_in_function(script, "DOWNLOAD_URL",
+                     endpoints.runner_archive_url.empty() ? detail::required_download_url(tool)
+                                                          : endpoints.runner_archive_url);
   // GHES's token is for GHES: the agent's cache needs none.
-  assign(script, "TEMP_DOWNLOAD_TOKEN",
-         endpoints.runner_archive_url.empty() ? tool.temp_download_token.value_or("") : "");
-  assign(script, "SHA256_CHECKSUM", detail::normalized_sha256(tool));
-  assign(script, "USE_JIT_CONFIG", bootstrap.jit_config_enabled ? "true" : "false");
-  assign(script, "HTTP_PROXY_URL", proxy.http_proxy);
-  assign(script, "HTTPS_PROXY_URL", proxy.https_proxy);
-  assign(script, "NO_PROXY_LIST", proxy.no_proxy);
-  script += kEndOfValues;
+  assign_in_function(
+      script, "TEMP_DOWNLOAD_TOKEN",
+      endpoints.runner_archive_url.empty() ? tool.temp_download_token.value_or("") : "");
+  assign_in_function(script, "SHA256_CHECKSUM", detail::normalized_sha256(tool));
+  assign_in_function(script, "USE_JIT_CONFIG", bootstrap.jit_config_enabled ? "true" : "false");
+  assign_in_function(script, "HTTP_PROXY_URL", proxy.http_proxy);
+  assign_in_function(script, "HTTPS_PROXY_URL", proxy.https_proxy);
+  assign_in_function(script, "NO_PROXY_LIST", proxy.no_proxy);
+  script += kEndOfShellValues;
   script += kBody;
   return script;
 }

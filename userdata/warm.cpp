@@ -97,7 +97,7 @@ constexpr std::string_view kKeptRunnerDependencies =
     "  (cd /home/runner/actions-runner && ./bin/installdependencies.sh) || true\n"
     "fi\n";
 
-void assign(std::string& script, std::string_view name, std::string_view value) {
+void assign_shell(std::string& script, std::string_view name, std::string_view value) {
   script.append(name).append("=").append(shell_quote(value)).append("\n");
 }
 
@@ -188,11 +188,11 @@ std::string warm_guest_script(const WarmGuestValues& values) {
       "#!/bin/bash\n"
       "# garm-edge warm guest: the generic part, then wait for an assignment from the agent.\n"
       "set -uo pipefail\n";
-  assign(script, "AGENT_URL", detail::without_trailing_slashes(values.agent_url));
-  assign(script, "WARM_TOKEN", values.token);
-  assign(script, "ARCHIVE_URL", values.archive_url);
-  assign(script, "ARCHIVE_SHA256", values.archive_sha256);
-  assign(script, "ASSIGNMENT_END", kAssignmentEnd);
+  assign_shell(script, "AGENT_URL", detail::without_trailing_slashes(values.agent_url));
+  assign_shell(script, "WARM_TOKEN", values.token);
+  assign_shell(script, "ARCHIVE_URL", values.archive_url);
+  assign_shell(script, "ARCHIVE_SHA256", values.archive_sha256);
+  assign_shell(script, "ASSIGNMENT_END", kAssignmentEnd);
   script += kWarmBody;
   return script;
 }
@@ -207,8 +207,8 @@ std::string render_linux_assignment(const wire::BootstrapInstance& bootstrap,
       "set -Eeuo pipefail  # -E: the ERR trap reports failures inside functions too\n"
       "rm -f \"$0\"  # it holds garm's token\n"
       "umask 022\n";
-  assign(script, "CALLBACK_URL", callback_base(endpoints.callback_url));
-  assign(script, "BEARER_TOKEN", bootstrap.instance_token);
+  assign_shell(script, "CALLBACK_URL", callback_base(endpoints.callback_url));
+  assign_shell(script, "BEARER_TOKEN", bootstrap.instance_token);
   script += kFailureTrap;
   const auto name = shell_quote(bootstrap.name);
   script += "hostnamectl set-hostname " + name + " 2>/dev/null || true\n";

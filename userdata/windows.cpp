@@ -19,7 +19,7 @@ $ProgressPreference = 'SilentlyContinue'
 
 )ps1";
 
-constexpr std::string_view kEndOfValues = "# --- end of bootstrap values ---\n";
+constexpr std::string_view kEndOfPowershellValues = "# --- end of bootstrap values ---\n";
 
 constexpr std::string_view kInstallerBody = R"ps1(
 $RunnerDir = 'C:\actions-runner'
@@ -263,7 +263,7 @@ Remove-Item -LiteralPath $installScriptPath -Force -ErrorAction SilentlyContinue
 exit $installExitCode
 )ps1";
 
-void assign(std::string& script, std::string_view name, std::string_view value) {
+void assign_powershell(std::string& script, std::string_view name, std::string_view value) {
   script.append("$").append(name).append(" = ").append(detail::powershell_string(value));
   script.append("\n");
 }
@@ -285,23 +285,25 @@ std::string builtin_windows_install_script(const wire::BootstrapInstance& bootst
   const auto& proxy = detail::checked_proxy_config(bootstrap);
 
   std::string script(kInstallerHeader);
-  assign(script, "CallbackUrl", callback_base(endpoints.callback_url));
-  assign(script, "MetadataUrl", detail::without_trailing_slashes(endpoints.metadata_url));
-  assign(script, "BearerToken", bootstrap.instance_token);
-  assign(script, "RepoUrl", bootstrap.repo_url);
-  assign(script, "RunnerName", bootstrap.name);
-  assign(script, "RunnerLabels", detail::joined_labels(bootstrap));
-  assign(script, "RunnerGroup", bootstrap.github_runner_group);
+  assign_powershell(script, "CallbackUrl", callback_base(endpoints.callback_url));
+  assign_powershell(script, "MetadataUrl",
+                    detail::without_trailing_slashes(endpoints.metadata_url));
+  assign_powershell(script, "BearerToken", bootstrap.instance_token);
+  assign_powershell(script, "RepoUrl", bootstrap.repo_url);
+  assign_powershell(script, "RunnerName", bootstrap.name);
+  assign_powershell(script, "RunnerLabels", detail::joined_labels(bootstrap));
+  assign_powershell(script, "RunnerGroup", bootstrap.github_runner_group);
   const bool cached = !endpoints.runner_archive_url.empty();
-  assign(script, "DownloadUrl",
-         cached ? endpoints.runner_archive_url : detail::required_download_url(tool));
-  assign(script, "TempDownloadToken", cached ? "" : tool.temp_download_token.value_or(""));
-  assign(script, "Sha256Checksum", detail::normalized_sha256(tool));
+  assign_powershell(script, "DownloadUrl",
+                    cached ? endpoints.runner_archive_url : detail::required_download_url(tool));
+  assign_powershell(script, "TempDownloadToken",
+                    cached ? "" : tool.temp_download_token.value_or(""));
+  assign_powershell(script, "Sha256Checksum", detail::normalized_sha256(tool));
   script += bootstrap.jit_config_enabled ? "$UseJitConfig = $true\n" : "$UseJitConfig = $false\n";
-  assign(script, "HttpProxyUrl", proxy.http_proxy);
-  assign(script, "HttpsProxyUrl", proxy.https_proxy);
-  assign(script, "NoProxyList", proxy.no_proxy);
-  script += kEndOfValues;
+  assign_powershell(script, "HttpProxyUrl", proxy.http_proxy);
+  assign_powershell(script, "HttpsProxyUrl", proxy.https_proxy);
+  assign_powershell(script, "NoProxyList", proxy.no_proxy);
+  script += kEndOfPowershellValues;
   script += kInstallerBody;
   return script;
 }

@@ -8,7 +8,7 @@ namespace garm_edge::agent {
 namespace {
 
 /// A logfmt value: quoted, with quotes and backslashes escaped, control characters replaced.
-std::string quoted(std::string_view value) {
+std::string logfmt_quoted(std::string_view value) {
   std::string out = "\"";
   for (const char c : printable_excerpt(value, 512)) {
     if (c == '"' || c == '\\') {
@@ -28,8 +28,8 @@ void EventLog::record(std::string_view event, std::string_view instance,
                       .instance = printable_excerpt(instance, 128),
                       .controller_id = std::string(controller_id),
                       .detail = printable_excerpt(detail, 512)};
-  log_.info("event=" + entry.event + " instance=" + quoted(entry.instance) +
-            " controller=" + quoted(entry.controller_id) + " detail=" + quoted(entry.detail));
+  log_.info("event=" + entry.event + " instance=" + logfmt_quoted(entry.instance) + " controller=" +
+            logfmt_quoted(entry.controller_id) + " detail=" + logfmt_quoted(entry.detail));
   std::lock_guard lock(mutex_);
   auto& ring = ring_for(entry.controller_id);
   ring.events.push_back(std::move(entry));

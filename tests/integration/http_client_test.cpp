@@ -194,7 +194,7 @@ TEST_CASE("garm's certificate must carry the host name the URL uses", "[http_cli
   CHECK(garm.requests().empty());
 }
 
-TEST_CASE("https needs a trust configuration; plain http needs none", "[http_client]") {
+TEST_CASE("https needs a trust configuration, plain http needs none", "[http_client]") {
   const FakeGarm garm(garm_options(true));
   const ClientRequest request{"GET",
                               "/api/v1/metadata/system/service-name",

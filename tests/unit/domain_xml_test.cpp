@@ -46,7 +46,7 @@ TEST_CASE("domain XML carries our namespaced metadata and per-arch defaults", "[
         "52:54:00:12:34:56");
 }
 
-TEST_CASE("aarch64 guests boot UEFI on the virt machine; TCG gets the maximum CPU", "[xml]") {
+TEST_CASE("aarch64 guests boot UEFI on the virt machine, TCG gets the maximum CPU", "[xml]") {
   auto spec = sample_spec();
   spec.arch = GuestArch::aarch64;
   const auto document = parse(render_domain_xml(spec, VirtType::qemu));

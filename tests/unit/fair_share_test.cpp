@@ -19,7 +19,7 @@ struct Recorder {
 
 }  // namespace
 
-TEST_CASE("free slots take a burst from one key; nobody is evicted while slots are free",
+TEST_CASE("free slots take a burst from one key, nobody is evicted while slots are free",
           "[net][fair_share]") {
   FairShare share({.total = 4, .stalled_after = 2s});
   Recorder record;

@@ -135,7 +135,7 @@ TEST_CASE("a request signed by another key than the one it carries is refused", 
 }
 
 TEST_CASE(
-    "an agent name is enrolled once; removal forgets it and renewal keeps the old "
+    "an agent name is enrolled once, removal forgets it and renewal keeps the old "
     "certificate until it expires",
     "[hub][enrolment]") {
   Fixture f;

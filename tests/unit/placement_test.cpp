@@ -303,7 +303,7 @@ TEST_CASE(
         std::vector<std::size_t>{0});
 }
 
-TEST_CASE("the capacity answer carries guest addresses; an agent that sends none has none",
+TEST_CASE("the capacity answer carries guest addresses, an agent that sends none has none",
           "[placement]") {
   auto original = capacity(1234);
   CHECK_FALSE(wire::parse_agent_capacity(wire::to_json(original).dump()).addresses);

@@ -55,7 +55,7 @@ class HeldJobs {
 
 }  // namespace
 
-TEST_CASE("a key runs at most its share; its further jobs wait without a worker", "[workers]") {
+TEST_CASE("a key runs at most its share, its further jobs wait without a worker", "[workers]") {
   FairWorkQueue queue(4, FairWorkQueue::Limits{.per_key = 1, .per_group = 4});
   HeldJobs held;
   for (int i = 0; i < 3; ++i) {

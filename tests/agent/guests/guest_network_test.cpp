@@ -211,7 +211,7 @@ TEST_CASE("the guest index needs the token and the reserved address to agree", "
   CHECK_FALSE(index.by_bearer_token(net::sha256_hex("bearer-" + token_b), "10.0.0.3"));
 }
 
-TEST_CASE("tokens are 256 random bits in URL-safe text; hashes are SHA-256", "[guests]") {
+TEST_CASE("tokens are 256 random bits in URL-safe text, hashes are SHA-256", "[guests]") {
   const auto token = net::random_token();
   CHECK(net::looks_like_token(token));
   CHECK(token != net::random_token());

@@ -44,7 +44,7 @@ std::vector<std::string> reserved(Host& host) {
 
 }  // namespace
 
-TEST_CASE("libvirt refuses a second reservation of one address; removal is idempotent",
+TEST_CASE("libvirt refuses a second reservation of one address, removal is idempotent",
           "[guests][hypervisor]") {
   Host host("reconcile.xml");
   const hypervisor::DhcpHost first{.mac = "52:54:00:00:00:01", .ip = "192.168.150.10"};

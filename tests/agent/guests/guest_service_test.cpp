@@ -462,7 +462,7 @@ bool closed_by_server(asio::ip::tcp::socket& socket) {
 
 }  // namespace
 
-TEST_CASE("addresses that are no guest's are closed at accept; a guest cannot take every slot",
+TEST_CASE("addresses that are no guest's are closed at accept, a guest cannot take every slot",
           "[guests][integration][hostile]") {
   FakeGarm garm(two_instances());
   GuestHost agent(garm, true,

@@ -36,7 +36,7 @@ bool eventually(Condition condition) {
 
 }  // namespace
 
-TEST_CASE("one key is held by one caller at a time; other keys are independent", "[locks]") {
+TEST_CASE("one key is held by one caller at a time, other keys are independent", "[locks]") {
   KeyedMutex locks;
   auto held = locks.lock("a");
   CHECK_FALSE(locks.try_lock("a").has_value());

@@ -65,7 +65,7 @@ TEST_CASE("reconcile after a crash mid-create leaves nothing behind", "[reconcil
   CHECK(restarted->list(kControllerId, pool_id(kPool)).size() == 1);
 }
 
-TEST_CASE("a crash after the create finished keeps the instance; garm's delete removes it",
+TEST_CASE("a crash after the create finished keeps the instance, garm's delete removes it",
           "[reconcile]") {
   Host host("reconcile.xml");
   crash_during_create(host, {"put:created", true}, "garm-crash02");
