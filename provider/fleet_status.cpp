@@ -54,8 +54,16 @@ std::string warm_text(const wire::AgentCapacity& capacity) {
 std::string images_text(const wire::AgentCapacity& capacity) {
   std::vector<std::string> images;
   for (const auto& image : capacity.images) {
+    std::string pull;
+    if (image.state == "failed") {
+      pull = "(pull failed)";
+    } else if (image.state != "ready" || image.pulled_bytes > 0) {
+      pull = image.total_bytes > 0
+                 ? "(pulling " + std::to_string(image.pulled_bytes * 100 / image.total_bytes) + "%)"
+                 : "(pulling)";
+    }
     images.push_back(image.name +
-                     (image.arch ? "/" + std::string(wire::to_string(*image.arch)) : ""));
+                     (image.arch ? "/" + std::string(wire::to_string(*image.arch)) : "") + pull);
   }
   return joined(images, ",");
 }

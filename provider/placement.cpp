@@ -17,6 +17,19 @@ std::string resources_text(std::uint64_t vcpus, std::uint64_t memory_mib) {
 
 /// Why `capacity` cannot take `request`; nothing when it can. `need_room`: a cold create needs
 /// the flavor's resources and a guest address free, a ready warm guest holds them already.
+/// "is being pulled (37%)", "failed to pull: …".
+std::string pull_text(const wire::ImageOffer& image) {
+  if (image.state == "failed") {
+    return "failed to pull: " + printable_excerpt(image.error, 200);
+  }
+  if (image.total_bytes == 0) {
+    return "is being pulled (" + std::to_string(image.pulled_bytes >> 20U) + " MiB so far)";
+  }
+  return "is being pulled (" +
+         std::to_string(image.pulled_bytes * 100 / std::max<std::uint64_t>(image.total_bytes, 1)) +
+         "%)";
+}
+
 std::optional<std::string> unfit_reason(const PlacementRequest& request, const AgentEndpoint& agent,
                                         const wire::AgentCapacity& capacity, bool need_room) {
   if (capacity.draining) {
@@ -45,7 +58,10 @@ std::optional<std::string> unfit_reason(const PlacementRequest& request, const A
     return "no flavor \"" + printable_excerpt(request.flavor) + "\"";
   }
   if (!need_room) {
-    return std::nullopt;
+    return std::nullopt;  // a warm guest has booted from its base already
+  }
+  if (!image->ready()) {
+    return "image \"" + printable_excerpt(image->name) + "\" " + pull_text(*image);
   }
   if (capacity.addresses && capacity.addresses->free == 0) {
     return "no free guest address: " + std::to_string(capacity.addresses->held) + " held, " +

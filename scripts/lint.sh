@@ -30,9 +30,10 @@ declare -A allowed=(
   [agent/base]="hypervisor wire net common"
   [agent/instances]="agent/base hypervisor userdata wire net common"
   [agent/runner_archives]="agent/base net common"
+  [agent/images]="agent/instances agent/runner_archives agent/base hypervisor net common"
   [agent/guests]="agent/instances agent/runner_archives agent/base hypervisor userdata wire net common"
   [agent/api]="agent/instances agent/base hypervisor wire net common"
-  [agent/daemon]="agent/api agent/guests agent/runner_archives agent/instances agent/base hypervisor userdata wire net common"
+  [agent/daemon]="agent/api agent/guests agent/images agent/runner_archives agent/instances agent/base hypervisor userdata wire net common"
   [provider]="wire net common"
   [hub]="wire net common"
 )

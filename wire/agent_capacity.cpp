@@ -118,11 +118,20 @@ std::uint64_t AgentCapacity::warm_ready(std::string_view image, std::string_view
 ordered_json to_json(const std::vector<ImageOffer>& images) {
   ordered_json out = ordered_json::array();
   for (const auto& image : images) {
-    out.push_back({{"name", image.name},
-                   {"os_type", image.os_type ? to_string(*image.os_type) : ""},
-                   {"os_name", image.os_name},
-                   {"os_version", image.os_version},
-                   {"arch", image.arch ? to_string(*image.arch) : ""}});
+    ordered_json item{{"name", image.name},
+                      {"os_type", image.os_type ? to_string(*image.os_type) : ""},
+                      {"os_name", image.os_name},
+                      {"os_version", image.os_version},
+                      {"arch", image.arch ? to_string(*image.arch) : ""},
+                      {"state", image.state}};
+    if (image.pulled_bytes > 0 || image.total_bytes > 0) {
+      item["pulled_bytes"] = image.pulled_bytes;
+      item["total_bytes"] = image.total_bytes;
+    }
+    if (!image.error.empty()) {
+      item["error"] = image.error;
+    }
+    out.push_back(std::move(item));
   }
   return out;
 }
@@ -209,11 +218,16 @@ AgentCapacity agent_capacity_from_json(const nlohmann::json& document, const std
   capacity.draining = in.boolean("draining");
   capacity.instances_by_state = counts_from(in, "instances_by_state");
   capacity.images = items_from<ImageOffer>(in, "images", [](const ObjectReader& item) {
-    return ImageOffer{.name = item.string_or_empty("name"),
-                      .os_type = item.enum_value<OsType>("os_type"),
-                      .os_name = item.string_or_empty("os_name"),
-                      .os_version = item.string_or_empty("os_version"),
-                      .arch = item.enum_value<OsArch>("arch")};
+    return ImageOffer{
+        .name = item.string_or_empty("name"),
+        .os_type = item.enum_value<OsType>("os_type"),
+        .os_name = item.string_or_empty("os_name"),
+        .os_version = item.string_or_empty("os_version"),
+        .arch = item.enum_value<OsArch>("arch"),
+        .state = item.string_or_empty("state").empty() ? "ready" : item.string_or_empty("state"),
+        .pulled_bytes = item.unsigned_integer("pulled_bytes"),
+        .total_bytes = item.unsigned_integer("total_bytes"),
+        .error = item.string_or_empty("error")};
   });
   capacity.flavors = items_from<FlavorOffer>(in, "flavors", [](const ObjectReader& item) {
     return FlavorOffer{.name = item.string_or_empty("name"),

@@ -30,6 +30,14 @@ struct ImageOffer {
   std::string os_name;
   std::string os_version;
   std::optional<OsArch> arch;
+  /// "ready": a create may use it now; "pulling" or "failed": the agent pulls it and has no
+  /// base yet. Agents before image pulls send none: ready.
+  std::string state = "ready";
+  std::uint64_t pulled_bytes = 0;  // of the pull under way, also while an older base serves
+  std::uint64_t total_bytes = 0;   // 0: not known
+  std::string error;               // why the last pull failed
+
+  bool ready() const { return state == "ready"; }
 };
 
 struct FlavorOffer {
@@ -64,7 +72,7 @@ struct AddressAmount {
 /// uses an addition only with agents that list it; an agent that lists nothing is older than
 /// the list and offers the baseline (which includes binding warm guests: "warm-bind").
 inline const std::vector<std::string> kAgentFeatures = {"warm-bind", "hub-tunnel",
-                                                        "capacity-features"};
+                                                        "capacity-features", "image-pull"};
 
 /// What an agent tells placement and the fleet view in one answer (`GET /v1/capacity`).
 struct AgentCapacity {

@@ -77,14 +77,36 @@ int status_for(ServiceError::Code code) {
   return 500;
 }
 
-std::vector<wire::ImageOffer> image_offers(const AgentConfig& config) {
+const char* offer_state(const ImagePullState& pull) {
+  if (pull.has_base) {
+    return "ready";
+  }
+  return pull.phase == ImagePullState::Phase::failed ? "failed" : "pulling";
+}
+
+/// The configured images; those the agent pulls with where their pull stands.
+std::vector<wire::ImageOffer> image_offers(const AgentConfig& config, const ImageBases* pulled) {
   std::vector<wire::ImageOffer> offers;
   for (const auto& image : config.images) {
-    offers.push_back({.name = image.name,
-                      .os_type = image.os_type,
-                      .os_name = image.os_name,
-                      .os_version = image.os_version,
-                      .arch = image.arch});
+    wire::ImageOffer offer{.name = image.name,
+                           .os_type = image.os_type,
+                           .os_name = image.os_name,
+                           .os_version = image.os_version,
+                           .arch = image.arch,
+                           .state = "ready",
+                           .pulled_bytes = 0,
+                           .total_bytes = 0,
+                           .error = ""};
+    if (const auto pull = pulled != nullptr ? pulled->state(image.name) : std::nullopt) {
+      const bool local_serves = !image.base_path.empty() || !image.base_volume.empty();
+      offer.state = local_serves ? "ready" : offer_state(*pull);
+      if (pull->phase != ImagePullState::Phase::ready) {
+        offer.pulled_bytes = pull->bytes;
+        offer.total_bytes = pull->total;
+      }
+      offer.error = pull->error;
+    }
+    offers.push_back(std::move(offer));
   }
   return offers;
 }
@@ -113,6 +135,7 @@ std::optional<wire::AddressAmount> address_amount(const std::optional<AddressCou
 /// The host's capacity; its warm offers only `for_controller`'s when set, since no other
 /// controller's create may take them (placement asks per controller).
 wire::AgentCapacity capacity_answer(const AgentConfig& config, const CapacityReport& report,
+                                    const ImageBases* images,
                                     std::optional<std::string_view> for_controller = {}) {
   const auto amount = [](const Resources& r) {
     return wire::ResourceAmount{
@@ -129,7 +152,7 @@ wire::AgentCapacity capacity_answer(const AgentConfig& config, const CapacityRep
                              .addresses = address_amount(report.addresses),
                              .draining = report.draining,
                              .instances_by_state = {},
-                             .images = image_offers(config),
+                             .images = image_offers(config, images),
                              .flavors = flavor_offers(config),
                              .warm = {},
                              .features = wire::kAgentFeatures};
@@ -307,7 +330,7 @@ net::HttpResponse ControlApi::run(const ShowMetrics&) {
 }
 
 net::HttpResponse ControlApi::run(const ListImages&) {
-  return json_response(200, wire::to_json(image_offers(config_)));
+  return json_response(200, wire::to_json(image_offers(config_, service_.image_bases())));
 }
 
 net::HttpResponse ControlApi::run(const ListFlavors&) {
@@ -315,7 +338,8 @@ net::HttpResponse ControlApi::run(const ListFlavors&) {
 }
 
 net::HttpResponse ControlApi::run(const ShowCapacity&) {
-  return json_response(200, wire::to_json(capacity_answer(config_, service_.capacity())));
+  return json_response(
+      200, wire::to_json(capacity_answer(config_, service_.capacity(), service_.image_bases())));
 }
 
 net::HttpResponse ControlApi::run(const ListWarm&) {
@@ -382,7 +406,8 @@ net::HttpResponse ControlApi::run(const ShowPlacement& command) {
   const wire::PlacementAnswer answer{
       .instance = service_.get(command.controller, command.instance),
       .create_under_way = service_.create_under_way(command.controller, command.instance.str()),
-      .capacity = capacity_answer(config_, service_.capacity(), command.controller.str())};
+      .capacity = capacity_answer(config_, service_.capacity(), service_.image_bases(),
+                                  command.controller.str())};
   return json_response(200, wire::to_json(answer));
 }
 

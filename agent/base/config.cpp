@@ -198,6 +198,38 @@ AntiSpoofing anti_spoofing_or_fail(TableReader& in) {
           "anti_spoofing must be one of auto, clean-traffic, source-ip, off");
 }
 
+void read_pull_section(TableReader& root, AgentConfig& config) {
+  const auto* table = root.table("pull");
+  if (table == nullptr) {
+    return;
+  }
+  TableReader in(*table, root.source(), "[pull]");
+  auto& pull = config.pull;
+  pull.directory = in.absolute_path("directory", false);
+  pull.quota_bytes = in.integer<std::uint64_t>("quota_gib", 0, 1U << 20U).value_or(0) << 30U;
+  pull.bytes_per_second = in.integer<std::uint64_t>("rate_mib_per_second", 0, 1U << 20U).value_or(0)
+                          << 20U;
+  pull.proxies = {.http_proxy = in.string("http_proxy").value_or(""),
+                  .https_proxy = in.string("https_proxy").value_or(""),
+                  .no_proxy = in.string("no_proxy").value_or("")};
+  for (const auto& [key, proxy] : {std::pair{"http_proxy", pull.proxies.http_proxy},
+                                   std::pair{"https_proxy", pull.proxies.https_proxy}}) {
+    try {
+      if (!proxy.empty()) {
+        net::proxy_for(net::parse_upstream_url("http://example.invalid"),
+                       {.http_proxy = proxy, .https_proxy = "", .no_proxy = ""});
+      }
+    } catch (const std::exception& e) {
+      in.fail(in.node(key), std::string(key) + ": " + e.what());
+    }
+  }
+  pull.ca_bundle = in.absolute_path("ca_bundle", false);
+  pull.recheck = std::chrono::hours(in.integer<long>("recheck_hours", 1, 24 * 365).value_or(6));
+  pull.timeout =
+      std::chrono::minutes(in.integer<long>("timeout_minutes", 1, 24 * 60).value_or(120));
+  in.reject_unknown_keys();
+}
+
 void read_guests_section(TableReader& root, AgentConfig& config) {
   const auto* table = root.table("guests");
   if (table == nullptr) {
@@ -233,12 +265,69 @@ void read_guests_section(TableReader& root, AgentConfig& config) {
   in.reject_unknown_keys();
 }
 
+bool is_lower_hex(std::string_view text, std::size_t length) {
+  return text.size() == length && std::all_of(text.begin(), text.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+void check_pull_url(TableReader& in, std::string_view key, const std::string& url) {
+  if (!url.starts_with("https://") && !url.starts_with("http://")) {
+    in.fail(in.node(key), std::string(key) + " must be an https:// or http:// URL");
+  }
+  try {
+    net::parse_upstream_url(std::string_view(url).substr(0, url.find_first_of("?#")));
+  } catch (const std::exception& e) {
+    in.fail(in.node(key), std::string(key) + ": " + e.what());
+  }
+}
+
+std::optional<ImageSourceConfig> read_image_source(TableReader& in) {
+  const auto url = in.string("source");
+  const auto sha256 = in.string("sha256");
+  const auto checksums = in.string("checksums");
+  const auto format = in.string("source_format");
+  if (!url) {
+    if (sha256 || checksums || format) {
+      in.fail(nullptr, "sha256, checksums and source_format belong to a source: set source");
+    }
+    return std::nullopt;
+  }
+  ImageSourceConfig source{.url = *url,
+                           .sha256 = sha256.value_or(""),
+                           .checksums_url = checksums.value_or(""),
+                           .format = "qcow2",
+                           .xz = false};
+  check_pull_url(in, "source", source.url);
+  const auto file = source.file_name();
+  source.xz = file.ends_with(".xz");
+  const auto inner = source.xz ? file.substr(0, file.size() - 3) : file;
+  source.format = format.value_or(inner.ends_with(".raw") ? "raw" : "qcow2");
+  if (source.format != "qcow2" && source.format != "raw") {
+    in.fail(in.node("source_format"), "source_format must be qcow2 or raw");
+  }
+  if (file.empty()) {
+    in.fail(in.node("source"), "source must name a file (a checksum file lists it by name)");
+  }
+  if (source.sha256.empty() == source.checksums_url.empty()) {
+    in.fail(nullptr, "a source needs exactly one of sha256 or checksums (a SHA256SUMS file)");
+  }
+  if (!source.sha256.empty() && !is_lower_hex(source.sha256, 64)) {
+    in.fail(in.node("sha256"), "sha256 must be 64 lower-case hex digits");
+  }
+  if (!source.checksums_url.empty()) {
+    check_pull_url(in, "checksums", source.checksums_url);
+  }
+  return source;
+}
+
 ImageConfig read_image(const toml::table& table, const std::string& source, std::size_t index) {
   TableReader in(table, source, "[[images]] #" + std::to_string(index + 1));
   ImageConfig image;
   image.name = in.required_string("name");
   image.base_volume = in.string("base_volume").value_or("");
   image.base_path = in.string("base_path").value_or("");
+  image.source = read_image_source(in);
   image.base_format = in.string("base_format").value_or(image.base_format);
   image.os_type = enum_or_fail(in, "os_type", wire::OsType::linux);
   image.os_name = in.string("os_name").value_or("");
@@ -249,8 +338,12 @@ ImageConfig read_image(const toml::table& table, const std::string& source, std:
   } catch (const wire::WireError& e) {
     in.fail(in.node("name"), e.what());
   }
-  if (image.base_volume.empty() == image.base_path.empty()) {
-    in.fail(nullptr, "image \"" + image.name + "\" needs exactly one of base_volume or base_path");
+  if (!image.base_volume.empty() && !image.base_path.empty()) {
+    in.fail(nullptr, "image \"" + image.name + "\" has both base_volume and base_path: keep one");
+  }
+  if (image.base_volume.empty() && image.base_path.empty() && !image.source) {
+    in.fail(nullptr, "image \"" + image.name +
+                         "\" needs a base_volume, a base_path or a source to pull it from");
   }
   if (!image.base_path.empty() && image.base_path.front() != '/') {
     in.fail(in.node("base_path"), "base_path must be an absolute path");
@@ -407,6 +500,17 @@ std::optional<std::string> ApiConfig::sole_controller() const {
   return *named.begin();
 }
 
+std::string ImageSourceConfig::file_name() const {
+  const auto path = std::string_view(url).substr(0, url.find_first_of("?#"));
+  const auto slash = path.rfind('/');
+  const auto scheme_end = path.find("://");
+  if (slash == std::string_view::npos || scheme_end == std::string_view::npos ||
+      slash < scheme_end + 3 || path.find('/', scheme_end + 3) == std::string_view::npos) {
+    return "";
+  }
+  return std::string(path.substr(slash + 1));
+}
+
 const ImageConfig* AgentConfig::find_image(std::string_view name) const {
   for (const auto& image : images) {
     if (image.name == name) {
@@ -435,6 +539,7 @@ AgentConfig parse_agent_config(std::string_view toml_text, const std::string& so
   read_libvirt_section(root, config);
   read_api_section(root, config);
   read_guests_section(root, config);
+  read_pull_section(root, config);
   config.images = read_list<ImageConfig>(root, "images", read_image);
   config.flavors = read_list<FlavorConfig>(root, "flavors", read_flavor);
   config.warm = read_list<WarmConfig>(
@@ -490,8 +595,19 @@ std::string agent_config_json_schema() {
          R"json("images":{"type":"array","minItems":1,"items":{"type":"object","additionalProperties":false,)json"
          R"json("required":["name"],"properties":{"name":{"type":"string"},"base_volume":{"type":"string"},)json"
          R"json("base_path":{"type":"string"},"base_format":{"enum":["qcow2","raw"]},)json"
+         R"json("source":{"type":"string","pattern":"^https?://"},)json"
+         R"json("sha256":{"type":"string","pattern":"^[0-9a-f]{64}$"},)json"
+         R"json("checksums":{"type":"string","pattern":"^https?://"},)json"
+         R"json("source_format":{"enum":["qcow2","raw"]},)json"
          R"json("os_type":{"enum":["linux","windows"]},"os_name":{"type":"string"},"os_version":{"type":"string"},)json"
          R"json("arch":{"enum":["amd64","arm64","arm"]}}}},)json"
+         R"json("pull":{"type":"object","additionalProperties":false,"properties":{)json"
+         R"json("directory":{"type":"string"},"quota_gib":{"type":"integer","minimum":0,"maximum":1048576},)json"
+         R"json("rate_mib_per_second":{"type":"integer","minimum":0,"maximum":1048576},)json"
+         R"json("http_proxy":{"type":"string"},"https_proxy":{"type":"string"},)json"
+         R"json("no_proxy":{"type":"string"},"ca_bundle":{"type":"string"},)json"
+         R"json("recheck_hours":{"type":"integer","minimum":1,"maximum":8760},)json"
+         R"json("timeout_minutes":{"type":"integer","minimum":1,"maximum":1440}}},)json"
          R"json("flavors":{"type":"array","minItems":1,"items":{"type":"object","additionalProperties":false,)json"
          R"json("required":["name"],"properties":{"name":{"type":"string"},)json"
          R"json("vcpus":{"type":"integer","minimum":1,"maximum":512},)json"

@@ -68,7 +68,8 @@ AgentConfig demo_config(const DemoOptions& options, const std::filesystem::path&
                                       .os_type = wire::OsType::linux,
                                       .os_name = "debian",
                                       .os_version = "12",
-                                      .arch = wire::OsArch::amd64});
+                                      .arch = wire::OsArch::amd64,
+                                      .source = std::nullopt});
   config.flavors.push_back(
       FlavorConfig{.name = "small", .vcpus = 2, .memory_mib = 2048, .disk_gib = 20});
   // The demo shows the lifecycle, not the host's limits: its four small instances must fit on

@@ -68,6 +68,8 @@ void write_ready_file(const std::filesystem::path& path, const std::string& text
 
 /// How often the warm pool looks for guests to start, retire or expire.
 constexpr std::chrono::seconds kWarmPoolInterval{5};
+/// How often pulls that are due start (and what the images CLI pulled is picked up).
+constexpr std::chrono::seconds kImagePullInterval{5};
 
 std::unique_ptr<RunnerArchiveCache> make_runner_archive_cache(const AgentConfig& config,
                                                               const Clock& clock, Logger& log) {
@@ -107,6 +109,7 @@ AgentDaemon::AgentDaemon(const AgentConfig& config, Logger& log, ServeOptions op
       hypervisor_(libvirt_options(config, log)),
       store_(config.state_dir),
       service_(config, hypervisor_, store_, clock_, log),
+      images_(make_pulled_images(config, hypervisor_, log)),
       api_workers_(config.api.workers),
       runner_archives_(make_runner_archive_cache(config, clock_, log)),
       guest_access_(config, hypervisor_, log),
@@ -126,6 +129,10 @@ AgentDaemon::AgentDaemon(const AgentConfig& config, Logger& log, ServeOptions op
 
 AgentDaemon::~AgentDaemon() {
   warm_loop_.reset();  // no pass starts a create any more
+  image_loop_.reset();
+  if (images_) {
+    images_->store().stop();  // the downloads stay to resume at the next start
+  }
   if (guest_server_) {
     guest_server_->abandon_streams();  // the event loop is done: no guest reads them
   }
@@ -140,6 +147,7 @@ AgentDaemon::~AgentDaemon() {
 int AgentDaemon::run() {
   reconcile_at_startup();
   reconcile_loop_ = std::make_unique<ReconcileLoop>(service_, config_.reconcile_interval, log_);
+  start_image_pulls();
   start_warm_pool();
   start_control_api();
   start_hub_link();
@@ -182,6 +190,21 @@ void AgentDaemon::start_warm_pool() {
   warm_pool_ = std::make_unique<WarmPool>(service_, clock_, log_);
   api_.add_metrics_source([this] { return warm_pool_->render_metrics(); });
   warm_loop_ = std::make_unique<PeriodicLoop>(kWarmPoolInterval, [this] { warm_pool_->pass(); });
+}
+
+void AgentDaemon::start_image_pulls() {
+  if (!images_) {
+    return;
+  }
+  auto& store = images_->store();
+  service_.use_image_bases(store);
+  api_.add_metrics_source([&store] { return store.render_metrics(); });
+  const auto pass = [this, &store] {
+    store.tick();
+    store.remove_unused([this](const std::string& path) { return service_.base_in_use(path); });
+  };
+  pass();
+  image_loop_ = std::make_unique<PeriodicLoop>(kImagePullInterval, pass);
 }
 
 void AgentDaemon::reconcile_at_startup() {

@@ -21,6 +21,7 @@
 #include "agent/guests/guest_dispatcher.hpp"
 #include "agent/guests/guest_index.hpp"
 #include "agent/guests/guest_service.hpp"
+#include "agent/images/pulled_images.hpp"
 #include "agent/instances/instance_service.hpp"
 #include "agent/instances/instance_store.hpp"
 #include "agent/instances/reconcile_loop.hpp"
@@ -64,6 +65,8 @@ class AgentDaemon {
   void start_hub_link();
   /// With [[warm]] entries: passes of the warm pool every few seconds.
   void start_warm_pool();
+  /// With images that have a source: their pulls, and replaced bases removed once unused.
+  void start_image_pulls();
   /// The log line, the ready file, the on_listening callback and systemd's READY=1.
   void announce_ready();
   void wait_for_signal();
@@ -83,6 +86,9 @@ class AgentDaemon {
   FileInstanceStore store_;
   SystemClock clock_;
   InstanceService service_;
+  /// Null when no image has a source.
+  std::unique_ptr<PulledImages> images_;
+  std::unique_ptr<PeriodicLoop> image_loop_;
 
   asio::io_context io_;
   FairWorkQueue api_workers_;

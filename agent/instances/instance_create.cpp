@@ -147,13 +147,15 @@ InstanceService::CreatePlan InstanceService::plan_create(const ControllerId& con
   r.volume_name = volume_name_for(r.domain_name);
   r.created_at = format_rfc3339(clock_.now());
   r.intent = Intent::creating;
+  const auto base = base_image(*image);
+  r.base_path = base.path;
 
   plan.volume = hypervisor::VolumeSpec{
       .pool = r.volume_pool,
       .name = r.volume_name,
       .capacity_bytes = flavor->disk_gib << 30U,
-      .backing_path = base_image_path(*image),
-      .backing_format = image->base_format,
+      .backing_path = base.path,
+      .backing_format = base.format,
   };
   plan.domain.name = r.domain_name;
   plan.domain.uuid = r.domain_uuid;
@@ -237,13 +239,25 @@ std::pair<const ImageConfig*, const FlavorConfig*> InstanceService::fit_pool(
 void InstanceService::validate_pool(const PoolSpec& pool) {
   guarded("validate pool", [&] {
     const auto [image, flavor] = fit_pool(pool.image, pool.flavor, pool.os_type, pool.arch);
-    base_image_path(*image);  // the base image must be there, not only named in the config
+    base_image(*image);  // the base image must be there, not only named in the config
   });
 }
 
-std::string InstanceService::base_image_path(const ImageConfig& image) {
+ImageBase InstanceService::base_image(const ImageConfig& image) {
+  if (images_ != nullptr && images_->pulls(image.name)) {
+    if (auto pulled = images_->ready(image.name)) {
+      return *pulled;
+    }
+    if (image.base_path.empty() && image.base_volume.empty()) {
+      const auto state = images_->state(image.name);
+      throw ServiceError(Code::no_capacity, "image \"" + image.name + "\" is not pulled yet" +
+                                                (state && !state->error.empty()
+                                                     ? ": the last pull failed: " + state->error
+                                                     : ": its pull is under way"));
+    }
+  }
   if (!image.base_path.empty()) {
-    return image.base_path;
+    return {.path = image.base_path, .format = image.base_format};
   }
   const auto volume = hypervisor_.find_volume(config_.storage_pool, image.base_volume);
   if (!volume) {
@@ -251,7 +265,7 @@ std::string InstanceService::base_image_path(const ImageConfig& image) {
                                            image.base_volume + "\" is not in storage pool \"" +
                                            config_.storage_pool + "\"");
   }
-  return volume->path;
+  return {.path = volume->path, .format = image.base_format};
 }
 
 std::optional<wire::ProviderInstance> InstanceService::reuse_existing(const CreatePlan& plan) {

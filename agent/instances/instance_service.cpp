@@ -1,5 +1,7 @@
 #include "agent/instances/instance_service.hpp"
 
+#include <algorithm>
+
 #include "agent/instances/domain_view.hpp"
 #include "agent/instances/warm_spec.hpp"
 
@@ -33,6 +35,19 @@ InstanceService::InstanceService(const AgentConfig& config, hypervisor::Hypervis
       create_gate_(config.max_concurrent_creates),
       drain_(config.state_dir / "draining"),
       events_(clock, logger, event_limits(config)) {}
+
+void InstanceService::use_image_bases(ImageBases& images) {
+  images_ = &images;
+}
+
+bool InstanceService::base_in_use(const std::string& base_path) {
+  const auto records = store_.list();
+  return std::any_of(records.begin(), records.end(), [&](const InstanceRecord& record) {
+    // A record from before base_path was kept: any base of a pulled image may be its.
+    return record.base_path == base_path ||
+           (record.base_path.empty() && images_ != nullptr && images_->pulls(record.image));
+  });
+}
 
 void InstanceService::serve_guests(GuestSide& guests) {
   guests_ = &guests;

@@ -19,6 +19,7 @@
 #include "agent/instances/create_gate.hpp"
 #include "agent/instances/event_log.hpp"
 #include "agent/instances/guest_side.hpp"
+#include "agent/instances/image_bases.hpp"
 #include "agent/instances/instance_ids.hpp"
 #include "agent/instances/instance_store.hpp"
 #include "agent/instances/keyed_mutex.hpp"
@@ -61,6 +62,13 @@ class InstanceService {
   /// From now on every created instance gets guest access (address, filter, seed) through
   /// `guests`, which is told of every recorded instance first. Without this: NoGuests.
   void serve_guests(GuestSide& guests);
+  /// Images with a `source` back onto what `images` has ready (agent/images pulls them).
+  void use_image_bases(ImageBases& images);
+  /// Null until use_image_bases.
+  const ImageBases* image_bases() const { return images_; }
+  /// Whether an overlay of a recorded instance backs onto `base_path` (a replaced base is
+  /// removed only when none does).
+  bool base_in_use(const std::string& base_path);
   /// Under the instance's lock: reads its record, lets `change` edit the guest part, writes it
   /// back when `change` returns true and then tells `recorded`. Never waits for the lock: when
   /// an operation holds the instance (a graceful stop, up to stop_grace), the edit runs as that
@@ -201,8 +209,9 @@ class InstanceService {
   /// What each of the agent's domains takes, from its tags.
   std::vector<InstanceResources> resources_of(const std::vector<hypervisor::Domain>& domains) const;
   std::vector<InstanceResources> resources_of_agent_domains();
-  /// The image's base file; throws internal when its volume is not in the storage pool.
-  std::string base_image_path(const ImageConfig& image);
+  /// The image's base file: the pulled one when ready, else the local one. Throws
+  /// no_capacity while a pulled image has none yet, internal when a volume is missing.
+  ImageBase base_image(const ImageConfig& image);
   std::pair<const ImageConfig*, const FlavorConfig*> fit_pool(
       const std::string& image, const std::string& flavor, std::optional<wire::OsType> os_type,
       std::optional<wire::OsArch> arch) const;
@@ -263,6 +272,7 @@ class InstanceService {
   EventLog events_;
   NoGuests no_guests_;
   GuestSide* guests_ = &no_guests_;
+  ImageBases* images_ = nullptr;
   std::atomic<std::size_t> warm_bound_{0};
   std::mutex tools_mutex_;
   /// Whose runner tool for which OS and arch: one controller's tools reach its own warm

@@ -281,6 +281,9 @@ std::string serialize_record(const InstanceRecord& r) {
       {"volume_name", r.volume_name},
       {"created_at", r.created_at},
   };
+  if (!r.base_path.empty()) {
+    out["base_path"] = r.base_path;
+  }
   if (r.guest) {
     out["guest"] = guest_to_json(*r.guest);
   }
@@ -315,6 +318,7 @@ InstanceRecord parse_record(std::string_view text) {
     r.volume_pool = in.required_string("volume_pool");
     r.volume_name = in.required_string("volume_name");
     r.created_at = in.string_or_empty("created_at");
+    r.base_path = in.string_or_empty("base_path");
     if (const auto* guest = in.find("guest"); guest && guest->is_object()) {
       r.guest = guest_from_json(*guest);
     }

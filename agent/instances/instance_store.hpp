@@ -111,6 +111,7 @@ struct InstanceRecord {
   wire::OsArch os_arch = wire::OsArch::amd64;
   std::string volume_pool;
   std::string volume_name;
+  std::string base_path;  // the base its overlay backs onto; empty in records before 0.2
   std::string created_at;
   Intent intent = Intent::creating;
   std::optional<GuestRecord> guest;

@@ -113,10 +113,13 @@ LocatedUrl resolve_redirect(const LocatedUrl& from, std::string_view location) {
   return locate(location);
 }
 
-FetchedArchive HttpArchiveFetcher::fetch(const ArchiveSource& source, int fd,
-                                         const WriteBudget& budget, const std::atomic<bool>& stop) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout_;
-  auto located = locate(source.url);
+FollowedAnswer get_following_redirects(
+    const RedirectingGet& get, const std::function<std::shared_ptr<const net::TlsConfig>()>& trust,
+    const net::HeadHandler& on_head) {
+  const std::atomic<bool> never{false};
+  const auto& stop = get.stop != nullptr ? *get.stop : never;
+  const auto deadline = std::chrono::steady_clock::now() + get.timeout;
+  auto located = locate(get.url);
   const auto origin = located.url;
   for (int hop = 0; hop <= kMaxRedirects; ++hop) {
     if (stop) {
@@ -125,52 +128,74 @@ FetchedArchive HttpArchiveFetcher::fetch(const ArchiveSource& source, int fd,
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
-      throw ArchiveError("the download did not finish within " + std::to_string(timeout_.count()) +
-                         " s");
+      throw ArchiveError(
+          "the download did not finish within " +
+          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(get.timeout).count()) +
+          " s");
     }
     // The connect's time comes out of the same budget.
     const auto connect = std::min<std::chrono::milliseconds>(left, std::chrono::seconds(10));
     net::HttpClientOptions options{.connect_timeout = connect,
                                    .request_timeout = std::max<std::chrono::milliseconds>(
                                        left - connect, std::chrono::seconds(1)),
-                                   // the budget bounds what is written; nothing is held
+                                   // the sink bounds what is kept; nothing is held
                                    .max_response_bytes = std::numeric_limits<std::size_t>::max(),
-                                   .proxy = net::proxy_for(located.url, source.proxies),
+                                   .proxy = net::proxy_for(located.url, get.proxies),
                                    .stop = &stop};
     net::ClientRequest request{
-        .method = "GET",
-        .target = located.target,
-        .headers = {{"User-Agent", "garm-edge-agent"}, {"Accept", "application/octet-stream"}},
-        .body = ""};
-    // As curl: a credential given for one origin is not sent on to another a redirect names.
-    if (!source.bearer_token.empty() && located.url.host == origin.host &&
+        .method = "GET", .target = located.target, .headers = get.headers, .body = ""};
+    if (!get.bearer_token.empty() && located.url.host == origin.host &&
         located.url.port == origin.port && located.url.tls == origin.tls) {
-      request.headers.emplace_back("Authorization", "Bearer " + source.bearer_token);
+      request.headers.emplace_back("Authorization", "Bearer " + get.bearer_token);
     }
-    ArchiveWriter writer(fd, budget, stop);
-    const auto trust = located.url.tls ? trust_.trusting(source.ca_bundle) : nullptr;
     const auto answer = net::send_request_with_head(
-        located.url, request, options, trust, [&](const net::ClientResponse& head) {
-          if (head.status == 200) {
-            refuse_if_too_large(head, budget);
+        located.url, request, options, located.url.tls ? trust() : nullptr,
+        [&](const net::ClientResponse& head) -> net::BodySink {
+          const net::BodySink dropped = [](int, std::string_view) {};
+          if (is_redirect(head.status) && head.header("location")) {
+            return dropped;
           }
-          return [&writer](int status, std::string_view data) { writer.take(status, data); };
+          auto sink = on_head(head);
+          return sink ? sink : dropped;  // never held: a hostile server sends no end
         });
-    const auto where = located.url.host + ":" + std::to_string(located.url.port);
-    if (answer.status == 200) {
-      return writer.finish();
-    }
     const auto location = answer.header("location");
     if (!is_redirect(answer.status) || !location) {
-      throw ArchiveError("HTTP " + std::to_string(answer.status) + " from " + where);
+      return {.response = answer,
+              .where = located.url.host + ":" + std::to_string(located.url.port)};
     }
     auto next = resolve_redirect(located, *location);
     if (located.url.tls && !next.url.tls) {
-      throw ArchiveError(where + " redirected from https to plain http");
+      throw ArchiveError(located.url.host + ":" + std::to_string(located.url.port) +
+                         " redirected from https to plain http");
     }
     located = std::move(next);
   }
   throw ArchiveError("more than " + std::to_string(kMaxRedirects) + " redirects");
+}
+
+FetchedArchive HttpArchiveFetcher::fetch(const ArchiveSource& source, int fd,
+                                         const WriteBudget& budget, const std::atomic<bool>& stop) {
+  ArchiveWriter writer(fd, budget, stop);
+  const RedirectingGet get{
+      .url = source.url,
+      .headers = {{"User-Agent", "garm-edge-agent"}, {"Accept", "application/octet-stream"}},
+      .bearer_token = source.bearer_token,
+      .proxies = source.proxies,
+      .timeout = timeout_,
+      .stop = &stop};
+  const auto answer = get_following_redirects(
+      get, [&] { return trust_.trusting(source.ca_bundle); },
+      [&](const net::ClientResponse& head) -> net::BodySink {
+        if (head.status != 200) {
+          return nullptr;
+        }
+        refuse_if_too_large(head, budget);
+        return [&writer](int status, std::string_view data) { writer.take(status, data); };
+      });
+  if (answer.response.status != 200) {
+    throw ArchiveError("HTTP " + std::to_string(answer.response.status) + " from " + answer.where);
+  }
+  return writer.finish();
 }
 
 }  // namespace garm_edge::agent

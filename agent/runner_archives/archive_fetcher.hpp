@@ -4,8 +4,11 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "net/http_client.hpp"
 #include "net/tls_config.hpp"
@@ -68,6 +71,30 @@ class HttpArchiveFetcher final : public ArchiveFetcher {
   std::chrono::seconds timeout_;
   net::ClientTrustCache trust_;
 };
+
+/// One GET that follows up to 5 redirects (never from https down to http), all within
+/// `timeout`.
+struct RedirectingGet {
+  std::string url;
+  std::vector<std::pair<std::string, std::string>> headers;  // sent to every host
+  std::string bearer_token;  // sent only to the URL's own origin, as curl does
+  net::ProxySettings proxies;
+  std::chrono::milliseconds timeout{std::chrono::minutes(1)};
+  const std::atomic<bool>* stop = nullptr;
+};
+
+struct FollowedAnswer {
+  net::ClientResponse response;
+  std::string where;  // "host:port" that gave it
+};
+
+/// The answer that is not a redirect, after `on_head` chose where its body goes (nullptr: it
+/// is dropped, as redirects' bodies are; it is never held). `trust` is asked for the TLS
+/// configuration of https hosts. Throws ArchiveError for too many redirects, a downgrade, the
+/// deadline, and net errors as they come.
+FollowedAnswer get_following_redirects(
+    const RedirectingGet& get, const std::function<std::shared_ptr<const net::TlsConfig>()>& trust,
+    const net::HeadHandler& on_head);
 
 /// "https://host/path?query" as the URL to connect to and the request target to send.
 struct LocatedUrl {

@@ -78,7 +78,8 @@ agent::ImageConfig debian_image(const std::string& name, const std::string& base
                             .os_type = wire::OsType::linux,
                             .os_name = "debian",
                             .os_version = "12",
-                            .arch = wire::OsArch::amd64};
+                            .arch = wire::OsArch::amd64,
+                            .source = std::nullopt};
 }
 
 wire::ProviderInstance without_addresses(wire::ProviderInstance instance) {
@@ -141,7 +142,8 @@ agent::AgentConfig fixture_config(const std::string& fixture,
                            .os_type = wire::OsType::linux,
                            .os_name = "ubuntu",
                            .os_version = "24.04",
-                           .arch = wire::OsArch::arm64});
+                           .arch = wire::OsArch::arm64,
+                           .source = std::nullopt});
   config.flavors.push_back({.name = "small", .vcpus = 2, .memory_mib = 2048, .disk_gib = 20});
   // Tests create hundreds of instances on a fixture host of 8 CPUs and 32 GiB.
   config.capacity = {.cpu_overcommit = 1000,

@@ -30,11 +30,13 @@ wire::AgentCapacity capacity(std::uint64_t free_memory_mib, std::uint64_t free_v
   wire::AgentCapacity c;
   c.limit = {.vcpus = 32, .memory_mib = 65536, .instances = 0};
   c.free = {.vcpus = free_vcpus, .memory_mib = free_memory_mib, .instances = 0};
-  c.images = {{.name = "debian-12",
-               .os_type = wire::OsType::linux,
-               .os_name = "debian",
-               .os_version = "12",
-               .arch = arch}};
+  wire::ImageOffer image;
+  image.name = "debian-12";
+  image.os_type = wire::OsType::linux;
+  image.os_name = "debian";
+  image.os_version = "12";
+  image.arch = arch;
+  c.images = {image};
   c.flavors = {{.name = "small", .vcpus = 2, .memory_mib = 2048, .disk_gib = 20}};
   return c;
 }

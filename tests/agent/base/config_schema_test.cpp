@@ -34,6 +34,10 @@ std::string config_with(const std::map<std::string, Section>& overrides) {
                         {"flavor", "\"small\""}};
     sections["guests"];
   }
+  if (overrides.contains("images") && overrides.at("images").contains("source_format")) {
+    sections["images"]["source"] = "\"https://images.example/d.img\"";  // what it describes
+    sections["images"]["sha256"] = "\"" + std::string(64, 'a') + "\"";
+  }
   for (const auto& [section, keys] : overrides) {
     for (const auto& [key, value] : keys) {
       sections[section][key] = value;

@@ -91,9 +91,25 @@ TEST_CASE("config errors say where and what", "[config]") {
              Catch::Contains("[[images]] #3") && Catch::Contains("name"));
   CHECK_THAT(
       error_for(with("[[images]]\nname = \"both\"\nbase_path = \"/x\"\nbase_volume = \"y\"\n")),
-      Catch::Contains("exactly one of base_volume or base_path"));
+      Catch::Contains("has both base_volume and base_path"));
   CHECK_THAT(error_for(with("[[images]]\nname = \"rel\"\nbase_path = \"x.qcow2\"\n")),
              Catch::Contains("base_path must be an absolute path"));
+  CHECK_THAT(error_for(with("[[images]]\nname = \"none\"\n")),
+             Catch::Contains("needs a base_volume, a base_path or a source"));
+  const std::string pulled = "[[images]]\nname = \"pulled\"\n";
+  CHECK_THAT(error_for(with(pulled + "source = \"https://i.example/d.qcow2\"\n")),
+             Catch::Contains("exactly one of sha256 or checksums"));
+  CHECK_THAT(error_for(with(pulled + "source = \"ftp://i.example/d.qcow2\"\nsha256 = \"" +
+                            std::string(64, 'a') + "\"\n")),
+             Catch::Contains("source must be an https:// or http:// URL"));
+  CHECK_THAT(error_for(with(pulled + "source = \"https://i.example/d.qcow2\"\nsha256 = \"" +
+                            std::string(64, 'A') + "\"\n")),
+             Catch::Contains("sha256 must be 64 lower-case hex digits"));
+  CHECK_THAT(
+      error_for(with(pulled + "base_path = \"/x\"\nsha256 = \"" + std::string(64, 'a') + "\"\n")),
+      Catch::Contains("belong to a source"));
+  CHECK_THAT(error_for(with("[pull]\nhttps_proxy = \"socks5://p:1080\"\n")),
+             Catch::Contains("https_proxy"));
   CHECK_THAT(error_for("[agent]\nid = \"a\"\n"), Catch::Contains("at least one [[images]]"));
   CHECK_THAT(error_for("[agent\n"), Catch::Contains("agent.toml:1:"));
   CHECK_THAT(error_for(with("[agent.extra]\n")), Catch::Contains("agent.toml"));
@@ -300,4 +316,25 @@ TEST_CASE("warm guests belong to one controller, which an agent serving several 
     CHECK(config.warm.front().controller == kControllerA);  // would never match garm's
     CHECK(config.api.allows({"garm"}, kControllerA));
   }
+}
+
+TEST_CASE("an image can name a source to pull, proved by a checksum file", "[config][images]") {
+  const auto config = parse_agent_config(
+      with("[pull]\ndirectory = \"/var/lib/images\"\nquota_gib = 40\nrate_mib_per_second = 5\n"
+           "https_proxy = \"http://proxy:3128\"\n"
+           "[[images]]\nname = \"bookworm\"\n"
+           "source = \"https://cloud.debian.org/images/latest/debian-12-nocloud-amd64.raw.xz\"\n"
+           "checksums = \"https://cloud.debian.org/images/latest/SHA512SUMS\"\n"),
+      "agent.toml");
+  const auto* image = config.find_image("bookworm");
+  REQUIRE(image != nullptr);
+  REQUIRE(image->source);
+  CHECK(image->source->file_name() == "debian-12-nocloud-amd64.raw.xz");
+  CHECK(image->source->xz);
+  CHECK(image->source->format == "raw");
+  CHECK(image->base_path.empty());
+  CHECK(config.pull.directory == "/var/lib/images");
+  CHECK(config.pull.quota_bytes == std::uint64_t{40} << 30U);
+  CHECK(config.pull.bytes_per_second == std::uint64_t{5} << 20U);
+  CHECK(config.pull.proxies.https_proxy == "http://proxy:3128");
 }

@@ -1,0 +1,139 @@
+#include "agent/images/image_fetcher.hpp"
+
+#include <charconv>
+
+#include "agent/runner_archives/archive_fetcher.hpp"
+#include "common/durable_file.hpp"
+
+namespace garm_edge::agent {
+namespace {
+
+std::optional<std::uint64_t> parse_number(std::string_view text) {
+  std::uint64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+std::optional<std::uint64_t> content_length(const net::ClientResponse& head) {
+  const auto length = head.header("content-length");
+  return length ? parse_number(*length) : std::nullopt;
+}
+
+RedirectingGet image_get(const std::string& url, const net::ProxySettings& proxies,
+                         std::chrono::seconds timeout, const std::atomic<bool>& stop) {
+  return {.url = url,
+          .headers = {{"User-Agent", "garm-edge-agent"}},
+          .bearer_token = "",
+          .proxies = proxies,
+          .timeout = timeout,
+          .stop = &stop};
+}
+
+/// Where the body of the answer to a download starts, or why it cannot be used.
+std::uint64_t start_of(const net::ClientResponse& head, std::uint64_t offset) {
+  if (head.status == 200) {
+    return 0;
+  }
+  const auto range = head.header("content-range");
+  const auto parsed = range ? parse_content_range(*range) : std::nullopt;
+  if (!parsed || parsed->first != offset) {
+    throw ImagePullError(
+        "the server answered a resumed download with a range that does not "
+        "start where the download stopped");
+  }
+  return offset;
+}
+
+}  // namespace
+
+std::optional<ContentRange> parse_content_range(std::string_view value) {
+  if (!value.starts_with("bytes ")) {
+    return std::nullopt;
+  }
+  value.remove_prefix(6);
+  const auto dash = value.find('-');
+  const auto slash = value.find('/');
+  if (dash == std::string_view::npos || slash == std::string_view::npos || slash < dash) {
+    return std::nullopt;
+  }
+  const auto first = parse_number(value.substr(0, dash));
+  const auto last = parse_number(value.substr(dash + 1, slash - dash - 1));
+  const auto total_text = value.substr(slash + 1);
+  const auto total = total_text == "*" ? std::nullopt : parse_number(total_text);
+  if (!first || !last || *last < *first || (total_text != "*" && (!total || *last >= *total))) {
+    return std::nullopt;
+  }
+  return ContentRange{.first = *first, .total = total};
+}
+
+HttpImageFetcher::HttpImageFetcher(const PullConfig& config)
+    : proxies_(config.proxies), timeout_(config.timeout) {
+  if (!config.ca_bundle.empty()) {
+    try {
+      ca_bundle_ = read_file(config.ca_bundle).value_or("");
+    } catch (const std::exception& e) {
+      throw ConfigError(std::string("[pull] ca_bundle: ") + e.what());
+    }
+    if (ca_bundle_.empty()) {
+      throw ConfigError("[pull] ca_bundle " + config.ca_bundle.string() + " is missing or empty");
+    }
+  }
+}
+
+std::string HttpImageFetcher::fetch_text(const std::string& url, std::size_t limit,
+                                         const std::atomic<bool>& stop) {
+  std::string text;
+  const auto answer = get_following_redirects(
+      image_get(url, proxies_, timeout_, stop), [&] { return trust_.trusting(ca_bundle_); },
+      [&](const net::ClientResponse& head) -> net::BodySink {
+        if (head.status != 200) {
+          return nullptr;
+        }
+        return [&text, limit](int, std::string_view data) {
+          if (text.size() + data.size() > limit) {
+            throw ImagePullError("more than " + std::to_string(limit) + " bytes");
+          }
+          text.append(data);
+        };
+      });
+  if (answer.response.status != 200) {
+    throw ImagePullError("HTTP " + std::to_string(answer.response.status) + " from " +
+                         answer.where);
+  }
+  return text;
+}
+
+void HttpImageFetcher::fetch(const std::string& url, std::uint64_t offset, ImageSink& sink,
+                             const std::atomic<bool>& stop) {
+  auto get = image_get(url, proxies_, timeout_, stop);
+  if (offset > 0) {
+    get.headers.emplace_back("Range", "bytes=" + std::to_string(offset) + "-");
+  }
+  const auto answer = get_following_redirects(
+      get, [&] { return trust_.trusting(ca_bundle_); },
+      [&](const net::ClientResponse& head) -> net::BodySink {
+        if (head.status != 200 && head.status != 206) {
+          return nullptr;
+        }
+        const auto from = start_of(head, offset);
+        const auto length = content_length(head);
+        std::optional<std::uint64_t> total =
+            head.status == 206 ? parse_content_range(*head.header("content-range"))->total : length;
+        sink.begin(from, total);
+        return [&sink](int, std::string_view data) { sink.take(data); };
+      });
+  const auto status = answer.response.status;
+  if (status == 416 && offset > 0) {
+    // What was kept is no prefix of the file the server has now: start over.
+    fetch(url, 0, sink, stop);
+    return;
+  }
+  if (status != 200 && status != 206) {
+    throw ImagePullError("HTTP " + std::to_string(status) + " from " + answer.where);
+  }
+}
+
+}  // namespace garm_edge::agent

@@ -1,0 +1,641 @@
+#include "agent/images/image_store.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/base/prometheus_text.hpp"
+#include "common/durable_file.hpp"
+#include "common/unique_fd.hpp"
+
+namespace garm_edge::agent {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr std::size_t kChecksumFileLimit = 1 << 20;
+constexpr std::uint64_t kRoomCheckEvery = 8 << 20;
+
+std::string errno_text() {
+  return std::strerror(errno);
+}
+
+std::string mib(std::uint64_t bytes) {
+  return std::to_string(bytes >> 20U) + " MiB";
+}
+
+/// flock on a file of its own: one pull of an image at a time across processes.
+class PullLock {
+ public:
+  explicit PullLock(const fs::path& path)
+      : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600)) {
+    if (fd_.get() < 0) {
+      throw ImagePullError("opening " + path.string() + ": " + errno_text());
+    }
+    held_ = ::flock(fd_.get(), LOCK_EX | LOCK_NB) == 0;
+  }
+  bool held() const { return held_; }
+
+ private:
+  UniqueFd fd_;
+  bool held_ = false;
+};
+
+/// The digest of a file's first `length` bytes.
+void hash_prefix(int fd, std::uint64_t length, StreamingDigest& digest) {
+  std::vector<char> buffer(1 << 20);
+  for (std::uint64_t done = 0; done < length;) {
+    const auto want =
+        static_cast<std::size_t>(std::min<std::uint64_t>(buffer.size(), length - done));
+    const auto got = ::pread(fd, buffer.data(), want, static_cast<off_t>(done));
+    if (got <= 0) {
+      throw ImagePullError("reading the kept part of the download: " + errno_text());
+    }
+    digest.update({buffer.data(), static_cast<std::size_t>(got)});
+    done += static_cast<std::uint64_t>(got);
+  }
+}
+
+std::uint64_t bytes_under(const fs::path& directory, std::string_view prefix) {
+  std::uint64_t total = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(directory, ec), end; !ec && it != end; it.increment(ec)) {
+    const auto name = it->path().filename().string();
+    if ((name.starts_with(prefix) || name.starts_with("." + std::string(prefix))) &&
+        it->is_regular_file(ec)) {
+      total += it->file_size(ec);
+    }
+  }
+  return total;
+}
+
+}  // namespace
+
+std::uint64_t HostPullDisk::room(const fs::path& directory) const {
+  struct statvfs facts {};
+  if (::statvfs(directory.c_str(), &facts) != 0) {
+    throw ImagePullError("the free space of " + directory.string() + ": " + errno_text());
+  }
+  const auto free = static_cast<std::uint64_t>(facts.f_bavail) * facts.f_frsize;
+  if (quota_ == 0) {
+    return free;
+  }
+  std::uint64_t used = 0;
+  for (const auto& counted : counted_) {
+    used += bytes_under(counted, "garm-edge-");
+  }
+  return std::min(free, quota_ > used ? quota_ - used : 0);
+}
+
+struct ImageStore::Entry {
+  ImageConfig config;
+  // The record: what is on disk, shared with other processes through the file.
+  std::string base;
+  std::string digest;
+  std::string source_url;
+  std::vector<std::string> retired;
+  // This process's view of the pull.
+  ImagePullState::Phase phase = ImagePullState::Phase::pulling;
+  std::atomic<std::uint64_t> bytes{0};
+  std::atomic<std::uint64_t> total{0};
+  std::string error;
+  std::optional<Clock::time_point> checked_at;
+  std::optional<Clock::time_point> failed_at;
+  std::function<void(const ImagePullState&)> progress;
+  bool running = false;
+  std::thread worker;
+
+  const ImageSourceConfig& source() const { return *config.source; }
+  bool base_matches_config() const {
+    return !base.empty() && source_url == source().url &&
+           (source().sha256.empty() || digest == "sha256:" + source().sha256);
+  }
+};
+
+/// A download's bytes: into the part file, the digest and the progress, within the disk's
+/// room and the configured rate.
+class ImageStore::Download final : public ImageSink {
+ public:
+  Download(ImageStore& store, Entry& entry, int fd, ImageDigest::Algorithm algorithm)
+      : store_(store),
+        entry_(entry),
+        fd_(fd),
+        algorithm_(algorithm),
+        digest_(std::make_unique<StreamingDigest>(algorithm)) {}
+
+  void begin(std::uint64_t from, std::optional<std::uint64_t> total) override {
+    if (from == 0) {
+      if (::ftruncate(fd_, 0) != 0) {
+        throw ImagePullError("starting the download over: " + errno_text());
+      }
+      digest_ = std::make_unique<StreamingDigest>(algorithm_);
+    } else {
+      hash_prefix(fd_, from, *digest_);
+    }
+    written_ = from;
+    entry_.bytes = from;
+    entry_.total = total.value_or(0);
+    started_ = Clock::now();
+    started_bytes_ = from;
+    allowance_ = store_.disk_.room(store_.downloads_dir());
+    if (total && *total > from && *total - from > allowance_) {
+      throw ImagePullError("no room for the image: it needs " + mib(*total - from) + " more, " +
+                           mib(allowance_) + " are left");
+    }
+  }
+
+  void take(std::string_view piece) override {
+    if (store_.stopping_) {
+      throw ImagePullError("the agent is stopping");
+    }
+    if (piece.size() > allowance_) {
+      allowance_ = store_.disk_.room(store_.downloads_dir());
+      if (piece.size() > allowance_) {
+        throw ImagePullError(
+            "no room for the image: the disk (or [pull] quota_gib) is full after " + mib(written_));
+      }
+    }
+    if (::pwrite(fd_, piece.data(), piece.size(), static_cast<off_t>(written_)) !=
+        static_cast<ssize_t>(piece.size())) {
+      throw ImagePullError("writing the download: " + errno_text());
+    }
+    digest_->update(piece);
+    written_ += piece.size();
+    store_.bytes_downloaded_ += piece.size();
+    allowance_ -= std::min<std::uint64_t>(allowance_, piece.size());
+    entry_.bytes = written_;
+    report_progress();
+    keep_to_rate();
+  }
+
+  std::uint64_t written() const { return written_; }
+  ImageDigest finish() { return digest_->finish(); }
+
+ private:
+  void report_progress() {
+    if (entry_.progress && (written_ - reported_ >= kRoomCheckEvery || written_ == entry_.total)) {
+      reported_ = written_;
+      entry_.progress(*store_.state(entry_.config.name));
+    }
+  }
+  void keep_to_rate() {
+    const auto rate = store_.options_.bytes_per_second;
+    if (rate == 0) {
+      return;
+    }
+    const auto due =
+        started_ + std::chrono::microseconds((written_ - started_bytes_) * 1'000'000 / rate);
+    while (Clock::now() < due && !store_.stopping_) {
+      std::this_thread::sleep_for(
+          std::min<Clock::duration>(due - Clock::now(), std::chrono::milliseconds(100)));
+    }
+  }
+
+  ImageStore& store_;
+  Entry& entry_;
+  int fd_;
+  ImageDigest::Algorithm algorithm_;
+  std::unique_ptr<StreamingDigest> digest_;
+  std::uint64_t written_ = 0;
+  std::uint64_t reported_ = 0;
+  std::uint64_t allowance_ = 0;
+  Clock::time_point started_;
+  std::uint64_t started_bytes_ = 0;
+};
+
+ImageStore::ImageStore(std::vector<ImageConfig> images, ImageStoreOptions options,
+                       ImageFetcher& fetcher, ImageTools& tools, PullDisk& disk, Logger& log)
+    : options_(std::move(options)), fetcher_(fetcher), tools_(tools), disk_(disk), log_(log) {
+  make_private_directory(options_.state_dir / "images");
+  make_private_directory(downloads_dir());
+  std::error_code ec;
+  fs::create_directories(options_.base_dir, ec);
+  for (auto& image : images) {
+    if (!image.source) {
+      continue;
+    }
+    auto entry = std::make_unique<Entry>();
+    entry->config = std::move(image);
+    reload_record(*entry);
+    entry->phase =
+        entry->base.empty() ? ImagePullState::Phase::pulling : ImagePullState::Phase::ready;
+    entries_.emplace(entry->config.name, std::move(entry));
+  }
+}
+
+ImageStore::~ImageStore() {
+  stop();
+}
+
+void ImageStore::stop() {
+  stopping_ = true;
+  std::vector<std::thread> workers;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& [name, entry] : entries_) {
+      if (entry->worker.joinable()) {
+        workers.push_back(std::move(entry->worker));
+      }
+    }
+  }
+  for (auto& worker : workers) {
+    worker.join();
+  }
+}
+
+fs::path ImageStore::record_path(const std::string& image) const {
+  return options_.state_dir / "images" / (image + ".json");
+}
+fs::path ImageStore::lock_path(const std::string& image) const {
+  return options_.state_dir / "images" / (image + ".lock");
+}
+fs::path ImageStore::downloads_dir() const {
+  return options_.state_dir / "images" / "downloads";
+}
+
+ImageStore::Entry& ImageStore::entry(const std::string& image) {
+  const auto found = entries_.find(image);
+  if (found == entries_.end()) {
+    throw std::invalid_argument("image \"" + image + "\" has no source to pull it from");
+  }
+  return *found->second;
+}
+const ImageStore::Entry& ImageStore::entry(const std::string& image) const {
+  return const_cast<ImageStore*>(this)->entry(image);
+}
+
+void ImageStore::reload_record(Entry& entry) {
+  const auto text = read_file(record_path(entry.config.name));
+  if (!text) {
+    return;
+  }
+  try {
+    const auto record = nlohmann::json::parse(*text);
+    entry.base = record.value("base", std::string());
+    entry.digest = record.value("digest", std::string());
+    entry.source_url = record.value("source", std::string());
+    entry.retired = record.value("retired", std::vector<std::string>());
+  } catch (const nlohmann::json::exception& e) {
+    log_.warning("image " + entry.config.name + ": its record " +
+                 record_path(entry.config.name).string() + " is not JSON (" + e.what() +
+                 "): pulling the image again");
+    entry.base.clear();
+  }
+}
+
+void ImageStore::save_record(const Entry& entry) {
+  const nlohmann::json record{{"source", entry.source_url},
+                              {"digest", entry.digest},
+                              {"base", entry.base},
+                              {"retired", entry.retired}};
+  write_atomically(record_path(entry.config.name), record.dump(2) + "\n");
+}
+
+void ImageStore::tick() {
+  std::lock_guard lock(mutex_);
+  const auto now = Clock::now();
+  for (auto& [name, entry] : entries_) {
+    if (entry->running || stopping_) {
+      continue;
+    }
+    reload_record(*entry);  // another process (the images CLI) may have pulled it
+    if (entry->base_matches_config() && entry->phase != ImagePullState::Phase::failed) {
+      entry->phase = ImagePullState::Phase::ready;
+    }
+    const bool stale = !entry->base_matches_config();
+    const bool recheck = !entry->source().checksums_url.empty() &&
+                         (!entry->checked_at || now - *entry->checked_at >= options_.recheck);
+    const bool waiting = entry->failed_at && now - *entry->failed_at < options_.retry_after_failure;
+    if ((stale || recheck) && !waiting) {
+      start_pull(*entry);
+    }
+  }
+}
+
+bool ImageStore::pull(const std::string& image) {
+  std::lock_guard lock(mutex_);
+  auto& found = entry(image);
+  if (found.running) {
+    return false;
+  }
+  start_pull(found);
+  return true;
+}
+
+void ImageStore::start_pull(Entry& entry) {
+  if (entry.worker.joinable()) {
+    entry.worker.join();  // it has finished: `running` is false
+  }
+  entry.running = true;
+  entry.worker = std::thread([this, &entry] { run_pull(entry); });
+}
+
+ImagePullState ImageStore::pull_now(const std::string& image,
+                                    const std::function<void(const ImagePullState&)>& progress) {
+  auto* found = &entry(image);
+  {
+    std::lock_guard lock(mutex_);
+    if (found->running) {
+      throw ImagePullError("a pull of image " + image + " is under way in this process");
+    }
+    found->running = true;
+    found->progress = progress;
+  }
+  run_pull(*found);
+  const auto result = *state(image);
+  if (result.phase == ImagePullState::Phase::failed) {
+    throw ImagePullError(result.error);
+  }
+  return result;
+}
+
+void ImageStore::run_pull(Entry& entry) {
+  const auto& name = entry.config.name;
+  try {
+    const PullLock lock(lock_path(name));
+    if (!lock.held()) {
+      throw ImagePullError("another process is pulling image " + name + " now");
+    }
+    {
+      std::lock_guard guard(mutex_);
+      reload_record(entry);
+    }
+    const auto expected = expected_digest(entry);
+    const bool have = entry.digest == expected.text() && entry.source_url == entry.source().url &&
+                      !entry.base.empty() && fs::exists(entry.base);
+    if (!have) {
+      {
+        std::lock_guard guard(mutex_);
+        entry.phase = ImagePullState::Phase::pulling;  // an older base, if any, still serves
+      }
+      log_.info("image " + name + ": pulling " + entry.source().url + " (" + expected.text() + ")");
+      const auto downloaded = download(entry, expected);
+      adopt(entry, convert(entry, downloaded, expected), expected);
+    }
+    std::lock_guard guard(mutex_);
+    entry.phase = ImagePullState::Phase::ready;
+    entry.error.clear();
+    entry.failed_at.reset();
+  } catch (const std::exception& e) {
+    std::lock_guard guard(mutex_);
+    entry.phase = ImagePullState::Phase::failed;
+    entry.error = e.what();
+    entry.failed_at = Clock::now();
+    ++pulls_failed_;
+    log_.warning("image " + name + ": the pull failed: " + entry.error);
+  }
+  std::lock_guard guard(mutex_);
+  entry.running = false;
+  entry.progress = nullptr;
+}
+
+ImageDigest ImageStore::expected_digest(const Entry& entry) {
+  const auto& source = entry.source();
+  if (!source.sha256.empty()) {
+    return {.algorithm = ImageDigest::Algorithm::sha256, .hex = source.sha256};
+  }
+  std::string text;
+  try {
+    text = fetcher_.fetch_text(source.checksums_url, kChecksumFileLimit, stopping_);
+  } catch (const std::exception& e) {
+    throw ImagePullError("the checksum file " + source.checksums_url + ": " + e.what());
+  }
+  {
+    std::lock_guard guard(mutex_);
+    const_cast<Entry&>(entry).checked_at = Clock::now();
+  }
+  auto digest = digest_in_checksum_file(text, source.file_name());
+  if (!digest) {
+    throw ImagePullError("the checksum file " + source.checksums_url + " does not list " +
+                         source.file_name());
+  }
+  return *digest;
+}
+
+fs::path ImageStore::download(Entry& entry, const ImageDigest& expected) {
+  const auto prefix = "garm-edge-" + entry.config.name + "-";
+  const auto part = downloads_dir() / (prefix + expected.short_hex() + ".part");
+  std::error_code ec;
+  for (fs::directory_iterator it(downloads_dir(), ec), end; !ec && it != end; it.increment(ec)) {
+    const auto file = it->path().filename().string();
+    if (file.starts_with(prefix) && it->path() != part) {
+      fs::remove(it->path(), ec);  // a version that is no longer wanted
+    }
+  }
+  const UniqueFd fd(::open(part.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  struct stat facts {};
+  if (fd.get() < 0 || ::fstat(fd.get(), &facts) != 0) {
+    throw ImagePullError("opening " + part.string() + ": " + errno_text());
+  }
+  const auto kept = static_cast<std::uint64_t>(facts.st_size);
+  if (kept > 0) {
+    StreamingDigest digest(expected.algorithm);
+    hash_prefix(fd.get(), kept, digest);
+    if (digest.finish() == expected) {
+      log_.info("image " + entry.config.name + ": the download was complete already");
+      entry.bytes = kept;
+      entry.total = kept;
+      return part;
+    }
+    log_.info("image " + entry.config.name + ": resuming the download at " + mib(kept));
+  }
+  Download sink(*this, entry, fd.get(), expected.algorithm);
+  try {
+    fetcher_.fetch(entry.source().url, kept, sink, stopping_);
+  } catch (const std::exception& e) {
+    if (std::string_view(e.what()).starts_with("no room")) {
+      fs::remove(part, ec);  // refused cleanly: nothing left behind
+    }
+    throw;
+  }
+  const auto got = sink.finish();
+  if (got != expected) {
+    fs::remove(part, ec);
+    throw ImagePullError("the download's " + got.text() + " is not the " + expected.text() +
+                         " its source names: refused, and removed");
+  }
+  return part;
+}
+
+fs::path ImageStore::convert(Entry& entry, const fs::path& downloaded, const ImageDigest& digest) {
+  const auto& source = entry.source();
+  const auto stem = "garm-edge-" + entry.config.name + "-" + digest.short_hex();
+  const auto unpacked = downloads_dir() / (stem + ".unpacked");
+  const auto temp = options_.base_dir / ("." + stem + ".qcow2.tmp");
+  const auto final_path = options_.base_dir / (stem + ".qcow2");
+  std::error_code ec;
+  try {
+    auto input = downloaded;
+    if (source.xz) {
+      tools_.decompress_xz(downloaded, unpacked, stopping_);
+      input = unpacked;
+    }
+    const auto facts = tools_.inspect(input, source.format, stopping_);
+    if (!facts.backing_file.empty() || !facts.data_file.empty()) {
+      throw ImagePullError("the image names another file (" +
+                           (facts.backing_file.empty() ? facts.data_file : facts.backing_file) +
+                           "): refused, a guest could read the host's files through it");
+    }
+    const auto needed = fs::file_size(input, ec);
+    if (const auto room = disk_.room(options_.base_dir); !ec && needed > room) {
+      throw ImagePullError("no room for the converted base: it needs about " + mib(needed) + ", " +
+                           mib(room) + " are left");
+    }
+    tools_.convert_to_qcow2(input, source.format, temp, stopping_);
+    if (::chmod(temp.c_str(), 0444) != 0) {
+      throw ImagePullError("making the base read-only: " + errno_text());
+    }
+    fs::rename(temp, final_path);
+    fsync_directory(options_.base_dir);
+  } catch (...) {
+    fs::remove(temp, ec);
+    fs::remove(unpacked, ec);
+    throw;
+  }
+  fs::remove(unpacked, ec);
+  fs::remove(downloaded, ec);
+  return final_path;
+}
+
+void ImageStore::adopt(Entry& entry, const fs::path& base, const ImageDigest& digest) {
+  std::lock_guard guard(mutex_);
+  if (!entry.base.empty() && entry.base != base.string()) {
+    entry.retired.push_back(entry.base);
+  }
+  std::erase(entry.retired, base.string());
+  entry.base = base.string();
+  entry.digest = digest.text();
+  entry.source_url = entry.source().url;
+  save_record(entry);
+  ++pulls_verified_;
+  log_.info("image " + entry.config.name + ": " + digest.text() + " is ready at " + entry.base);
+}
+
+bool ImageStore::pulls(const std::string& image) const {
+  std::lock_guard lock(mutex_);
+  return entries_.contains(image);
+}
+
+std::optional<ImageBase> ImageStore::ready(const std::string& image) const {
+  std::lock_guard lock(mutex_);
+  const auto found = entries_.find(image);
+  if (found == entries_.end() || found->second->base.empty()) {
+    return std::nullopt;
+  }
+  return ImageBase{.path = found->second->base, .format = "qcow2"};
+}
+
+std::optional<ImagePullState> ImageStore::state(const std::string& image) const {
+  std::lock_guard lock(mutex_);
+  const auto found = entries_.find(image);
+  if (found == entries_.end()) {
+    return std::nullopt;
+  }
+  const auto& entry = *found->second;
+  return ImagePullState{.name = image,
+                        .phase = entry.phase,
+                        .bytes = entry.bytes,
+                        .total = entry.total,
+                        .error = entry.error,
+                        .digest = entry.digest,
+                        .has_base = !entry.base.empty()};
+}
+
+std::vector<ImagePullState> ImageStore::states() const {
+  std::vector<std::string> names;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [name, entry] : entries_) {
+      names.push_back(name);
+    }
+  }
+  std::vector<ImagePullState> out;
+  for (const auto& name : names) {
+    out.push_back(*state(name));
+  }
+  return out;
+}
+
+void ImageStore::remove_unused(const std::function<bool(const std::string& path)>& in_use) {
+  std::lock_guard lock(mutex_);
+  for (auto& [name, entry] : entries_) {
+    if (entry->running || entry->retired.empty()) {
+      continue;
+    }
+    const PullLock pull_lock(lock_path(name));
+    if (!pull_lock.held()) {
+      continue;  // the CLI pulls it: its record is about to change
+    }
+    reload_record(*entry);
+    const auto before = entry->retired.size();
+    std::erase_if(entry->retired, [&](const std::string& path) {
+      if (in_use(path)) {
+        return false;
+      }
+      std::error_code ec;
+      fs::remove(path, ec);
+      log_.info("image " + name + ": removed the replaced base " + path + ", no guest uses it");
+      return !ec;
+    });
+    if (entry->retired.size() != before) {
+      save_record(*entry);
+    }
+  }
+}
+
+std::vector<std::string> ImageStore::remove(
+    const std::string& image, const std::function<bool(const std::string& path)>& in_use) {
+  std::lock_guard lock(mutex_);
+  auto& found = entry(image);
+  const PullLock pull_lock(lock_path(image));
+  if (found.running || !pull_lock.held()) {
+    throw ImagePullError("image " + image + " is being pulled; remove it when the pull ends");
+  }
+  reload_record(found);
+  auto bases = found.retired;
+  if (!found.base.empty()) {
+    bases.push_back(found.base);
+  }
+  for (const auto& path : bases) {
+    if (in_use(path)) {
+      throw ImagePullError("the base " + path + " of image " + image +
+                           " backs guests that exist: delete them first");
+    }
+  }
+  std::error_code ec;
+  for (const auto& path : bases) {
+    fs::remove(path, ec);
+  }
+  found.base.clear();
+  found.digest.clear();
+  found.retired.clear();
+  found.phase = ImagePullState::Phase::pulling;
+  fs::remove(record_path(image), ec);
+  return bases;
+}
+
+std::string ImageStore::render_metrics() const {
+  PrometheusText text;
+  text.family("garm_edge_image_pulled_bytes_total", "counter",
+              "Bytes of images downloaded from their sources.");
+  text.sample("garm_edge_image_pulled_bytes_total", {}, bytes_downloaded_.load());
+  text.family("garm_edge_image_pulls_total", "counter",
+              "Image pulls that ended: verified and converted, or failed.");
+  text.sample("garm_edge_image_pulls_total", {{"outcome", "verified"}}, pulls_verified_.load());
+  text.sample("garm_edge_image_pulls_total", {{"outcome", "failed"}}, pulls_failed_.load());
+  text.family("garm_edge_image_ready", "gauge", "1 when the image has a base new guests use.");
+  for (const auto& state : states()) {
+    text.sample("garm_edge_image_ready", {{"image", state.name}},
+                std::uint64_t{state.has_base ? 1U : 0U});
+  }
+  return text.str();
+}
+
+}  // namespace garm_edge::agent

@@ -1,0 +1,127 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/base/config.hpp"
+#include "agent/base/log.hpp"
+#include "agent/images/image_digest.hpp"
+#include "agent/images/image_fetcher.hpp"
+#include "agent/images/image_tools.hpp"
+#include "agent/instances/image_bases.hpp"
+
+namespace garm_edge::agent {
+
+/// The disk the pulls may take, asked before and during a download.
+class PullDisk {
+ public:
+  virtual ~PullDisk() = default;
+  /// Bytes that may still be written under `directory` (free space, less the quota's use).
+  virtual std::uint64_t room(const std::filesystem::path& directory) const = 0;
+};
+
+/// statvfs's free space, capped by [pull] quota_gib less what the pulled bases and downloads
+/// under the two directories hold.
+class HostPullDisk final : public PullDisk {
+ public:
+  HostPullDisk(std::uint64_t quota_bytes, std::vector<std::filesystem::path> counted)
+      : quota_(quota_bytes), counted_(std::move(counted)) {}
+  std::uint64_t room(const std::filesystem::path& directory) const override;
+
+ private:
+  std::uint64_t quota_;
+  std::vector<std::filesystem::path> counted_;
+};
+
+struct ImageStoreOptions {
+  std::filesystem::path state_dir;  // <state_dir>/images: records, locks, downloads
+  std::filesystem::path base_dir;   // where the converted bases go (the pool's directory)
+  std::uint64_t bytes_per_second = 0;
+  std::chrono::seconds recheck{std::chrono::hours(6)};
+  std::chrono::seconds retry_after_failure{std::chrono::minutes(1)};
+};
+
+/// Pulls every `[[images]]` entry with a `source`: the digest from the config or the source's
+/// checksum file, a download that resumes where it stopped (also after a restart), verified
+/// before anything uses it, decompressed, checked to read no other file of the host,
+/// converted to a read-only qcow2 base and swapped in atomically. One pull per image at a
+/// time, in this process or any other (a lock file: the `images` CLI pulls too). A replaced
+/// base stays until no overlay backs onto it.
+class ImageStore final : public ImageBases {
+ public:
+  ImageStore(std::vector<ImageConfig> images, ImageStoreOptions options, ImageFetcher& fetcher,
+             ImageTools& tools, PullDisk& disk, Logger& log);
+  ~ImageStore() override;
+  ImageStore(const ImageStore&) = delete;
+  ImageStore& operator=(const ImageStore&) = delete;
+
+  /// Starts the pulls due: missing or out-of-date bases, failures past their wait, checksum
+  /// files not read for `recheck`. Also picks up what another process pulled. Call it
+  /// periodically (the reconcile loop does).
+  void tick();
+  /// Starts a pull of `image` now, with a fresh look at its checksum file. False when one is
+  /// under way already; throws std::invalid_argument for an image the agent does not pull.
+  bool pull(const std::string& image);
+  /// Pulls `image` in the calling thread (the CLI), whatever tick() would say. `progress` is
+  /// called as bytes arrive. Throws ImagePullError.
+  ImagePullState pull_now(const std::string& image,
+                          const std::function<void(const ImagePullState&)>& progress);
+  /// Ends the pulls under way (their downloads are kept to resume) and waits for them.
+  void stop();
+
+  bool pulls(const std::string& image) const override;
+  std::optional<ImageBase> ready(const std::string& image) const override;
+  std::optional<ImagePullState> state(const std::string& image) const override;
+  std::vector<ImagePullState> states() const override;
+  void remove_unused(const std::function<bool(const std::string& path)>& in_use) override;
+
+  /// Prometheus text: bytes pulled, pulls by outcome, per-image state.
+  std::string render_metrics() const;
+
+  /// Removes `image`'s base (and replaced ones) when nothing backs onto them. Returns what
+  /// was removed; throws ImagePullError naming a base still in use.
+  std::vector<std::string> remove(const std::string& image,
+                                  const std::function<bool(const std::string& path)>& in_use);
+
+ private:
+  struct Entry;
+  class Download;
+
+  Entry& entry(const std::string& image);
+  const Entry& entry(const std::string& image) const;
+  void start_pull(Entry& entry);
+  void run_pull(Entry& entry);
+  ImageDigest expected_digest(const Entry& entry);
+  std::filesystem::path download(Entry& entry, const ImageDigest& expected);
+  std::filesystem::path convert(Entry& entry, const std::filesystem::path& downloaded,
+                                const ImageDigest& digest);
+  void adopt(Entry& entry, const std::filesystem::path& base, const ImageDigest& digest);
+  void reload_record(Entry& entry);
+  void save_record(const Entry& entry);
+  std::filesystem::path record_path(const std::string& image) const;
+  std::filesystem::path lock_path(const std::string& image) const;
+  std::filesystem::path downloads_dir() const;
+
+  ImageStoreOptions options_;
+  ImageFetcher& fetcher_;
+  ImageTools& tools_;
+  PullDisk& disk_;
+  Logger& log_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<std::uint64_t> bytes_downloaded_{0};
+  std::atomic<std::uint64_t> pulls_verified_{0};
+  std::atomic<std::uint64_t> pulls_failed_{0};
+  mutable std::mutex mutex_;
+  std::map<std::string, std::unique_ptr<Entry>> entries_;
+};
+
+}  // namespace garm_edge::agent

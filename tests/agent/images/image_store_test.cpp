@@ -1,0 +1,292 @@
+// Image pulls against a real HTTPS server (the fake garm's /downloads/, with Range and a
+// connection cut halfway), real qemu-img and xz.
+
+#include "agent/images/image_store.hpp"
+
+#include <fstream>
+#include <future>
+#include <sys/stat.h>
+
+#include <catch2/catch.hpp>
+
+#include "agent/images/pulled_images.hpp"
+#include "common/temp_dir.hpp"
+#include "integration/fake_garm.hpp"
+#include "net/secret_token.hpp"
+#include "support/run_command.hpp"
+
+using namespace garm_edge;
+using namespace garm_edge::agent;
+using namespace garm_edge::testing;
+
+namespace {
+
+class QuietLogger final : public Logger {
+ public:
+  void log(Level, std::string_view) override {}
+};
+
+std::string sha256_of(const std::filesystem::path& file) {
+  const auto out = run_command("sha256sum '" + file.string() + "'");
+  return out.output.substr(0, 64);
+}
+
+/// A raw disk of `mib` MiB of random bytes (no format inside), or that disk converted.
+std::filesystem::path make_image(const std::filesystem::path& dir, const std::string& name,
+                                 unsigned mib) {
+  const auto raw = name.ends_with(".qcow2") ? dir / (name + ".tmp") : dir / name;
+  REQUIRE(run_command("head -c " + std::to_string(mib << 20U) + " /dev/urandom > '" + raw.string() +
+                      "'")
+              .exit_code == 0);
+  if (name.ends_with(".qcow2")) {
+    const auto qcow2 = dir / name;
+    REQUIRE(run_command("qemu-img convert -f raw -O qcow2 '" + raw.string() + "' '" +
+                        qcow2.string() + "' && rm '" + raw.string() + "'")
+                .exit_code == 0);
+    return qcow2;
+  }
+  return raw;
+}
+
+PullConfig trusting(const TestPki& pki) {
+  PullConfig pull;
+  pull.ca_bundle = pki.ca_certificate;
+  return pull;
+}
+
+std::size_t downloads_in(const FakeGarm& server, const std::string& file) {
+  std::size_t count = 0;
+  for (const auto& request : server.requests()) {
+    count += request["path"] == "/downloads/" + file ? 1U : 0U;
+  }
+  return count;
+}
+
+ImageConfig image_from(const std::string& url, const std::string& sha256,
+                       const std::string& checksums = "") {
+  ImageConfig image;
+  image.name = "debian-12";
+  ImageSourceConfig source{.url = url, .sha256 = sha256, .checksums_url = checksums};
+  const auto file = source.file_name();
+  source.xz = file.ends_with(".xz");
+  source.format = file.find(".raw") != std::string::npos ? "raw" : "qcow2";
+  image.source = source;
+  return image;
+}
+
+/// Lets a test set the room the quota leaves.
+class SettableDisk final : public PullDisk {
+ public:
+  std::atomic<std::uint64_t> bytes{std::uint64_t{1} << 40U};
+  std::uint64_t room(const std::filesystem::path&) const override { return bytes; }
+};
+
+struct PullHost {
+  TempDir served{"image-server"};
+  TempDir state{"image-state"};
+  FakeGarm server{FakeGarmOptions{.downloads = served.path()}};
+  PullConfig pull = trusting(server.pki());
+  HttpImageFetcher fetcher{pull};
+  HostImageTools tools{std::chrono::seconds(60)};
+  SettableDisk disk;
+  QuietLogger log;
+
+  std::filesystem::path bases() const { return state.path() / "bases"; }
+  std::string url(const std::string& file) const {
+    return server.base_url() + "/downloads/" + file;
+  }
+  std::unique_ptr<ImageStore> store(const ImageConfig& image) {
+    return std::make_unique<ImageStore>(
+        std::vector<ImageConfig>{image},
+        ImageStoreOptions{.state_dir = state.path(), .base_dir = bases()}, fetcher, tools, disk,
+        log);
+  }
+  std::size_t downloads_of(const std::string& file) const { return downloads_in(server, file); }
+  std::vector<std::string> files_in(const std::filesystem::path& dir) const {
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+      names.push_back(entry.path().filename().string());
+    }
+    return names;
+  }
+};
+
+ImagePullState pulled(ImageStore& store) {
+  return store.pull_now("debian-12", nullptr);
+}
+
+std::string qemu_img_info(const std::string& path) {
+  return run_command("qemu-img info --output=json -f qcow2 '" + path + "'").output;
+}
+
+}  // namespace
+
+TEST_CASE("a qcow2 image is pulled, verified and kept as a read-only qcow2 base", "[images]") {
+  PullHost host;
+  const auto file = make_image(host.served.path(), "debian.qcow2", 2);
+  auto store = host.store(image_from(host.url("debian.qcow2"), sha256_of(file)));
+  CHECK_FALSE(store->ready("debian-12"));
+  const auto state = pulled(*store);
+  CHECK(state.phase == ImagePullState::Phase::ready);
+  CHECK(state.digest == "sha256:" + sha256_of(file));
+  const auto base = store->ready("debian-12");
+  REQUIRE(base);
+  CHECK(base->format == "qcow2");
+  CHECK(std::filesystem::path(base->path).parent_path() == host.bases());
+  struct stat facts {};
+  REQUIRE(::stat(base->path.c_str(), &facts) == 0);
+  CHECK((facts.st_mode & 0777) == 0444);
+  CHECK_THAT(qemu_img_info(base->path), Catch::Contains("\"format\": \"qcow2\""));
+  CHECK(host.files_in(host.state.path() / "images" / "downloads").empty());
+  // Another store on the same state (the agent after a restart) has it ready at once.
+  auto again = host.store(image_from(host.url("debian.qcow2"), sha256_of(file)));
+  CHECK(again->ready("debian-12"));
+}
+
+TEST_CASE("the digest comes from a checksum file, matched by the file's name", "[images]") {
+  PullHost host;
+  const auto file = make_image(host.served.path(), "disk.raw", 1);
+  const auto sha512 = run_command("sha512sum '" + file.string() + "'").output.substr(0, 128);
+  std::ofstream(host.served.path() / "SHA512SUMS") << std::string(128, 'a') << "  other.raw\n"
+                                                   << sha512 << "  disk.raw\n";
+  std::ofstream(host.served.path() / "BSD") << "SHA512 (disk.raw) = " << sha512 << "\n";
+  std::ofstream(host.served.path() / "MISSING") << sha512 << "  renamed.raw\n";
+
+  SECTION("GNU style") {
+    auto store = host.store(image_from(host.url("disk.raw"), "", host.url("SHA512SUMS")));
+    CHECK(pulled(*store).digest == "sha512:" + sha512);
+  }
+  SECTION("BSD style") {
+    auto store = host.store(image_from(host.url("disk.raw"), "", host.url("BSD")));
+    CHECK(pulled(*store).digest == "sha512:" + sha512);
+  }
+  SECTION("a checksum file without the name is refused and nothing is downloaded") {
+    auto store = host.store(image_from(host.url("disk.raw"), "", host.url("MISSING")));
+    CHECK_THROWS_WITH(pulled(*store), Catch::Contains("does not list disk.raw"));
+    CHECK(host.downloads_of("disk.raw") == 0);
+    CHECK_FALSE(store->ready("debian-12"));
+    CHECK(host.files_in(host.bases()).empty());
+  }
+}
+
+TEST_CASE("a download whose digest is wrong is refused and leaves nothing", "[images]") {
+  PullHost host;
+  make_image(host.served.path(), "debian.qcow2", 1);
+  auto store = host.store(image_from(host.url("debian.qcow2"), std::string(64, '0')));
+  CHECK_THROWS_WITH(pulled(*store), Catch::Contains("is not the sha256:0000"));
+  CHECK_FALSE(store->ready("debian-12"));
+  CHECK(store->state("debian-12")->phase == ImagePullState::Phase::failed);
+  CHECK(host.files_in(host.bases()).empty());
+  CHECK(host.files_in(host.state.path() / "images" / "downloads").empty());
+}
+
+TEST_CASE("a download cut halfway resumes where it stopped, in another process too", "[images]") {
+  PullHost host;
+  const auto file = make_image(host.served.path(), "debian.qcow2", 8);
+  const auto size = std::filesystem::file_size(file);
+  std::ofstream(file.string() + ".cut") << size / 2;
+  const auto image = image_from(host.url("debian.qcow2"), sha256_of(file));
+  {
+    auto store = host.store(image);
+    CHECK_THROWS(pulled(*store));
+    CHECK_FALSE(store->ready("debian-12"));
+  }
+  auto restarted = host.store(image);  // as after the agent's restart
+  CHECK(pulled(*restarted).phase == ImagePullState::Phase::ready);
+  const auto requests = host.server.requests();
+  REQUIRE(requests.size() == 2);
+  CHECK(requests.back()["headers"]["Range"] == "bytes=" + std::to_string(size / 2) + "-");
+  const auto metrics = restarted->render_metrics();
+  const std::string counter = "\ngarm_edge_image_pulled_bytes_total ";
+  const auto at = metrics.find(counter);
+  REQUIRE(at != std::string::npos);
+  // The second process fetched only the rest: with the first half, the file once.
+  CHECK(std::stoull(metrics.substr(at + counter.size())) == size - size / 2);
+}
+
+TEST_CASE("an xz-compressed raw image is unpacked and converted", "[images]") {
+  PullHost host;
+  const auto raw = make_image(host.served.path(), "disk.raw", 2);
+  REQUIRE(run_command("xz -0 -T1 '" + raw.string() + "'").exit_code == 0);
+  const auto xz = raw.string() + ".xz";
+  auto store = host.store(image_from(host.url("disk.raw.xz"), sha256_of(xz)));
+  pulled(*store);
+  const auto base = store->ready("debian-12");
+  REQUIRE(base);
+  CHECK_THAT(qemu_img_info(base->path), Catch::Contains("\"virtual-size\": 2097152"));
+}
+
+TEST_CASE("an image that names a backing file is refused: it could read the host's files",
+          "[images]") {
+  PullHost host;
+  const auto backed = host.served.path() / "backed.qcow2";
+  REQUIRE(run_command("qemu-img create -q -f qcow2 -F raw -b /etc/hostname -u '" + backed.string() +
+                      "' 1M")
+              .exit_code == 0);
+  auto store = host.store(image_from(host.url("backed.qcow2"), sha256_of(backed)));
+  CHECK_THROWS_WITH(pulled(*store), Catch::Contains("names another file (/etc/hostname)"));
+  CHECK(host.files_in(host.bases()).empty());
+}
+
+TEST_CASE("no room for the image: refused cleanly, and pulled once there is room", "[images]") {
+  PullHost host;
+  const auto file = make_image(host.served.path(), "debian.qcow2", 4);
+  auto store = host.store(image_from(host.url("debian.qcow2"), sha256_of(file)));
+  host.disk.bytes = 1 << 20;
+  CHECK_THROWS_WITH(pulled(*store), Catch::Contains("no room for the image"));
+  CHECK(host.files_in(host.state.path() / "images" / "downloads").empty());
+  CHECK(host.files_in(host.bases()).empty());
+  host.disk.bytes = std::uint64_t{1} << 40U;
+  CHECK(pulled(*store).phase == ImagePullState::Phase::ready);
+}
+
+TEST_CASE("a new version replaces the base, the old one stays while a guest backs onto it",
+          "[images]") {
+  PullHost host;
+  const auto file = make_image(host.served.path(), "debian.qcow2", 1);
+  const auto sums = host.served.path() / "SHA256SUMS";
+  std::ofstream(sums) << sha256_of(file) << "  debian.qcow2\n";
+  auto store = host.store(image_from(host.url("debian.qcow2"), "", host.url("SHA256SUMS")));
+  pulled(*store);
+  const auto old_base = store->ready("debian-12")->path;
+
+  make_image(host.served.path(), "debian.qcow2", 1);  // the publisher's next build
+  std::ofstream(sums) << sha256_of(file) << "  debian.qcow2\n";
+  pulled(*store);
+  const auto new_base = store->ready("debian-12")->path;
+  CHECK(new_base != old_base);
+  bool guest_up = true;
+  store->remove_unused([&](const std::string& path) { return guest_up && path == old_base; });
+  CHECK(std::filesystem::exists(old_base));
+  guest_up = false;
+  store->remove_unused([&](const std::string& path) { return guest_up && path == old_base; });
+  CHECK_FALSE(std::filesystem::exists(old_base));
+  CHECK(std::filesystem::exists(new_base));
+}
+
+TEST_CASE("twenty asks for one image while it is pulled make one download", "[images]") {
+  PullHost host;
+  const auto file = make_image(host.served.path(), "debian.qcow2", 4);
+  FakeGarm slow{FakeGarmOptions{.downloads = host.served.path(), .download_rate = 8U << 20U}};
+  HttpImageFetcher fetcher{trusting(slow.pki())};
+  ImageStore store({image_from(slow.base_url() + "/downloads/debian.qcow2", sha256_of(file))},
+                   ImageStoreOptions{.state_dir = host.state.path(), .base_dir = host.bases()},
+                   fetcher, host.tools, host.disk, host.log);
+  store.tick();
+  std::vector<std::future<bool>> asks;
+  for (int i = 0; i < 20; ++i) {
+    asks.push_back(std::async(std::launch::async, [&] {
+      store.tick();
+      return store.pull("debian-12");
+    }));
+  }
+  for (auto& ask : asks) {
+    CHECK_FALSE(ask.get());  // one is under way already
+  }
+  for (int i = 0; i < 200 && !store.ready("debian-12"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  REQUIRE(store.ready("debian-12"));
+  CHECK(downloads_in(slow, "debian.qcow2") == 1);
+}
