@@ -9,6 +9,7 @@
 #include "agent/base/config.hpp"
 #include "agent/daemon/demo.hpp"
 #include "agent/daemon/hub_enrolment.hpp"
+#include "agent/daemon/images_command.hpp"
 #include "agent/daemon/serve.hpp"
 #include "agent/instances/instance_service.hpp"
 #include "agent/instances/reconcile_loop.hpp"
@@ -45,7 +46,7 @@ commands:
   pki init [--dir DIR] [--dns NAME]... [--ip ADDR]... [--client NAME]
                                write a CA, the agent's server certificate and a first
                                client certificate for garm (default DIR /etc/garm-edge/pki;
-                                                                                             default: DNS this host and localhost, IP 127.0.0.1;
+                               default: DNS this host and localhost, IP 127.0.0.1;
                                garm-provider-edge checks DNS names only)
   pki issue-client NAME [--dir DIR]
                                another client certificate (its CN is the identity)
@@ -56,6 +57,12 @@ commands:
                                "-" reads the token from standard input
   renew --config FILE          renew the hub certificate now (the agent does it by itself
                                once two thirds of its lifetime have passed)
+  images list --config FILE    the images and their bases on this host (docs/images.md)
+  images pull NAME --config FILE
+                               pull an image with a source now (the agent pulls by itself
+                               too), with its progress; a new version replaces the base
+  images remove NAME --config FILE
+                               remove an image's pulled bases, when no guest backs onto them
   --version                    print the version
   --help                       print this help
 )";
@@ -213,6 +220,18 @@ int run_cli(int argc, char** argv) {
     }
     if (command == "join") {
       return join(argc, argv);
+    }
+    if (command == "images") {
+      const std::string action = argc > 2 ? argv[2] : "";
+      if (action != "list" && action != "pull" && action != "remove") {
+        throw UsageError("images needs list, pull NAME or remove NAME");
+      }
+      const bool named = action != "list";
+      if (named && argc < 4) {
+        throw UsageError("images " + action + " needs an image name");
+      }
+      return images_command(action, named ? argv[3] : "",
+                            Options(argc, argv, {"--config"}, named ? 4 : 3), std::cout);
     }
     if (command == "renew") {
       return renew(Options(argc, argv, {"--config"}));

@@ -1,29 +1,17 @@
-#!/ usr / bin / env python3
-""
-    "A fake garm controller for tests: garm's instance-facing callback and metadata endpoints
-    (docs
-     : / work / shared / reference / garm - contract.md §3.1 - 3.4),
-    over HTTPS or plain HTTP
-                          .
+#!/usr/bin/env python3
+"""A fake garm controller for tests: garm's instance-facing callback and metadata endpoints
+(docs: /work/shared/reference/garm-contract.md §3.1-3.4), over HTTPS or plain HTTP.
 
-                      fake_garm.py-- cert C-- key K-- port
-                      - file F-- log L[--plain][--instances FILE]
+    fake_garm.py --cert C --key K --port-file F --log L [--plain] [--instances FILE]
 
-                      Binds 127.0.0.1 on a free port and writes the port to F(atomically)
-once listening.Every request is appended to L as one JSON line(method, path, query, headers,
-                                                               body as base64, time)
-before it is answered.FILE maps instance tokens to their data :
+Binds 127.0.0.1 on a free port and writes the port to F (atomically) once listening. Every
+request is appended to L as one JSON line (method, path, query, headers, body as base64, time)
+before it is answered. FILE maps instance tokens to their data:
 
-{
-  "<token>" : {
-    "install_script" : "...",
-                       "registration_token" : "...",
-                                              "jit"
-        : {"runner" : "<base64>", "credentials" : "<base64>", "credentials_rsaparams" : "<base64>"},
-          "service_name" : "...",
-                           "closed" : false
-  }
-}
+    {"<token>": {"install_script": "...", "registration_token": "...",
+                 "jit": {"runner": "<base64>", "credentials": "<base64>",
+                         "credentials_rsaparams": "<base64>"},
+                 "service_name": "...", "closed": false}}
 
 Like garm, a token stops working (401) once its instance reported status idle or failed.
 FILE is read again when it changes (instances added later keep the state of earlier ones), so
@@ -62,12 +50,12 @@ from urllib.parse import parse_qs, urlsplit
 
 CALLBACKS = "/api/v1/callbacks"
 METADATA = "/api/v1/metadata"
-#The install script is padded past one 8 KiB read and always ends with this line, so a test
-#can tell a complete script from a cut - off one.
+# The install script is padded past one 8 KiB read and always ends with this line, so a test
+# can tell a complete script from a cut-off one.
 SCRIPT_MIN_BYTES = 8 * 1024 + 1
 SCRIPT_END = "# end of install script\n"
 SCRIPT_PADDING = "# padding: garm's real install scripts are larger than one 8 KiB buffer\n"
-#Irregular chunk sizes, so chunk boundaries fall anywhere in the client's reads.
+# Irregular chunk sizes, so chunk boundaries fall anywhere in the client's reads.
 CHUNK_SIZES = (4000, 1, 2500, 17)
 UNIT_TEMPLATE = """[Unit]
 Description=GitHub Actions Runner ({service})
@@ -92,7 +80,8 @@ def error_body(error, details=""):
 
 AUTH_FAILED = error_body("Authentication failed")
 
-#Keys this server adds to an instance at run time; a reload of the file keeps them.
+
+# Keys this server adds to an instance at run time; a reload of the file keeps them.
 RUNTIME_KEYS = ("closed", "registration_token_fetched")
 HOLD_SECONDS = 600
 
@@ -222,7 +211,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format, *args):  # the request log is the only record
         pass
-#-- -- plumbing -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- --
+
+    # ---- plumbing ----------------------------------------------------------------------------
 
     def read_body(self):
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
@@ -262,11 +252,11 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"0\r\n\r\n")
 
     def bearer_token(self):
-#As garm does : split on single spaces, exactly two parts, the scheme word unchecked.
+        # As garm does: split on single spaces, exactly two parts, the scheme word unchecked.
         parts = (self.headers.get("Authorization") or "").split(" ")
         return parts[1] if len(parts) == 2 else None
 
-#-- -- dispatch -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- --
+    # ---- dispatch ----------------------------------------------------------------------------
 
     def handle_any(self):
         body = self.read_body()
@@ -284,7 +274,7 @@ class Handler(BaseHTTPRequestHandler):
         if url.path.startswith(("/downloads/", "/redirect/")) and self.server.downloads:
             self.download(url.path)
             return
-#garm registers every route with and without a trailing slash.
+        # garm registers every route with and without a trailing slash.
         path = url.path[:-1] if len(url.path) > 1 and url.path.endswith("/") else url.path
         if path == "/agent":
             self.agent_socket()
@@ -312,7 +302,7 @@ class Handler(BaseHTTPRequestHandler):
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = handle_any
 
-#-- -- endpoints -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -
+    # ---- endpoints ---------------------------------------------------------------------------
 
     def agent_socket(self):
         token = self.bearer_token()
@@ -392,8 +382,8 @@ class Handler(BaseHTTPRequestHandler):
         if first:
             self.send_header("Content-Range", "bytes %d-%d/%d" % (first, size - 1, size))
         self.end_headers()
-# <file>.cut holds a byte count : the connection drops once that much of the file was
-#sent(the file is removed, so the next request gets the rest).
+        # <file>.cut holds a byte count: the connection drops once that much of the file was
+        # sent (the file is removed, so the next request gets the rest).
         cut_file = file + ".cut"
         cut = int(open(cut_file).read()) if os.path.exists(cut_file) else None
         rate, started, sent = self.server.download_rate, time.monotonic(), 0
@@ -456,7 +446,7 @@ class Handler(BaseHTTPRequestHandler):
         if script is None:
             self.respond(409, error_body("Conflict", "no install template for this pool"))
             return
-#Like garm 's, the rendered script names garm' s own URLs : @GARM_URL @stands for them.
+        # Like garm's, the rendered script names garm's own URLs: @GARM_URL@ stands for them.
         script = script.replace("@GARM_URL@", self.server.base_url)
         script = script.replace("@AGENT_URL@", self.server.base_url + "/agent")
         script = script.replace("@AGENT_TOKEN@", instance.get("agent_token", ""))
@@ -467,7 +457,7 @@ class Handler(BaseHTTPRequestHandler):
         if text is None:
             self.respond(401, error_body("Not Authorized"))
             return
-#garm sends the raw token under a JSON content type.
+        # garm sends the raw token under a JSON content type.
         self.respond(200, text.encode(), "application/json")
 
     def service_name(self, token, instance, body, query):
@@ -526,46 +516,53 @@ class Server(ThreadingHTTPServer):
                          else "https://localhost:%d" % self.server_address[1])
 
     def finish_request(self, request, client_address):
-#The handshake runs on the connection's own thread: a client that never completes
-#one must not stall the accept loop.
+        # The handshake runs on the connection's own thread: a client that never completes
+        # one must not stall the accept loop.
         if self.tls_context is None:
             super().finish_request(request, client_address)
             return
         request.settimeout(Handler.timeout)
         try:
-            connection
-  = self.tls_context.wrap_socket(request, server_side = True) except(ssl.SSLError, OSError)
-      : return try : super()
-.finish_request(connection, client_address) finally : connection.close()
+            connection = self.tls_context.wrap_socket(request, server_side=True)
+        except (ssl.SSLError, OSError):
+            return
+        try:
+            super().finish_request(connection, client_address)
+        finally:
+            connection.close()
 
-                                                          def write_port_file(path, port)
-    : temp =
-    path + ".tmp" with open(temp, "w", encoding = "ascii") as out
-    : out.write("%d\n" % port) os.replace(temp, path)
 
-          def main()
-    : parser =
-        argparse.ArgumentParser(description = __doc__.splitlines()[0]) parser
-            .add_argument("--cert") parser.add_argument("--key") parser
-            .add_argument("--port-file",
-                          required = True) parser.add_argument("--log", required = True) parser
-            .add_argument("--plain", action = "store_true", help = "HTTP instead of HTTPS") parser
-            .add_argument("--instances", help = "JSON file: token -> instance data") parser
-            .add_argument("--downloads", help = "directory served at /downloads/") parser
-            .add_argument("--bind", default = "127.0.0.1",
-                          help = "address to listen on (plain HTTP)") parser
-            .add_argument("--download-rate", type = int, default = 0,
-                          help = "bytes per second, 0: no limit") args = parser.parse_args()
+def write_port_file(path, port):
+    temp = path + ".tmp"
+    with open(temp, "w", encoding="ascii") as out:
+        out.write("%d\n" % port)
+    os.replace(temp, path)
 
-                                                                             tls_context =
-            None if not args.plain : if not args.cert or not args.key
-    : parser.error("--cert and --key are required without --plain") tls_context =
-                ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER) tls_context.load_cert_chain(
-                    args.cert, args.key) server =
-                    Server(tls_context, Instances(args.instances), RequestLog(args.log),
-                           args.downloads, args.download_rate, args.bind)
-                        write_port_file(args.port_file,
-                                        server.server_address[1]) server.serve_forever()
 
-                            if __name__
-                    == "__main__" : sys.exit(main())
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cert")
+    parser.add_argument("--key")
+    parser.add_argument("--port-file", required=True)
+    parser.add_argument("--log", required=True)
+    parser.add_argument("--plain", action="store_true", help="HTTP instead of HTTPS")
+    parser.add_argument("--instances", help="JSON file: token -> instance data")
+    parser.add_argument("--downloads", help="directory served at /downloads/")
+    parser.add_argument("--bind", default="127.0.0.1", help="address to listen on (plain HTTP)")
+    parser.add_argument("--download-rate", type=int, default=0, help="bytes per second, 0: no limit")
+    args = parser.parse_args()
+
+    tls_context = None
+    if not args.plain:
+        if not args.cert or not args.key:
+            parser.error("--cert and --key are required without --plain")
+        tls_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls_context.load_cert_chain(args.cert, args.key)
+    server = Server(tls_context, Instances(args.instances), RequestLog(args.log), args.downloads,
+                    args.download_rate, args.bind)
+    write_port_file(args.port_file, server.server_address[1])
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

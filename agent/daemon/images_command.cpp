@@ -1,0 +1,146 @@
+#include "agent/daemon/images_command.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <grp.h>
+#include <iomanip>
+#include <ostream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent/base/config.hpp"
+#include "agent/base/log.hpp"
+#include "agent/images/pulled_images.hpp"
+#include "agent/instances/instance_store.hpp"
+#include "hypervisor/libvirt_hypervisor.hpp"
+
+namespace garm_edge::agent {
+namespace fs = std::filesystem;
+namespace {
+
+/// Root working on the state of an agent that runs as its own account works as that account.
+void become_state_owner(const fs::path& state_dir) {
+  struct stat owner {};
+  if (::geteuid() != 0 || ::stat(state_dir.c_str(), &owner) != 0 || owner.st_uid == 0) {
+    return;
+  }
+  if (::setgroups(0, nullptr) != 0 || ::setgid(owner.st_gid) != 0 || ::setuid(owner.st_uid) != 0) {
+    throw std::runtime_error("cannot work as the owner of " + state_dir.string() +
+                             " (uid " + std::to_string(owner.st_uid) + ")");
+  }
+}
+
+std::string mib(std::uint64_t bytes) { return std::to_string(bytes >> 20U) + " MiB"; }
+
+/// A bar redrawn in place on a terminal; a line every tenth otherwise.
+class ProgressReport {
+ public:
+  ProgressReport(std::ostream& out, bool terminal) : out_(out), terminal_(terminal) {}
+
+  void operator()(const ImagePullState& state) {
+    const auto percent = state.total > 0 ? state.bytes * 100 / state.total : 0;
+    if (terminal_) {
+      const auto filled = static_cast<std::size_t>(percent * 30 / 100);
+      out_ << "\r[" << std::string(filled, '#') << std::string(30 - filled, '-') << "] "
+           << std::setw(3) << percent << "% " << mib(state.bytes) << " of "
+           << (state.total > 0 ? mib(state.total) : std::string("?")) << std::flush;
+    } else if (percent / 10 != last_tenth_) {
+      last_tenth_ = percent / 10;
+      out_ << "downloaded " << mib(state.bytes) << " (" << percent << "%)\n";
+    }
+  }
+  void done() {
+    if (terminal_) {
+      out_ << "\n";
+    }
+  }
+
+ private:
+  std::ostream& out_;
+  bool terminal_;
+  std::uint64_t last_tenth_ = 0;
+};
+
+fs::path base_directory(const AgentConfig& config) {
+  if (!config.pull.directory.empty()) {
+    return config.pull.directory;
+  }
+  hypervisor::LibvirtHypervisor hypervisor(config.libvirt);
+  return hypervisor.pool_path(config.storage_pool);
+}
+
+/// Bytes of a download that is kept to resume, if there is one.
+std::uint64_t partial_bytes(const AgentConfig& config, const std::string& image) {
+  std::uint64_t bytes = 0;
+  std::error_code ec;
+  const auto prefix = "garm-edge-" + image + "-";
+  for (fs::directory_iterator it(config.state_dir / "images" / "downloads", ec), end;
+       !ec && it != end; it.increment(ec)) {
+    if (it->path().filename().string().starts_with(prefix)) {
+      bytes += it->file_size(ec);
+    }
+  }
+  return bytes;
+}
+
+int list(const AgentConfig& config, ImageStore& store, std::ostream& out) {
+  out << std::left << std::setw(20) << "IMAGE" << std::setw(16) << "STATE" << std::setw(26)
+      << "DIGEST" << "BASE OR SOURCE\n";
+  for (const auto& image : config.images) {
+    const auto base = image.source ? store.ready(image.name) : std::nullopt;
+    const auto state = image.source ? store.state(image.name) : std::nullopt;
+    std::string phase = "local";
+    std::string where = image.base_path.empty() ? image.base_volume : image.base_path;
+    if (image.source) {
+      const auto partial = partial_bytes(config, image.name);
+      phase = base ? "ready" : partial > 0 ? "partial " + mib(partial) : "not pulled";
+      where = base ? base->path : image.source->url;
+    }
+    const auto digest = state && !state->digest.empty() ? state->digest.substr(0, 23) : "-";
+    out << std::setw(20) << image.name << std::setw(16) << phase << std::setw(26) << digest
+        << where << "\n";
+  }
+  return 0;
+}
+
+bool base_in_use(const std::vector<InstanceRecord>& records, const ImageStore& store,
+                 const std::string& path) {
+  return std::any_of(records.begin(), records.end(), [&](const InstanceRecord& record) {
+    return record.base_path == path || (record.base_path.empty() && store.pulls(record.image));
+  });
+}
+
+}  // namespace
+
+int images_command(const std::string& action, const std::string& image, const Options& options,
+                   std::ostream& out) {
+  const auto config = load_agent_config(options.require("--config"));
+  become_state_owner(config.state_dir);
+  const bool pulling = action == "pull";
+  StderrLogger log;
+  PulledImages images(config, pulling ? base_directory(config) : fs::path(), log);
+  auto& store = images.store();
+  if (action == "list") {
+    return list(config, store, out);
+  }
+  if (!store.pulls(image)) {
+    throw UsageError("image \"" + image + "\" has no source in " + options.require("--config"));
+  }
+  if (pulling) {
+    ProgressReport progress(out, ::isatty(STDOUT_FILENO) == 1);
+    const auto state = store.pull_now(image, std::ref(progress));
+    progress.done();
+    out << image << ": " << state.digest << " is ready at " << store.ready(image)->path << "\n";
+    return 0;
+  }
+  FileInstanceStore instances(config.state_dir);
+  const auto records = instances.list();
+  for (const auto& path : store.remove(
+           image, [&](const std::string& base) { return base_in_use(records, store, base); })) {
+    out << "removed " << path << "\n";
+  }
+  return 0;
+}
+
+}  // namespace garm_edge::agent
