@@ -26,12 +26,14 @@ void become_state_owner(const fs::path& state_dir) {
     return;
   }
   if (::setgroups(0, nullptr) != 0 || ::setgid(owner.st_gid) != 0 || ::setuid(owner.st_uid) != 0) {
-    throw std::runtime_error("cannot work as the owner of " + state_dir.string() +
-                             " (uid " + std::to_string(owner.st_uid) + ")");
+    throw std::runtime_error("cannot work as the owner of " + state_dir.string() + " (uid " +
+                             std::to_string(owner.st_uid) + ")");
   }
 }
 
-std::string mib(std::uint64_t bytes) { return std::to_string(bytes >> 20U) + " MiB"; }
+std::string mib(std::uint64_t bytes) {
+  return std::to_string(bytes >> 20U) + " MiB";
+}
 
 /// A bar redrawn in place on a terminal; a line every tenth otherwise.
 class ProgressReport {
@@ -86,7 +88,8 @@ std::uint64_t partial_bytes(const AgentConfig& config, const std::string& image)
 
 int list(const AgentConfig& config, ImageStore& store, std::ostream& out) {
   out << std::left << std::setw(20) << "IMAGE" << std::setw(16) << "STATE" << std::setw(26)
-      << "DIGEST" << "BASE OR SOURCE\n";
+      << "DIGEST"
+      << "BASE OR SOURCE\n";
   for (const auto& image : config.images) {
     const auto base = image.source ? store.ready(image.name) : std::nullopt;
     const auto state = image.source ? store.state(image.name) : std::nullopt;
@@ -98,8 +101,8 @@ int list(const AgentConfig& config, ImageStore& store, std::ostream& out) {
       where = base ? base->path : image.source->url;
     }
     const auto digest = state && !state->digest.empty() ? state->digest.substr(0, 23) : "-";
-    out << std::setw(20) << image.name << std::setw(16) << phase << std::setw(26) << digest
-        << where << "\n";
+    out << std::setw(20) << image.name << std::setw(16) << phase << std::setw(26) << digest << where
+        << "\n";
   }
   return 0;
 }
