@@ -5,6 +5,7 @@
 #include "common/hex.hpp"
 #include "common/text.hpp"
 #include "wire/error.hpp"
+#include "wire/validate.hpp"
 
 namespace garm_edge::agent {
 namespace {
@@ -93,6 +94,11 @@ const std::array kRoutes{
     Route{"DELETE", "/v1/draining", "draining",
           [](const RouteArgs&, const net::HttpRequest&) -> ApiCommand {
             return SetDraining{.draining = false};
+          }},
+    Route{"POST", "/v1/images/{image}/pull", "pull_image",
+          [](const RouteArgs& args, const net::HttpRequest&) -> ApiCommand {
+            wire::validate_resource_name(args.text.at(0), "image");
+            return PullImage{.image = args.text.at(0)};
           }},
     Route{
         "GET", "/v1/schemas/extra-specs", "schemas",

@@ -39,6 +39,12 @@ struct SetDraining {
   static constexpr std::string_view kRoute = "draining";
   bool draining = true;
 };
+/// The operator's: pull an image now, ahead of demand (docs/images.md). Only a client allowed
+/// for every controller ("*") may, since the disk and the link are the whole host's.
+struct PullImage {
+  static constexpr std::string_view kRoute = "pull_image";
+  std::string image;
+};
 struct ExtraSpecsSchema {
   static constexpr std::string_view kRoute = "schemas";
 };
@@ -110,8 +116,8 @@ struct ValidatePool {
 
 using ApiCommand =
     std::variant<Health, ShowMetrics, ListImages, ListFlavors, ShowCapacity, ListWarm, SetDraining,
-                 ExtraSpecsSchema, ConfigSchema, CreateInstance, DryRunCreate, GetInstance,
-                 ShowPlacement, GetGuest, ListInstances, ListEvents, DeleteInstance,
+                 PullImage, ExtraSpecsSchema, ConfigSchema, CreateInstance, DryRunCreate,
+                 GetInstance, ShowPlacement, GetGuest, ListInstances, ListEvents, DeleteInstance,
                  DeleteAllInstances, StartInstance, StopInstance, ValidatePool>;
 
 /// The route name of a command, for /metrics.

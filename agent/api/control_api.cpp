@@ -300,11 +300,14 @@ net::HttpResponse ControlApi::route(const net::HttpRequest& request, const net::
   }
   const auto command = match->route->parse(args, request);
   route_name = route_of(command);  // dry runs are told from creates only now
-  if (std::holds_alternative<SetDraining>(command) &&
-      !config_.api.allows_every_controller(identities)) {
-    return error_response(403, "forbidden",
-                          "client \"" + printable_excerpt(peer.common_name) +
-                              "\" may not drain this host: that needs controllers = [\"*\"]");
+  const bool whole_host =
+      std::holds_alternative<SetDraining>(command) || std::holds_alternative<PullImage>(command);
+  if (whole_host && !config_.api.allows_every_controller(identities)) {
+    return error_response(
+        403, "forbidden",
+        "client \"" + printable_excerpt(peer.common_name) + "\" may not " +
+            (std::holds_alternative<SetDraining>(command) ? "drain this host" : "pull images") +
+            ": that needs controllers = [\"*\"]");
   }
   return std::visit([this](const auto& c) { return run(c); }, command);
 }
@@ -361,6 +364,17 @@ net::HttpResponse ControlApi::run(const ListWarm&) {
 net::HttpResponse ControlApi::run(const SetDraining& command) {
   service_.set_draining(command.draining);
   return json_response(200, {{"draining", service_.draining()}});
+}
+
+net::HttpResponse ControlApi::run(const PullImage& command) {
+  auto* images = service_.image_bases();
+  if (images == nullptr || !images->pulls(command.image)) {
+    return error_response(400, "invalid_argument",
+                          "image \"" + command.image + "\" has no source on this agent");
+  }
+  const bool started = images->pull(command.image);
+  return json_response(
+      202, {{"image", command.image}, {"pull", started ? "started" : "under way already"}});
 }
 
 net::HttpResponse ControlApi::run(const ExtraSpecsSchema&) {

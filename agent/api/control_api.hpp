@@ -49,6 +49,7 @@ class ControlApi {
   net::HttpResponse run(const ShowCapacity&);
   net::HttpResponse run(const ListWarm&);
   net::HttpResponse run(const SetDraining& command);
+  net::HttpResponse run(const PullImage& command);
   net::HttpResponse run(const ExtraSpecsSchema&);
   net::HttpResponse run(const ConfigSchema&);
   net::HttpResponse run(const CreateInstance& command);

@@ -70,7 +70,7 @@ class ImageStore final : public ImageBases {
   void tick();
   /// Starts a pull of `image` now, with a fresh look at its checksum file. False when one is
   /// under way already; throws std::invalid_argument for an image the agent does not pull.
-  bool pull(const std::string& image);
+  bool pull(const std::string& image) override;
   /// Pulls `image` in the calling thread (the CLI), whatever tick() would say. `progress` is
   /// called as bytes arrive. Throws ImagePullError.
   ImagePullState pull_now(const std::string& image,

@@ -37,6 +37,9 @@ class ImageBases {
   virtual std::optional<ImageBase> ready(const std::string& image) const = 0;
   virtual std::optional<ImagePullState> state(const std::string& image) const = 0;
   virtual std::vector<ImagePullState> states() const = 0;
+  /// Starts a pull of `image` now, with a fresh look at its checksum file; false when one is
+  /// under way already.
+  virtual bool pull(const std::string& image) = 0;
   /// Removes replaced bases that no overlay backs onto; `in_use` says which do.
   virtual void remove_unused(const std::function<bool(const std::string& path)>& in_use) = 0;
 };

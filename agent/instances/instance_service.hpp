@@ -66,6 +66,7 @@ class InstanceService {
   void use_image_bases(ImageBases& images);
   /// Null until use_image_bases.
   const ImageBases* image_bases() const { return images_; }
+  ImageBases* image_bases() { return images_; }
   /// Whether an overlay of a recorded instance backs onto `base_path` (a replaced base is
   /// removed only when none does).
   bool base_in_use(const std::string& base_path);

@@ -11,6 +11,7 @@
 #include "agent/guests/guest_access.hpp"
 #include "agent/guests/guest_attachments.hpp"
 #include "agent/guests/guest_index.hpp"
+#include "agent/instances/image_bases.hpp"
 #include "agent/instances/instance_service.hpp"
 #include "agent/instances/instance_store.hpp"
 #include "common/temp_dir.hpp"
@@ -74,6 +75,28 @@ class CapturingLogger final : public agent::Logger {
 /// One host: a libvirt connection on a fixture and a state directory. Services built from it
 /// play the part of agent processes; a second service over the same host is an agent after a
 /// restart.
+/// Images as if agent/images pulled "debian-12": `base` once it is ready, `error` after a failed
+/// pull; counts the pulls asked for.
+class FakeImageBases final : public agent::ImageBases {
+ public:
+  std::optional<agent::ImageBase> base;
+  std::string error;
+
+  bool pulls(const std::string& image) const override { return image == "debian-12"; }
+  std::optional<agent::ImageBase> ready(const std::string&) const override { return base; }
+  std::optional<agent::ImagePullState> state(const std::string& image) const override {
+    agent::ImagePullState state;
+    state.name = image;
+    state.error = error;
+    state.has_base = base.has_value();
+    return state;
+  }
+  std::vector<agent::ImagePullState> states() const override { return {*state("debian-12")}; }
+  int pulls_asked = 0;
+  bool pull(const std::string&) override { return ++pulls_asked == 1; }
+  void remove_unused(const std::function<bool(const std::string&)>&) override {}
+};
+
 class Host {
  public:
   explicit Host(const std::string& fixture,

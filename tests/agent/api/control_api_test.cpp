@@ -287,3 +287,33 @@ TEST_CASE("control API: placement hears only of the asking controller's warm gue
   REQUIRE(capacity.at("warm").size() == 1);
   CHECK(capacity.at("warm").at(0).at("controller") == kController);
 }
+
+TEST_CASE("control API: the operator pulls an image ahead of demand, and sees its pull",
+          "[api][images]") {
+  Api api;
+  api.host.config.api.clients.push_back({.identity = "operator", .controllers = {"*"}});
+  const net::PeerIdentity kOperator{.common_name = "operator", .uri_names = {}};
+  FakeImageBases images;
+  images.error = "HTTP 503 from images.example:443";
+  api.service->use_image_bases(images);
+
+  // The disk and the link are the whole host's: garm's own client may not.
+  const auto refused = api.call("POST", "/v1/images/debian-12/pull");
+  CHECK(refused.status == 403);
+  CHECK_THAT(refused.body, Catch::Contains("may not pull images"));
+  CHECK(images.pulls_asked == 0);
+  const auto started = api.call("POST", "/v1/images/debian-12/pull", "", kOperator);
+  CHECK(started.status == 202);
+  CHECK(json::parse(started.body).at("pull") == "started");
+  CHECK(json::parse(api.call("POST", "/v1/images/debian-12/pull", "", kOperator).body).at("pull") ==
+        "under way already");
+  CHECK(api.call("POST", "/v1/images/ubuntu-arm/pull", "", kOperator).status == 400);
+  CHECK(api.call("POST", "/v1/images/..%2Fx/pull", "", kOperator).status == 400);
+
+  // The capacity answer says where each pull stands; placement reads it.
+  const auto offered = json::parse(api.call("GET", "/v1/capacity").body).at("images");
+  CHECK(offered.at(0).at("name") == "debian-12");
+  CHECK(offered.at(0).at("state") == "ready");  // its local base serves meanwhile
+  CHECK(offered.at(0).at("error") == "HTTP 503 from images.example:443");
+  CHECK(offered.at(1).at("state") == "ready");  // not pulled: always ready
+}

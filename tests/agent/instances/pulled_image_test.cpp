@@ -12,24 +12,6 @@ using namespace garm_edge::testing;
 
 namespace {
 
-class FakeImageBases final : public agent::ImageBases {
- public:
-  std::optional<agent::ImageBase> base;
-  std::string error;
-
-  bool pulls(const std::string& image) const override { return image == "debian-12"; }
-  std::optional<agent::ImageBase> ready(const std::string&) const override { return base; }
-  std::optional<agent::ImagePullState> state(const std::string& image) const override {
-    agent::ImagePullState state;
-    state.name = image;
-    state.error = error;
-    state.has_base = base.has_value();
-    return state;
-  }
-  std::vector<agent::ImagePullState> states() const override { return {*state("debian-12")}; }
-  void remove_unused(const std::function<bool(const std::string&)>&) override {}
-};
-
 void pull_only(agent::AgentConfig& config) {
   auto& image = config.images.front();
   image.base_volume.clear();
