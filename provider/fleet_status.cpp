@@ -12,6 +12,7 @@
 #include "provider/fleet.hpp"
 #include "provider/hubs.hpp"
 #include "wire/json_fields.hpp"
+#include "wire/validate.hpp"
 
 namespace garm_edge::provider {
 namespace {
@@ -19,6 +20,9 @@ namespace {
 constexpr const char* kUsage =
     "usage: garm-provider-edge status --config FILE [--json]\n"
     "  Asks every agent of the provider config at once and prints one row per agent.\n"
+    "       garm-provider-edge images pull NAME --config FILE\n"
+    "  Every agent with a source for image NAME pulls it now, ahead of demand (the config's\n"
+    "  client must be allowed every controller: controllers = [\"*\"]).\n"
     "  (Run by garm, with GARM_COMMAND set, it is garm's external provider.)\n";
 
 std::string joined(const std::vector<std::string>& items, const std::string& separator) {
@@ -209,7 +213,82 @@ nlohmann::ordered_json json_report(const ProviderConfig& config,
   return agents;
 }
 
+/// The provider config with every hub's agents added; a hub that does not answer is left out
+/// and named in `hub_errors`.
+ProviderConfig load_fleet_view(const std::string& config_file, TlsConfigCache& tls,
+                               std::vector<std::pair<std::string, std::string>>& hub_errors) {
+  auto config = load_provider_config(config_file);
+  const auto deadline = std::chrono::steady_clock::now() + config.probe_timeout;
+  for (const auto& hub : std::vector<HubEndpoint>(config.hubs)) {
+    auto one = config;
+    one.hubs = {hub};
+    try {
+      config.agents = with_hub_agents(std::move(one), tls, deadline).agents;
+    } catch (const HubError& e) {
+      hub_errors.emplace_back(hub.name, e.what());
+    }
+  }
+  return config;
+}
+
+/// One line per agent: the pull started, under way, not configured there, or the error.
+std::string pull_line(const AgentReply& reply, bool& failed) {
+  if (!reply.response) {
+    failed = true;
+    return "error: " + printable_excerpt(reply.error, 400);
+  }
+  const auto& response = *reply.response;
+  std::string detail;
+  try {
+    const auto body = nlohmann::json::parse(response.body);
+    detail = body.contains("pull") ? body.at("pull").get<std::string>()
+                                   : body.at("message").get<std::string>();
+  } catch (const nlohmann::json::exception&) {
+    detail = printable_excerpt(response.body, 200);
+  }
+  if (response.status == 202) {
+    return "pull " + detail;
+  }
+  if (response.status == 400 && error_code_of(response) == "invalid_argument") {
+    return "skipped: " + detail;  // the image is not one this agent pulls
+  }
+  failed = true;
+  return "error: HTTP " + std::to_string(response.status) + ": " + detail;
+}
+
 }  // namespace
+
+Outcome run_images(const std::vector<std::string>& arguments) {
+  if (arguments.size() != 4 || arguments[0] != "pull" || arguments[2] != "--config") {
+    return {2, "", kUsage};
+  }
+  const auto& image = arguments[1];
+  try {
+    wire::validate_resource_name(image, "image");
+  } catch (const std::exception& e) {
+    return {2, "", std::string("garm-provider-edge: ") + e.what() + "\n"};
+  }
+  TlsConfigCache tls;
+  std::vector<std::pair<std::string, std::string>> hub_errors;
+  ProviderConfig config;
+  try {
+    config = load_fleet_view(arguments[3], tls, hub_errors);
+  } catch (const std::exception& e) {
+    return {1, "", std::string("garm-provider-edge: ") + e.what() + "\n"};
+  }
+  Fleet fleet(config, &tls);
+  const auto replies =
+      fleet.request_all("POST", "/v1/images/" + image + "/pull", CallKind::request);
+  bool failed = !hub_errors.empty();
+  std::ostringstream out;
+  for (std::size_t i = 0; i < replies.size(); ++i) {
+    out << config.agents[i].name << ": " << pull_line(replies[i], failed) << "\n";
+  }
+  for (const auto& [hub, error] : hub_errors) {
+    out << "hub " << hub << ": error: " << printable_excerpt(error, 400) << "\n";
+  }
+  return {failed ? 1 : 0, out.str(), ""};
+}
 
 Outcome run_status(const std::vector<std::string>& arguments) {
   std::string config_file;
@@ -228,22 +307,12 @@ Outcome run_status(const std::vector<std::string>& arguments) {
   }
   ProviderConfig config;
   TlsConfigCache tls;
-  try {
-    config = load_provider_config(config_file);
-  } catch (const std::exception& e) {
-    return {1, "", std::string("garm-provider-edge: ") + e.what() + "\n"};
-  }
   // Each hub on its own: one that does not answer is a row of its own, not the end of the view.
   std::vector<std::pair<std::string, std::string>> hub_errors;
-  const auto deadline = std::chrono::steady_clock::now() + config.probe_timeout;
-  for (const auto& hub : std::vector<HubEndpoint>(config.hubs)) {
-    auto one = config;
-    one.hubs = {hub};
-    try {
-      config.agents = with_hub_agents(std::move(one), tls, deadline).agents;
-    } catch (const HubError& e) {
-      hub_errors.emplace_back(hub.name, e.what());
-    }
+  try {
+    config = load_fleet_view(config_file, tls, hub_errors);
+  } catch (const std::exception& e) {
+    return {1, "", std::string("garm-provider-edge: ") + e.what() + "\n"};
   }
   Fleet fleet(config, &tls);
   const auto probes = fleet.probe_capacity(std::chrono::steady_clock::now() + config.probe_timeout);

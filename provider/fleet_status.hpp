@@ -13,4 +13,9 @@ namespace garm_edge::provider {
 /// probe deadline. Exit code 1 when an agent did not answer, 2 for a usage error.
 Outcome run_status(const std::vector<std::string>& arguments);
 
+/// `garm-provider-edge images pull NAME --config FILE`: every agent (direct or through a hub)
+/// with a source for the image starts pulling it now. A line per agent; exit code 1 when an
+/// agent or hub could not be asked or refused, 2 for a usage error.
+Outcome run_images(const std::vector<std::string>& arguments);
+
 }  // namespace garm_edge::provider

@@ -18,8 +18,11 @@ int main(int argc, char** argv) {
   }
   garm_edge::provider::Outcome outcome;
   // garm runs the provider with GARM_COMMAND set and no arguments: that stays exactly so.
-  if (environment.count("GARM_COMMAND") == 0 && argc >= 2 && std::string(argv[1]) == "status") {
+  const bool operator_command = environment.count("GARM_COMMAND") == 0 && argc >= 2;
+  if (operator_command && std::string(argv[1]) == "status") {
     outcome = garm_edge::provider::run_status(std::vector<std::string>(argv + 2, argv + argc));
+  } else if (operator_command && std::string(argv[1]) == "images") {
+    outcome = garm_edge::provider::run_images(std::vector<std::string>(argv + 2, argv + argc));
   } else {
     outcome = garm_edge::provider::run_command(environment, [] {
       return std::string(std::istreambuf_iterator<char>(std::cin),

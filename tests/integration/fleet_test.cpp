@@ -123,6 +123,12 @@ class FleetGarm {
 
   ProcessResult list() const { return run("ListInstances", {{"GARM_POOL_ID", kPool}}); }
 
+  /// An operator's command: `garm-provider-edge <arguments...> --config <this config>`.
+  ProcessResult operator_command(std::vector<std::string> arguments) const {
+    arguments.insert(arguments.end(), {"--config", config_.string()});
+    return run_program(kProvider, arguments);
+  }
+
   ProcessResult status(const std::string& extra = "") const {
     std::vector<std::string> args = {"status", "--config", config_.string()};
     if (!extra.empty()) {
@@ -510,4 +516,34 @@ TEST_CASE(
   const auto refused = down.create("garm-stale01");
   CHECK(refused.exit_code == 1);
   CHECK_THAT(refused.err, Catch::Contains("may still hold the failed garm-stale01"));
+}
+
+TEST_CASE("one command makes every agent with the image pull it ahead of demand",
+          "[fleet][images]") {
+  const auto everything = [](agent::AgentConfig& config) {
+    config.images.resize(1);
+    config.api.clients = {{.identity = "garm", .controllers = {"*"}}};
+  };
+  ApiServer pulling("api.xml", everything);
+  FakeImageBases images;
+  pulling.service().use_image_bases(images);
+  ApiServer without("api.xml", everything);  // no image with a source
+  ApiServer garm_only = amd64_agent(8192);   // garm's client is allowed its controller only
+  const FleetGarm fleet(
+      {{.name = "pulling", .server = &pulling}, {.name = "without", .server = &without}});
+  const auto pulled = fleet.operator_command({"images", "pull", "debian-12"});
+  INFO(pulled.out << pulled.err);
+  CHECK(pulled.exit_code == 0);
+  CHECK_THAT(pulled.out,
+             Catch::Contains("pulling: pull started") &&
+                 Catch::Contains("without: skipped: image \"debian-12\" has no source"));
+  CHECK(images.pulls_asked == 1);
+  CHECK_THAT(fleet.operator_command({"images", "pull", "debian-12"}).out,
+             Catch::Contains("pulling: pull under way already"));
+
+  const FleetGarm refused({{.name = "garm-only", .server = &garm_only}});
+  const auto forbidden = refused.operator_command({"images", "pull", "debian-12"});
+  CHECK(forbidden.exit_code == 1);
+  CHECK_THAT(forbidden.out, Catch::Contains("garm-only: error: HTTP 403"));
+  CHECK(refused.operator_command({"images", "pull", "../x"}).exit_code == 2);
 }
