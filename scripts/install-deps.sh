@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config clang-format clang clang-tidy libclang-rt-14-dev
   openssl ca-certificates curl cloud-init shellcheck
-  libvirt-dev libasio-dev nlohmann-json3-dev libmbedtls-dev catch2
+  libvirt-dev libasio-dev nlohmann-json3-dev libmbedtls-dev nettle-dev catch2
   libtomlplusplus-dev libpugixml-dev
   # Host tools of the heavy tiers, installed before any tier runs: ctest runs two tests at a
   # time, and an apt-get beside the tests that use libvirtd could replace it under them (the

@@ -31,7 +31,7 @@ suite=bookworm
 . "$(dirname "${BASH_SOURCE[0]}")/lib/debian-mirror.sh"
 mirror=$(debian_mirror)  # the one apt uses: CI reaches no other
 # The build's libraries (CMakeLists.txt) and the header-only ones, from the target's archive.
-packages=libc6-dev,libstdc++-12-dev,libvirt-dev,libmbedtls-dev,libtomlplusplus-dev,libpugixml-dev
+packages=libc6-dev,libstdc++-12-dev,libvirt-dev,libmbedtls-dev,nettle-dev,libtomlplusplus-dev,libpugixml-dev
 packages+=,nlohmann-json3-dev,libasio-dev,catch2
 stamp="suite=$suite mirror=$mirror packages=$packages layout=3"
 

@@ -2,9 +2,8 @@
 
 #include <algorithm>
 #include <array>
-
-#include <mbedtls/sha256.h>
-#include <mbedtls/sha512.h>
+#include <cstdint>
+#include <nettle/sha2.h>
 
 #include "common/hex.hpp"
 
@@ -99,42 +98,34 @@ std::optional<ImageDigest> digest_in_checksum_file(std::string_view text,
 }
 
 struct StreamingDigest::State {
-  mbedtls_sha256_context sha256;
-  mbedtls_sha512_context sha512;
+  sha256_ctx sha256{};
+  sha512_ctx sha512{};
 };
 
 StreamingDigest::StreamingDigest(ImageDigest::Algorithm algorithm)
     : algorithm_(algorithm), state_(std::make_unique<State>()) {
-  mbedtls_sha256_init(&state_->sha256);
-  mbedtls_sha512_init(&state_->sha512);
-  if (algorithm_ == ImageDigest::Algorithm::sha256) {
-    mbedtls_sha256_starts_ret(&state_->sha256, 0);
-  } else {
-    mbedtls_sha512_starts_ret(&state_->sha512, 0);
-  }
+  sha256_init(&state_->sha256);
+  sha512_init(&state_->sha512);
 }
 
-StreamingDigest::~StreamingDigest() {
-  mbedtls_sha256_free(&state_->sha256);
-  mbedtls_sha512_free(&state_->sha512);
-}
+StreamingDigest::~StreamingDigest() = default;
 
 void StreamingDigest::update(std::string_view data) {
-  const auto* bytes = reinterpret_cast<const unsigned char*>(data.data());
+  const auto* bytes = reinterpret_cast<const std::uint8_t*>(data.data());
   if (algorithm_ == ImageDigest::Algorithm::sha256) {
-    mbedtls_sha256_update_ret(&state_->sha256, bytes, data.size());
+    sha256_update(&state_->sha256, data.size(), bytes);
   } else {
-    mbedtls_sha512_update_ret(&state_->sha512, bytes, data.size());
+    sha512_update(&state_->sha512, data.size(), bytes);
   }
 }
 
 ImageDigest StreamingDigest::finish() {
-  std::array<unsigned char, 64> digest{};
+  std::array<unsigned char, SHA512_DIGEST_SIZE> digest{};
   if (algorithm_ == ImageDigest::Algorithm::sha256) {
-    mbedtls_sha256_finish_ret(&state_->sha256, digest.data());
-    return {.algorithm = algorithm_, .hex = to_hex(std::span(digest).first(32))};
+    sha256_digest(&state_->sha256, SHA256_DIGEST_SIZE, digest.data());
+    return {.algorithm = algorithm_, .hex = to_hex(std::span(digest).first(SHA256_DIGEST_SIZE))};
   }
-  mbedtls_sha512_finish_ret(&state_->sha512, digest.data());
+  sha512_digest(&state_->sha512, SHA512_DIGEST_SIZE, digest.data());
   return {.algorithm = algorithm_, .hex = to_hex(digest)};
 }
 

@@ -26,7 +26,8 @@ struct ImageDigest {
 std::optional<ImageDigest> digest_in_checksum_file(std::string_view text,
                                                    std::string_view file_name);
 
-/// Incremental SHA-256 or SHA-512 of a download.
+/// Incremental SHA-256 or SHA-512 of a download (nettle: the CPU's SHA extensions where it has
+/// them).
 class StreamingDigest {
  public:
   explicit StreamingDigest(ImageDigest::Algorithm algorithm);
