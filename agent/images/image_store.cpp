@@ -334,7 +334,7 @@ void ImageStore::start_pull(Entry& entry) {
     entry.worker.join();  // it has finished: `running` is false
   }
   entry.running = true;
-  entry.worker = std::thread([this, &entry] { run_pull(entry); });
+  entry.worker = std::thread([this, &entry] { run_pull(entry, false); });
 }
 
 ImagePullState ImageStore::pull_now(const std::string& image,
@@ -348,7 +348,7 @@ ImagePullState ImageStore::pull_now(const std::string& image,
     found->running = true;
     found->progress = progress;
   }
-  run_pull(*found);
+  run_pull(*found, true);
   const auto result = *state(image);
   if (result.phase == ImagePullState::Phase::failed) {
     throw ImagePullError(result.error);
@@ -356,12 +356,18 @@ ImagePullState ImageStore::pull_now(const std::string& image,
   return result;
 }
 
-void ImageStore::run_pull(Entry& entry) {
+void ImageStore::run_pull(Entry& entry, bool caller_waits) {
   const auto& name = entry.config.name;
   try {
     const PullLock lock(lock_path(name));
     if (!lock.held()) {
-      throw ImagePullError("another process is pulling image " + name + " now");
+      // The images CLI pulls it: its record tells the next tick how it went.
+      if (caller_waits) {
+        throw ImagePullError("another process is pulling image " + name + " now");
+      }
+      std::lock_guard guard(mutex_);
+      entry.running = false;
+      return;
     }
     {
       std::lock_guard guard(mutex_);
@@ -396,7 +402,7 @@ void ImageStore::run_pull(Entry& entry) {
   entry.progress = nullptr;
 }
 
-ImageDigest ImageStore::expected_digest(const Entry& entry) {
+ImageDigest ImageStore::expected_digest(Entry& entry) {
   const auto& source = entry.source();
   if (!source.sha256.empty()) {
     return {.algorithm = ImageDigest::Algorithm::sha256, .hex = source.sha256};
@@ -409,7 +415,7 @@ ImageDigest ImageStore::expected_digest(const Entry& entry) {
   }
   {
     std::lock_guard guard(mutex_);
-    const_cast<Entry&>(entry).checked_at = Clock::now();
+    entry.checked_at = Clock::now();
   }
   auto digest = digest_in_checksum_file(text, source.file_name());
   if (!digest) {

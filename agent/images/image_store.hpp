@@ -99,8 +99,9 @@ class ImageStore final : public ImageBases {
   Entry& entry(const std::string& image);
   const Entry& entry(const std::string& image) const;
   void start_pull(Entry& entry);
-  void run_pull(Entry& entry);
-  ImageDigest expected_digest(const Entry& entry);
+  /// `caller_waits`: the images CLI, told when another process holds the pull.
+  void run_pull(Entry& entry, bool caller_waits);
+  ImageDigest expected_digest(Entry& entry);
   std::filesystem::path download(Entry& entry, const ImageDigest& expected);
   std::filesystem::path convert(Entry& entry, const std::filesystem::path& downloaded,
                                 const ImageDigest& digest);
