@@ -157,7 +157,7 @@ struct CapacityConfig {
 /// How images with a `source` are pulled: one pull per image at a time, the bases kept in
 /// `directory`.
 struct PullConfig {
-  std::filesystem::path directory;  // empty: the storage pool's directory
+  std::filesystem::path directory;  // empty: beside state_dir, "<state_dir>-images"
   /// What pulled bases and downloads under way may take together; 0: the disk's free space.
   std::uint64_t quota_bytes = 0;
   std::uint64_t bytes_per_second = 0;  // 0: as fast as the network allows

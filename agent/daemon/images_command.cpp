@@ -6,6 +6,7 @@
 #include <grp.h>
 #include <iomanip>
 #include <ostream>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,7 +14,6 @@
 #include "agent/base/log.hpp"
 #include "agent/images/pulled_images.hpp"
 #include "agent/instances/instance_store.hpp"
-#include "hypervisor/libvirt_hypervisor.hpp"
 
 namespace garm_edge::agent {
 namespace fs = std::filesystem;
@@ -25,7 +25,10 @@ void become_state_owner(const fs::path& state_dir) {
   if (::geteuid() != 0 || ::stat(state_dir.c_str(), &owner) != 0 || owner.st_uid == 0) {
     return;
   }
-  if (::setgroups(0, nullptr) != 0 || ::setgid(owner.st_gid) != 0 || ::setuid(owner.st_uid) != 0) {
+  // Its groups too: libvirt's socket is the libvirt group's.
+  const auto* account = ::getpwuid(owner.st_uid);
+  if (account == nullptr || ::initgroups(account->pw_name, owner.st_gid) != 0 ||
+      ::setgid(owner.st_gid) != 0 || ::setuid(owner.st_uid) != 0) {
     throw std::runtime_error("cannot work as the owner of " + state_dir.string() + " (uid " +
                              std::to_string(owner.st_uid) + ")");
   }
@@ -64,19 +67,11 @@ class ProgressReport {
   std::uint64_t last_tenth_ = 0;
 };
 
-fs::path base_directory(const AgentConfig& config) {
-  if (!config.pull.directory.empty()) {
-    return config.pull.directory;
-  }
-  hypervisor::LibvirtHypervisor hypervisor(config.libvirt);
-  return hypervisor.pool_path(config.storage_pool);
-}
-
 /// Bytes of a download that is kept to resume, if there is one.
 std::uint64_t partial_bytes(const AgentConfig& config, const std::string& image) {
   std::uint64_t bytes = 0;
   std::error_code ec;
-  const auto prefix = "garm-edge-" + image + "-";
+  const auto prefix = "garm-image-" + image + "-";
   for (fs::directory_iterator it(config.state_dir / "images" / "downloads", ec), end;
        !ec && it != end; it.increment(ec)) {
     if (it->path().filename().string().starts_with(prefix)) {
@@ -120,9 +115,8 @@ int images_command(const std::string& action, const std::string& image, const Op
                    std::ostream& out) {
   const auto config = load_agent_config(options.require("--config"));
   become_state_owner(config.state_dir);
-  const bool pulling = action == "pull";
   StderrLogger log;
-  PulledImages images(config, pulling ? base_directory(config) : fs::path(), log);
+  PulledImages images(config, default_base_directory(config), log);
   auto& store = images.store();
   if (action == "list") {
     return list(config, store, out);
@@ -130,7 +124,7 @@ int images_command(const std::string& action, const std::string& image, const Op
   if (!store.pulls(image)) {
     throw UsageError("image \"" + image + "\" has no source in " + options.require("--config"));
   }
-  if (pulling) {
+  if (action == "pull") {
     ProgressReport progress(out, ::isatty(STDOUT_FILENO) == 1);
     const auto state = store.pull_now(image, std::ref(progress));
     progress.done();

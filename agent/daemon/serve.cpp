@@ -109,7 +109,7 @@ AgentDaemon::AgentDaemon(const AgentConfig& config, Logger& log, ServeOptions op
       hypervisor_(libvirt_options(config, log)),
       store_(config.state_dir),
       service_(config, hypervisor_, store_, clock_, log),
-      images_(make_pulled_images(config, hypervisor_, log)),
+      images_(make_pulled_images(config, log)),
       api_workers_(config.api.workers),
       runner_archives_(make_runner_archive_cache(config, clock_, log)),
       guest_access_(config, hypervisor_, log),
@@ -200,8 +200,12 @@ void AgentDaemon::start_image_pulls() {
   service_.use_image_bases(store);
   api_.add_metrics_source([&store] { return store.render_metrics(); });
   const auto pass = [this, &store] {
-    store.tick();
-    store.remove_unused([this](const std::string& path) { return service_.base_in_use(path); });
+    try {
+      store.tick();
+      store.remove_unused([this](const std::string& path) { return service_.base_in_use(path); });
+    } catch (const std::exception& e) {  // a full disk, a store error: the next pass tries again
+      log_.error(std::string("image pulls: ") + e.what());
+    }
   };
   pass();
   image_loop_ = std::make_unique<PeriodicLoop>(kImagePullInterval, pass);

@@ -1,8 +1,10 @@
 #include "agent/images/image_store.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <initializer_list>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -22,6 +24,27 @@ namespace {
 
 constexpr std::size_t kChecksumFileLimit = 1 << 20;
 constexpr std::uint64_t kRoomCheckEvery = 8 << 20;
+/// Bases and downloads are "garm-image-<image>-<16 hex>…": never an instance overlay's
+/// "garm-edge-…" name, which reconcile removes when no record claims it.
+constexpr std::string_view kFilePrefix = "garm-image-";
+
+/// "<image>-<16 hex>" followed by one of `suffixes`: a file of that image, not of another image
+/// whose name starts the same ("noble" and "noble-arm64").
+bool is_file_of(std::string_view file, const std::string& image,
+                std::initializer_list<std::string_view> suffixes) {
+  const auto stem = std::string(kFilePrefix) + image + "-";
+  if (!file.starts_with(stem) || file.size() < stem.size() + 16) {
+    return false;
+  }
+  const auto hex = file.substr(stem.size(), 16);
+  if (!std::all_of(hex.begin(), hex.end(),
+                   [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); })) {
+    return false;
+  }
+  const auto rest = file.substr(stem.size() + 16);
+  return std::any_of(suffixes.begin(), suffixes.end(),
+                     [&](std::string_view suffix) { return rest == suffix; });
+}
 
 std::string errno_text() {
   return std::strerror(errno);
@@ -89,7 +112,7 @@ std::uint64_t HostPullDisk::room(const fs::path& directory) const {
   }
   std::uint64_t used = 0;
   for (const auto& counted : counted_) {
-    used += bytes_under(counted, "garm-edge-");
+    used += bytes_under(counted, kFilePrefix);
   }
   return std::min(free, quota_ > used ? quota_ - used : 0);
 }
@@ -140,6 +163,7 @@ class ImageStore::Download final : public ImageSink {
       hash_prefix(fd_, from, *digest_);
     }
     written_ = from;
+    room_checked_at_ = from;
     entry_.bytes = from;
     entry_.total = total.value_or(0);
     started_ = Clock::now();
@@ -155,16 +179,23 @@ class ImageStore::Download final : public ImageSink {
     if (store_.stopping_) {
       throw ImagePullError("the agent is stopping");
     }
-    if (piece.size() > allowance_) {
+    if (piece.size() > allowance_ || written_ - room_checked_at_ >= kRoomCheckEvery) {
+      // Other pulls share the disk: what was free at the start may be taken by now.
+      room_checked_at_ = written_;
       allowance_ = store_.disk_.room(store_.downloads_dir());
       if (piece.size() > allowance_) {
         throw ImagePullError(
             "no room for the image: the disk (or [pull] quota_gib) is full after " + mib(written_));
       }
     }
+    if (entry_.total > 0 && written_ + piece.size() > entry_.total) {
+      throw ImagePullError("the server sent more than the " + mib(entry_.total) + " it announced");
+    }
     if (::pwrite(fd_, piece.data(), piece.size(), static_cast<off_t>(written_)) !=
         static_cast<ssize_t>(piece.size())) {
-      throw ImagePullError("writing the download: " + errno_text());
+      throw ImagePullError(errno == ENOSPC || errno == EDQUOT
+                               ? "no room for the image: the disk is full after " + mib(written_)
+                               : "writing the download: " + errno_text());
     }
     digest_->update(piece);
     written_ += piece.size();
@@ -206,6 +237,7 @@ class ImageStore::Download final : public ImageSink {
   std::uint64_t written_ = 0;
   std::uint64_t reported_ = 0;
   std::uint64_t allowance_ = 0;
+  std::uint64_t room_checked_at_ = 0;
   Clock::time_point started_;
   std::uint64_t started_bytes_ = 0;
 };
@@ -273,7 +305,11 @@ const ImageStore::Entry& ImageStore::entry(const std::string& image) const {
 
 void ImageStore::reload_record(Entry& entry) {
   const auto text = read_file(record_path(entry.config.name));
-  if (!text) {
+  if (!text) {  // never pulled, or removed by the images CLI: no base either way
+    entry.base.clear();
+    entry.digest.clear();
+    entry.source_url.clear();
+    entry.retired.clear();
     return;
   }
   try {
@@ -309,11 +345,12 @@ void ImageStore::tick() {
     if (entry->base_matches_config() && entry->phase != ImagePullState::Phase::failed) {
       entry->phase = ImagePullState::Phase::ready;
     }
-    const bool stale = !entry->base_matches_config();
+    const bool stale = !entry->base_matches_config() || !fs::exists(entry->base);
     const bool recheck = !entry->source().checksums_url.empty() &&
                          (!entry->checked_at || now - *entry->checked_at >= options_.recheck);
     const bool waiting = entry->failed_at && now - *entry->failed_at < options_.retry_after_failure;
-    if ((stale || recheck) && !waiting) {
+    const bool failed = entry->phase == ImagePullState::Phase::failed;
+    if ((stale || recheck || failed) && !waiting) {
       start_pull(*entry);
     }
   }
@@ -426,12 +463,12 @@ ImageDigest ImageStore::expected_digest(Entry& entry) {
 }
 
 fs::path ImageStore::download(Entry& entry, const ImageDigest& expected) {
-  const auto prefix = "garm-edge-" + entry.config.name + "-";
-  const auto part = downloads_dir() / (prefix + expected.short_hex() + ".part");
+  const auto part = downloads_dir() / (std::string(kFilePrefix) + entry.config.name + "-" +
+                                       expected.short_hex() + ".part");
   std::error_code ec;
   for (fs::directory_iterator it(downloads_dir(), ec), end; !ec && it != end; it.increment(ec)) {
     const auto file = it->path().filename().string();
-    if (file.starts_with(prefix) && it->path() != part) {
+    if (is_file_of(file, entry.config.name, {".part", ".unpacked"}) && it->path() != part) {
       fs::remove(it->path(), ec);  // a version that is no longer wanted
     }
   }
@@ -472,7 +509,7 @@ fs::path ImageStore::download(Entry& entry, const ImageDigest& expected) {
 
 fs::path ImageStore::convert(Entry& entry, const fs::path& downloaded, const ImageDigest& digest) {
   const auto& source = entry.source();
-  const auto stem = "garm-edge-" + entry.config.name + "-" + digest.short_hex();
+  const auto stem = std::string(kFilePrefix) + entry.config.name + "-" + digest.short_hex();
   const auto unpacked = downloads_dir() / (stem + ".unpacked");
   const auto temp = options_.base_dir / ("." + stem + ".qcow2.tmp");
   const auto final_path = options_.base_dir / (stem + ".qcow2");
@@ -503,6 +540,7 @@ fs::path ImageStore::convert(Entry& entry, const fs::path& downloaded, const Ima
   } catch (...) {
     fs::remove(temp, ec);
     fs::remove(unpacked, ec);
+    fs::remove(downloaded, ec);  // verified, but refused or not convertible: not kept to retry
     throw;
   }
   fs::remove(unpacked, ec);
@@ -525,8 +563,7 @@ void ImageStore::adopt(Entry& entry, const fs::path& base, const ImageDigest& di
 }
 
 bool ImageStore::pulls(const std::string& image) const {
-  std::lock_guard lock(mutex_);
-  return entries_.contains(image);
+  return entries_.contains(image);  // fixed at construction: no lock (in_use calls it under one)
 }
 
 std::optional<ImageBase> ImageStore::ready(const std::string& image) const {

@@ -72,7 +72,10 @@ ImageFacts HostImageTools::inspect(const std::filesystem::path& file, const std:
 void HostImageTools::convert_to_qcow2(const std::filesystem::path& from, const std::string& format,
                                       const std::filesystem::path& to,
                                       const std::atomic<bool>& stop) {
-  run_tool({"qemu-img", "convert", "-f", format, "-O", "qcow2", "--", from.string(), to.string()},
+  // -t writeback: flushed when qemu-img closes it (convert's default cache is "unsafe"), so the
+  // base is on disk before the record names it.
+  run_tool({"qemu-img", "convert", "-t", "writeback", "-f", format, "-O", "qcow2", "--",
+            from.string(), to.string()},
            timeout_, stop);
 }
 

@@ -18,8 +18,16 @@ PulledImages::PulledImages(const AgentConfig& config, const std::filesystem::pat
                                .retry_after_failure = std::chrono::minutes(1)},
              fetcher_, tools_, disk_, log) {}
 
-std::unique_ptr<PulledImages> make_pulled_images(const AgentConfig& config,
-                                                 hypervisor::Hypervisor& hypervisor, Logger& log) {
+std::filesystem::path default_base_directory(const AgentConfig& config) {
+  if (!config.pull.directory.empty()) {
+    return config.pull.directory;
+  }
+  const auto state = config.state_dir.lexically_normal();
+  const auto name = state.has_filename() ? state.filename() : state.parent_path().filename();
+  return state.parent_path() / (name.string() + "-images");
+}
+
+std::unique_ptr<PulledImages> make_pulled_images(const AgentConfig& config, Logger& log) {
   if (std::none_of(config.images.begin(), config.images.end(),
                    [](const ImageConfig& image) { return image.source.has_value(); })) {
     return nullptr;
@@ -28,20 +36,16 @@ std::unique_ptr<PulledImages> make_pulled_images(const AgentConfig& config,
   if (::access("/usr/bin/qemu-img", X_OK) != 0 && ::access("/usr/local/bin/qemu-img", X_OK) != 0) {
     throw ConfigError("images with a source need qemu-img (Debian: apt install qemu-utils)");
   }
-  auto base_dir = config.pull.directory;
-  if (base_dir.empty()) {
-    try {
-      base_dir = hypervisor.pool_path(config.storage_pool);
-    } catch (const std::exception& e) {
-      throw ConfigError("images with a source go to storage pool \"" + config.storage_pool +
-                        "\"'s directory, which libvirt did not give (" + e.what() +
-                        "): set [pull] directory");
-    }
-  }
+  const auto base_dir = default_base_directory(config);
   std::error_code ec;
-  std::filesystem::create_directories(base_dir, ec);
-  if (!std::filesystem::is_directory(base_dir)) {
-    throw ConfigError("[pull] directory " + base_dir.string() + " is not a directory I can make");
+  if (std::filesystem::create_directories(base_dir, ec)) {
+    // QEMU (libvirt-qemu) opens the bases: the agent's umask would make it private.
+    std::filesystem::permissions(base_dir, std::filesystem::perms(0755), ec);
+  }
+  if (!std::filesystem::is_directory(base_dir) || ::access(base_dir.c_str(), W_OK) != 0) {
+    throw ConfigError("image bases go to " + base_dir.string() +
+                      ", which is not a directory the agent can write: make it, or set [pull] "
+                      "directory");
   }
   return std::make_unique<PulledImages>(config, base_dir, log);
 }

@@ -5,7 +5,6 @@
 #include "agent/base/config.hpp"
 #include "agent/base/log.hpp"
 #include "agent/images/image_store.hpp"
-#include "hypervisor/hypervisor.hpp"
 
 namespace garm_edge::agent {
 
@@ -22,10 +21,12 @@ class PulledImages {
   ImageStore store_;
 };
 
-/// Nothing when no `[[images]]` entry has a source. The bases go to [pull] directory, else to
-/// the storage pool's directory. Throws ConfigError when that cannot be found or made, or the
-/// host has no qemu-img.
-std::unique_ptr<PulledImages> make_pulled_images(const AgentConfig& config,
-                                                 hypervisor::Hypervisor& hypervisor, Logger& log);
+/// Where the bases go: [pull] directory, else beside the state directory
+/// (/var/lib/garm-edge -> /var/lib/garm-edge-images, which the package makes).
+std::filesystem::path default_base_directory(const AgentConfig& config);
+
+/// Nothing when no `[[images]]` entry has a source. Throws ConfigError when the base directory
+/// cannot be made or written, or the host has no qemu-img.
+std::unique_ptr<PulledImages> make_pulled_images(const AgentConfig& config, Logger& log);
 
 }  // namespace garm_edge::agent

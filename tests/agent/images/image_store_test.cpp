@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include "agent/images/pulled_images.hpp"
+#include "agent/instances/identifiers.hpp"
 #include "common/temp_dir.hpp"
 #include "integration/fake_garm.hpp"
 #include "net/secret_token.hpp"
@@ -138,6 +139,8 @@ TEST_CASE("a qcow2 image is pulled, verified and kept as a read-only qcow2 base"
   REQUIRE(::stat(base->path.c_str(), &facts) == 0);
   CHECK((facts.st_mode & 0777) == 0444);
   CHECK_THAT(qemu_img_info(base->path), Catch::Contains("\"format\": \"qcow2\""));
+  // Never a name reconcile takes for an instance's overlay (and removes without a record).
+  CHECK_FALSE(agent::domain_name_of_volume(std::filesystem::path(base->path).filename().string()));
   CHECK(host.files_in(host.state.path() / "images" / "downloads").empty());
   // Another store on the same state (the agent after a restart) has it ready at once.
   auto again = host.store(image_from(host.url("debian.qcow2"), sha256_of(file)));
@@ -257,10 +260,15 @@ TEST_CASE("a new version replaces the base, the old one stays while a guest back
   const auto new_base = store->ready("debian-12")->path;
   CHECK(new_base != old_base);
   bool guest_up = true;
-  store->remove_unused([&](const std::string& path) { return guest_up && path == old_base; });
+  // As InstanceService::base_in_use asks: a record from before base_path was kept makes any
+  // pulled base count, which asks the store (it must not take its own lock again).
+  const auto in_use = [&](const std::string& path) {
+    return store->pulls("debian-12") && guest_up && path == old_base;
+  };
+  store->remove_unused(in_use);
   CHECK(std::filesystem::exists(old_base));
   guest_up = false;
-  store->remove_unused([&](const std::string& path) { return guest_up && path == old_base; });
+  store->remove_unused(in_use);
   CHECK_FALSE(std::filesystem::exists(old_base));
   CHECK(std::filesystem::exists(new_base));
 }
