@@ -167,6 +167,13 @@ touch "$work/second-guest-done"
 expect "$probe_report" "probe: peer seed HTTP 404, from the peer address HTTP 000; warm assignment HTTP 404, from its address HTTP 000" \
   "the second guest cannot read the first one's seed nor the warm guest's assignment, from its own address or theirs"
 expect "$neighbour" "$mac1" "the host still reaches the first guest's address at the first guest's MAC"
+# A warm guest still booting (a loaded host) has no neighbour entry yet: wait until it answers,
+# then whoever claimed its address last shows.
+warm_neighbour() {
+  ping -c1 -W1 "$warm_address" >/dev/null 2>&1 || true
+  [ -n "$(ip neigh show "$warm_address" dev "$bridge" | awk '{print $3}')" ]
+}
+wait_for "the warm guest's neighbour entry" "$deadline_seconds" warm_neighbour
 expect "$(ip neigh show "$warm_address" dev "$bridge" | awk '{print $3}')" "$warm_mac" \
   "the host still reaches the warm guest's address at its MAC"
 
