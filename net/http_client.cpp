@@ -225,7 +225,8 @@ ClientResponse read_response(UpstreamConnection& connection, const HttpClientOpt
   if (on_head) {
     parser.on_head(std::move(on_head));
   }
-  std::array<char, 16 * 1024> buffer{};
+  // 128 KiB: a plain-HTTP image download reads in few calls (a TLS read is one record anyway).
+  std::vector<char> buffer(128 * 1024);
   try {
     while (true) {
       const std::size_t got = connection.read_some(buffer.data(), buffer.size());

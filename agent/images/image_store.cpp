@@ -154,6 +154,7 @@ class ImageStore::Download final : public ImageSink {
         digest_(std::make_unique<StreamingDigest>(algorithm)) {}
 
   void begin(std::uint64_t from, std::optional<std::uint64_t> total) override {
+    pending_.clear();
     if (from == 0) {
       if (::ftruncate(fd_, 0) != 0) {
         throw ImagePullError("starting the download over: " + errno_text());
@@ -191,14 +192,12 @@ class ImageStore::Download final : public ImageSink {
     if (entry_.total > 0 && written_ + piece.size() > entry_.total) {
       throw ImagePullError("the server sent more than the " + mib(entry_.total) + " it announced");
     }
-    if (::pwrite(fd_, piece.data(), piece.size(), static_cast<off_t>(written_)) !=
-        static_cast<ssize_t>(piece.size())) {
-      throw ImagePullError(errno == ENOSPC || errno == EDQUOT
-                               ? "no room for the image: the disk is full after " + mib(written_)
-                               : "writing the download: " + errno_text());
-    }
+    pending_.append(piece);
     digest_->update(piece);
     written_ += piece.size();
+    if (pending_.size() >= kWriteSize) {
+      flush();
+    }
     store_.bytes_downloaded_ += piece.size();
     allowance_ -= std::min<std::uint64_t>(allowance_, piece.size());
     entry_.bytes = written_;
@@ -206,8 +205,19 @@ class ImageStore::Download final : public ImageSink {
     keep_to_rate();
   }
 
-  std::uint64_t written() const { return written_; }
-  ImageDigest finish() { return digest_->finish(); }
+  ~Download() override {
+    try {
+      flush();                         // what arrived is kept for the next pull to resume from
+    } catch (const std::exception&) {  // nothing more to keep then
+    }
+  }
+  Download(const Download&) = delete;
+  Download& operator=(const Download&) = delete;
+
+  ImageDigest finish() {
+    flush();
+    return digest_->finish();
+  }
 
  private:
   void report_progress() {
@@ -229,9 +239,29 @@ class ImageStore::Download final : public ImageSink {
     }
   }
 
+  /// Writes what is pending at the end of what is on disk.
+  void flush() {
+    if (pending_.empty()) {
+      return;
+    }
+    const auto at = written_ - pending_.size();
+    if (::pwrite(fd_, pending_.data(), pending_.size(), static_cast<off_t>(at)) !=
+        static_cast<ssize_t>(pending_.size())) {
+      pending_.clear();
+      throw ImagePullError(errno == ENOSPC || errno == EDQUOT
+                               ? "no room for the image: the disk is full after " + mib(at)
+                               : "writing the download: " + errno_text());
+    }
+    pending_.clear();
+  }
+
+  /// Pieces are written 1 MiB at a time: an HTTP read is 16 to 128 KiB.
+  static constexpr std::size_t kWriteSize = 1 << 20;
+
   ImageStore& store_;
   Entry& entry_;
   int fd_;
+  std::string pending_;
   ImageDigest::Algorithm algorithm_;
   std::unique_ptr<StreamingDigest> digest_;
   std::uint64_t written_ = 0;
