@@ -648,13 +648,14 @@ void ImageStore::remove_unused(const std::function<bool(const std::string& path)
     }
     reload_record(*entry);
     const auto before = entry->retired.size();
+    const auto& image = entry->config.name;  // not the binding: clang 14 captures none
     std::erase_if(entry->retired, [&](const std::string& path) {
       if (in_use(path)) {
         return false;
       }
       std::error_code ec;
       fs::remove(path, ec);
-      log_.info("image " + name + ": removed the replaced base " + path + ", no guest uses it");
+      log_.info("image " + image + ": removed the replaced base " + path + ", no guest uses it");
       return !ec;
     });
     if (entry->retired.size() != before) {
