@@ -54,6 +54,12 @@ std::string mib(std::uint64_t bytes) {
   return std::to_string(bytes >> 20U) + " MiB";
 }
 
+/// A URL as messages show it: a query may hold a signature or a token, and messages reach
+/// every controller through the capacity answer.
+std::string shown(const std::string& url) {
+  return url.substr(0, url.find_first_of("?#"));
+}
+
 /// flock on a file of its own: one pull of an image at a time across processes.
 class PullLock {
  public:
@@ -448,7 +454,8 @@ void ImageStore::run_pull(Entry& entry, bool caller_waits) {
         std::lock_guard guard(mutex_);
         entry.phase = ImagePullState::Phase::pulling;  // an older base, if any, still serves
       }
-      log_.info("image " + name + ": pulling " + entry.source().url + " (" + expected.text() + ")");
+      log_.info("image " + name + ": pulling " + shown(entry.source().url) + " (" +
+                expected.text() + ")");
       const auto downloaded = download(entry, expected);
       adopt(entry, convert(entry, downloaded, expected), expected);
     }
@@ -478,7 +485,7 @@ ImageDigest ImageStore::expected_digest(Entry& entry) {
   try {
     text = fetcher_.fetch_text(source.checksums_url, kChecksumFileLimit, stopping_);
   } catch (const std::exception& e) {
-    throw ImagePullError("the checksum file " + source.checksums_url + ": " + e.what());
+    throw ImagePullError("the checksum file " + shown(source.checksums_url) + ": " + e.what());
   }
   {
     std::lock_guard guard(mutex_);
@@ -486,7 +493,7 @@ ImageDigest ImageStore::expected_digest(Entry& entry) {
   }
   auto digest = digest_in_checksum_file(text, source.file_name());
   if (!digest) {
-    throw ImagePullError("the checksum file " + source.checksums_url + " does not list " +
+    throw ImagePullError("the checksum file " + shown(source.checksums_url) + " does not list " +
                          source.file_name());
   }
   return *digest;
