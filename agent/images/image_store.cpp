@@ -1,10 +1,10 @@
 #include "agent/images/image_store.hpp"
 
 #include <algorithm>
-#include <future>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <future>
 #include <initializer_list>
 #include <sys/file.h>
 #include <sys/stat.h>
