@@ -1,13 +1,16 @@
 #include "agent/daemon/images_command.hpp"
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <functional>
 #include <grp.h>
 #include <iomanip>
 #include <ostream>
+#include <pthread.h>
 #include <pwd.h>
 #include <sys/stat.h>
+#include <thread>
 #include <unistd.h>
 
 #include "agent/base/config.hpp"
@@ -102,6 +105,34 @@ int list(const AgentConfig& config, ImageStore& store, std::ostream& out) {
   return 0;
 }
 
+/// Ctrl-C or SIGTERM during a pull stops it the way the agent's stop does: the download ends,
+/// xz and qemu-img (process groups of their own, which a terminal's signal misses) are killed,
+/// and the download is kept to resume.
+class StopOnSignal {
+ public:
+  explicit StopOnSignal(ImageStore& store) {
+    sigset_t signals;
+    ::sigemptyset(&signals);
+    ::sigaddset(&signals, SIGINT);
+    ::sigaddset(&signals, SIGTERM);
+    ::pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    waiter_ = std::thread([signals, &store] {
+      int received = 0;
+      ::sigwait(&signals, &received);
+      store.stop();
+    });
+  }
+  ~StopOnSignal() {
+    ::pthread_kill(waiter_.native_handle(), SIGTERM);  // ends sigwait; the pull is over anyway
+    waiter_.join();
+  }
+  StopOnSignal(const StopOnSignal&) = delete;
+  StopOnSignal& operator=(const StopOnSignal&) = delete;
+
+ private:
+  std::thread waiter_;
+};
+
 bool base_in_use(const std::vector<InstanceRecord>& records, const ImageStore& store,
                  const std::string& path) {
   return std::any_of(records.begin(), records.end(), [&](const InstanceRecord& record) {
@@ -125,6 +156,7 @@ int images_command(const std::string& action, const std::string& image, const Op
     throw UsageError("image \"" + image + "\" has no source in " + options.require("--config"));
   }
   if (action == "pull") {
+    const StopOnSignal stop_on_signal(store);
     ProgressReport progress(out, ::isatty(STDOUT_FILENO) == 1);
     const auto state = store.pull_now(image, std::ref(progress));
     progress.done();

@@ -186,7 +186,8 @@ class ImageStore::Download final : public ImageSink {
 
   void take(std::string_view piece) override {
     if (store_.stopping_) {
-      throw ImagePullError("the agent is stopping");
+      throw ImagePullError(
+          "the pull was stopped (the agent stops, or Ctrl-C): what arrived is kept to resume");
     }
     if (piece.size() > allowance_ || written_ - room_checked_at_ >= kRoomCheckEvery) {
       // Other pulls share the disk: what was free at the start may be taken by now.
@@ -574,7 +575,8 @@ fs::path ImageStore::convert(Entry& entry, const fs::path& downloaded, const Ima
   const auto& source = entry.source();
   const auto stem = std::string(kFilePrefix) + entry.config.name + "-" + digest.short_hex();
   const auto unpacked = downloads_dir() / (stem + ".unpacked");
-  const auto temp = options_.base_dir / ("." + stem + ".qcow2.tmp");
+  // This process's own: a qemu-img that outlived another process's pull never writes into it.
+  const auto temp = options_.base_dir / ("." + stem + ".qcow2.tmp." + std::to_string(::getpid()));
   const auto final_path = options_.base_dir / (stem + ".qcow2");
   std::error_code ec;
   try {
