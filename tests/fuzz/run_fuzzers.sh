@@ -32,6 +32,7 @@ run_pair() {
 run_pair bootstrap_json agent_config
 run_pair domain_xml http_request
 run_pair http_response hub_input
+run_pair image_input
 if [ ${#failed[@]} -gt 0 ]; then
   echo "FAILED: fuzz targets ${failed[*]}"
   exit 1
