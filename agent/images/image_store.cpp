@@ -51,6 +51,12 @@ std::string errno_text() {
   return std::strerror(errno);
 }
 
+std::int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 std::string mib(std::uint64_t bytes) {
   return std::to_string(bytes >> 20U) + " MiB";
 }
@@ -131,6 +137,7 @@ struct ImageStore::Entry {
   std::string digest;
   std::string source_url;
   std::vector<std::string> retired;
+  std::map<std::string, std::int64_t> retired_at;  // unix seconds, by path
   // This process's view of the pull.
   ImagePullState::Phase phase = ImagePullState::Phase::pulling;
   std::atomic<std::uint64_t> bytes{0};
@@ -373,6 +380,7 @@ void ImageStore::reload_record(Entry& entry) {
     entry.digest.clear();
     entry.source_url.clear();
     entry.retired.clear();
+    entry.retired_at.clear();
     return;
   }
   try {
@@ -381,6 +389,7 @@ void ImageStore::reload_record(Entry& entry) {
     entry.digest = record.value("digest", std::string());
     entry.source_url = record.value("source", std::string());
     entry.retired = record.value("retired", std::vector<std::string>());
+    entry.retired_at = record.value("retired_at", std::map<std::string, std::int64_t>());
   } catch (const nlohmann::json::exception& e) {
     log_.warning("image " + entry.config.name + ": its record " +
                  record_path(entry.config.name).string() + " is not JSON (" + e.what() +
@@ -393,7 +402,8 @@ void ImageStore::save_record(const Entry& entry) {
   const nlohmann::json record{{"source", entry.source_url},
                               {"digest", entry.digest},
                               {"base", entry.base},
-                              {"retired", entry.retired}};
+                              {"retired", entry.retired},
+                              {"retired_at", entry.retired_at}};
   write_atomically(record_path(entry.config.name), record.dump(2) + "\n");
 }
 
@@ -617,6 +627,7 @@ void ImageStore::adopt(Entry& entry, const fs::path& base, const ImageDigest& di
   std::lock_guard guard(mutex_);
   if (!entry.base.empty() && entry.base != base.string()) {
     entry.retired.push_back(entry.base);
+    entry.retired_at[entry.base] = unix_now();
   }
   std::erase(entry.retired, base.string());
   entry.base = base.string();
@@ -685,12 +696,19 @@ void ImageStore::remove_unused(const std::function<bool(const std::string& path)
     const auto before = entry->retired.size();
     const auto& image = entry->config.name;  // not the binding: clang 14 captures none
     std::erase_if(entry->retired, [&](const std::string& path) {
-      if (in_use(path)) {
+      // A create may have planned onto it just before the swap and still wait at the gate.
+      const auto since = entry->retired_at.find(path);
+      if ((since != entry->retired_at.end() &&
+           unix_now() - since->second < options_.retired_grace.count()) ||
+          in_use(path)) {
         return false;
       }
       std::error_code ec;
       fs::remove(path, ec);
       log_.info("image " + image + ": removed the replaced base " + path + ", no guest uses it");
+      if (!ec) {
+        entry->retired_at.erase(path);
+      }
       return !ec;
     });
     if (entry->retired.size() != before) {

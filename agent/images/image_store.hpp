@@ -48,6 +48,9 @@ struct ImageStoreOptions {
   std::uint64_t bytes_per_second = 0;
   std::chrono::seconds recheck{std::chrono::hours(6)};
   std::chrono::seconds retry_after_failure{std::chrono::minutes(1)};
+  /// A replaced base stays at least this long: a create that chose it just before the swap
+  /// may still wait for its turn (max_concurrent_creates) before its record names it.
+  std::chrono::seconds retired_grace{std::chrono::minutes(15)};
 };
 
 /// Pulls every `[[images]]` entry with a `source`: the digest from the config or the source's

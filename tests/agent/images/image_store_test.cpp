@@ -96,11 +96,13 @@ struct PullHost {
   std::string url(const std::string& file) const {
     return server.base_url() + "/downloads/" + file;
   }
-  std::unique_ptr<ImageStore> store(const ImageConfig& image) {
+  std::unique_ptr<ImageStore> store(const ImageConfig& image,
+                                    std::chrono::seconds retired_grace = {}) {
     return std::make_unique<ImageStore>(
         std::vector<ImageConfig>{image},
-        ImageStoreOptions{.state_dir = state.path(), .base_dir = bases()}, fetcher, tools, disk,
-        log);
+        ImageStoreOptions{
+            .state_dir = state.path(), .base_dir = bases(), .retired_grace = retired_grace},
+        fetcher, tools, disk, log);
   }
   std::size_t downloads_of(const std::string& file) const { return downloads_in(server, file); }
   std::vector<std::string> files_in(const std::filesystem::path& dir) const {
@@ -259,6 +261,14 @@ TEST_CASE("a new version replaces the base, the old one stays while a guest back
   pulled(*store);
   const auto new_base = store->ready("debian-12")->path;
   CHECK(new_base != old_base);
+  // With the agent's grace, a base replaced moments ago stays even when no record names it:
+  // a create may have chosen it just before the swap.
+  {
+    auto careful = host.store(image_from(host.url("debian.qcow2"), "", host.url("SHA256SUMS")),
+                              std::chrono::hours(1));
+    careful->remove_unused([](const std::string&) { return false; });
+    CHECK(std::filesystem::exists(old_base));
+  }
   bool guest_up = true;
   // As InstanceService::base_in_use asks: a record from before base_path was kept makes any
   // pulled base count, which asks the store (it must not take its own lock again).
