@@ -684,7 +684,8 @@ std::vector<ImagePullState> ImageStore::states() const {
 
 void ImageStore::remove_unused(const std::function<bool(const std::string& path)>& in_use) {
   std::lock_guard lock(mutex_);
-  for (auto& [name, entry] : entries_) {
+  for (auto& [name, owned] : entries_) {
+    auto& entry = owned;  // a name the lambda below may capture (clang 14 captures no binding)
     if (entry->running || entry->retired.empty()) {
       continue;
     }
