@@ -11,6 +11,12 @@ inline bool is_hex_digit(char c) {
   return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
 
+/// Exactly `length` lower-case hex digits: a digest or fingerprint as this project writes them.
+inline bool is_lower_hex(std::string_view text, std::size_t length) {
+  return text.size() == length &&
+         text.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
 /// The value of one hex digit; -1 when `c` is none.
 inline int hex_digit_value(char c) {
   if (c >= '0' && c <= '9') {

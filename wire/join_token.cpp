@@ -2,17 +2,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/hex.hpp"
 #include "wire/base64.hpp"
 
 namespace garm_edge::wire {
-namespace {
-
-bool is_lower_hex(std::string_view text, std::size_t length) {
-  return text.size() == length &&
-         text.find_first_not_of("0123456789abcdef") == std::string_view::npos;
-}
-
-}  // namespace
 
 bool is_token_id(std::string_view text) {
   return is_lower_hex(text, 16);

@@ -8,6 +8,7 @@
 
 #include <toml++/toml.h>
 
+#include "common/hex.hpp"
 #include "common/text.hpp"
 #include "common/toml_reader.hpp"
 #include "hypervisor/guest_arch.hpp"
@@ -263,12 +264,6 @@ void read_guests_section(TableReader& root, AgentConfig& config) {
     in.fail(nullptr, "guests need a network: set [libvirt] network");
   }
   in.reject_unknown_keys();
-}
-
-bool is_lower_hex(std::string_view text, std::size_t length) {
-  return text.size() == length && std::all_of(text.begin(), text.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-         });
 }
 
 void check_pull_url(TableReader& in, std::string_view key, const std::string& url) {

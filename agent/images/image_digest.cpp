@@ -10,16 +10,11 @@
 namespace garm_edge::agent {
 namespace {
 
-bool is_lower_hex(std::string_view text) {
-  return std::all_of(text.begin(), text.end(),
-                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-}
-
 std::optional<ImageDigest> digest_of_hex(std::string_view hex) {
   std::string lower(hex);
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](char c) { return c >= 'A' && c <= 'F' ? static_cast<char>(c + 32) : c; });
-  if (!is_lower_hex(lower)) {
+  if (!is_lower_hex(lower, lower.size())) {
     return std::nullopt;
   }
   if (lower.size() == 64) {

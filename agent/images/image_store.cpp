@@ -15,6 +15,7 @@
 
 #include "agent/base/prometheus_text.hpp"
 #include "common/durable_file.hpp"
+#include "common/hex.hpp"
 #include "common/unique_fd.hpp"
 
 namespace garm_edge::agent {
@@ -37,9 +38,7 @@ bool is_file_of(std::string_view file, const std::string& image,
   if (!file.starts_with(stem) || file.size() < stem.size() + 16) {
     return false;
   }
-  const auto hex = file.substr(stem.size(), 16);
-  if (!std::all_of(hex.begin(), hex.end(),
-                   [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); })) {
+  if (!is_lower_hex(file.substr(stem.size(), 16), 16)) {
     return false;
   }
   const auto rest = file.substr(stem.size() + 16);
