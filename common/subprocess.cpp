@@ -99,8 +99,8 @@ class SpawnSetup {
 };
 
 /// Reads the output until it ends, killing the group at the deadline or on stop.
-void collect_output(int fd, pid_t pid, const ProcessOptions& options, ProcessResult& result) {
-  const auto deadline = std::chrono::steady_clock::now() + options.timeout;
+void collect_output(int fd, pid_t pid, const ProcessOptions& options,
+                    std::chrono::steady_clock::time_point deadline, ProcessResult& result) {
   std::array<char, 4096> buffer{};
   bool killed = false;
   for (;;) {
@@ -134,10 +134,10 @@ void collect_output(int fd, pid_t pid, const ProcessOptions& options, ProcessRes
   }
 }
 
-/// Its exit, however long a process that closed its output takes to end (within the deadline
-/// it was given, then killed).
-int reap(pid_t pid, const ProcessOptions& options, ProcessResult& result) {
-  const auto deadline = std::chrono::steady_clock::now() + options.timeout;
+/// Its exit, however long a process that closed its output takes to end (within the same
+/// deadline, then killed).
+int reap(pid_t pid, const ProcessOptions& options, std::chrono::steady_clock::time_point deadline,
+         ProcessResult& result) {
   int status = 0;
   for (;;) {
     const auto done = ::waitpid(pid, &status, WNOHANG);
@@ -166,6 +166,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
     throw std::invalid_argument("run_process needs a program");
   }
   const auto program = resolve_program(argv.front());
+  const auto deadline = std::chrono::steady_clock::now() + options.timeout;
   std::array<int, 2> pipe_fds{};
   if (::pipe2(pipe_fds.data(), O_CLOEXEC) != 0) {
     throw system_error("making a pipe for " + program);
@@ -179,13 +180,13 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
   ::close(output_write.release());
   ProcessResult result;
   try {
-    collect_output(output_read.get(), pid, options, result);
+    collect_output(output_read.get(), pid, options, deadline, result);
   } catch (...) {
     ::kill(-pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
     throw;
   }
-  result.exit_code = reap(pid, options, result);
+  result.exit_code = reap(pid, options, deadline, result);
   return result;
 }
 
