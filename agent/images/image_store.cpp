@@ -591,7 +591,9 @@ fs::path ImageStore::convert(Entry& entry, const fs::path& downloaded, const Ima
   try {
     auto input = downloaded;
     if (source.xz) {
-      tools_.decompress_xz(downloaded, unpacked, stopping_);
+      const auto size = tools_.unpacked_size(downloaded, stopping_);
+      require_room(downloads_dir(), size, "the unpacked image");
+      tools_.decompress_xz(downloaded, unpacked, size, stopping_);
       input = unpacked;
     }
     const auto facts = tools_.inspect(input, source.format, stopping_);
@@ -600,11 +602,8 @@ fs::path ImageStore::convert(Entry& entry, const fs::path& downloaded, const Ima
                            (facts.backing_file.empty() ? facts.data_file : facts.backing_file) +
                            "): refused, a guest could read the host's files through it");
     }
-    const auto needed = fs::file_size(input, ec);
-    if (const auto room = disk_.room(options_.base_dir); !ec && needed > room) {
-      throw ImagePullError("no room for the converted base: it needs about " + mib(needed) + ", " +
-                           mib(room) + " are left");
-    }
+    require_room(options_.base_dir, tools_.converted_size(input, source.format, stopping_),
+                 "the converted base");
     tools_.convert_to_qcow2(input, source.format, temp, stopping_);
     if (::chmod(temp.c_str(), 0444) != 0) {
       throw ImagePullError("making the base read-only: " + errno_text());
@@ -620,6 +619,14 @@ fs::path ImageStore::convert(Entry& entry, const fs::path& downloaded, const Ima
   fs::remove(unpacked, ec);
   fs::remove(downloaded, ec);
   return final_path;
+}
+
+void ImageStore::require_room(const fs::path& directory, std::uint64_t bytes,
+                              const std::string& what) const {
+  if (const auto room = disk_.room(directory); bytes > room) {
+    throw ImagePullError("no room for " + what + ": it needs " + mib(bytes) + ", " + mib(room) +
+                         " are left");
+  }
 }
 
 void ImageStore::adopt(Entry& entry, const fs::path& base, const ImageDigest& digest) {

@@ -109,6 +109,8 @@ class ImageStore final : public ImageBases {
   std::filesystem::path convert(Entry& entry, const std::filesystem::path& downloaded,
                                 const ImageDigest& digest);
   void adopt(Entry& entry, const std::filesystem::path& base, const ImageDigest& digest);
+  void require_room(const std::filesystem::path& directory, std::uint64_t bytes,
+                    const std::string& what) const;
   void reload_record(Entry& entry);
   void save_record(const Entry& entry);
   std::filesystem::path record_path(const std::string& image) const;

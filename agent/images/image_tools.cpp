@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -10,6 +11,7 @@
 #include "common/subprocess.hpp"
 #include "common/text.hpp"
 #include "common/unique_fd.hpp"
+#include "net/http_syntax.hpp"
 
 namespace garm_edge::agent {
 namespace {
@@ -39,14 +41,55 @@ ProcessResult run_tool(const std::vector<std::string>& argv, std::chrono::second
 
 }  // namespace
 
+std::uint64_t HostImageTools::unpacked_size(const std::filesystem::path& xz_file,
+                                            const std::atomic<bool>& stop) {
+  // --robot: "totals<TAB>streams<TAB>blocks<TAB>compressed<TAB>uncompressed<TAB>…"
+  const auto result = run_tool({"xz", "--robot", "--list", "--", xz_file.string()}, timeout_, stop);
+  std::istringstream lines(result.output);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream fields(line);
+    std::string kind, streams, blocks, compressed, uncompressed;
+    std::getline(fields, kind, '\t');
+    std::getline(fields, streams, '\t');
+    std::getline(fields, blocks, '\t');
+    std::getline(fields, compressed, '\t');
+    std::getline(fields, uncompressed, '\t');
+    if (kind == "totals") {
+      if (const auto size = net::http_syntax::parse_decimal(uncompressed, 19)) {
+        return *size;
+      }
+    }
+  }
+  throw ImagePullError("xz --list did not say what the image unpacks to: " +
+                       printable_excerpt(result.output, 200));
+}
+
 void HostImageTools::decompress_xz(const std::filesystem::path& from,
-                                   const std::filesystem::path& to, const std::atomic<bool>& stop) {
+                                   const std::filesystem::path& to, std::uint64_t limit,
+                                   const std::atomic<bool>& stop) {
   const UniqueFd out(
       ::open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (out.get() < 0) {
     throw ImagePullError("creating " + to.string() + ": " + std::strerror(errno));
   }
-  run_tool({"xz", "--decompress", "--stdout", "--", from.string()}, timeout_, stop, out.get());
+  // prlimit's file size limit: xz is stopped by SIGXFSZ past what its index promised.
+  run_tool({"prlimit", "--fsize=" + std::to_string(std::max<std::uint64_t>(limit, 1)), "--", "xz",
+            "--decompress", "--stdout", "--", from.string()},
+           timeout_, stop, out.get());
+}
+
+std::uint64_t HostImageTools::converted_size(const std::filesystem::path& file,
+                                             const std::string& format,
+                                             const std::atomic<bool>& stop) {
+  const auto result = run_tool({"qemu-img", "measure", "--force-share", "--output=json", "-f",
+                                format, "-O", "qcow2", "--", file.string()},
+                               timeout_, stop);
+  try {
+    return nlohmann::json::parse(result.output).at("required").get<std::uint64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    throw ImagePullError(std::string("qemu-img measure answered what is not its JSON: ") +
+                         e.what());
+  }
 }
 
 ImageFacts HostImageTools::inspect(const std::filesystem::path& file, const std::string& format,

@@ -20,11 +20,18 @@ struct ImageFacts {
 class ImageTools {
  public:
   virtual ~ImageTools() = default;
+  /// What the xz file unpacks to, from its index: checked against the disk before unpacking.
+  virtual std::uint64_t unpacked_size(const std::filesystem::path& xz_file,
+                                      const std::atomic<bool>& stop) = 0;
+  /// Unpacks at most `limit` bytes: a file whose data outgrows its index fails, never the disk.
   virtual void decompress_xz(const std::filesystem::path& from, const std::filesystem::path& to,
-                             const std::atomic<bool>& stop) = 0;
+                             std::uint64_t limit, const std::atomic<bool>& stop) = 0;
   /// The format is given, never probed: a raw image that looks like qcow2 stays raw.
   virtual ImageFacts inspect(const std::filesystem::path& file, const std::string& format,
                              const std::atomic<bool>& stop) = 0;
+  /// The most the qcow2 base of `file` takes on disk: a compressed qcow2 grows when converted.
+  virtual std::uint64_t converted_size(const std::filesystem::path& file, const std::string& format,
+                                       const std::atomic<bool>& stop) = 0;
   virtual void convert_to_qcow2(const std::filesystem::path& from, const std::string& format,
                                 const std::filesystem::path& to, const std::atomic<bool>& stop) = 0;
 };
@@ -33,10 +40,14 @@ class ImageTools {
 class HostImageTools final : public ImageTools {
  public:
   explicit HostImageTools(std::chrono::seconds timeout) : timeout_(timeout) {}
+  std::uint64_t unpacked_size(const std::filesystem::path& xz_file,
+                              const std::atomic<bool>& stop) override;
   void decompress_xz(const std::filesystem::path& from, const std::filesystem::path& to,
-                     const std::atomic<bool>& stop) override;
+                     std::uint64_t limit, const std::atomic<bool>& stop) override;
   ImageFacts inspect(const std::filesystem::path& file, const std::string& format,
                      const std::atomic<bool>& stop) override;
+  std::uint64_t converted_size(const std::filesystem::path& file, const std::string& format,
+                               const std::atomic<bool>& stop) override;
   void convert_to_qcow2(const std::filesystem::path& from, const std::string& format,
                         const std::filesystem::path& to, const std::atomic<bool>& stop) override;
 

@@ -246,6 +246,54 @@ TEST_CASE("no room for the image: refused cleanly, and pulled once there is room
   CHECK(pulled(*store).phase == ImagePullState::Phase::ready);
 }
 
+TEST_CASE("what an image unpacks or converts to is checked against the room first", "[images]") {
+  PullHost host;
+  SECTION("an xz file of 64 MiB of zeros, a few KiB downloaded") {
+    const auto raw = host.served.path() / "zeros.raw";
+    REQUIRE(run_command("head -c 64M /dev/zero > '" + raw.string() + "' && xz -0 -T1 '" +
+                        raw.string() + "'")
+                .exit_code == 0);
+    const auto xz = raw.string() + ".xz";
+    auto store = host.store(image_from(host.url("zeros.raw.xz"), sha256_of(xz)));
+    host.disk.bytes = 16U << 20U;
+    CHECK_THROWS_WITH(pulled(*store),
+                      Catch::Contains("no room for the unpacked image: it needs 64 MiB"));
+  }
+  SECTION("a compressed qcow2 that grows when converted") {
+    const auto text = host.served.path() / "text.raw";
+    const auto qcow2 = host.served.path() / "small.qcow2";
+    REQUIRE(run_command("yes garm-edge | head -c 32M > '" + text.string() +
+                        "' && qemu-img convert -c -f raw -O qcow2 '" + text.string() + "' '" +
+                        qcow2.string() + "'")
+                .exit_code == 0);
+    REQUIRE(std::filesystem::file_size(qcow2) < (4U << 20U));
+    auto store = host.store(image_from(host.url("small.qcow2"), sha256_of(qcow2)));
+    host.disk.bytes = 8U << 20U;
+    CHECK_THROWS_WITH(pulled(*store),
+                      Catch::Contains("no room for the converted base: it needs 32 MiB"));
+  }
+  CHECK(host.files_in(host.state.path() / "images" / "downloads").empty());
+  CHECK(host.files_in(host.bases()).empty());
+  host.disk.bytes = std::uint64_t{1} << 40U;
+}
+
+TEST_CASE("xz stops at the size its index promised: what its data holds beyond is refused",
+          "[images]") {
+  TempDir dir("xz-limit");
+  const auto raw = dir.path() / "two.raw";
+  REQUIRE(run_command("head -c 2M /dev/urandom > '" + raw.string() + "' && xz -0 -T1 '" +
+                      raw.string() + "'")
+              .exit_code == 0);
+  HostImageTools tools{std::chrono::seconds(60)};
+  const std::atomic<bool> stop{false};
+  const auto xz = dir.path() / "two.raw.xz";
+  CHECK(tools.unpacked_size(xz, stop) == 2U << 20U);
+  CHECK_THROWS_AS(tools.decompress_xz(xz, dir.path() / "out", 1U << 20U, stop), ImagePullError);
+  CHECK(std::filesystem::file_size(dir.path() / "out") <= 1U << 20U);
+  tools.decompress_xz(xz, dir.path() / "out", 2U << 20U, stop);
+  CHECK(std::filesystem::file_size(dir.path() / "out") == 2U << 20U);
+}
+
 TEST_CASE("a new version replaces the base, the old one stays while a guest backs onto it",
           "[images]") {
   PullHost host;
