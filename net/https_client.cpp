@@ -118,7 +118,14 @@ HttpsResponse exchange(const HttpsTarget& target, const TlsConfig& tls,
   Transport transport{socket.get(), within_deadline(SteadyClock::now() + options.connect_timeout)};
   // The host name is also the name the agent's certificate must carry.
   TlsSession ssl(tls.ssl_config(), target.host, transport);
-  const auto loaded = load_session(ssl, options.session_file);
+  // A session resumes the identity of the handshake that made it: one saved under another
+  // certificate (garm's, where the operator now calls with its own) must never be offered.
+  auto session_file = options.session_file;
+  if (!session_file.empty()) {
+    const auto kind = session_file.extension();
+    session_file.replace_extension().concat("." + tls.own_tag()).concat(kind.string());
+  }
+  const auto loaded = load_session(ssl, session_file);
   const std::string request =
       method + " " + path + " HTTP/1.1\r\nHost: " + where +
       "\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: " +
@@ -133,7 +140,7 @@ HttpsResponse exchange(const HttpsTarget& target, const TlsConfig& tls,
         }
       }
     }
-    save_session(ssl, options.session_file, loaded);
+    save_session(ssl, session_file, loaded);
     transport.deadline = within_deadline(SteadyClock::now() + options.request_timeout);
     // Until the whole request is out, the agent cannot have acted on it (it reads a request
     // whole, by Content-Length, before it runs it).

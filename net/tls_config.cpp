@@ -99,6 +99,8 @@ std::shared_ptr<const TlsConfig> TlsConfig::load(Role role, const TlsFiles& file
   check(mbedtls_pk_check_pair(&tls->own_.pk, &tls->key_), "key " + files.key.string() +
                                                               " does not belong to certificate " +
                                                               files.certificate.string());
+  tls->own_tag_ =
+      sha256_hex({reinterpret_cast<const char*>(tls->own_.raw.p), tls->own_.raw.len}).substr(0, 16);
 
   tls->apply_common_settings(role);
   auto* conf = &tls->config_;

@@ -63,6 +63,9 @@ class TlsConfig {
   const mbedtls_ssl_config* ssl_config() const { return &config_; }
   /// Would `peer` pass this config's CA and CRL? For connections verified under an older config.
   bool accepts(const mbedtls_x509_crt* peer) const;
+  /// 16 hex digits of the SHA-256 of the certificate this side shows ("none" without one): a
+  /// client's saved session belongs to the identity that made it.
+  const std::string& own_tag() const { return own_tag_; }
 
  private:
   TlsConfig();
@@ -77,6 +80,7 @@ class TlsConfig {
   /// Server side: resumption by session ID. A reload makes a new, empty cache, so a client
   /// whose certificate was since revoked cannot resume; no session tickets are issued.
   mutable mbedtls_ssl_cache_context cache_;
+  std::string own_tag_ = "none";
 };
 
 /// TlsConfig::client_trusting per distinct CA bundle, made once: loading the system bundle

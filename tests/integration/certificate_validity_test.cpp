@@ -52,7 +52,8 @@ TEST_CASE("a revoked client is refused after a CRL reload, even resuming a saved
                                                {"GARM_INSTANCE_ID", "garm-none"},
                                                {"GARM_PROVIDER_CONFIG_FILE", config.string()}};
   REQUIRE(run_like_garm(kProvider, get).exit_code == 30);  // served; session saved
-  REQUIRE(std::filesystem::exists(dir.path() / "sessions" / "rack1.tls-session"));
+  REQUIRE(std::filesystem::directory_iterator(dir.path() / "sessions") !=
+          std::filesystem::directory_iterator());  // session saved
 
   OpenSslCa ca(pki, dir.path() / "ca");
   ca.revoke(pki / "clients/garm.crt");

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "common/durable_file.hpp"
 #include "integration/api_server.hpp"
 #include "provider/provider_config.hpp"
 #include "wire/base64.hpp"
@@ -20,6 +21,18 @@ using namespace garm_edge::testing;
 namespace {
 
 /// The provider configured for one ApiServer, run exactly as garm runs it.
+/// The one saved TLS session in `dir` (named after the agent and the client certificate).
+std::filesystem::path only_session_in(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> found;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() == ".tls-session") {
+      found.push_back(entry.path());
+    }
+  }
+  REQUIRE(found.size() == 1);
+  return found.front();
+}
+
 class Garm {
  public:
   explicit Garm(ApiServer& server, std::string interface_version = "v0.1.0")
@@ -202,11 +215,38 @@ TEST_CASE("failures exit non-zero with a message on stderr and nothing on stdout
   CHECK_THAT(list.err, Catch::Contains("cannot connect to localhost:1"));
 }
 
+TEST_CASE("a session saved under garm's certificate never speaks for another one", "[provider]") {
+  // The operator's `images pull` from garm's host, with garm's session directory: resuming
+  // garm's session would make the agent see garm (403: not allowed to pull images).
+  ApiServer server("api.xml", [](agent::AgentConfig& config) {
+    config.images.resize(1);
+    config.api.clients = {{.identity = "garm", .controllers = {kController}},
+                          {.identity = "stranger", .controllers = {"*"}}};
+  });
+  const Garm garm(server);
+  REQUIRE(garm.run("GetInstance", {{"GARM_INSTANCE_ID", "garm-none"}}).exit_code == 30);
+  const auto operator_config = garm.dir() / "operator.toml";
+  auto text = read_file(garm.dir() / "provider.toml").value_or("");
+  for (const std::string part : {".crt", ".key"}) {
+    const auto at = text.find("clients/garm" + part);
+    REQUIRE(at != std::string::npos);
+    text.replace(at, std::string("clients/garm").size(), "clients/stranger");
+  }
+  std::ofstream(operator_config) << text;
+  for (int call = 0; call < 2; ++call) {  // the second with the operator's own saved session
+    const auto pulled = run_program(
+        kProvider, {"images", "pull", "debian-12", "--config", operator_config.string()});
+    INFO(pulled.out << pulled.err);
+    CHECK_THAT(pulled.out, Catch::Contains("skipped: image \"debian-12\" has no source"));
+  }
+  CHECK(garm.run("GetInstance", {{"GARM_INSTANCE_ID", "garm-none"}}).exit_code == 30);
+}
+
 TEST_CASE("the TLS session is kept 0600 in the configured directory and reused", "[provider]") {
   ApiServer server;
   const Garm garm(server);
   CHECK(garm.run("GetInstance", {{"GARM_INSTANCE_ID", "garm-none"}}).exit_code == 30);
-  const auto session = garm.dir() / "sessions" / "rack1.tls-session";
+  const auto session = only_session_in(garm.dir() / "sessions");
   REQUIRE(std::filesystem::exists(session));
   CHECK((std::filesystem::status(session).permissions() & std::filesystem::perms::all) ==
         (std::filesystem::perms::owner_read | std::filesystem::perms::owner_write));
