@@ -9,7 +9,10 @@
 # The warm guest ([[warm]] count = 1) is then bound by a third CreateInstance and reports idle;
 # with [[warm]] removed, the agent retires the warm guest it made next. Before all that, the
 # agent is killed with SIGKILL in the middle of a create, and reconcile must leave nothing
-# behind.
+# behind. The base image is pulled by the agent from an HTTPS image server (a SHA256SUMS file
+# names its digest); a new version published while guests run is pulled by the fleet command
+# (`garm-provider-edge images pull`), the next guest backs onto it and the running ones keep the
+# old base.
 # Prints the boot-to-seed and boot-to-idle times. Exit 77 (skipped) when not root.
 # Usage: run_real_vm_e2e.sh BUILD_DIR
 set -euo pipefail
@@ -18,6 +21,7 @@ deadline_seconds=${GARM_EDGE_VM_DEADLINE:-900}
 
 console_pids=()
 fixture_warm_guests=1
+vm_pulled_image=1
 test_cleanup() {
   for pid in ${console_pids[@]+"${console_pids[@]}"}; do kill "$pid" 2>/dev/null || true; done
 }
@@ -67,13 +71,18 @@ cp "$work/agent.toml" "$work/agent-without-warm.toml"
 # Room for three guests: the warm one and the two below; none is replaced while they boot.
 cat >> "$work/agent.toml" <<TOML
 [[warm]]
+controller = "$controller"
 image = "debian-12"
 flavor = "small"
 count = 1
 ready_timeout_seconds = 86400
 [capacity]
 max_instances = 3
+[[api.clients]]
+identity = "operator"
+controllers = ["*"]
 TOML
+"$agent" pki issue-client operator --dir "$work/pki" >/dev/null
 restart_agent "$work/agent-3.log"
 read_warm_token() {  # from its record, once the agent has written its seed there
   local record
@@ -150,12 +159,31 @@ for domain in "$domain1" "$domain2"; do
   console_pids+=($!)
 done
 
-# The domain boots from a qcow2 overlay whose backing file is the base image.
+# The domain boots from a qcow2 overlay whose backing file is the base the agent pulled.
+pulled_base() { "$agent" images list --config "$work/agent.toml" | awk '$1 == "debian-12" && $2 == "ready" {print $4}'; }
+base_of() { qemu-img info -U --output=json "$1" | json_field backing-filename; }
+base1=$(pulled_base)
+case "$base1" in "$pulled_dir"/garm-image-debian-12-*.qcow2) ;; *) fail "no pulled base listed: $("$agent" images list --config "$work/agent.toml")" ;; esac
 overlay1=$(sed -n "s/.*<source file='\([^']*\)'.*/\1/p" "$work/domain1.xml" | head -1)
 case "$overlay1" in "$pool_dir"/*.qcow2) ;; *) fail "the first guest's disk is not an overlay in the pool: $overlay1" ;; esac
-qemu-img info -U --output=json "$overlay1" | grep -q "\"backing-filename\": \"$pool_dir/debian-12.qcow2\"" ||
-  fail "the overlay's backing file is not the base image: $(qemu-img info -U "$overlay1")"
-echo "guest 1 boots from $overlay1, backed by $pool_dir/debian-12.qcow2"
+expect "$(base_of "$overlay1")" "$base1" "the first guest's overlay backs onto the pulled base"
+expect "$(stat -c %a "$base1")" 444 "the pulled base is read-only"
+echo "guest 1 boots from $overlay1, backed by the pulled $base1"
+
+# ---- the publisher's next build, pulled while both guests boot from the old one -------------
+echo "== a new version of the image"
+qemu-img convert -f qcow2 -O qcow2 -o cluster_size=131072 "$work/downloads/$image_file" "$work/next.qcow2"
+mv "$work/next.qcow2" "$work/downloads/$image_file"
+(cd "$work/downloads" && sha256sum "$image_file" > SHA256SUMS)
+# The operator's fleet command, with the operator's certificate (every controller's agent).
+sed 's#clients/garm\.#clients/operator.#' "$work/provider.toml" > "$work/operator.toml"
+fleet_pull=$(env -i "$provider" images pull debian-12 --config "$work/operator.toml" 2>&1) ||
+  fail "garm-provider-edge images pull: $fleet_pull"
+echo "fleet pull: $fleet_pull"
+rotated() { base2=$(pulled_base) && [ -n "$base2" ] && [ "$base2" != "$base1" ]; }
+wait_for "the agent to pull the new version" 300 rotated
+echo "new base $base2"
+[ -f "$base1" ] || fail "the old base was removed while guests back onto it"
 
 second_reported() { garm_requests "$token2" | grep -q 'probe: '; }
 wait_for "the second guest's probe report" "$deadline_seconds" second_reported
@@ -180,6 +208,8 @@ expect "$(ip neigh show "$warm_address" dev "$bridge" | awk '{print $3}')" "$war
 reported_idle() { garm_requests "$1" | grep -q 'callbacks/status {"status": "idle"'; }
 both_idle() { reported_idle "$token1" && reported_idle "$token2"; }
 wait_for "both guests to report idle" "$deadline_seconds" both_idle
+[ -f "$base1" ] || fail "the old base was removed while guests back onto it"
+echo "both guests reached idle on the old base, after the new version was in place"
 
 # ---- garm's create binds the warm guest -----------------------------------------------------
 warm_ready() { [ "$(warm_field state)" = ready ]; }
@@ -245,8 +275,11 @@ garm DeleteInstance GARM_INSTANCE_ID=garm-guest00002
 expect "$last_status" 0 "DeleteInstance of the second guest"
 garm DeleteInstance GARM_INSTANCE_ID=garm-warm00003
 expect "$last_status" 0 "DeleteInstance of the bound warm guest"
-# With room again, the pool starts the next warm guest; without [[warm]], the agent retires it.
+# With room again, the pool starts the next warm guest, on the new base; without [[warm]], the
+# agent retires it.
 wait_for "the pool to start the next warm guest" 120 listed_warm
+next_overlay=$(virsh domblklist "$warm_uuid" | awk '$2 ~ /\.qcow2$/ {print $2; exit}')
+expect "$(base_of "$next_overlay")" "$base2" "the next guest backs onto the new version"
 cp "$work/agent-without-warm.toml" "$work/agent.toml"
 restart_agent "$work/agent-4.log"
 warm_records() { compgen -G "$work/state/instances/garm-edge-6761726d-*.json"; }

@@ -6,7 +6,9 @@
 # relay mode) and garm-provider-edge's config, and offers start_agent / garm / bootstrap_json.
 # Expects $build (a build directory). Sets $work, $pool_dir, $controller, $pool_id, $fake_garm_url.
 # Optional: $vm_image_arch (amd64, the default, or arm64: the guests are aarch64 on the virt
-# machine with UEFI), $vm_agent (another agent binary, such as the arm64 build under qemu-user).
+# machine with UEFI), $vm_agent (another agent binary, such as the arm64 build under qemu-user),
+# $vm_pulled_image (1: the agent pulls the base image from the fake garm's HTTPS server, matched
+# in a SHA256SUMS file there, into $pulled_dir, instead of finding it in the storage pool).
 # Exits 77 (skipped) when not root.
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -31,6 +33,7 @@ work=$(mktemp -d /tmp/garm-edge-vm.XXXXXX)
 vm_name=${GARM_EDGE_VM_NAME:-vmtest}
 vm_subnet=192.168.${GARM_EDGE_VM_SUBNET:-152}
 pool_dir=/var/lib/garm-edge-$vm_name
+pulled_dir=$pool_dir-images
 network=garm-edge-$vm_name-net
 storage_pool=garm-edge-$vm_name
 bridge=ge${vm_name:0:8}br0
@@ -64,7 +67,7 @@ vm_fixture_cleanup() {
   if [ -n "$made_pool" ]; then
     virsh pool-destroy "$storage_pool" >/dev/null 2>&1 || true
     virsh pool-undefine "$storage_pool" >/dev/null 2>&1 || true
-    rm -rf "$pool_dir"
+    rm -rf "$pool_dir" "$pulled_dir"
   fi
   if [ -n "${GARM_EDGE_KEEP_WORK:-}" ]; then echo "work directory kept: $work"; else rm -rf "$work"; fi
 }
@@ -91,7 +94,9 @@ echo "base image ready in $(seconds_since "$image_started") s: $image_cache/$ima
 claim_test_host "$vm_name"
 made_pool=1
 mkdir -p "$pool_dir" && chmod 0755 "$pool_dir"
-cp --sparse=always "$image_cache/$image_file" "$pool_dir/$base_volume"
+if [ -z "${vm_pulled_image:-}" ]; then
+  cp --sparse=always "$image_cache/$image_file" "$pool_dir/$base_volume"
+fi
 virsh pool-define-as "$storage_pool" dir --target "$pool_dir" >/dev/null
 virsh pool-start "$storage_pool" >/dev/null
 
@@ -125,10 +130,15 @@ mkdir -p "$work/garm-pki"
     -extfile server.ext -out server.crt
 ) 2>/dev/null
 echo '{}' > "$work/garm-instances.json"
+mkdir -p "$work/downloads"
+if [ -n "${vm_pulled_image:-}" ]; then  # a publisher's image server, as cloud images are served
+  cp --sparse=always "$image_cache/$image_file" "$work/downloads/$image_file"
+  (cd "$work/downloads" && sha256sum "$image_file" > SHA256SUMS)
+fi
 : > "$work/garm.log"
 /usr/bin/python3 "$here/../integration/fake_garm.py" --cert "$work/garm-pki/server.crt" \
   --key "$work/garm-pki/server.key" --port-file "$work/garm.port" --log "$work/garm.log" \
-  --instances "$work/garm-instances.json" {test_host_lock}>&- &
+  --instances "$work/garm-instances.json" --downloads "$work/downloads" {test_host_lock}>&- &
 fake_garm_pid=$!
 for _ in $(seq 100); do [ -s "$work/garm.port" ] && break; sleep 0.1; done
 fake_garm_url="https://localhost:$(cat "$work/garm.port")"
@@ -148,6 +158,18 @@ if [ -n "${GARM_EDGE_VM_KVM:-}" ] && [ "$image_arch" = "$(dpkg --print-architect
 controller=$(cat /proc/sys/kernel/random/uuid)  # this run's own: cleanup touches no other
 pool_id=0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0
 "$agent" pki init --dir "$work/pki" --dns localhost >/dev/null
+image_location_toml() {
+  [ -n "${vm_pulled_image:-}" ] || return 0
+  printf '[pull]\ndirectory = "%s"\nca_bundle = "%s"\n' "$pulled_dir" "$work/garm-pki/ca.crt"
+}
+image_source_toml() {
+  if [ -z "${vm_pulled_image:-}" ]; then
+    echo "base_volume = \"$base_volume\""
+    return
+  fi
+  echo "source = \"$fake_garm_url/downloads/$image_file\""
+  echo "checksums = \"$fake_garm_url/downloads/SHA256SUMS\""
+}
 cat > "$work/agent.toml" <<TOML
 [agent]
 id = "$vm_name"
@@ -169,9 +191,10 @@ anti_spoofing = "auto"
 relay_timeout_seconds = 600
 addresses = "${vm_guest_addresses:-}"
 address_quarantine_seconds = ${vm_address_quarantine:-120}
+$(image_location_toml)
 [[images]]
 name = "debian-12"
-base_volume = "$base_volume"
+$(image_source_toml)
 os_type = "linux"
 os_name = "debian"
 os_version = "12"
@@ -193,6 +216,13 @@ start_agent() {
   agent_pid=$!
   wait_for_agent_ready "$agent_pid" "$work/agent.ready" "$log" || exit 1
   write_provider_config
+  if [ -n "${vm_pulled_image:-}" ]; then wait_for "the agent to pull the base image" 300 image_ready; fi
+}
+image_ready() {  # the first image's state in GET /v1/images; a failed pull ends the test
+  local state
+  state=$(control_root images | json_field 0.state 2>/dev/null) || return 1
+  [ "$state" != failed ] || fail "the pull failed: $(control_root images)"
+  [ "$state" = ready ]
 }
 restart_agent() {  # LOG: stops the agent (SIGTERM) and starts it with agent.toml as it is now
   if [ -n "$agent_pid" ]; then

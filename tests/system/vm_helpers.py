@@ -8,6 +8,7 @@ import base64
 import datetime
 import json
 import os
+import re
 import sys
 import time
 
@@ -119,11 +120,13 @@ def garm_requests(log, token):
 
 def count_strangers(log, *tokens):
     """How many requests reached the fake garm with none of TOKENS as their bearer token
-    (WebSocket frames are not requests: they travel on a socket opened by one)."""
+    (WebSocket frames are not requests: they travel on a socket opened by one). The image
+    server's /downloads/ (the agent's pulls: public files) asks for none."""
     allowed = ["Bearer " + t for t in tokens]
     requests = (json.loads(line) for line in open(log))
     print(sum(1 for r in requests
-              if "headers" in r and r["headers"].get("Authorization") not in allowed))
+              if "headers" in r and not r.get("path", "").startswith("/downloads/")
+              and r["headers"].get("Authorization") not in allowed))
 
 
 def seconds_between(rfc3339, epoch_seconds):
@@ -176,7 +179,33 @@ def stamp_lines():
         print("%.2f %s" % (time.time(), text), flush=True)
 
 
+BOOT_MARKERS = [
+    ("kernel", re.compile(r"Linux version")),
+    ("systemd", re.compile(r"systemd\[1\]: .*running in system mode|Welcome to ")),
+    ("cloud-init init-local", re.compile(r"running 'init-local'")),
+    ("cloud-init init (network up, seed fetched)", re.compile(r"running 'init' ")),
+    ("cloud-init modules:config", re.compile(r"running 'modules:config'")),
+    ("cloud-init modules:final", re.compile(r"running 'modules:final'")),
+    ("login prompt", re.compile(r" login: ")),
+    ("cloud-init finished", re.compile(r"Cloud-init v\. .* finished at")),
+]
+
+
+def boot_phases(console_log, since):
+    """Where a guest's boot was, from its stamped console (stamp-lines), in seconds since
+    SINCE (CreateInstance): the first line of each marker, in time order."""
+    seen = {}
+    for line in open(console_log, errors="replace"):
+        stamp, _, text = line.partition(" ")
+        for name, pattern in BOOT_MARKERS:
+            if name not in seen and pattern.search(text):
+                seen[name] = float(stamp) - float(since)
+    for name, at in sorted(seen.items(), key=lambda item: item[1]):
+        print("    +%5.1f s  %s" % (at, name))
+
+
 COMMANDS = {
+    "boot-phases": boot_phases,
     "stamp-lines": stamp_lines,
     "warm-token": warm_token,
     "set-garm-instance": set_garm_instance,
