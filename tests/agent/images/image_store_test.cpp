@@ -5,6 +5,7 @@
 
 #include <fstream>
 #include <future>
+#include <limits>
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>
@@ -75,11 +76,19 @@ ImageConfig image_from(const std::string& url, const std::string& sha256,
   return image;
 }
 
-/// Lets a test set the room the quota leaves.
+/// Lets a test set the room the quota leaves, and fill the disk after the first look.
 class SettableDisk final : public PullDisk {
  public:
   std::atomic<std::uint64_t> bytes{std::uint64_t{1} << 40U};
-  std::uint64_t room(const std::filesystem::path&) const override { return bytes; }
+  static constexpr auto kSame = std::numeric_limits<std::uint64_t>::max();
+  std::atomic<std::uint64_t> bytes_later{kSame};  // after the first look; kSame: `bytes`
+  std::uint64_t room(const std::filesystem::path&) const override {
+    return looks_++ == 0 || bytes_later == kSame ? bytes.load() : bytes_later.load();
+  }
+  void reset() { looks_ = 0; }
+
+ private:
+  mutable std::atomic<int> looks_{0};
 };
 
 struct PullHost {
@@ -243,6 +252,21 @@ TEST_CASE("no room for the image: refused cleanly, and pulled once there is room
   CHECK(host.files_in(host.state.path() / "images" / "downloads").empty());
   CHECK(host.files_in(host.bases()).empty());
   host.disk.bytes = std::uint64_t{1} << 40U;
+  CHECK(pulled(*store).phase == ImagePullState::Phase::ready);
+}
+
+TEST_CASE("a disk that fills up in the middle of a pull: refused cleanly, then pulled",
+          "[images]") {
+  PullHost host;
+  const auto file = make_image(host.served.path(), "debian.qcow2", 24);
+  auto store = host.store(image_from(host.url("debian.qcow2"), sha256_of(file)));
+  host.disk.bytes_later = 0;  // room at the start, none at the next look (8 MiB in)
+  CHECK_THROWS_WITH(pulled(*store),
+                    Catch::Contains("the disk (or [pull] quota_gib) is full after"));
+  CHECK(host.files_in(host.state.path() / "images" / "downloads").empty());
+  CHECK(host.files_in(host.bases()).empty());
+  host.disk.bytes_later = SettableDisk::kSame;
+  host.disk.reset();
   CHECK(pulled(*store).phase == ImagePullState::Phase::ready);
 }
 
