@@ -69,6 +69,42 @@ std::string normalized_sha256(const wire::RunnerApplicationDownload& tool);
 /// The tool's download URL; throws UserDataError when it has none.
 std::string required_download_url(const wire::RunnerApplicationDownload& tool);
 
+/// `NAME='value'` as a line of a bash script.
+void assign_shell(std::string& script, std::string_view name, std::string_view value);
+
+/// Shell lines that write `content` to `path` through base64, so no byte of it is ever shell
+/// syntax, and set its mode.
+void write_file(std::string& script, std::string_view path, std::string_view content,
+                std::string_view mode);
+
+/// Shell lines (bash, as root) that make the bootstrap's CA bundle trusted the way
+/// update-ca-certificates would, adding to the bundle instead of rebuilding it; empty without
+/// a bundle.
+std::string ca_certificates_steps(const wire::BootstrapInstance& bootstrap);
+
+/// The kept runner's dependencies, as root, now that the guest is garm's instance. A failure
+/// is no failure of the assignment, as for the install script's own attempt.
+inline constexpr std::string_view kKeptRunnerDependencies =
+    "if [ -x /home/runner/actions-runner/bin/installdependencies.sh ]; then\n"
+    "  (cd /home/runner/actions-runner && ./bin/installdependencies.sh) || true\n"
+    "fi\n";
+
+/// bash: fetch_runner_archive URL SHA256 DIRECTORY downloads the runner archive, verifies it
+/// and unpacks it into DIRECTORY; on any failure nothing is left and it returns 1.
+inline constexpr std::string_view kFetchRunnerArchive = R"bash(fetch_runner_archive() {
+  local archive
+  archive=$(mktemp)
+  if curl -fsS --retry 10 --retry-delay 2 --retry-connrefused --max-time 900 -o "$archive" \
+    --url "$1" && printf '%s  %s\n' "$2" "$archive" | sha256sum --check --status &&
+    mkdir -p "$3" && tar -xzf "$archive" -C "$3"; then
+    rm -f "$archive"
+    return 0
+  fi
+  rm -rf "$3" "$archive"
+  return 1
+}
+)bash";
+
 inline constexpr std::string_view kAptProxyConfig = "/etc/apt/apt.conf.d/95garm-edge-proxy";
 
 /// Writes apt's proxy settings (file, http proxy, https proxy as $1-$3). The values arrive as

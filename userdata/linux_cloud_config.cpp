@@ -74,22 +74,67 @@ void add_install_script(Commands& commands, std::string_view script) {
   commands.runcmd.push_back(ordered_json::array({"rm", "-f", kInstallScriptPath}));
 }
 
-ordered_json ca_certs(const std::string& bundle) {
-  std::string certificates;
-  for (const auto& certificate : detail::pem_certificates(bundle)) {
-    certificates += certificate + "\n";
-  }
-  // cloud-init 22.4's schema spells it ca_certs/remove_defaults; ca-certs is deprecated.
-  return {{"remove_defaults", false}, {"trusted", ordered_json::array({certificates})}};
-}
+/// The runner archive ($1, its sha256 $2) from the agent's cache, verified and unpacked while
+/// cloud-init goes on: detached (setsid), its output in a log, so cloud-init never waits for it.
+constexpr std::string_view kRunnerPrefetch =
+    R"bash(exec </dev/null >/var/log/garm-edge-runner-prefetch.log 2>&1
+set -u
+dir=/var/lib/garm-edge/runner
+mkdir -p "$dir"
+if fetch_runner_archive "$1" "$2" "$dir/actions-runner"; then printf '%s\n' "$2" > "$dir/ready"; fi
+touch "$dir/done"
+)bash";
+
+/// As root, just before the install script: the prefetched runner (sha256 $1) becomes the
+/// runner user's ~/actions-runner, where the install script finds it ("using cached runner")
+/// and skips its download; its dependencies are installed as the install script would have.
+/// A prefetch still under way is waited for (it ends within curl's --max-time); one that
+/// failed leaves the download to the install script.
+constexpr std::string_view kTakePrefetchedRunner = R"bash(set -u
+dir=/var/lib/garm-edge/runner
+# shellcheck disable=SC2034  # a count of seconds
+for _ in $(seq 960); do [ -e "$dir/done" ] && break; sleep 1; done
+if [ "$(cat "$dir/ready" 2>/dev/null)" = "$1" ] && [ ! -e /home/runner/actions-runner ]; then
+  mv "$dir/actions-runner" /home/runner/actions-runner
+  chown -R --reference=/home/runner /home/runner/actions-runner
+)bash";
 
 ordered_json proxy_bootcmd(const wire::ProxyConfig& proxy) {
   if (proxy.http_proxy.empty() && proxy.https_proxy.empty()) {
     return ordered_json::array();
   }
-  return ordered_json::array(
-      {ordered_json::array({"sh", "-c", detail::kAptProxyScript, "garm-edge-apt-proxy",
-                            detail::kAptProxyConfig, proxy.http_proxy, proxy.https_proxy})});
+  return ordered_json::array({"sh", "-c", detail::kAptProxyScript, "garm-edge-apt-proxy",
+                              detail::kAptProxyConfig, proxy.http_proxy, proxy.https_proxy});
+}
+
+/// Early in boot, once (bootcmd runs on every boot): apt's proxy, garm's CA (incrementally,
+/// before apt or the install script opens a TLS connection) and the runner prefetch.
+ordered_json early_steps(const wire::BootstrapInstance& bootstrap, const RunnerPrefetch& prefetch) {
+  auto steps = ordered_json::array();
+  if (auto proxy = proxy_bootcmd(detail::checked_proxy_config(bootstrap)); !proxy.empty()) {
+    steps.push_back(std::move(proxy));
+  }
+  if (const auto ca = detail::ca_certificates_steps(bootstrap); !ca.empty()) {
+    steps.push_back(ordered_json::array({"cloud-init-per", "once", "garm-edge-ca-certificates",
+                                         "bash", "-euo", "pipefail", "-c", "umask 022\n" + ca}));
+  }
+  if (!prefetch.url.empty() && !prefetch.sha256.empty()) {
+    steps.push_back(ordered_json::array(
+        {"cloud-init-per", "once", "garm-edge-runner-prefetch", "setsid", "-f", "bash", "-c",
+         std::string(detail::kFetchRunnerArchive) + std::string(kRunnerPrefetch),
+         "garm-edge-runner-prefetch", prefetch.url, prefetch.sha256}));
+  }
+  return steps;
+}
+
+void add_prefetched_runner(Commands& commands, const RunnerPrefetch& prefetch) {
+  if (prefetch.url.empty() || prefetch.sha256.empty()) {
+    return;
+  }
+  const auto script = std::string(kTakePrefetchedRunner) +
+                      std::string(detail::kKeptRunnerDependencies) + "fi\nrm -rf \"$dir\"\n";
+  commands.runcmd.push_back(
+      ordered_json::array({"bash", "-c", script, "garm-edge-runner", prefetch.sha256}));
 }
 
 void set_unless_empty(ordered_json& config, const char* key, ordered_json value) {
@@ -101,12 +146,14 @@ void set_unless_empty(ordered_json& config, const char* key, ordered_json value)
 }  // namespace
 
 std::string render_linux_cloud_config(const wire::BootstrapInstance& bootstrap,
-                                      std::string_view install_script) {
+                                      std::string_view install_script,
+                                      const RunnerPrefetch& prefetch) {
   const auto specs = detail::parse_extra_specs(bootstrap);
   const auto options = detail::effective_user_data_options(bootstrap, specs);
 
   Commands commands;
   add_pre_install_scripts(commands, specs.pre_install_scripts);
+  add_prefetched_runner(commands, prefetch);
   add_install_script(commands, install_script);
 
   ordered_json config;
@@ -115,12 +162,12 @@ std::string render_linux_cloud_config(const wire::BootstrapInstance& bootstrap,
   set_unless_empty(config, "packages", packages(options));
   set_unless_empty(config, "ssh_authorized_keys", detail::checked_ssh_keys(bootstrap));
   config["system_info"] = system_info();
+  // sudo looks the host name up: without it in /etc/hosts, every sudo of the install script
+  // asks DNS and warns "unable to resolve host" (warm guests keep /etc/hosts the same way).
+  config["manage_etc_hosts"] = "localhost";
   config["runcmd"] = std::move(commands.runcmd);
   config["write_files"] = std::move(commands.write_files);
-  if (bootstrap.ca_cert_bundle && !bootstrap.ca_cert_bundle->empty()) {  // Go: len() > 0
-    config["ca_certs"] = ca_certs(*bootstrap.ca_cert_bundle);
-  }
-  set_unless_empty(config, "bootcmd", proxy_bootcmd(detail::checked_proxy_config(bootstrap)));
+  set_unless_empty(config, "bootcmd", early_steps(bootstrap, prefetch));
   return "#cloud-config\n" + to_yaml(config);
 }
 

@@ -152,9 +152,12 @@ Seed render_seed(const wire::BootstrapInstance& bootstrap, const SeedRequest& re
   Seed seed;
   seed.meta_data = render_meta_data(request.instance_id, request.hostname);
   const auto script = install_script(bootstrap, request.endpoints);
-  seed.user_data = bootstrap.os_type == wire::OsType::windows
-                       ? render_windows_user_data(bootstrap, script)
-                       : render_linux_cloud_config(bootstrap, script);
+  seed.user_data =
+      bootstrap.os_type == wire::OsType::windows
+          ? render_windows_user_data(bootstrap, script)
+          : render_linux_cloud_config(bootstrap, script,
+                                      {.url = request.endpoints.runner_archive_url,
+                                       .sha256 = request.endpoints.runner_archive_sha256});
   // Empty vendor-data is valid and costs nothing; a missing one costs cloud-init 10 s of retries.
   seed.vendor_data = "";
   return seed;

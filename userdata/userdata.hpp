@@ -30,6 +30,15 @@ struct GuestEndpoints {
   std::string runner_archive_url = "";
   /// Where garm-agent opens its WebSocket (the relay's `/agent`); empty: garm's own.
   std::string agent_url = "";
+  /// The cached archive's sha256, with runner_archive_url: a cold Linux guest fetches it early.
+  std::string runner_archive_sha256 = "";
+};
+
+/// The runner archive a cold guest fetches from the agent's cache as soon as its network is up,
+/// while cloud-init goes on; empty: none (the install script downloads it).
+struct RunnerPrefetch {
+  std::string url;
+  std::string sha256;
 };
 
 /// garm's own URLs that a script garm rendered may hold, each replaced by its GuestEndpoints
@@ -74,7 +83,8 @@ std::string install_script(const wire::BootstrapInstance& bootstrap,
 /// `#cloud-config` user-data as garm-provider-common's GetCloudInitConfig builds it, running
 /// `install_script` as the runner user.
 std::string render_linux_cloud_config(const wire::BootstrapInstance& bootstrap,
-                                      std::string_view install_script);
+                                      std::string_view install_script,
+                                      const RunnerPrefetch& prefetch = {});
 
 /// `#ps1_sysnative` user-data for cloudbase-init that performs the same steps.
 std::string render_windows_user_data(const wire::BootstrapInstance& bootstrap,

@@ -10,6 +10,9 @@
 namespace garm_edge::userdata {
 namespace {
 
+using detail::assign_shell;
+using detail::write_file;
+
 constexpr std::string_view kWarmBody = R"bash(
 auth_header() { printf 'Authorization: Bearer %s\n' "$WARM_TOKEN"; }
 
@@ -17,16 +20,9 @@ auth_header() { printf 'Authorization: Bearer %s\n' "$WARM_TOKEN"; }
 # script looks for it ("using cached runner"). Without it, the install script downloads it.
 # Bytes only: nothing of the archive runs before the guest is bound to garm's instance (its
 # installdependencies.sh runs in the assignment, as root, once the archive is the one asked for).
-if [ -n "$ARCHIVE_URL" ] && [ ! -x "$HOME/actions-runner/config.sh" ]; then
-  archive=$(mktemp)
-  if curl -fsS --retry 10 --retry-delay 2 --retry-connrefused -o "$archive" --url "$ARCHIVE_URL" &&
-    printf '%s  %s\n' "$ARCHIVE_SHA256" "$archive" | sha256sum --check --status &&
-    mkdir -p "$HOME/actions-runner" && tar -xzf "$archive" -C "$HOME/actions-runner"; then
-    printf '%s\n' "$ARCHIVE_SHA256" > "$HOME/.garm-edge-runner-archive"
-  else
-    rm -rf "$HOME/actions-runner"
-  fi
-  rm -f "$archive"
+if [ -n "$ARCHIVE_URL" ] && [ ! -x "$HOME/actions-runner/config.sh" ] &&
+  fetch_runner_archive "$ARCHIVE_URL" "$ARCHIVE_SHA256" "$HOME/actions-runner"; then
+  printf '%s\n' "$ARCHIVE_SHA256" > "$HOME/.garm-edge-runner-archive"
 fi
 
 until curl -fsS -o /dev/null -X POST --header @<(auth_header) --url "$AGENT_URL/warm/ready"; do
@@ -52,76 +48,8 @@ constexpr std::string_view kFailureTrap = R"bash(report_failure() {
 trap 'report_failure $LINENO' ERR
 )bash";
 
-/// What update-ca-certificates does for added certificates, without rebuilding the whole bundle
-/// from every CA the image trusts: that spawns a few processes per CA, about 40 s under TCG,
-/// on the path from CreateInstance to idle. The trust is the same: the certificate under
-/// /usr/local/share/ca-certificates (kept by later full runs), its .pem link and hash link in
-/// /etc/ssl/certs (none for a file openssl cannot read, none when an identical one is linked,
-/// as openssl rehash), the bundle (appended to, where a full run sorts local certificates by
-/// name), and the update.d hooks told what was added.
-constexpr std::string_view kAddCaCertificates = R"bash(add_ca_certificates() {
-  local certs=${CA_CERTS_DIR:-/etc/ssl/certs} hooks=${CA_HOOKS_DIR:-/etc/ca-certificates/update.d}
-  local bundle added crt pem hash n
-  bundle=$certs/ca-certificates.crt
-  if [ ! -s "$bundle" ]; then
-    update-ca-certificates >/dev/null
-    return
-  fi
-  added=$(mktemp)
-  cp "$bundle" "$bundle.garm-edge"
-  for crt in "$@"; do
-    pem=$certs/$(basename "$crt" .crt).pem
-    ln -sf "$crt" "$pem"
-    printf '+%s\n' "$pem" >> "$added"
-    cat "$crt" >> "$bundle.garm-edge"
-    if [ -n "$(tail -c 1 "$crt")" ]; then echo >> "$bundle.garm-edge"; fi  # as its sed '$a'
-    hash=$(openssl x509 -hash -noout -in "$crt" 2>/dev/null) || continue
-    n=0
-    while [ -e "$certs/$hash.$n" ] && ! cmp -s "$certs/$hash.$n" "$crt"; do n=$((n + 1)); done
-    if [ ! -e "$certs/$hash.$n" ]; then ln -s "$(basename "$pem")" "$certs/$hash.$n"; fi
-  done
-  mv "$bundle.garm-edge" "$bundle"
-  if [ -d "$hooks" ]; then
-    run-parts --test -- "$hooks" | while read -r hook; do
-      "$hook" < "$added" || true
-    done
-  fi
-  rm -f "$added"
-}
-)bash";
-
-/// The kept runner's dependencies, as root, now that the guest is garm's instance. A failure
-/// is no failure of the assignment, as for the install script's own attempt.
-constexpr std::string_view kKeptRunnerDependencies =
-    "if [ -x /home/runner/actions-runner/bin/installdependencies.sh ]; then\n"
-    "  (cd /home/runner/actions-runner && ./bin/installdependencies.sh) || true\n"
-    "fi\n";
-
-void assign_shell(std::string& script, std::string_view name, std::string_view value) {
-  script.append(name).append("=").append(shell_quote(value)).append("\n");
-}
-
-/// `content` written to `path` through base64, so no byte of it is ever shell syntax.
-void write_file(std::string& script, std::string_view path, std::string_view content,
-                std::string_view mode) {
-  script += "base64 -d > " + shell_quote(path) + " <<'GARM_EDGE_BASE64'\n" +
-            wire::base64_encode(content) + "\nGARM_EDGE_BASE64\nchmod " + std::string(mode) + " " +
-            shell_quote(path) + "\n";
-}
-
 void add_ca_bundle(std::string& script, const wire::BootstrapInstance& bootstrap) {
-  if (!bootstrap.ca_cert_bundle || bootstrap.ca_cert_bundle->empty()) {
-    return;
-  }
-  const auto certificates = detail::pem_certificates(*bootstrap.ca_cert_bundle);
-  std::string files;
-  for (std::size_t i = 0; i < certificates.size(); ++i) {
-    const auto file =
-        "/usr/local/share/ca-certificates/garm-edge-" + std::to_string(i + 1) + ".crt";
-    write_file(script, file, certificates[i] + "\n", "0644");
-    files += " " + shell_quote(file);
-  }
-  script += std::string(kAddCaCertificates) + "add_ca_certificates" + files + "\n";
+  script += detail::ca_certificates_steps(bootstrap);
 }
 
 void add_ssh_keys(std::string& script, const wire::BootstrapInstance& bootstrap) {
@@ -193,6 +121,7 @@ std::string warm_guest_script(const WarmGuestValues& values) {
   assign_shell(script, "ARCHIVE_URL", values.archive_url);
   assign_shell(script, "ARCHIVE_SHA256", values.archive_sha256);
   assign_shell(script, "ASSIGNMENT_END", kAssignmentEnd);
+  script += detail::kFetchRunnerArchive;
   script += kWarmBody;
   return script;
 }
@@ -226,7 +155,7 @@ std::string render_linux_assignment(const wire::BootstrapInstance& bootstrap,
   script += "if [ \"$(cat /home/runner/.garm-edge-runner-archive 2>/dev/null || true)\" != " +
             shell_quote(wanted_runner_sha256.empty() ? "none" : wanted_runner_sha256) +
             " ]; then rm -rf /home/runner/actions-runner; fi\n";
-  script += std::string(kKeptRunnerDependencies);
+  script += std::string(detail::kKeptRunnerDependencies);
   write_file(script, "/install_runner.sh", install_script, "0755");
   script += "su -l -c /install_runner.sh runner\nrm -f /install_runner.sh\n";
   script += std::string(kAssignmentEnd) + "\n";

@@ -131,6 +131,7 @@ userdata::GuestEndpoints GuestAccess::attach_garm(GuestRecord& guest,
     guest.runner_archive = cacheable_runner_archive(bootstrap);
     if (guest.runner_archive) {
       endpoints.runner_archive_url = base_url() + runner_archive_path(guest.runner_archive->sha256);
+      endpoints.runner_archive_sha256 = guest.runner_archive->sha256;
     }
   }
   return endpoints;

@@ -340,9 +340,8 @@ TEST_CASE("Linux seed: cloud-config as GetCloudInitConfig builds it, valid for c
   const auto& text = seed.user_data;
   REQUIRE(text.starts_with("#cloud-config\n"));
   std::vector<std::size_t> key_positions;
-  for (const auto* key :
-       {"\nusers:", "\npackage_upgrade:", "\npackages:", "\nssh_authorized_keys:", "\nsystem_info:",
-        "\nruncmd:", "\nwrite_files:", "\nca_certs:", "\nbootcmd:"}) {
+  for (const auto* key : {"\nusers:", "\npackage_upgrade:", "\npackages:", "\nssh_authorized_keys:",
+                          "\nsystem_info:", "\nruncmd:", "\nwrite_files:", "\nbootcmd:"}) {
     INFO(key);
     REQUIRE(text.find(key) != std::string::npos);
     key_positions.push_back(text.find(key));
@@ -360,6 +359,7 @@ TEST_CASE("Linux seed: cloud-config as GetCloudInitConfig builds it, valid for c
   CHECK(user["shell"] == "/bin/bash");
   CHECK(user["sudo"] == "ALL=(ALL) NOPASSWD:ALL");
   CHECK(user["groups"].size() == 10);
+  CHECK(config["manage_etc_hosts"] == "localhost");
 
   CHECK(config["runcmd"] == json{{"/garm-pre-install/10-hostname"},
                                  {"/garm-pre-install/20-docker"},
@@ -385,14 +385,109 @@ TEST_CASE("Linux seed: cloud-config as GetCloudInitConfig builds it, valid for c
                            kRelayEndpoints.metadata_url);
   CHECK(decoded(files[2]["content"]) == expected_wrapper);
 
-  CHECK(config["ca_certs"] ==
-        json{{"remove_defaults", false},
-             {"trusted",
-              {certificate_pem("first certificate") + certificate_pem("second certificate")}}});
-  REQUIRE(config["bootcmd"].size() == 1);
+  // garm's CA, added early and once, without cloud-init's ca_certs rebuilding the bundle.
+  CHECK_FALSE(config.contains("ca_certs"));
+  REQUIRE(config["bootcmd"].size() == 2);
   const auto& proxy_command = config["bootcmd"][0];
   CHECK(proxy_command[5] == "http://proxy.example:3128");
   CHECK(proxy_command[6] == "http://proxy.example:3129");
+  const auto& ca_command = config["bootcmd"][1];
+  REQUIRE(ca_command.size() == 8);
+  CHECK(ca_command[0] == "cloud-init-per");
+  CHECK(ca_command[1] == "once");
+  const auto ca_script = ca_command[7].get<std::string>();
+  CHECK_THAT(ca_script, Catch::Contains("add_ca_certificates '/usr/local/share/ca-certificates/"
+                                        "garm-edge-1.crt' '/usr/local/share/ca-certificates/"
+                                        "garm-edge-2.crt'\n"));
+}
+
+namespace {
+
+/// A cold guest's step from its user-data, run here with the guest's paths under `root`.
+int run_guest_step(const std::string& script, const std::filesystem::path& root,
+                   const std::vector<std::string>& arguments) {
+  auto local = script;
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{"/var/lib/", "var/lib/"},
+                                 {"/var/log/", "var/log/"},
+                                 {"/home/runner", "home/runner"}}) {
+    const auto replacement = (root / to).string();
+    for (auto at = local.find(from); at != std::string::npos;
+         at = local.find(from, at + replacement.size())) {
+      local.replace(at, from.size(), replacement);
+    }
+  }
+  write_file(root / "step.sh", local);
+  require_shellcheck_clean(root / "step.sh");
+  std::string command = "bash " + quoted(root / "step.sh");
+  for (const auto& argument : arguments) {
+    command += " '" + argument + "'";
+  }
+  return run_command(command + " 2>&1").exit_code;
+}
+
+}  // namespace
+
+TEST_CASE("a cold guest fetches the cached runner early, and the install script finds it",
+          "[userdata]") {
+  TempDir dir;
+  const auto root = dir.path();
+  // The archive as GitHub publishes it, served here from a file:// URL.
+  std::filesystem::create_directories(root / "runner/bin");
+  write_file(root / "runner/config.sh", "#!/bin/bash\n");
+  write_file(root / "runner/bin/installdependencies.sh",
+             "#!/bin/bash\ntouch \"$(dirname \"$0\")/../dependencies-installed\"\n");
+  REQUIRE(run_command("chmod +x " + quoted(root / "runner/bin/installdependencies.sh") +
+                      " && tar -czf " + quoted(root / "runner.tar.gz") + " -C " +
+                      quoted(root / "runner") + " .")
+              .exit_code == 0);
+  const auto sha256 =
+      run_command("sha256sum " + quoted(root / "runner.tar.gz")).output.substr(0, 64);
+  std::filesystem::create_directories(root / "home/runner");
+  std::filesystem::create_directories(root / "var/log");
+
+  auto endpoints = kRelayEndpoints;
+  endpoints.runner_archive_url = "http://192.168.122.1:8775/runner-archives/" + sha256;
+  endpoints.runner_archive_sha256 = sha256;
+  const auto bootstrap = full_bootstrap();
+  write_file(root / "user-data",
+             render_seed(bootstrap, {"iid-1", bootstrap.name, endpoints}).user_data);
+  require_valid_cloud_config(root / "user-data");
+  const auto config = read_with_pyyaml(root / "user-data");
+  const auto& fetch = config["bootcmd"].back();
+  REQUIRE(fetch.size() == 11);
+  CHECK(fetch[2] == "garm-edge-runner-prefetch");
+  CHECK(fetch[3] == "setsid");  // detached: cloud-init goes on
+  CHECK(fetch[9] == endpoints.runner_archive_url);
+  CHECK(fetch[10] == sha256);
+  // The prefetched runner is taken just before the install script runs.
+  const auto& runcmd = config["runcmd"];
+  const auto& take = runcmd[runcmd.size() - 3];
+  REQUIRE(take.size() == 5);
+  CHECK(take[4] == sha256);
+  CHECK(runcmd[runcmd.size() - 2][0] == "su");
+
+  const auto archive_url = "file://" + (root / "runner.tar.gz").string();
+  SECTION("the archive it asked for: unpacked for the runner user, its dependencies installed") {
+    CHECK(run_guest_step(fetch[7].get<std::string>(), root, {archive_url, sha256}) == 0);
+    INFO(read_file(root / "var/log/garm-edge-runner-prefetch.log"));
+    CHECK(run_guest_step(take[2].get<std::string>(), root, {sha256}) == 0);
+    CHECK(std::filesystem::exists(root / "home/runner/actions-runner/config.sh"));
+    CHECK(std::filesystem::exists(root / "home/runner/actions-runner/dependencies-installed"));
+    CHECK_FALSE(std::filesystem::exists(root / "var/lib/garm-edge/runner"));
+  }
+  SECTION("bytes that are not the archive garm named: nothing kept, the install script downloads") {
+    const std::string other(64, 'a');
+    CHECK(run_guest_step(fetch[7].get<std::string>(), root, {archive_url, other}) == 0);
+    CHECK(run_guest_step(take[2].get<std::string>(), root, {other}) == 0);
+    CHECK_FALSE(std::filesystem::exists(root / "home/runner/actions-runner"));
+    CHECK_FALSE(std::filesystem::exists(root / "var/lib/garm-edge/runner"));
+  }
+  SECTION("no prefetch without the cache") {
+    const auto uncached = yaml_round_trip(
+        render_seed(bootstrap, {"iid-1", bootstrap.name, kRelayEndpoints}).user_data);
+    CHECK(uncached["bootcmd"].size() == 2);
+    CHECK(uncached["runcmd"].size() == runcmd.size() - 1);
+  }
 }
 
 TEST_CASE("disabled updates: no upgrade, no default packages, extra packages still installed",
@@ -859,15 +954,26 @@ TEST_CASE("a warm guest's assignment is clean bash that carries garm's values li
         std::string::npos);
 }
 
-TEST_CASE("a warm guest trusts garm's CA exactly as update-ca-certificates would, incrementally",
-          "[userdata][warm]") {
+TEST_CASE(
+    "warm and cold guests trust garm's CA exactly as update-ca-certificates would, "
+    "incrementally",
+    "[userdata][warm]") {
   if (!std::filesystem::exists("/usr/sbin/update-ca-certificates")) {
     WARN("not run: update-ca-certificates (Debian's ca-certificates) is not installed");
     return;
   }
   TempDir dir;
-  const auto assignment =
-      render_linux_assignment(full_bootstrap(), kRelayEndpoints, "#!/bin/bash\n", "abc");
+  const bool warm = GENERATE(true, false);
+  INFO((warm ? "a warm guest's assignment" : "a cold guest's bootcmd"));
+  const auto assignment = [&]() -> std::string {
+    if (warm) {
+      return render_linux_assignment(full_bootstrap(), kRelayEndpoints, "#!/bin/bash\n", "abc");
+    }
+    const auto bootstrap = full_bootstrap();
+    write_file(dir.path() / "user-data",
+               render_seed(bootstrap, {"iid-1", bootstrap.name, kRelayEndpoints}).user_data);
+    return read_with_pyyaml(dir.path() / "user-data")["bootcmd"][1][7].get<std::string>();
+  }();
   const auto begin = assignment.find("add_ca_certificates() {");
   REQUIRE(begin != std::string::npos);
   const auto end = assignment.find("\n}\n", begin);
@@ -921,6 +1027,9 @@ openssl verify -CApath etc-fast garm.crt
   CHECK_THAT(result.output,
              Catch::Contains("certificates in the bundle: 4") && Catch::Contains("garm.crt: OK"));
 
+  if (!warm) {
+    return;
+  }
   // A step that fails inside the function still reports `failed` to garm (bash's ERR trap
   // reaches into functions only with -E).
   const auto prologue = assignment.substr(0, assignment.find("hostnamectl"));
