@@ -13,8 +13,13 @@
 # unpack the archive unless ~/actions-runner exists, run installdependencies.sh, report idle.
 # With RUNNERS > 1 (second argument), phase 2 creates that many guests at once and reports how
 # many archive downloads and bytes left the host for them.
+# With REFERENCE_AGENT (another build's garm-edge-agent, e.g. of the commit before a change to
+# what guests run), phase 2 runs first with that agent, then with this build's: today's path and
+# the new one side by side, on the same image, flavor and host, in one run.
+# Each phase prints garm's timeline, the guest's boot phases from its console, and the slowest
+# cloud-init modules (`cloud-init analyze blame`, written to its console after its `idle`).
 # Prints figures; asserts only that each step works. Needs root (exit 77 otherwise).
-# Usage: bench/time_to_idle.sh BUILD_DIR [RUNNERS]
+# Usage: [REFERENCE_AGENT=PATH] [PHASES="cold cache warm"] bench/time_to_idle.sh BUILD_DIR [RUNNERS]
 set -euo pipefail
 build=$(cd "$1" && pwd)
 runners=${2:-1}
@@ -65,6 +70,10 @@ else
   post /status '{"status": "installing", "message": "using cached runner"}'
 fi
 post /status '{"status": "idle", "message": "runner successfully installed"}'
+# After idle (its access is closed then): cloud-init's own timings, to the console, from a unit
+# of their own (cloud-final's leftovers are killed when it ends).
+sudo systemd-run --quiet --no-block /bin/sh -c \
+  'cloud-init analyze blame 2>&1 | grep -E "^ +[0-9]" | head -12 | sed "s/^/garm-edge-blame /" > /dev/ttyS0' || true
 SH
 }
 
@@ -99,9 +108,17 @@ capture_console() {  # DOMAIN (name or UUID) LABEL: its console, each line stamp
     {test_host_lock}>&- &
   console_pids+=($!)
 }
-timeline() {  # TOKEN SINCE: what garm heard from the runner, in seconds since SINCE
-  garm_requests "$1" | awk -v since="$2" '{ $1 = sprintf("    +%5.1f s", $1 - since); print }' |
-    cut -c1-140
+timeline() {  # TOKEN SINCE [LABEL]: what garm heard from the runner, in seconds since SINCE;
+  # with LABEL, the boot phases from that console and cloud-init's slowest modules
+  garm_requests "$1" |
+    awk -v since="$2" '{ $1 = sprintf("    +%5.1f s", $1 - since); print }' | cut -c1-140
+  [ -n "${3:-}" ] || return 0
+  echo "   boot phases (console):"
+  vm_helpers boot-phases "$work/console-$3.log" "$2"
+  echo "   slowest cloud-init modules (cloud-init analyze blame):"
+  blamed() { grep -qaE '^[0-9.]+ garm-edge-blame ' "$work/console-$1.log"; }
+  for _ in $(seq 60); do blamed "$3" && break; sleep 2; done
+  grep -aE '^[0-9.]+ garm-edge-blame ' "$work/console-$3.log" | tr -d '\r' | sed 's/^[0-9.]* garm-edge-blame */      /' || true
 }
 set_guests_key() {  # KEY VALUE in [guests]
   sed -i "/^\[guests\]/a $1 = $2" "$work/agent.toml"
@@ -112,63 +129,90 @@ if [ "$runners" -gt 8 ]; then  # 1-vCPU guests beyond the default 4 per core
   printf '[capacity]\ncpu_overcommit = %s\n' "$runners" >> "$work/agent.toml"
 fi
 
-# 1. cold, no cache
-set_guests_key runner_cache_mib 0
-restart_agent "$work/agent-cold.log"
-token=$(new_token cold)
-create_runner garm-cold0001 "$token" > "$work/create-cold"
-capture_console "$(domain_of garm-cold0001)" cold
-cold=$(idle_seconds "$token" "$created_at")
-echo "  cold timeline:"; timeline "$token" "$created_at"
-cold_downloads=$(downloads)
-garm DeleteInstance GARM_INSTANCE_ID=garm-cold0001
-echo "cold, no cache: CreateInstance $(cat "$work/create-cold") s, idle after $cold s ($cold_downloads download)"
+phases=${PHASES:-cold cache warm}
+runs() { case " $phases " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+cold='' cached='' reference='' warm=''
 
-# 2. cold, with the cache (RUNNERS at once)
-sed -i '/^runner_cache_mib = 0$/d' "$work/agent.toml"
-restart_agent "$work/agent-cache.log"
-before=$(downloads)
-tokens=()
-for i in $(seq "$runners"); do
-  tokens+=("$(new_token "cache$i")")
-  create_runner "garm-cache$(printf '%04d' "$i")" "${tokens[-1]}" > "$work/create-cache-$i"
-  starts[i]=$created_at
-  capture_console "$(domain_of "garm-cache$(printf '%04d' "$i")")" "cache$i"
-done
-cached=$(idle_seconds "${tokens[0]}" "${starts[1]}")
-echo "  cold with cache timeline (first runner):"; timeline "${tokens[0]}" "${starts[1]}"
-for i in $(seq 2 "$runners"); do idle_seconds "${tokens[i - 1]}" "${starts[i]}" > /dev/null; done
-cache_downloads=$(($(downloads) - before))
-for i in $(seq "$runners"); do garm DeleteInstance GARM_INSTANCE_ID="garm-cache$(printf '%04d' "$i")"; done
-echo "cold, with cache: CreateInstance $(cat "$work/create-cache-1") s, idle after $cached s;" \
-  "$runners runners, $cache_downloads download(s) from outside the host ($((cache_downloads * archive_bytes)) bytes)"
+# 1. cold, no cache
+if runs cold; then
+  set_guests_key runner_cache_mib 0
+  restart_agent "$work/agent-cold.log"
+  token=$(new_token cold)
+  create_runner garm-cold0001 "$token" > "$work/create-cold"
+  capture_console "$(domain_of garm-cold0001)" cold
+  cold=$(idle_seconds "$token" "$created_at")
+  echo "  cold timeline:"; timeline "$token" "$created_at" cold
+  cold_downloads=$(downloads)
+  garm DeleteInstance GARM_INSTANCE_ID=garm-cold0001
+  echo "cold, no cache: CreateInstance $(cat "$work/create-cold") s, idle after $cold s ($cold_downloads download)"
+  sed -i '/^runner_cache_mib = 0$/d' "$work/agent.toml"
+fi
+
+# 2. cold, with the cache (RUNNERS at once): LABEL, its result's variable
+cold_with_cache() {
+  local label=$1 result i
+  restart_agent "$work/agent-$label.log"
+  before=$(downloads)
+  tokens=()
+  for i in $(seq "$runners"); do
+    tokens+=("$(new_token "$label$i")")
+    create_runner "garm-$label$(printf '%04d' "$i")" "${tokens[-1]}" > "$work/create-$label-$i"
+    starts[i]=$created_at
+    capture_console "$(domain_of "garm-$label$(printf '%04d' "$i")")" "$label$i"
+  done
+  result=$(idle_seconds "${tokens[0]}" "${starts[1]}")
+  echo "  cold with cache ($label) timeline (first runner):"; timeline "${tokens[0]}" "${starts[1]}" "${label}1"
+  for i in $(seq 2 "$runners"); do idle_seconds "${tokens[i - 1]}" "${starts[i]}" > /dev/null; done
+  cache_downloads=$(($(downloads) - before))
+  for i in $(seq "$runners"); do garm DeleteInstance GARM_INSTANCE_ID="garm-$label$(printf '%04d' "$i")"; done
+  echo "cold, with cache ($label): CreateInstance $(cat "$work/create-$label-1") s, idle after $result s;" \
+    "$runners runners, $cache_downloads download(s) from outside the host ($((cache_downloads * archive_bytes)) bytes)"
+  printf -v "$2" '%s' "$result"
+}
+if runs cache && [ -n "${REFERENCE_AGENT:-}" ]; then
+  this_agent=$agent
+  agent=$REFERENCE_AGENT
+  cold_with_cache reference reference
+  agent=$this_agent
+fi
+if runs cache; then cold_with_cache cache cached; fi
 
 # 3. warm
-cat >> "$work/agent.toml" <<TOML
+if runs warm; then
+  cat >> "$work/agent.toml" <<TOML
 [[warm]]
 image = "debian-12"
 flavor = "small"
 count = 1
 TOML
-restart_agent "$work/agent-warm.log"
-warm_ready() { control_root warm | grep -q '"state": *"ready"'; }
-warm_started=$(stamp)
-warm_uuid() { control_root warm | json_field 0.provider_id 2>/dev/null; }
-warm_console() { virsh ttyconsole "$(warm_uuid)" > /dev/null 2>&1; }
-wait_for "a warm guest's console" 120 warm_console
-capture_console "$(warm_uuid)" warm
-wait_for "a warm guest to be ready" 900 warm_ready
-echo "  a warm guest was ready $(seconds_since "$warm_started") s after the agent started"
-token=$(new_token warm)
-create_runner garm-warm0001 "$token" > "$work/create-warm"  # not in $(): it sets created_at
-warm=$(idle_seconds "$token" "$created_at")
-echo "  warm timeline:"; timeline "$token" "$created_at"
-garm DeleteInstance GARM_INSTANCE_ID=garm-warm0001
-echo "warm: CreateInstance $(cat "$work/create-warm") s, idle after $warm s"
+  restart_agent "$work/agent-warm.log"
+  warm_ready() { control_root warm | grep -q '"state": *"ready"'; }
+  warm_started=$(stamp)
+  warm_uuid() { control_root warm | json_field 0.provider_id 2>/dev/null; }
+  warm_console() { virsh ttyconsole "$(warm_uuid)" > /dev/null 2>&1; }
+  wait_for "a warm guest's console" 120 warm_console
+  capture_console "$(warm_uuid)" warm
+  wait_for "a warm guest to be ready" 900 warm_ready
+  echo "  a warm guest was ready $(seconds_since "$warm_started") s after the agent started"
+  token=$(new_token warm)
+  create_runner garm-warm0001 "$token" > "$work/create-warm"  # not in $(): it sets created_at
+  warm=$(idle_seconds "$token" "$created_at")
+  echo "  warm timeline:"; timeline "$token" "$created_at"
+  garm DeleteInstance GARM_INSTANCE_ID=garm-warm0001
+  echo "warm: CreateInstance $(cat "$work/create-warm") s, idle after $warm s"
+fi
 
 if [ "$runners" -gt 1 ]; then
   echo "(cold with cache ran $runners guests at once on this host's CPUs: its ratio to one cold guest says nothing about the cache)"
 fi
-awk -v cold="$cold" -v cached="$cached" -v warm="$warm" 'BEGIN {
-  printf "CreateInstance -> idle (TCG, 1 vCPU): cold %.1f s | cold with cache %.1f s (%.2fx cold, bar 0.8) | warm %.1f s (%.2fx cold, bar 0.3)\n",
-    cold, cached, cached / cold, warm, warm / cold }'
+echo "CreateInstance -> idle (TCG, 1 vCPU):"
+[ -z "$cold" ] || printf '  cold, no cache                   %6.1f s\n' "$cold"
+[ -z "$reference" ] || printf '  cold with cache, reference agent %6.1f s\n' "$reference"
+[ -z "$cached" ] || printf '  cold with cache, this build      %6.1f s (bar: 60 s)\n' "$cached"
+[ -z "$reference" ] || [ -z "$cached" ] ||
+  awk -v r="$reference" -v c="$cached" 'BEGIN { printf "  this build / reference           %6.2fx\n", c / r }'
+[ -z "$cold" ] || [ -z "$cached" ] ||
+  awk -v a="$cold" -v c="$cached" 'BEGIN { printf "  cache cold ratio (with / without) %5.2fx (bar: 0.8)\n", c / a }'
+[ -z "$warm" ] || printf '  warm                             %6.1f s\n' "$warm"
+[ -z "$warm" ] || [ -z "$cold" ] ||
+  awk -v w="$warm" -v a="$cold" 'BEGIN { printf "  warm / cold                      %6.2fx (bar: 0.3)\n", w / a }'
