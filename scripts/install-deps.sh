@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages garm-edge builds and tests with. Idempotent: does nothing
-# when every package is already installed.
+# when every package is already installed. With --demo, only what the demo needs: a compiler,
+# CMake and Ninja, and the libraries of the two executables (scripts/demo.sh).
 set -euo pipefail
 
-packages=(
-  build-essential cmake ninja-build ccache pkg-config clang-format clang clang-tidy libclang-rt-14-dev
-  openssl ca-certificates curl cloud-init shellcheck
-  libvirt-dev libasio-dev nlohmann-json3-dev libmbedtls-dev nettle-dev catch2
+demo_packages=(
+  g++ cmake ninja-build pkg-config openssl ca-certificates curl
+  libvirt-dev libasio-dev nlohmann-json3-dev libmbedtls-dev nettle-dev
   libtomlplusplus-dev libpugixml-dev
+)
+packages=(
+  "${demo_packages[@]}"
+  build-essential ccache clang-format clang clang-tidy libclang-rt-14-dev cloud-init shellcheck catch2
   # Host tools of the heavy tiers, installed before any tier runs: ctest runs two tests at a
   # time, and an apt-get beside the tests that use libvirtd could replace it under them (the
   # tiers' scripts still install what is missing when run on their own).
@@ -21,6 +25,8 @@ packages=(
   # The cross tiers' compilers and emulators (the target's libraries come from a sysroot).
   g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user qemu-user-binfmt
 )
+
+if [ "${1:-}" = --demo ]; then packages=("${demo_packages[@]}"); fi
 
 missing=()
 for package in "${packages[@]}"; do
