@@ -112,6 +112,15 @@ echo '$(vm_helpers ws-client-program)' | base64 -d > /tmp/ws_client.py
 socket=\$({ /usr/bin/python3 /tmp/ws_client.py "\$AGENT_URL" 0.0.0.0 "\$AGENT_TOKEN" \
   --send 'hello from garm-guest00001' --ping || echo '{"status": "client failed"}'; } | base64 -w0)
 post /status "{\"status\": \"installing\", \"message\": \"agent socket \$AGENT_URL: \$socket\"}"
+# garm's CA (the bootstrap's ca-cert-bundle), added early in boot: the fake garm's certificate
+# verifies against the system's CA directory and bundle.
+echo '$(base64 -w0 "$work/garm-pki/server.crt")' | base64 -d > /tmp/garm-server.crt
+ca=untrusted
+if openssl verify -CApath /etc/ssl/certs /tmp/garm-server.crt >/dev/null 2>&1 &&
+  openssl verify -CAfile /etc/ssl/certs/ca-certificates.crt /tmp/garm-server.crt >/dev/null 2>&1; then
+  ca=trusted
+fi
+post /status "{\"status\": \"installing\", \"message\": \"garm's CA: \$ca\"}"
 SH
 )
 # The first guest's `idle` is answered only once the second guest has made its attempts: until
@@ -231,6 +240,9 @@ for expected in '/api/v1/callbacks/status .*fetching the install script' \
   '/api/v1/callbacks/status {"status": "idle"'; do
   printf '%s\n' "$requests1" | grep -q "$expected" || fail "the fake garm did not receive $expected: $requests1"
 done
+printf '%s\n' "$requests1" | grep -q "garm's CA: trusted" ||
+  fail "the first guest does not trust garm's CA: $(printf '%s\n' "$requests1" | grep -o "garm's CA: [a-z]*")"
+echo "guest 1 verifies the fake garm's certificate: garm's CA was added to its trust store early in boot"
 strangers=$(vm_helpers count-strangers "$work/garm.log" "$token1" "$token2" "$token3" token-crash \
   "$agent_token1")
 expect "$strangers" 0 "every request reached the fake garm with its guest's bearer token"
