@@ -195,11 +195,15 @@ def boot_phases(console_log, since):
     """Where a guest's boot was, from its stamped console (stamp-lines), in seconds since
     SINCE (CreateInstance): the first line of each marker, in time order."""
     seen = {}
-    for line in open(console_log, errors="replace"):
+    for line in open(console_log, errors="replace", newline="\n"):
         stamp, _, text = line.partition(" ")
+        try:
+            at = float(stamp)
+        except ValueError:  # a line of the guest's own, not a stamped one
+            continue
         for name, pattern in BOOT_MARKERS:
             if name not in seen and pattern.search(text):
-                seen[name] = float(stamp) - float(since)
+                seen[name] = at - float(since)
     for name, at in sorted(seen.items(), key=lambda item: item[1]):
         print("    +%5.1f s  %s" % (at, name))
 
