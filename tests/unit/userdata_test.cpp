@@ -360,6 +360,7 @@ TEST_CASE("Linux seed: cloud-config as GetCloudInitConfig builds it, valid for c
   CHECK(user["sudo"] == "ALL=(ALL) NOPASSWD:ALL");
   CHECK(user["groups"].size() == 10);
   CHECK(config["manage_etc_hosts"] == "localhost");
+  CHECK(config["ssh"] == json{{"emit_keys_to_console", false}});
 
   CHECK(config["runcmd"] == json{{"/garm-pre-install/10-hostname"},
                                  {"/garm-pre-install/20-docker"},
