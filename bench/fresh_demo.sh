@@ -7,7 +7,7 @@
 # Usage: bench/fresh_demo.sh [CHROOT_DIR]   (default: a new one under /var/tmp, removed after)
 set -euo pipefail
 [ "$(id -u)" = 0 ] || { echo "bench/fresh_demo.sh needs root (debootstrap, chroot)"; exit 77; }
-for tool in debootstrap git; do
+for tool in debootstrap git bc findmnt; do
   command -v "$tool" >/dev/null || { echo "bench/fresh_demo.sh needs $tool"; exit 77; }
 done
 source_dir=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,7 +20,13 @@ fi
 mounted=()
 cleanup() {
   for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -l "${mounted[i]}" 2>/dev/null || true; done
-  if [ -n "$made_root" ]; then rm -rf "$root" "$root.debootstrap.log"; fi
+  [ -n "$made_root" ] || return 0
+  # Never through a bind mount that is still there: it is this host's /dev, /proc or /sys.
+  if findmnt -R "$root" >/dev/null 2>&1; then
+    echo "left $root in place: something is still mounted under it" >&2
+    return 0
+  fi
+  rm -rf --one-file-system "$root" "$root.debootstrap.log" "$root.demo.log"
 }
 trap cleanup EXIT
 

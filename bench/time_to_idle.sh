@@ -151,7 +151,13 @@ fi
 # 2. cold, with the cache (RUNNERS at once): LABEL, its result's variable
 cold_with_cache() {
   local label=$1 result i
-  restart_agent "$work/agent-$label.log"
+  # Each run starts with an empty cache: the first one's download must not favour the next.
+  if [ -n "${agent_pid:-}" ]; then
+    kill "$agent_pid" 2>/dev/null || true
+    wait "$agent_pid" 2>/dev/null || true
+  fi
+  rm -rf "$work/state/runner-archives"
+  start_agent "$work/agent-$label.log"
   before=$(downloads)
   tokens=()
   for i in $(seq "$runners"); do

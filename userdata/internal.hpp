@@ -90,12 +90,15 @@ inline constexpr std::string_view kKeptRunnerDependencies =
     "fi\n";
 
 /// bash: fetch_runner_archive URL SHA256 DIRECTORY downloads the runner archive, verifies it
-/// and unpacks it into DIRECTORY; on any failure nothing is left and it returns 1.
+/// and unpacks it into DIRECTORY; on any failure nothing is left and it returns 1. It gives up
+/// within 15 minutes (a try ends within 10, and none starts after 5). The archive waits
+/// beside DIRECTORY, not in /tmp, which may be a tmpfs in the guest's memory.
 inline constexpr std::string_view kFetchRunnerArchive = R"bash(fetch_runner_archive() {
   local archive
-  archive=$(mktemp)
-  if curl -fsS --retry 10 --retry-delay 2 --retry-connrefused --max-time 900 -o "$archive" \
-    --url "$1" && printf '%s  %s\n' "$2" "$archive" | sha256sum --check --status &&
+  archive=$(mktemp -p "$(dirname "$3")")
+  if curl -fsS --retry 10 --retry-delay 2 --retry-connrefused --max-time 600 \
+    --retry-max-time 300 -o "$archive" --url "$1" &&
+    printf '%s  %s\n' "$2" "$archive" | sha256sum --check --status &&
     mkdir -p "$3" && tar -xzf "$archive" -C "$3"; then
     rm -f "$archive"
     return 0

@@ -74,13 +74,22 @@ void add_install_script(Commands& commands, std::string_view script) {
   commands.runcmd.push_back(ordered_json::array({"rm", "-f", kInstallScriptPath}));
 }
 
+/// Starts the prefetch below ($1, with the archive's URL $2 and sha256 $3) detached (setsid),
+/// so cloud-init never waits for it; its directory exists before this returns, so the take step
+/// knows a prefetch was started.
+constexpr std::string_view kLaunchPrefetch = R"bash(set -eu
+mkdir -p /var/lib/garm-edge/runner
+setsid -f bash -c "$1" garm-edge-runner-prefetch "$2" "$3"
+)bash";
+
 /// The runner archive ($1, its sha256 $2) from the agent's cache, verified and unpacked while
-/// cloud-init goes on: detached (setsid), its output in a log, so cloud-init never waits for it.
+/// cloud-init goes on, its output in a log. Its pid is its process group's (setsid).
 constexpr std::string_view kRunnerPrefetch =
     R"bash(exec </dev/null >/var/log/garm-edge-runner-prefetch.log 2>&1
 set -u
 dir=/var/lib/garm-edge/runner
 mkdir -p "$dir"
+echo $$ > "$dir/pid"
 if fetch_runner_archive "$1" "$2" "$dir/actions-runner"; then printf '%s\n' "$2" > "$dir/ready"; fi
 touch "$dir/done"
 )bash";
@@ -88,12 +97,25 @@ touch "$dir/done"
 /// As root, just before the install script: the prefetched runner (sha256 $1) becomes the
 /// runner user's ~/actions-runner, where the install script finds it ("using cached runner")
 /// and skips its download; its dependencies are installed as the install script would have.
-/// A prefetch still under way is waited for (it ends within curl's --max-time); one that
-/// failed leaves the download to the install script.
+/// A prefetch under way is waited for, at most 16 minutes (its curl gives up within 15); one
+/// that never started (no directory, or no pid within 30 s) or died is not, and one still
+/// running at the end is stopped. Then the install script downloads as it would have.
 constexpr std::string_view kTakePrefetchedRunner = R"bash(set -u
 dir=/var/lib/garm-edge/runner
-# shellcheck disable=SC2034  # a count of seconds
-for _ in $(seq 960); do [ -e "$dir/done" ] && break; sleep 1; done
+if [ -d "$dir" ]; then
+  for waited in $(seq 960); do
+    [ -e "$dir/done" ] && break
+    if [ -e "$dir/pid" ]; then
+      kill -0 "$(cat "$dir/pid")" 2>/dev/null || break
+    elif [ "$waited" -ge 30 ]; then
+      break
+    fi
+    sleep 1
+  done
+  if [ ! -e "$dir/done" ] && [ -e "$dir/pid" ]; then
+    kill -- "-$(cat "$dir/pid")" 2>/dev/null || true
+  fi
+fi
 if [ "$(cat "$dir/ready" 2>/dev/null)" = "$1" ] && [ ! -e /home/runner/actions-runner ]; then
   mv "$dir/actions-runner" /home/runner/actions-runner
   chown -R --reference=/home/runner /home/runner/actions-runner
@@ -107,22 +129,25 @@ ordered_json proxy_bootcmd(const wire::ProxyConfig& proxy) {
                               detail::kAptProxyConfig, proxy.http_proxy, proxy.https_proxy});
 }
 
-/// Early in boot, once (bootcmd runs on every boot): apt's proxy, garm's CA (incrementally,
-/// before apt or the install script opens a TLS connection) and the runner prefetch.
+/// Early in boot, once per instance (bootcmd runs on every boot; cloud-init-per's "once" would
+/// survive a new instance-id in an image made from a booted guest): apt's proxy, garm's CA
+/// (incrementally, before apt or the install script opens a TLS connection) and the runner
+/// prefetch.
 ordered_json early_steps(const wire::BootstrapInstance& bootstrap, const RunnerPrefetch& prefetch) {
   auto steps = ordered_json::array();
   if (auto proxy = proxy_bootcmd(detail::checked_proxy_config(bootstrap)); !proxy.empty()) {
     steps.push_back(std::move(proxy));
   }
   if (const auto ca = detail::ca_certificates_steps(bootstrap); !ca.empty()) {
-    steps.push_back(ordered_json::array({"cloud-init-per", "once", "garm-edge-ca-certificates",
+    steps.push_back(ordered_json::array({"cloud-init-per", "instance", "garm-edge-ca-certificates",
                                          "bash", "-euo", "pipefail", "-c", "umask 022\n" + ca}));
   }
   if (!prefetch.url.empty() && !prefetch.sha256.empty()) {
     steps.push_back(ordered_json::array(
-        {"cloud-init-per", "once", "garm-edge-runner-prefetch", "setsid", "-f", "bash", "-c",
-         std::string(detail::kFetchRunnerArchive) + std::string(kRunnerPrefetch),
-         "garm-edge-runner-prefetch", prefetch.url, prefetch.sha256}));
+        {"cloud-init-per", "instance", "garm-edge-runner-prefetch", "bash", "-c", kLaunchPrefetch,
+         "garm-edge-runner-prefetch",
+         std::string(detail::kFetchRunnerArchive) + std::string(kRunnerPrefetch), prefetch.url,
+         prefetch.sha256}));
   }
   return steps;
 }

@@ -73,9 +73,14 @@ void HostImageTools::decompress_xz(const std::filesystem::path& from,
     throw ImagePullError("creating " + to.string() + ": " + std::strerror(errno));
   }
   // prlimit's file size limit: xz is stopped by SIGXFSZ past what its index promised.
-  run_tool({"prlimit", "--fsize=" + std::to_string(std::max<std::uint64_t>(limit, 1)), "--", "xz",
-            "--decompress", "--stdout", "--", from.string()},
-           timeout_, stop, out.get());
+  try {
+    run_tool({"prlimit", "--fsize=" + std::to_string(std::max<std::uint64_t>(limit, 1)), "--", "xz",
+              "--decompress", "--stdout", "--", from.string()},
+             timeout_, stop, out.get());
+  } catch (const ImagePullError& e) {
+    throw ImagePullError("unpacking with xz failed, or its data outgrew the " +
+                         std::to_string(limit) + " bytes its index gives: " + e.what());
+  }
 }
 
 std::uint64_t HostImageTools::converted_size(const std::filesystem::path& file,

@@ -1,9 +1,11 @@
 #include "userdata/userdata.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <catch2/catch.hpp>
 
@@ -395,7 +397,7 @@ TEST_CASE("Linux seed: cloud-config as GetCloudInitConfig builds it, valid for c
   const auto& ca_command = config["bootcmd"][1];
   REQUIRE(ca_command.size() == 8);
   CHECK(ca_command[0] == "cloud-init-per");
-  CHECK(ca_command[1] == "once");
+  CHECK(ca_command[1] == "instance");  // "once" would outlive a new instance-id
   const auto ca_script = ca_command[7].get<std::string>();
   CHECK_THAT(ca_script, Catch::Contains("add_ca_certificates '/usr/local/share/ca-certificates/"
                                         "garm-edge-1.crt' '/usr/local/share/ca-certificates/"
@@ -410,7 +412,9 @@ int run_guest_step(const std::string& script, const std::filesystem::path& root,
   auto local = script;
   for (const auto& [from, to] : {std::pair<std::string, std::string>{"/var/lib/", "var/lib/"},
                                  {"/var/log/", "var/log/"},
-                                 {"/home/runner", "home/runner"}}) {
+                                 {"/home/runner", "home/runner"},
+                                 {"/usr/local/share/", "usr/local/share/"},
+                                 {"/etc/", "etc/"}}) {
     const auto replacement = (root / to).string();
     for (auto at = local.find(from); at != std::string::npos;
          at = local.find(from, at + replacement.size())) {
@@ -455,11 +459,12 @@ TEST_CASE("a cold guest fetches the cached runner early, and the install script 
   require_valid_cloud_config(root / "user-data");
   const auto config = read_with_pyyaml(root / "user-data");
   const auto& fetch = config["bootcmd"].back();
-  REQUIRE(fetch.size() == 11);
+  REQUIRE(fetch.size() == 10);
+  CHECK(fetch[1] == "instance");
   CHECK(fetch[2] == "garm-edge-runner-prefetch");
-  CHECK(fetch[3] == "setsid");  // detached: cloud-init goes on
-  CHECK(fetch[9] == endpoints.runner_archive_url);
-  CHECK(fetch[10] == sha256);
+  CHECK_THAT(fetch[5].get<std::string>(), Catch::Contains("setsid -f"));  // cloud-init goes on
+  CHECK(fetch[8] == endpoints.runner_archive_url);
+  CHECK(fetch[9] == sha256);
   // The prefetched runner is taken just before the install script runs.
   const auto& runcmd = config["runcmd"];
   const auto& take = runcmd[runcmd.size() - 3];
@@ -483,12 +488,66 @@ TEST_CASE("a cold guest fetches the cached runner early, and the install script 
     CHECK_FALSE(std::filesystem::exists(root / "home/runner/actions-runner"));
     CHECK_FALSE(std::filesystem::exists(root / "var/lib/garm-edge/runner"));
   }
+  SECTION("a prefetch that was never started, or died, is not waited for") {
+    const auto started = std::chrono::steady_clock::now();
+    CHECK(run_guest_step(take[2].get<std::string>(), root, {sha256}) == 0);  // no directory
+    std::filesystem::create_directories(root / "var/lib/garm-edge/runner");
+    const auto gone = run_command("sh -c 'echo $$'").output;  // a pid that has exited
+    write_file(root / "var/lib/garm-edge/runner/pid", gone);
+    CHECK(run_guest_step(take[2].get<std::string>(), root, {sha256}) == 0);
+    CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(20));
+    CHECK_FALSE(std::filesystem::exists(root / "home/runner/actions-runner"));
+    CHECK_FALSE(std::filesystem::exists(root / "var/lib/garm-edge/runner"));
+  }
+  SECTION("the launch returns at once and leaves the prefetch running on its own") {
+    const auto launch = fetch[5].get<std::string>();
+    const auto started = std::chrono::steady_clock::now();
+    // A prefetch that takes a while: the launch must not wait for it.
+    CHECK(run_guest_step(launch, root,
+                         {"exec >/dev/null 2>&1; sleep 3; touch " + (root / "prefetched").string(),
+                          archive_url, sha256}) == 0);
+    CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(2));
+    CHECK(std::filesystem::is_directory(root / "var/lib/garm-edge/runner"));
+    for (int i = 0; i < 100 && !std::filesystem::exists(root / "prefetched"); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    CHECK(std::filesystem::exists(root / "prefetched"));
+  }
   SECTION("no prefetch without the cache") {
     const auto uncached = yaml_round_trip(
         render_seed(bootstrap, {"iid-1", bootstrap.name, kRelayEndpoints}).user_data);
     CHECK(uncached["bootcmd"].size() == 2);
     CHECK(uncached["runcmd"].size() == runcmd.size() - 1);
   }
+}
+
+TEST_CASE("a cold guest's CA step writes garm's certificates and adds them to the bundle",
+          "[userdata]") {
+  TempDir dir;
+  const auto root = dir.path();
+  const auto bootstrap = full_bootstrap();
+  write_file(root / "user-data",
+             render_seed(bootstrap, {"iid-1", bootstrap.name, kRelayEndpoints}).user_data);
+  const auto step = read_with_pyyaml(root / "user-data")["bootcmd"][1];
+  REQUIRE(step[4] == "-euo");
+  REQUIRE(step[5] == "pipefail");
+  std::filesystem::create_directories(root / "usr/local/share/ca-certificates");
+  std::filesystem::create_directories(root / "etc/ssl/certs");
+  write_file(root / "etc/ssl/certs/ca-certificates.crt", certificate_pem("an image CA"));
+  // As cloud-init-per runs it: bash -euo pipefail -c SCRIPT.
+  CHECK(run_guest_step("set -euo pipefail\n" + step[7].get<std::string>(), root, {}) == 0);
+  const auto bundle = read_file(root / "etc/ssl/certs/ca-certificates.crt");
+  CHECK_THAT(bundle, Catch::StartsWith(certificate_pem("an image CA")) &&
+                         Catch::Contains(certificate_pem("first certificate")) &&
+                         Catch::Contains(certificate_pem("second certificate")));
+  CHECK(read_file(root / "usr/local/share/ca-certificates/garm-edge-1.crt") ==
+        certificate_pem("first certificate"));
+  CHECK(std::filesystem::is_symlink(root / "etc/ssl/certs/garm-edge-2.pem"));
+  CHECK((std::filesystem::status(root / "usr/local/share/ca-certificates/garm-edge-1.crt")
+             .permissions() &
+         std::filesystem::perms::all) ==
+        (std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
+         std::filesystem::perms::group_read | std::filesystem::perms::others_read));
 }
 
 TEST_CASE("disabled updates: no upgrade, no default packages, extra packages still installed",
