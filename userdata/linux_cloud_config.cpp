@@ -116,9 +116,14 @@ if [ -d "$dir" ]; then
     kill -- "-$(cat "$dir/pid")" 2>/dev/null || true
   fi
 fi
+taken=
 if [ "$(cat "$dir/ready" 2>/dev/null)" = "$1" ] && [ ! -e /home/runner/actions-runner ]; then
   mv "$dir/actions-runner" /home/runner/actions-runner
   chown -R --reference=/home/runner /home/runner/actions-runner
+  taken=1
+fi
+rm -rf "$dir"
+[ -n "$taken" ] || exit 0
 )bash";
 
 ordered_json proxy_bootcmd(const wire::ProxyConfig& proxy) {
@@ -156,8 +161,8 @@ void add_prefetched_runner(Commands& commands, const RunnerPrefetch& prefetch) {
   if (prefetch.url.empty() || prefetch.sha256.empty()) {
     return;
   }
-  const auto script = std::string(kTakePrefetchedRunner) +
-                      std::string(detail::kKeptRunnerDependencies) + "fi\nrm -rf \"$dir\"\n";
+  const auto script =
+      std::string(kTakePrefetchedRunner) + std::string(detail::kKeptRunnerDependencies);
   commands.runcmd.push_back(
       ordered_json::array({"bash", "-c", script, "garm-edge-runner", prefetch.sha256}));
 }

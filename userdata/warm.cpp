@@ -48,10 +48,6 @@ constexpr std::string_view kFailureTrap = R"bash(report_failure() {
 trap 'report_failure $LINENO' ERR
 )bash";
 
-void add_ca_bundle(std::string& script, const wire::BootstrapInstance& bootstrap) {
-  script += detail::ca_certificates_steps(bootstrap);
-}
-
 void add_ssh_keys(std::string& script, const wire::BootstrapInstance& bootstrap) {
   const auto keys = detail::checked_ssh_keys(bootstrap);
   if (keys.empty()) {
@@ -146,7 +142,7 @@ std::string render_linux_assignment(const wire::BootstrapInstance& bootstrap,
       "{ grep -v '^127\\.0\\.1\\.1[[:space:]]' /etc/hosts || true; printf '127.0.1.1 %s\\n' " +
       name + "; } > /etc/hosts.garm-edge && mv /etc/hosts.garm-edge /etc/hosts\n";
   add_proxy_and_packages(script, bootstrap);
-  add_ca_bundle(script, bootstrap);
+  script += detail::ca_certificates_steps(bootstrap);
   add_ssh_keys(script, bootstrap);
   add_pre_install_scripts(script, bootstrap);
   // A runner unpacked while warming is kept only if it is the one garm asks for; only then,

@@ -17,6 +17,7 @@
 #include "common/durable_file.hpp"
 #include "common/hex.hpp"
 #include "common/unique_fd.hpp"
+#include "common/unix_time.hpp"
 
 namespace garm_edge::agent {
 namespace fs = std::filesystem;
@@ -48,12 +49,6 @@ bool is_file_of(std::string_view file, const std::string& image,
 
 std::string errno_text() {
   return std::strerror(errno);
-}
-
-std::int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 std::string mib(std::uint64_t bytes) {

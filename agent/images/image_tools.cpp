@@ -4,6 +4,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <sstream>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -47,15 +48,13 @@ std::uint64_t HostImageTools::unpacked_size(const std::filesystem::path& xz_file
   const auto result = run_tool({"xz", "--robot", "--list", "--", xz_file.string()}, timeout_, stop);
   std::istringstream lines(result.output);
   for (std::string line; std::getline(lines, line);) {
-    std::istringstream fields(line);
-    std::string kind, streams, blocks, compressed, uncompressed;
-    std::getline(fields, kind, '\t');
-    std::getline(fields, streams, '\t');
-    std::getline(fields, blocks, '\t');
-    std::getline(fields, compressed, '\t');
-    std::getline(fields, uncompressed, '\t');
-    if (kind == "totals") {
-      if (const auto size = net::http_syntax::parse_decimal(uncompressed, 19)) {
+    std::vector<std::string> fields;
+    std::istringstream in(line);
+    for (std::string field; std::getline(in, field, '\t');) {
+      fields.push_back(field);
+    }
+    if (fields.size() > 4 && fields[0] == "totals") {
+      if (const auto size = net::http_syntax::parse_decimal(fields[4], 19)) {
         return *size;
       }
     }
