@@ -104,7 +104,7 @@ set(CPACK_DEBIAN_AGENT_PACKAGE_SECTION admin)
 # pugixml and toml++ are inside the binary. procps is /bin/kill, the unit's ExecReload: it is
 # not Essential, and a minimal system (debootstrap's minbase) has no /bin/kill without it.
 set(CPACK_DEBIAN_AGENT_PACKAGE_DEPENDS "libc6 (>= 2.36), libvirt0 (>= 9.0.0), adduser, procps")
-set(CPACK_DEBIAN_AGENT_PACKAGE_RECOMMENDS "libvirt-daemon-system, qemu-system, qemu-utils")
+set(CPACK_DEBIAN_AGENT_PACKAGE_RECOMMENDS "libvirt-daemon-system, qemu-system, qemu-utils, xz-utils")
 set(CPACK_DEBIAN_AGENT_PACKAGE_CONTROL_EXTRA
     ${PROJECT_SOURCE_DIR}/packaging/agent/postinst ${PROJECT_SOURCE_DIR}/packaging/agent/prerm
     ${PROJECT_SOURCE_DIR}/packaging/agent/postrm ${PROJECT_SOURCE_DIR}/packaging/agent/conffiles)

@@ -12,6 +12,8 @@ demo_packages=(
 packages=(
   "${demo_packages[@]}"
   build-essential ccache clang-format clang clang-tidy libclang-rt-14-dev cloud-init shellcheck catch2
+  # Image pulls: qemu-img (below) and xz for .xz sources, the images tests run both.
+  xz-utils
   # Host tools of the heavy tiers, installed before any tier runs: ctest runs two tests at a
   # time, and an apt-get beside the tests that use libvirtd could replace it under them (the
   # tiers' scripts still install what is missing when run on their own).
