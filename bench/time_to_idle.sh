@@ -70,10 +70,16 @@ else
   post /status '{"status": "installing", "message": "using cached runner"}'
 fi
 post /status '{"status": "idle", "message": "runner successfully installed"}'
-# After idle (its access is closed then): cloud-init's own timings, to the console, from a unit
-# of their own (cloud-final's leftovers are killed when it ends).
+# After idle (its access is closed then): cloud-init's and systemd's own timings, to the
+# console, from a unit of their own (cloud-final's leftovers are killed when it ends).
 sudo systemd-run --quiet --no-block /bin/sh -c \
-  'cloud-init analyze blame 2>&1 | grep -E "^ +[0-9]" | head -12 | sed "s/^/garm-edge-blame /" > /dev/ttyS0' || true
+  '{ cloud-init analyze blame 2>&1 | grep -E "^ +[0-9]" | head -12 | sed "s/^/blame /"
+     systemd-analyze critical-chain cloud-init-local.service 2>&1 | grep -E "[0-9]s" | sed "s/^/chain /"
+     systemd-analyze blame 2>&1 | head -12 | sed "s/^/units /"
+     grep -H . /sys/devices/system/clocksource/clocksource0/*_clocksource /sys/devices/system/cpu/vulnerabilities/* /proc/cmdline | sed "s/^/guest /"
+     grep -m3 -E "vendor_id|model name|flags" /proc/cpuinfo | cut -c1-600 | sed "s/^/guest /"
+     wc -c /var/lib/cloud/instance/user-data.txt /var/lib/cloud/instance/cloud-config.txt | sed "s/^/guest /"
+   } | sed "s/^/garm-edge-blame /" > /dev/ttyS0' || true
 SH
 }
 
@@ -115,8 +121,8 @@ timeline() {  # TOKEN SINCE [LABEL]: what garm heard from the runner, in seconds
   [ -n "${3:-}" ] || return 0
   echo "   boot phases (console):"
   vm_helpers boot-phases "$work/console-$3.log" "$2"
-  echo "   slowest cloud-init modules (cloud-init analyze blame):"
-  blamed() { grep -qaE '^[0-9.]+ garm-edge-blame ' "$work/console-$1.log"; }
+  echo "   slowest cloud-init modules (blame), units before cloud-init (chain), slowest units:"
+  blamed() { grep -qaE '^[0-9.]+ garm-edge-blame units ' "$work/console-$1.log"; }
   for _ in $(seq 60); do blamed "$3" && break; sleep 2; done
   grep -aE '^[0-9.]+ garm-edge-blame ' "$work/console-$3.log" | tr -d '\r' | sed 's/^[0-9.]* garm-edge-blame */      /' || true
 }

@@ -145,6 +145,9 @@ void append_interfaces(pugi::xml_node devices, const DomainSpec& spec) {
       interface.append_child("mac").append_attribute("address").set_value(nic.mac.c_str());
     }
     interface.append_child("model").append_attribute("type").set_value("virtio");
+    // Guests boot from their disk only: the firmware has no use for the NIC's iPXE ROM, and a
+    // guest that cannot boot its disk stops rather than asking the network for another system.
+    interface.append_child("rom").append_attribute("enabled").set_value("no");
     append_filter(interface, nic);
   }
 }
@@ -153,6 +156,13 @@ void append_devices(pugi::xml_node domain, const DomainSpec& spec) {
   auto devices = domain.append_child("devices");
   append_disk(devices, spec);
   append_interfaces(devices, spec);
+  // Devices libvirt adds by default that a runner never uses: a USB controller and a memory
+  // balloon the agent never inflates. Every emulated device is host code a hostile guest can
+  // reach, so guests get none they do not need.
+  auto usb = devices.append_child("controller");
+  usb.append_attribute("type").set_value("usb");
+  usb.append_attribute("model").set_value("none");
+  devices.append_child("memballoon").append_attribute("model").set_value("none");
   devices.append_child("serial").append_attribute("type").set_value("pty");
   devices.append_child("console").append_attribute("type").set_value("pty");
   auto rng = devices.append_child("rng");

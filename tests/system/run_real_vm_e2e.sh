@@ -135,6 +135,11 @@ virsh dumpxml "$domain1" > "$work/domain1.xml"
 seed1=$(sed -n 's/.*ds=nocloud-net;s=\([^<]*\)<.*/\1/p' "$work/domain1.xml")
 [ -n "$seed1" ] || fail "no seed URL in the first domain's SMBIOS serial"
 echo "guest 1: $domain1 at $address1, created in ${create1_seconds}s"
+# Devices a runner never uses are not there, though QEMU's libvirt adds them by default.
+grep -q "<controller type='usb' index='0' model='none'" "$work/domain1.xml" ||
+  fail "the first guest has a USB controller: $(grep -o "<controller type='usb'[^>]*>" "$work/domain1.xml")"
+grep -q "<memballoon model='none'" "$work/domain1.xml" || fail "the first guest has a memory balloon"
+grep -q "<rom enabled='no'/>" "$work/domain1.xml" || fail "the first guest's NIC has a boot ROM"
 
 # The second guest's install script makes its attempts on the first guest and reports them.
 probe=$(cat <<SH

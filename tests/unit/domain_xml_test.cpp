@@ -156,3 +156,15 @@ TEST_CASE("metadata from libvirt is read with or without our prefix", "[xml]") {
                        "<disk device='disk'><source file='/a.qcow2'/></disk></devices></domain>") ==
       std::vector<std::string>{"/a.qcow2"});
 }
+
+TEST_CASE("guests get no USB controller, balloon or NIC boot ROM", "[xml]") {
+  for (auto virt_type : {VirtType::kvm, VirtType::qemu}) {
+    const auto document = parse(render_domain_xml(sample_spec(), virt_type));
+    const auto devices = document.child("domain").child("devices");
+    const auto usb = devices.find_child_by_attribute("controller", "type", "usb");
+    CHECK(std::string(usb.attribute("model").value()) == "none");
+    CHECK(std::string(devices.child("memballoon").attribute("model").value()) == "none");
+    CHECK(std::string(devices.child("interface").child("rom").attribute("enabled").value()) ==
+          "no");
+  }
+}
