@@ -126,6 +126,29 @@ rm -rf "$dir"
 [ -n "$taken" ] || exit 0
 )bash";
 
+/// The first line of cloud-init's runcmd script, as a plain string so that cloud-init writes it
+/// unquoted: whoever runs the script first (the early start below or cloud-final) claims it, and
+/// the other leaves at once, so the runner is installed exactly once.
+constexpr std::string_view kClaimRuncmd = "mkdir /run/garm-edge-runcmd 2>/dev/null || exit 0";
+
+/// cloud-init writes runcmd's script here during modules:config and runs it in modules:final.
+constexpr std::string_view kRuncmdScript = "/var/lib/cloud/instance/scripts/runcmd";
+
+/// With nothing for cloud-final to install first, the runner need not wait for cloud-final's
+/// own start (a Python process, seconds under TCG): a transient unit runs runcmd's script as soon
+/// as modules:config has written it, after apt and the rest of the system are configured. Where
+/// systemd-run or the script is missing, cloud-final runs it as before.
+ordered_json early_runner_start() {
+  const std::string run_once =
+      "[ -x " + std::string(kRuncmdScript) + " ] && exec " + std::string(kRuncmdScript);
+  return ordered_json::array(
+      {"cloud-init-per", "instance", "garm-edge-runner-start", "systemd-run", "--no-block",
+       "--unit=garm-edge-runner-start", "--description=garm-edge: runcmd, ahead of cloud-final",
+       "--property=After=cloud-init.service cloud-config.service",
+       "--property=StandardOutput=journal+console", "--property=StandardError=journal+console",
+       "/bin/sh", "-c", run_once});
+}
+
 ordered_json proxy_bootcmd(const wire::ProxyConfig& proxy) {
   if (proxy.http_proxy.empty() && proxy.https_proxy.empty()) {
     return ordered_json::array();
@@ -138,7 +161,8 @@ ordered_json proxy_bootcmd(const wire::ProxyConfig& proxy) {
 /// survive a new instance-id in an image made from a booted guest): apt's proxy, garm's CA
 /// (incrementally, before apt or the install script opens a TLS connection) and the runner
 /// prefetch.
-ordered_json early_steps(const wire::BootstrapInstance& bootstrap, const RunnerPrefetch& prefetch) {
+ordered_json early_steps(const wire::BootstrapInstance& bootstrap, const RunnerPrefetch& prefetch,
+                         bool runner_starts_early) {
   auto steps = ordered_json::array();
   if (auto proxy = proxy_bootcmd(detail::checked_proxy_config(bootstrap)); !proxy.empty()) {
     steps.push_back(std::move(proxy));
@@ -153,6 +177,9 @@ ordered_json early_steps(const wire::BootstrapInstance& bootstrap, const RunnerP
          "garm-edge-runner-prefetch",
          std::string(detail::kFetchRunnerArchive) + std::string(kRunnerPrefetch), prefetch.url,
          prefetch.sha256}));
+  }
+  if (runner_starts_early) {
+    steps.push_back(early_runner_start());
   }
   return steps;
 }
@@ -181,7 +208,13 @@ std::string render_linux_cloud_config(const wire::BootstrapInstance& bootstrap,
   const auto specs = detail::parse_extra_specs(bootstrap);
   const auto options = detail::effective_user_data_options(bootstrap, specs);
 
+  // Packages (and upgrades) are installed by cloud-final before runcmd; without any, nothing
+  // the install script needs comes from cloud-final.
+  const bool runner_starts_early = options.disable_updates_on_boot && packages(options).empty();
   Commands commands;
+  if (runner_starts_early) {
+    commands.runcmd.push_back(kClaimRuncmd);
+  }
   add_pre_install_scripts(commands, specs.pre_install_scripts);
   add_prefetched_runner(commands, prefetch);
   add_install_script(commands, install_script);
@@ -200,7 +233,7 @@ std::string render_linux_cloud_config(const wire::BootstrapInstance& bootstrap,
   config["ssh"] = {{"emit_keys_to_console", false}};
   config["runcmd"] = std::move(commands.runcmd);
   config["write_files"] = std::move(commands.write_files);
-  set_unless_empty(config, "bootcmd", early_steps(bootstrap, prefetch));
+  set_unless_empty(config, "bootcmd", early_steps(bootstrap, prefetch, runner_starts_early));
   return "#cloud-config\n" + to_yaml(config);
 }
 

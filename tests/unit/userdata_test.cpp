@@ -407,21 +407,26 @@ TEST_CASE("Linux seed: cloud-config as GetCloudInitConfig builds it, valid for c
 namespace {
 
 /// A cold guest's step from its user-data, run here with the guest's paths under `root`.
-int run_guest_step(const std::string& script, const std::filesystem::path& root,
-                   const std::vector<std::string>& arguments) {
-  auto local = script;
+/// A guest's script with the paths it writes moved under `root`.
+std::string under_root(std::string script, const std::filesystem::path& root) {
   for (const auto& [from, to] : {std::pair<std::string, std::string>{"/var/lib/", "var/lib/"},
                                  {"/var/log/", "var/log/"},
+                                 {"/run/", "run/"},
                                  {"/home/runner", "home/runner"},
                                  {"/usr/local/share/", "usr/local/share/"},
                                  {"/etc/", "etc/"}}) {
     const auto replacement = (root / to).string();
-    for (auto at = local.find(from); at != std::string::npos;
-         at = local.find(from, at + replacement.size())) {
-      local.replace(at, from.size(), replacement);
+    for (auto at = script.find(from); at != std::string::npos;
+         at = script.find(from, at + replacement.size())) {
+      script.replace(at, from.size(), replacement);
     }
   }
-  write_file(root / "step.sh", local);
+  return script;
+}
+
+int run_guest_step(const std::string& script, const std::filesystem::path& root,
+                   const std::vector<std::string>& arguments) {
+  write_file(root / "step.sh", under_root(script, root));
   require_shellcheck_clean(root / "step.sh");
   std::string command = "bash " + quoted(root / "step.sh");
   for (const auto& argument : arguments) {
@@ -557,14 +562,67 @@ TEST_CASE("disabled updates: no upgrade, no default packages, extra packages sti
   auto config = yaml_round_trip(render_linux_cloud_config(bootstrap, "#!/bin/bash\n"));
   CHECK(config["package_upgrade"] == false);
   CHECK_FALSE(config.contains("packages"));
-  CHECK_FALSE(config.contains("bootcmd"));
   CHECK_FALSE(config.contains("ca_certs"));
+  // Nothing for cloud-final to install first: the runner starts ahead of it.
+  REQUIRE(config["bootcmd"].size() == 1);
+  CHECK(config["bootcmd"][0][3] == "systemd-run");
+  CHECK(config["runcmd"][0] == "mkdir /run/garm-edge-runcmd 2>/dev/null || exit 0");
 
   bootstrap.user_data_options.disable_updates_on_boot = false;
   bootstrap.extra_specs = json{{"disable_updates", true}, {"extra_packages", {"git", "git"}}};
   config = yaml_round_trip(render_linux_cloud_config(bootstrap, "#!/bin/bash\n"));
   CHECK(config["package_upgrade"] == false);
   CHECK(config["packages"] == json{"git"});
+  // The install script may need what cloud-final installs: it runs there, as garm's does.
+  CHECK_FALSE(config.contains("bootcmd"));
+  CHECK(config["runcmd"][0] == json{"su", "-l", "-c", "/install_runner.sh", "runner"});
+}
+
+TEST_CASE(
+    "with nothing to install first, runcmd's script starts once modules:config wrote it, "
+    "and runs once",
+    "[userdata]") {
+  auto bootstrap = garm_bootstrap();
+  bootstrap.user_data_options.disable_updates_on_boot = true;
+  const auto config = yaml_round_trip(render_linux_cloud_config(bootstrap, "#!/bin/bash\n"));
+  REQUIRE(config["bootcmd"].size() == 1);
+  const auto start = config["bootcmd"][0].get<std::vector<std::string>>();
+  REQUIRE(start.size() > 6);
+  CHECK(start[0] == "cloud-init-per");
+  CHECK(start[1] == "instance");  // bootcmd runs on every boot, runcmd once per instance
+  CHECK(std::find(start.begin(), start.end(), "--no-block") != start.end());  // cloud-init goes on
+  // Ordered after modules:config, which writes the script and configures apt.
+  CHECK(std::find(start.begin(), start.end(),
+                  "--property=After=cloud-init.service cloud-config.service") != start.end());
+
+  TempDir dir;
+  const auto root = dir.path();
+  std::filesystem::create_directories(root / "run");
+  std::filesystem::create_directories(root / "var/lib/cloud/instance/scripts");
+  const auto start_command = "sh -c " + shell_quote(under_root(start.back(), root));
+
+  // Started before modules:config wrote the script (an image without cloud-config.service):
+  // nothing is claimed, cloud-final still runs it.
+  CHECK(run_command(start_command).exit_code != 0);
+  CHECK_FALSE(std::filesystem::exists(root / "run/garm-edge-runcmd"));
+
+  // The script as cloud-init's runcmd module writes it (util.shellify), its commands one that
+  // counts its runs.
+  auto runcmd = json::array({config["runcmd"][0]});
+  runcmd.push_back(json{"sh", "-c", "echo ran >> \"$0\"", (root / "runs").string()});
+  const auto script = root / "var/lib/cloud/instance/scripts/runcmd";
+  const std::string shellify =
+      "import json, sys\nfrom cloudinit import util\n"
+      "sys.stdout.write(util.shellify(json.loads(sys.argv[1])))\n";
+  const auto written =
+      run_command(kPython + " -c " + shell_quote(shellify) + " " + shell_quote(runcmd.dump()));
+  REQUIRE(written.exit_code == 0);
+  write_file(script, under_root(written.output, root));
+  std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+
+  CHECK(run_command(start_command).exit_code == 0);   // the early start
+  CHECK(run_command(quoted(script)).exit_code == 0);  // cloud-final, later
+  CHECK(read_file(root / "runs") == "ran\n");
 }
 
 TEST_CASE("the proxy bootcmd writes apt's proxy file with the values exactly", "[userdata]") {
