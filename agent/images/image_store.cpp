@@ -178,7 +178,7 @@ class ImageStore::Download final : public ImageSink {
     entry_.total = total.value_or(0);
     started_ = Clock::now();
     started_bytes_ = from;
-    allowance_ = store_.disk_.room(store_.downloads_dir());
+    allowance_ = store_.room_left(store_.downloads_dir());
     if (total && *total > from && *total - from > allowance_) {
       throw ImagePullError("no room for the image: it needs " + mib(*total - from) + " more, " +
                            mib(allowance_) + " are left");
@@ -193,7 +193,7 @@ class ImageStore::Download final : public ImageSink {
     if (piece.size() > allowance_ || written_ - room_checked_at_ >= kRoomCheckEvery) {
       // Other pulls share the disk: what was free at the start may be taken by now.
       room_checked_at_ = written_;
-      allowance_ = store_.disk_.room(store_.downloads_dir());
+      allowance_ = store_.room_left(store_.downloads_dir());
       if (piece.size() > allowance_) {
         throw ImagePullError(
             "no room for the image: the disk (or [pull] quota_gib) is full after " + mib(written_));
@@ -587,7 +587,7 @@ fs::path ImageStore::convert(Entry& entry, const fs::path& downloaded, const Ima
     auto input = downloaded;
     if (source.xz) {
       const auto size = tools_.unpacked_size(downloaded, stopping_);
-      require_room(downloads_dir(), size, "the unpacked image");
+      const auto unpacking = hold_room(downloads_dir(), size, "the unpacked image");
       tools_.decompress_xz(downloaded, unpacked, size, stopping_);
       input = unpacked;
     }
@@ -597,8 +597,9 @@ fs::path ImageStore::convert(Entry& entry, const fs::path& downloaded, const Ima
                            (facts.backing_file.empty() ? facts.data_file : facts.backing_file) +
                            "): refused, a guest could read the host's files through it");
     }
-    require_room(options_.base_dir, tools_.converted_size(input, source.format, stopping_),
-                 "the converted base");
+    const auto converting =
+        hold_room(options_.base_dir, tools_.converted_size(input, source.format, stopping_),
+                  "the converted base");
     tools_.convert_to_qcow2(input, source.format, temp, stopping_);
     if (::chmod(temp.c_str(), 0444) != 0) {
       throw ImagePullError("making the base read-only: " + errno_text());
@@ -616,12 +617,33 @@ fs::path ImageStore::convert(Entry& entry, const fs::path& downloaded, const Ima
   return final_path;
 }
 
-void ImageStore::require_room(const fs::path& directory, std::uint64_t bytes,
-                              const std::string& what) const {
-  if (const auto room = disk_.room(directory); bytes > room) {
-    throw ImagePullError("no room for " + what + ": it needs " + mib(bytes) + ", " + mib(room) +
-                         " are left");
+std::unique_ptr<ImageStore::RoomHold> ImageStore::hold_room(const fs::path& directory,
+                                                            std::uint64_t bytes,
+                                                            const std::string& what) {
+  std::lock_guard guard(room_mutex_);
+  const auto left = unheld_room(directory);
+  if (bytes > left) {
+    throw ImagePullError(
+        "no room for " + what + ": it needs " + mib(bytes) + ", " + mib(left) + " are left" +
+        (held_bytes_ > 0 ? " (" + mib(held_bytes_) + " held by other pulls)" : ""));
   }
+  held_bytes_ += bytes;
+  return std::make_unique<RoomHold>(*this, bytes);
+}
+
+ImageStore::RoomHold::~RoomHold() {
+  std::lock_guard guard(store_->room_mutex_);
+  store_->held_bytes_ -= bytes_;
+}
+
+std::uint64_t ImageStore::room_left(const fs::path& directory) const {
+  std::lock_guard guard(room_mutex_);
+  return unheld_room(directory);
+}
+
+std::uint64_t ImageStore::unheld_room(const fs::path& directory) const {
+  const auto room = disk_.room(directory);
+  return room > held_bytes_ ? room - held_bytes_ : 0;
 }
 
 void ImageStore::adopt(Entry& entry, const fs::path& base, const ImageDigest& digest) {

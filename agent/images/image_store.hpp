@@ -109,8 +109,25 @@ class ImageStore final : public ImageBases {
   std::filesystem::path convert(Entry& entry, const std::filesystem::path& downloaded,
                                 const ImageDigest& digest);
   void adopt(Entry& entry, const std::filesystem::path& base, const ImageDigest& digest);
-  void require_room(const std::filesystem::path& directory, std::uint64_t bytes,
-                    const std::string& what) const;
+  /// Bytes one pull is about to write (an unpacked image, a converted base), held against the
+  /// room the other pulls see until the hold ends: two pulls never both count the same free
+  /// bytes. Throws ImagePullError when the room left is short.
+  class RoomHold {
+   public:
+    RoomHold(ImageStore& store, std::uint64_t bytes) : store_(&store), bytes_(bytes) {}
+    ~RoomHold();
+    RoomHold(const RoomHold&) = delete;
+    RoomHold& operator=(const RoomHold&) = delete;
+
+   private:
+    ImageStore* store_;
+    std::uint64_t bytes_;
+  };
+  [[nodiscard]] std::unique_ptr<RoomHold> hold_room(const std::filesystem::path& directory,
+                                                    std::uint64_t bytes, const std::string& what);
+  /// The disk's room under `directory` less what pulls hold.
+  std::uint64_t room_left(const std::filesystem::path& directory) const;
+  std::uint64_t unheld_room(const std::filesystem::path& directory) const;  // room_mutex_ held
   void reload_record(Entry& entry);
   void save_record(const Entry& entry);
   std::filesystem::path record_path(const std::string& image) const;
@@ -128,6 +145,8 @@ class ImageStore final : public ImageBases {
   std::atomic<std::uint64_t> pulls_failed_{0};
   mutable std::mutex mutex_;
   std::map<std::string, std::unique_ptr<Entry>> entries_;
+  mutable std::mutex room_mutex_;  // held_bytes_, and each look at the room with it
+  std::uint64_t held_bytes_ = 0;
 };
 
 }  // namespace garm_edge::agent

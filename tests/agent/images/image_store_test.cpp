@@ -301,6 +301,81 @@ TEST_CASE("what an image unpacks or converts to is checked against the room firs
   host.disk.bytes = std::uint64_t{1} << 40U;
 }
 
+/// The host's tools, with the first conversion held until the test lets it go (the others go
+/// on at once).
+class GatedTools final : public ImageTools {
+ public:
+  explicit GatedTools(ImageTools& real) : real_(real), released_(release_.get_future().share()) {}
+  std::future<void> converting() { return entered_.get_future(); }
+  void let_go() { release_.set_value(); }
+
+  std::uint64_t unpacked_size(const std::filesystem::path& file,
+                              const std::atomic<bool>& stop) override {
+    return real_.unpacked_size(file, stop);
+  }
+  void decompress_xz(const std::filesystem::path& from, const std::filesystem::path& to,
+                     std::uint64_t limit, const std::atomic<bool>& stop) override {
+    real_.decompress_xz(from, to, limit, stop);
+  }
+  ImageFacts inspect(const std::filesystem::path& file, const std::string& format,
+                     const std::atomic<bool>& stop) override {
+    return real_.inspect(file, format, stop);
+  }
+  std::uint64_t converted_size(const std::filesystem::path& file, const std::string& format,
+                               const std::atomic<bool>& stop) override {
+    return real_.converted_size(file, format, stop);
+  }
+  void convert_to_qcow2(const std::filesystem::path& from, const std::string& format,
+                        const std::filesystem::path& to, const std::atomic<bool>& stop) override {
+    if (!entered_once_.exchange(true)) {
+      entered_.set_value();
+      released_.wait();
+    }
+    real_.convert_to_qcow2(from, format, to, stop);
+  }
+
+ private:
+  ImageTools& real_;
+  std::promise<void> entered_;
+  std::atomic<bool> entered_once_{false};
+  std::promise<void> release_;
+  std::shared_future<void> released_;
+};
+
+TEST_CASE("two pulls never count the same free bytes: the room one converts into is held",
+          "[images]") {
+  PullHost host;
+  std::vector<ImageConfig> images;
+  for (const std::string name : {"first", "second"}) {
+    // 32 MiB of text in a compressed qcow2 of under 4 MiB: its base is 32 MiB.
+    const auto text = host.served.path() / (name + ".raw");
+    const auto qcow2 = host.served.path() / (name + ".qcow2");
+    REQUIRE(run_command("yes garm-edge-" + name + " | head -c 32M > '" + text.string() +
+                        "' && qemu-img convert -c -f raw -O qcow2 '" + text.string() + "' '" +
+                        qcow2.string() + "'")
+                .exit_code == 0);
+    images.push_back(image_from(host.url(name + ".qcow2"), sha256_of(qcow2)));
+    images.back().name = name;
+  }
+  GatedTools tools(host.tools);
+  ImageStore store(images,
+                   ImageStoreOptions{.state_dir = host.state.path(), .base_dir = host.bases()},
+                   host.fetcher, tools, host.disk, host.log);
+  host.disk.bytes = 48U << 20U;  // room for one base, not for two
+
+  auto converting = tools.converting();
+  auto first = std::async(std::launch::async, [&] { return store.pull_now("first", nullptr); });
+  REQUIRE(converting.wait_for(std::chrono::seconds(60)) == std::future_status::ready);
+  // The first pull converts into 32 of the 48 MiB: the second finds 16 left, not 48.
+  CHECK_THROWS_WITH(store.pull_now("second", nullptr),
+                    Catch::Contains("no room for the converted base: it needs 32 MiB") &&
+                        Catch::Contains("MiB held by other pulls"));
+  tools.let_go();
+  CHECK(first.get().phase == ImagePullState::Phase::ready);
+  // Its hold ended with its conversion (a real disk now counts the base's bytes itself).
+  CHECK(store.pull_now("second", nullptr).phase == ImagePullState::Phase::ready);
+}
+
 TEST_CASE("xz stops at the size its index promised: what its data holds beyond is refused",
           "[images]") {
   TempDir dir("xz-limit");
