@@ -145,8 +145,8 @@ void append_interfaces(pugi::xml_node devices, const DomainSpec& spec) {
       interface.append_child("mac").append_attribute("address").set_value(nic.mac.c_str());
     }
     interface.append_child("model").append_attribute("type").set_value("virtio");
-    // Guests boot from their disk only: the firmware has no use for the NIC's iPXE ROM, and a
-    // guest that cannot boot its disk stops rather than asking the network for another system.
+    // Guests boot from their disk only: SeaBIOS has no use for the NIC's iPXE ROM (and never
+    // offers network boot without it). UEFI firmware has a virtio-net driver of its own.
     interface.append_child("rom").append_attribute("enabled").set_value("no");
     append_filter(interface, nic);
   }

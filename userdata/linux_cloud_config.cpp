@@ -128,25 +128,48 @@ rm -rf "$dir"
 
 /// The first line of cloud-init's runcmd script, as a plain string so that cloud-init writes it
 /// unquoted: whoever runs the script first (the early start below or cloud-final) claims it, and
-/// the other leaves at once, so the runner is installed exactly once.
-constexpr std::string_view kClaimRuncmd = "mkdir /run/garm-edge-runcmd 2>/dev/null || exit 0";
+/// the other leaves at once. The claim is kept with the instance (a reboot between the two does
+/// not make a second install).
+constexpr std::string_view kClaimRuncmd =
+    "mkdir /var/lib/cloud/instance/garm-edge-runcmd 2>/dev/null || exit 0";
 
 /// cloud-init writes runcmd's script here during modules:config and runs it in modules:final.
 constexpr std::string_view kRuncmdScript = "/var/lib/cloud/instance/scripts/runcmd";
 
 /// With nothing for cloud-final to install first, the runner need not wait for cloud-final's
-/// own start (a Python process, seconds under TCG): a transient unit runs runcmd's script as soon
-/// as modules:config has written it, after apt and the rest of the system are configured. Where
-/// systemd-run or the script is missing, cloud-final runs it as before.
+/// own start (a Python process, seconds under TCG): a transient unit runs runcmd's script as
+/// soon as modules:config has written it. The unit is ordered and run as cloud-final is
+/// (after multi-user.target, before apt's daily jobs, leftover processes kept, no timeout), so
+/// the script sees the system it would have seen there. Where systemd-run or the script is
+/// missing, this does nothing and cloud-final runs the script as before. The command has no
+/// `$`: systemd would expand it.
 ordered_json early_runner_start() {
-  const std::string run_once =
-      "[ -x " + std::string(kRuncmdScript) + " ] && exec " + std::string(kRuncmdScript);
+  const std::string script(kRuncmdScript);
+  const std::string run_once = "[ -x " + script + " ] || exit 0; exec " + script;
   return ordered_json::array(
-      {"cloud-init-per", "instance", "garm-edge-runner-start", "systemd-run", "--no-block",
-       "--unit=garm-edge-runner-start", "--description=garm-edge: runcmd, ahead of cloud-final",
-       "--property=After=cloud-init.service cloud-config.service",
-       "--property=StandardOutput=journal+console", "--property=StandardError=journal+console",
-       "/bin/sh", "-c", run_once});
+      {"cloud-init-per",
+       "instance",
+       "garm-edge-runner-start",
+       "sh",
+       "-c",
+       "command -v systemd-run >/dev/null || exit 0; exec systemd-run \"$@\"",
+       "garm-edge-runner-start",
+       "--no-block",
+       "--unit=garm-edge-runner-start",
+       "--description=garm-edge: runcmd, ahead of cloud-final",
+       "--property=After=network-online.target cloud-config.service rc-local.service "
+       "multi-user.target",
+       "--property=Before=apt-daily.service apt-daily-upgrade.service",
+       "--property=Type=oneshot",
+       "--property=RemainAfterExit=yes",
+       "--property=TimeoutStartSec=infinity",
+       "--property=KillMode=process",
+       "--property=TasksMax=infinity",
+       "--property=StandardOutput=journal+console",
+       "--property=StandardError=journal+console",
+       "/bin/sh",
+       "-c",
+       run_once});
 }
 
 ordered_json proxy_bootcmd(const wire::ProxyConfig& proxy) {

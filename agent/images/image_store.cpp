@@ -108,6 +108,15 @@ std::uint64_t bytes_under(const fs::path& directory, std::string_view prefix) {
 
 }  // namespace
 
+std::uint64_t ImageStore::still_to_write(const HeldRoom& hold) {
+  std::error_code ec;
+  const auto size = fs::file_size(hold.file, ec);
+  if (ec) {
+    return hold.bytes;  // nothing written yet
+  }
+  return size >= hold.bytes ? 0 : hold.bytes - size;
+}
+
 std::uint64_t HostPullDisk::room(const fs::path& directory) const {
   struct statvfs facts {};
   if (::statvfs(directory.c_str(), &facts) != 0) {
@@ -154,9 +163,10 @@ struct ImageStore::Entry {
 /// room and the configured rate.
 class ImageStore::Download final : public ImageSink {
  public:
-  Download(ImageStore& store, Entry& entry, int fd, ImageDigest::Algorithm algorithm)
+  Download(ImageStore& store, Entry& entry, fs::path part, int fd, ImageDigest::Algorithm algorithm)
       : store_(store),
         entry_(entry),
+        part_(std::move(part)),
         fd_(fd),
         algorithm_(algorithm),
         digest_(std::make_unique<StreamingDigest>(algorithm)) {}
@@ -178,11 +188,11 @@ class ImageStore::Download final : public ImageSink {
     entry_.total = total.value_or(0);
     started_ = Clock::now();
     started_bytes_ = from;
-    allowance_ = store_.room_left(store_.downloads_dir());
-    if (total && *total > from && *total - from > allowance_) {
-      throw ImagePullError("no room for the image: it needs " + mib(*total - from) + " more, " +
-                           mib(allowance_) + " are left");
+    hold_.reset();
+    if (total) {  // what the server announces is held for it, and checked against the room
+      hold_ = store_.hold_room(store_.downloads_dir(), part_, *total, "the image");
     }
+    allowance_ = store_.room_left(store_.downloads_dir(), hold_.get());
   }
 
   void take(std::string_view piece) override {
@@ -193,7 +203,7 @@ class ImageStore::Download final : public ImageSink {
     if (piece.size() > allowance_ || written_ - room_checked_at_ >= kRoomCheckEvery) {
       // Other pulls share the disk: what was free at the start may be taken by now.
       room_checked_at_ = written_;
-      allowance_ = store_.room_left(store_.downloads_dir());
+      allowance_ = store_.room_left(store_.downloads_dir(), hold_.get());
       if (piece.size() > allowance_) {
         throw ImagePullError(
             "no room for the image: the disk (or [pull] quota_gib) is full after " + mib(written_));
@@ -291,6 +301,7 @@ class ImageStore::Download final : public ImageSink {
 
   ImageStore& store_;
   Entry& entry_;
+  fs::path part_;
   int fd_;
   std::string pending_;        // arrived, not written yet
   std::string written_block_;  // written, not hashed yet
@@ -304,6 +315,7 @@ class ImageStore::Download final : public ImageSink {
   std::uint64_t room_checked_at_ = 0;
   Clock::time_point started_;
   std::uint64_t started_bytes_ = 0;
+  std::unique_ptr<RoomHold> hold_;  // the announced size, less what is on disk already
 };
 
 ImageStore::ImageStore(std::vector<ImageConfig> images, ImageStoreOptions options,
@@ -557,7 +569,7 @@ fs::path ImageStore::download(Entry& entry, const ImageDigest& expected) {
     }
     log_.info("image " + entry.config.name + ": resuming the download at " + mib(kept));
   }
-  Download sink(*this, entry, fd.get(), expected.algorithm);
+  Download sink(*this, entry, part, fd.get(), expected.algorithm);
   try {
     fetcher_.fetch(entry.source().url, kept, sink, stopping_);
   } catch (const std::exception& e) {
@@ -587,7 +599,7 @@ fs::path ImageStore::convert(Entry& entry, const fs::path& downloaded, const Ima
     auto input = downloaded;
     if (source.xz) {
       const auto size = tools_.unpacked_size(downloaded, stopping_);
-      const auto unpacking = hold_room(downloads_dir(), size, "the unpacked image");
+      const auto unpacking = hold_room(downloads_dir(), unpacked, size, "the unpacked image");
       tools_.decompress_xz(downloaded, unpacked, size, stopping_);
       input = unpacked;
     }
@@ -597,10 +609,12 @@ fs::path ImageStore::convert(Entry& entry, const fs::path& downloaded, const Ima
                            (facts.backing_file.empty() ? facts.data_file : facts.backing_file) +
                            "): refused, a guest could read the host's files through it");
     }
-    const auto converting =
-        hold_room(options_.base_dir, tools_.converted_size(input, source.format, stopping_),
-                  "the converted base");
-    tools_.convert_to_qcow2(input, source.format, temp, stopping_);
+    {
+      const auto converting =
+          hold_room(options_.base_dir, temp, tools_.converted_size(input, source.format, stopping_),
+                    "the converted base");
+      tools_.convert_to_qcow2(input, source.format, temp, stopping_);
+    }
     if (::chmod(temp.c_str(), 0444) != 0) {
       throw ImagePullError("making the base read-only: " + errno_text());
     }
@@ -618,32 +632,44 @@ fs::path ImageStore::convert(Entry& entry, const fs::path& downloaded, const Ima
 }
 
 std::unique_ptr<ImageStore::RoomHold> ImageStore::hold_room(const fs::path& directory,
+                                                            const fs::path& file,
                                                             std::uint64_t bytes,
                                                             const std::string& what) {
   std::lock_guard guard(room_mutex_);
-  const auto left = unheld_room(directory);
-  if (bytes > left) {
-    throw ImagePullError(
-        "no room for " + what + ": it needs " + mib(bytes) + ", " + mib(left) + " are left" +
-        (held_bytes_ > 0 ? " (" + mib(held_bytes_) + " held by other pulls)" : ""));
+  const HeldRoom wanted{.file = file, .bytes = bytes};
+  const auto need = still_to_write(wanted);
+  const auto held = held_bytes(0);
+  const auto room = disk_.room(directory);
+  const auto left = room > held ? room - held : 0;
+  if (need > left) {
+    throw ImagePullError("no room for " + what + ": it needs " + mib(need) + ", " + mib(left) +
+                         " are left" +
+                         (held > 0 ? " (" + mib(held) + " held by other pulls)" : ""));
   }
-  held_bytes_ += bytes;
-  return std::make_unique<RoomHold>(*this, bytes);
+  const auto id = next_hold_id_++;
+  auto hold = std::make_unique<RoomHold>(*this, id);
+  holds_.emplace(id, wanted);
+  return hold;
 }
 
 ImageStore::RoomHold::~RoomHold() {
   std::lock_guard guard(store_->room_mutex_);
-  store_->held_bytes_ -= bytes_;
+  store_->holds_.erase(id_);
 }
 
-std::uint64_t ImageStore::room_left(const fs::path& directory) const {
+std::uint64_t ImageStore::room_left(const fs::path& directory, const RoomHold* own) const {
   std::lock_guard guard(room_mutex_);
-  return unheld_room(directory);
+  const auto held = held_bytes(own == nullptr ? 0 : own->id());
+  const auto room = disk_.room(directory);
+  return room > held ? room - held : 0;
 }
 
-std::uint64_t ImageStore::unheld_room(const fs::path& directory) const {
-  const auto room = disk_.room(directory);
-  return room > held_bytes_ ? room - held_bytes_ : 0;
+std::uint64_t ImageStore::held_bytes(std::uint64_t except) const {
+  std::uint64_t held = 0;
+  for (const auto& [id, hold] : holds_) {
+    held += id == except ? 0 : still_to_write(hold);
+  }
+  return held;
 }
 
 void ImageStore::adopt(Entry& entry, const fs::path& base, const ImageDigest& digest) {

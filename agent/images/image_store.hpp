@@ -109,25 +109,36 @@ class ImageStore final : public ImageBases {
   std::filesystem::path convert(Entry& entry, const std::filesystem::path& downloaded,
                                 const ImageDigest& digest);
   void adopt(Entry& entry, const std::filesystem::path& base, const ImageDigest& digest);
-  /// Bytes one pull is about to write (an unpacked image, a converted base), held against the
-  /// room the other pulls see until the hold ends: two pulls never both count the same free
-  /// bytes. Throws ImagePullError when the room left is short.
+  /// Bytes one pull is about to write into `file` (a download, an unpacked image, a converted
+  /// base), held against the room the other pulls see until the hold ends. What the file holds
+  /// already is no longer held: the disk counts it. Two pulls never count the same free bytes.
   class RoomHold {
    public:
-    RoomHold(ImageStore& store, std::uint64_t bytes) : store_(&store), bytes_(bytes) {}
+    RoomHold(ImageStore& store, std::uint64_t id) : store_(&store), id_(id) {}
     ~RoomHold();
     RoomHold(const RoomHold&) = delete;
     RoomHold& operator=(const RoomHold&) = delete;
+    std::uint64_t id() const { return id_; }
 
    private:
     ImageStore* store_;
-    std::uint64_t bytes_;
+    std::uint64_t id_;
   };
+  struct HeldRoom {
+    std::filesystem::path file;
+    std::uint64_t bytes = 0;
+  };
+  /// Throws ImagePullError ("no room for `what`…") when the room left is short.
   [[nodiscard]] std::unique_ptr<RoomHold> hold_room(const std::filesystem::path& directory,
+                                                    const std::filesystem::path& file,
                                                     std::uint64_t bytes, const std::string& what);
-  /// The disk's room under `directory` less what pulls hold.
-  std::uint64_t room_left(const std::filesystem::path& directory) const;
-  std::uint64_t unheld_room(const std::filesystem::path& directory) const;  // room_mutex_ held
+  /// The disk's room under `directory` less what pulls hold, `own`'s hold not counted.
+  std::uint64_t room_left(const std::filesystem::path& directory,
+                          const RoomHold* own = nullptr) const;
+  /// What the holds other than `except` still hold (room_mutex_ held).
+  std::uint64_t held_bytes(std::uint64_t except) const;
+  /// The bytes not yet in the hold's file (all of them while it does not exist).
+  static std::uint64_t still_to_write(const HeldRoom& hold);
   void reload_record(Entry& entry);
   void save_record(const Entry& entry);
   std::filesystem::path record_path(const std::string& image) const;
@@ -145,8 +156,9 @@ class ImageStore final : public ImageBases {
   std::atomic<std::uint64_t> pulls_failed_{0};
   mutable std::mutex mutex_;
   std::map<std::string, std::unique_ptr<Entry>> entries_;
-  mutable std::mutex room_mutex_;  // held_bytes_, and each look at the room with it
-  std::uint64_t held_bytes_ = 0;
+  mutable std::mutex room_mutex_;  // holds_, and each look at the room with them
+  std::map<std::uint64_t, HeldRoom> holds_;
+  std::uint64_t next_hold_id_ = 1;
 };
 
 }  // namespace garm_edge::agent

@@ -565,8 +565,9 @@ TEST_CASE("disabled updates: no upgrade, no default packages, extra packages sti
   CHECK_FALSE(config.contains("ca_certs"));
   // Nothing for cloud-final to install first: the runner starts ahead of it.
   REQUIRE(config["bootcmd"].size() == 1);
-  CHECK(config["bootcmd"][0][3] == "systemd-run");
-  CHECK(config["runcmd"][0] == "mkdir /run/garm-edge-runcmd 2>/dev/null || exit 0");
+  CHECK(config["bootcmd"][0][2] == "garm-edge-runner-start");
+  CHECK(config["runcmd"][0] ==
+        "mkdir /var/lib/cloud/instance/garm-edge-runcmd 2>/dev/null || exit 0");
 
   bootstrap.user_data_options.disable_updates_on_boot = false;
   bootstrap.extra_specs = json{{"disable_updates", true}, {"extra_packages", {"git", "git"}}};
@@ -590,21 +591,40 @@ TEST_CASE(
   REQUIRE(start.size() > 6);
   CHECK(start[0] == "cloud-init-per");
   CHECK(start[1] == "instance");  // bootcmd runs on every boot, runcmd once per instance
-  CHECK(std::find(start.begin(), start.end(), "--no-block") != start.end());  // cloud-init goes on
-  // Ordered after modules:config, which writes the script and configures apt.
-  CHECK(std::find(start.begin(), start.end(),
-                  "--property=After=cloud-init.service cloud-config.service") != start.end());
+  const auto has = [&](const std::string& argument) {
+    return std::find(start.begin(), start.end(), argument) != start.end();
+  };
+  CHECK(has("--no-block"));  // cloud-init goes on
+  // Ordered and run as cloud-final is: after modules:config (which writes the script and
+  // configures apt) and multi-user.target, before apt's daily jobs, leftovers kept, no timeout.
+  CHECK(
+      has("--property=After=network-online.target cloud-config.service rc-local.service "
+          "multi-user.target"));
+  CHECK(has("--property=Before=apt-daily.service apt-daily-upgrade.service"));
+  CHECK(has("--property=Type=oneshot"));
+  CHECK(has("--property=KillMode=process"));
+  CHECK(has("--property=TimeoutStartSec=infinity"));
+  for (const auto& argument : std::vector<std::string>(start.begin() + 7, start.end())) {
+    INFO(argument);
+    CHECK(argument.find_first_of("$%") == std::string::npos);  // systemd would expand them
+  }
+
+  // An image without systemd-run: the step does nothing, and fails nothing.
+  std::string launch = "env PATH=/nonexistent /bin/sh -c " + shell_quote(start[5]);
+  for (std::size_t i = 6; i < start.size(); ++i) {
+    launch += " " + shell_quote(start[i]);
+  }
+  CHECK(run_command(launch).exit_code == 0);
 
   TempDir dir;
   const auto root = dir.path();
-  std::filesystem::create_directories(root / "run");
   std::filesystem::create_directories(root / "var/lib/cloud/instance/scripts");
   const auto start_command = "sh -c " + shell_quote(under_root(start.back(), root));
 
-  // Started before modules:config wrote the script (an image without cloud-config.service):
+  // Started before modules:config wrote the script (cloud-config.service missing or failed):
   // nothing is claimed, cloud-final still runs it.
-  CHECK(run_command(start_command).exit_code != 0);
-  CHECK_FALSE(std::filesystem::exists(root / "run/garm-edge-runcmd"));
+  CHECK(run_command(start_command).exit_code == 0);
+  CHECK_FALSE(std::filesystem::exists(root / "var/lib/cloud/instance/garm-edge-runcmd"));
 
   // The script as cloud-init's runcmd module writes it (util.shellify), its commands one that
   // counts its runs.

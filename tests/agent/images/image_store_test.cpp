@@ -307,7 +307,11 @@ class GatedTools final : public ImageTools {
  public:
   explicit GatedTools(ImageTools& real) : real_(real), released_(release_.get_future().share()) {}
   std::future<void> converting() { return entered_.get_future(); }
-  void let_go() { release_.set_value(); }
+  void let_go() {
+    if (!let_go_once_.exchange(true)) {
+      release_.set_value();
+    }
+  }
 
   std::uint64_t unpacked_size(const std::filesystem::path& file,
                               const std::atomic<bool>& stop) override {
@@ -339,7 +343,14 @@ class GatedTools final : public ImageTools {
   std::promise<void> entered_;
   std::atomic<bool> entered_once_{false};
   std::promise<void> release_;
+  std::atomic<bool> let_go_once_{false};
   std::shared_future<void> released_;
+};
+
+/// Lets the gate go when the test ends, however it ends: a pull held there would never finish.
+struct LetGoAtExit {
+  GatedTools& tools;
+  ~LetGoAtExit() { tools.let_go(); }
 };
 
 TEST_CASE("two pulls never count the same free bytes: the room one converts into is held",
@@ -365,6 +376,7 @@ TEST_CASE("two pulls never count the same free bytes: the room one converts into
 
   auto converting = tools.converting();
   auto first = std::async(std::launch::async, [&] { return store.pull_now("first", nullptr); });
+  const LetGoAtExit let_go_at_exit{tools};
   REQUIRE(converting.wait_for(std::chrono::seconds(60)) == std::future_status::ready);
   // The first pull converts into 32 of the 48 MiB: the second finds 16 left, not 48.
   CHECK_THROWS_WITH(store.pull_now("second", nullptr),
@@ -373,6 +385,44 @@ TEST_CASE("two pulls never count the same free bytes: the room one converts into
   tools.let_go();
   CHECK(first.get().phase == ImagePullState::Phase::ready);
   // Its hold ended with its conversion (a real disk now counts the base's bytes itself).
+  CHECK(store.pull_now("second", nullptr).phase == ImagePullState::Phase::ready);
+}
+
+TEST_CASE("a download holds the size its server announced: another pull does not count it free",
+          "[images]") {
+  PullHost host;
+  const auto first_file = make_image(host.served.path(), "first.raw", 4);
+  const auto second_file = make_image(host.served.path(), "second.raw", 4);
+  // The first image from a slow server, the second from the fast one: one fetcher trusts both.
+  FakeGarm slow{FakeGarmOptions{.downloads = host.served.path(), .download_rate = 1U << 20U}};
+  PullConfig both;
+  both.ca_bundle = host.state.path() / "both-cas.pem";
+  {
+    std::ofstream bundle(both.ca_bundle);
+    for (const auto& ca : {slow.pki().ca_certificate, host.server.pki().ca_certificate}) {
+      bundle << std::ifstream(ca).rdbuf();
+    }
+  }
+  HttpImageFetcher fetcher{both};
+  auto first = image_from(slow.base_url() + "/downloads/first.raw", sha256_of(first_file));
+  first.name = "first";
+  auto second = image_from(host.url("second.raw"), sha256_of(second_file));
+  second.name = "second";
+  ImageStore store({first, second},
+                   ImageStoreOptions{.state_dir = host.state.path(), .base_dir = host.bases()},
+                   fetcher, host.tools, host.disk, host.log);
+  host.disk.bytes = 6U << 20U;  // room for one 4 MiB download, not for two
+
+  auto pulling = std::async(std::launch::async, [&] { return store.pull_now("first", nullptr); });
+  for (int i = 0; i < 500 && store.state("first")->bytes == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  REQUIRE(store.state("first")->bytes > 0);
+  // At 1 MiB/s the first download still has over 2 of its 4 MiB to come.
+  CHECK_THROWS_WITH(
+      store.pull_now("second", nullptr),
+      Catch::Contains("no room for the image") && Catch::Contains("MiB held by other pulls"));
+  CHECK(pulling.get().phase == ImagePullState::Phase::ready);
   CHECK(store.pull_now("second", nullptr).phase == ImagePullState::Phase::ready);
 }
 
