@@ -141,8 +141,10 @@ constexpr std::string_view kRuncmdScript = "/var/lib/cloud/instance/scripts/runc
 /// soon as modules:config has written it. The unit is ordered and run as cloud-final is
 /// (after multi-user.target, before apt's daily jobs, leftover processes kept, no timeout), so
 /// the script sees the system it would have seen there. Where systemd-run or the script is
-/// missing, this does nothing and cloud-final runs the script as before. The command has no
-/// `$`: systemd would expand it.
+/// missing, this does nothing and cloud-final runs the script as before. It runs beside
+/// cloud-final's own start, so it gets the larger share of a busy CPU (CPUWeight, 10 times the
+/// default): the runner is what the guest is for. The command has no `$`: systemd would
+/// expand it.
 ordered_json early_runner_start() {
   const std::string script(kRuncmdScript);
   const std::string run_once = "[ -x " + script + " ] || exit 0; exec " + script;
@@ -165,6 +167,7 @@ ordered_json early_runner_start() {
        "--property=TimeoutStartSec=infinity",
        "--property=KillMode=process",
        "--property=TasksMax=infinity",
+       "--property=CPUWeight=1000",
        "--property=StandardOutput=journal+console",
        "--property=StandardError=journal+console",
        "/bin/sh",

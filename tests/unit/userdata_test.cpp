@@ -604,6 +604,7 @@ TEST_CASE(
   CHECK(has("--property=Type=oneshot"));
   CHECK(has("--property=KillMode=process"));
   CHECK(has("--property=TimeoutStartSec=infinity"));
+  CHECK(has("--property=CPUWeight=1000"));  // ahead of cloud-final's start on a busy CPU
   for (const auto& argument : std::vector<std::string>(start.begin() + 7, start.end())) {
     INFO(argument);
     CHECK(argument.find_first_of("$%") == std::string::npos);  // systemd would expand them
