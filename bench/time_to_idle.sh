@@ -71,9 +71,11 @@ else
 fi
 post /status '{"status": "idle", "message": "runner successfully installed"}'
 # After idle (its access is closed then): cloud-init's and systemd's own timings, to the
-# console, from a unit of their own (cloud-final's leftovers are killed when it ends).
+# console, from a unit of their own (cloud-final's leftovers are killed when it ends), once the
+# boot is finished (the runner may be idle before cloud-final is done).
 sudo systemd-run --quiet --no-block /bin/sh -c \
-  '{ cloud-init analyze blame 2>&1 | grep -E "^ +[0-9]" | head -12 | sed "s/^/blame /"
+  '{ timeout 120 systemctl is-system-running --wait > /dev/null 2>&1
+     cloud-init analyze blame 2>&1 | grep -E "^ +[0-9]" | head -12 | sed "s/^/blame /"
      systemd-analyze critical-chain cloud-init-local.service 2>&1 | grep -E "[0-9]s" | sed "s/^/chain /"
      systemd-analyze blame 2>&1 | head -12 | sed "s/^/units /"
      grep -H . /sys/devices/system/clocksource/clocksource0/*_clocksource /sys/devices/system/cpu/vulnerabilities/* /proc/cmdline | sed "s/^/guest /"
