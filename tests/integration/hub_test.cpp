@@ -103,21 +103,26 @@ struct LinkedAgent {
         [this, handler_delay](net::HttpRequest request, const net::PeerIdentity&,
                               net::TlsServer::Respond respond) {
           const auto caller = agent::caller_through_hub(request);
-          std::thread([this, request, caller, handler_delay, respond = std::move(respond)] {
-            std::this_thread::sleep_for(handler_delay);
-            if (!request.header("x-garm-edge-heartbeat")) {
-              ++served;
-            }
-            net::HttpResponse answer{.status = 200,
-                                     .content_type = "application/json",
-                                     .body = json({{"target", request.target},
-                                                   {"caller", caller.common_name},
-                                                   {"through_hub", caller.uri_names}})
-                                                 .dump(),
-                                     .headers = {}};
-            answer.close_connection = request.target.ends_with("/close");  // as a refusal does
-            respond(std::move(answer));
-          }).detach();
+          const std::lock_guard guard(handlers_mutex);
+          if (closing) {
+            return;  // the test is over: no thread may outlive the loop its answer goes to
+          }
+          handlers.emplace_back(
+              [this, request, caller, handler_delay, respond = std::move(respond)] {
+                std::this_thread::sleep_for(handler_delay);
+                if (!request.header("x-garm-edge-heartbeat")) {
+                  ++served;
+                }
+                net::HttpResponse answer{.status = 200,
+                                         .content_type = "application/json",
+                                         .body = json({{"target", request.target},
+                                                       {"caller", caller.common_name},
+                                                       {"through_hub", caller.uri_names}})
+                                                     .dump(),
+                                         .headers = {}};
+                answer.close_connection = request.target.ends_with("/close");  // as a refusal does
+                respond(std::move(answer));
+              });
         },
         "9.9.9", std::vector<std::string>{"hub-tunnel"}, log,
         agent::HubLinkOptions{.idle_tunnels = 2,
@@ -130,6 +135,15 @@ struct LinkedAgent {
     link->start();
   }
   ~LinkedAgent() {
+    std::vector<std::thread> running;
+    {
+      const std::lock_guard guard(handlers_mutex);
+      closing = true;
+      running.swap(handlers);
+    }
+    for (auto& handler : running) {  // their answers hold connections of the loop below
+      handler.join();
+    }
     link->stop();
     loop.stop();
   }
@@ -140,6 +154,9 @@ struct LinkedAgent {
     options.idle_timeout = std::chrono::seconds(5);
     return options;
   }
+  std::mutex handlers_mutex;
+  bool closing = false;               // handlers_mutex
+  std::vector<std::thread> handlers;  // handlers_mutex
   Loop loop;
   net::TlsServer tunnels;
   std::unique_ptr<agent::HubLink> link;
