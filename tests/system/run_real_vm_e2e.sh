@@ -121,6 +121,8 @@ if openssl verify -CApath /etc/ssl/certs /tmp/garm-server.crt >/dev/null 2>&1 &&
   ca=trusted
 fi
 post /status "{\"status\": \"installing\", \"message\": \"garm's CA: \$ca\"}"
+# Who runs this: with nothing to install first, garm-edge's early unit, not cloud-final.
+post /status "{\"status\": \"installing\", \"message\": \"run by \$(cut -d: -f3- /proc/self/cgroup | head -1)\"}"
 SH
 )
 # The first guest's `idle` is answered only once the second guest has made its attempts: until
@@ -248,6 +250,9 @@ done
 printf '%s\n' "$requests1" | grep -q "garm's CA: trusted" ||
   fail "the first guest does not trust garm's CA: $(printf '%s\n' "$requests1" | grep -o "garm's CA: [a-z]*")"
 echo "guest 1 verifies the fake garm's certificate: garm's CA was added to its trust store early in boot"
+printf '%s\n' "$requests1" | grep -q 'run by /system.slice/garm-edge-runner-start.service' ||
+  fail "guest 1's install script did not run in the early unit: $(printf '%s\n' "$requests1" | grep -o 'run by [^"]*')"
+echo "guest 1's install script ran in garm-edge-runner-start.service, ahead of cloud-final"
 strangers=$(vm_helpers count-strangers "$work/garm.log" "$token1" "$token2" "$token3" token-crash \
   "$agent_token1")
 expect "$strangers" 0 "every request reached the fake garm with its guest's bearer token"
