@@ -234,9 +234,10 @@ std::string render_linux_cloud_config(const wire::BootstrapInstance& bootstrap,
   const auto specs = detail::parse_extra_specs(bootstrap);
   const auto options = detail::effective_user_data_options(bootstrap, specs);
 
+  auto package_names = packages(options);
   // Packages (and upgrades) are installed by cloud-final before runcmd; without any, nothing
   // the install script needs comes from cloud-final.
-  const bool runner_starts_early = options.disable_updates_on_boot && packages(options).empty();
+  const bool runner_starts_early = options.disable_updates_on_boot && package_names.empty();
   Commands commands;
   if (runner_starts_early) {
     commands.runcmd.push_back(kClaimRuncmd);
@@ -248,7 +249,7 @@ std::string render_linux_cloud_config(const wire::BootstrapInstance& bootstrap,
   ordered_json config;
   config["users"] = ordered_json::array({"default"});
   config["package_upgrade"] = !options.disable_updates_on_boot;
-  set_unless_empty(config, "packages", packages(options));
+  set_unless_empty(config, "packages", std::move(package_names));
   set_unless_empty(config, "ssh_authorized_keys", detail::checked_ssh_keys(bootstrap));
   config["system_info"] = system_info();
   // sudo looks the host name up: without it in /etc/hosts, every sudo of the install script

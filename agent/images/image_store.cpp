@@ -639,8 +639,7 @@ std::unique_ptr<ImageStore::RoomHold> ImageStore::hold_room(const fs::path& dire
   const HeldRoom wanted{.file = file, .bytes = bytes};
   const auto need = still_to_write(wanted);
   const auto held = held_bytes(0);
-  const auto room = disk_.room(directory);
-  const auto left = room > held ? room - held : 0;
+  const auto left = room_less(directory, held);
   if (need > left) {
     throw ImagePullError("no room for " + what + ": it needs " + mib(need) + ", " + mib(left) +
                          " are left" +
@@ -659,7 +658,10 @@ ImageStore::RoomHold::~RoomHold() {
 
 std::uint64_t ImageStore::room_left(const fs::path& directory, const RoomHold* own) const {
   std::lock_guard guard(room_mutex_);
-  const auto held = held_bytes(own == nullptr ? 0 : own->id());
+  return room_less(directory, held_bytes(own == nullptr ? 0 : own->id()));
+}
+
+std::uint64_t ImageStore::room_less(const fs::path& directory, std::uint64_t held) const {
   const auto room = disk_.room(directory);
   return room > held ? room - held : 0;
 }

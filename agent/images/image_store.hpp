@@ -137,6 +137,8 @@ class ImageStore final : public ImageBases {
                           const RoomHold* own = nullptr) const;
   /// What the holds other than `except` still hold (room_mutex_ held).
   std::uint64_t held_bytes(std::uint64_t except) const;
+  /// The disk's room under `directory` less `held`, never below zero.
+  std::uint64_t room_less(const std::filesystem::path& directory, std::uint64_t held) const;
   /// The bytes not yet in the hold's file (all of them while it does not exist).
   static std::uint64_t still_to_write(const HeldRoom& hold);
   void reload_record(Entry& entry);
