@@ -2,6 +2,8 @@
 
 #include <atomic>
 #include <cerrno>
+#include <charconv>
+#include <csignal>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -50,7 +52,7 @@ void fsync_directory(const fs::path& directory) {
   }
 }
 
-void write_atomically(const fs::path& target, std::string_view contents) {
+void write_atomically(const fs::path& target, std::string_view contents, mode_t mode) {
   static std::atomic<unsigned> counter{0};
   const fs::path temp = target.parent_path() /
                         ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()) +
@@ -61,6 +63,9 @@ void write_atomically(const fs::path& target, std::string_view contents) {
   }
   try {
     write_all(file.get(), contents, temp);
+    if (mode != 0600 && ::fchmod(file.get(), mode) != 0) {
+      fail_errno("cannot set the mode of " + temp.string());
+    }
     if (::fsync(file.get()) != 0) {
       fail_errno("cannot sync " + temp.string());
     }
@@ -102,11 +107,29 @@ std::optional<std::string> read_file(const fs::path& path) {
   }
 }
 
+namespace {
+
+/// The writer of a temp file of write_atomically (".<name>.tmp.<pid>.<n>"); 0 when the name is
+/// not one.
+pid_t writer_of(const std::string& name) {
+  const auto at = name.rfind(".tmp.");
+  if (name.empty() || name.front() != '.' || at == std::string::npos) {
+    return 0;
+  }
+  const auto digits = name.substr(at + 5, name.find('.', at + 5) - (at + 5));
+  pid_t pid = 0;
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), pid);
+  return error == std::errc() && end == digits.data() + digits.size() ? pid : 0;
+}
+
+}  // namespace
+
 void remove_stale_temp_files(const fs::path& directory) {
   std::error_code error;
   for (const auto& entry : fs::directory_iterator(directory, error)) {
-    const auto name = entry.path().filename().string();
-    if (name.front() == '.' && name.find(".tmp.") != std::string::npos) {
+    const auto pid = writer_of(entry.path().filename().string());
+    // Only a writer that is gone left it: another process may be writing its own right now.
+    if (pid > 0 && pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH) {
       fs::remove(entry.path(), error);
     }
   }

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <sys/types.h>
 
 namespace garm_edge {
 
@@ -23,7 +24,8 @@ void fsync_directory(const std::filesystem::path& directory);
 
 /// Writes `contents` to a temp file beside `target` (0600), syncs it and renames it over
 /// `target`: a reader sees the old file or the whole new one, also after a crash.
-void write_atomically(const std::filesystem::path& target, std::string_view contents);
+void write_atomically(const std::filesystem::path& target, std::string_view contents,
+                      mode_t mode = 0600);
 
 /// The whole file; nothing when it does not exist. Throws when it exists but cannot be read.
 std::optional<std::string> read_file(const std::filesystem::path& path);

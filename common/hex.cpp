@@ -30,4 +30,20 @@ std::string format_uuid(std::span<const unsigned char, 16> uuid) {
   return text;
 }
 
+std::optional<std::string> from_hex(std::string_view text) {
+  if (text.size() % 2 != 0) {
+    return std::nullopt;
+  }
+  std::string bytes;
+  for (std::size_t at = 0; at < text.size(); at += 2) {
+    const int high = hex_digit_value(text[at]);
+    const int low = hex_digit_value(text[at + 1]);
+    if (high < 0 || low < 0) {
+      return std::nullopt;
+    }
+    bytes += static_cast<char>(high * 16 + low);
+  }
+  return bytes;
+}
+
 }  // namespace garm_edge

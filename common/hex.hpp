@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -38,6 +39,9 @@ void append_hex(std::string& out, unsigned char byte, HexCase letters = HexCase:
 
 /// Lower-case hex of `bytes`, two digits each.
 std::string to_hex(std::span<const unsigned char> bytes);
+
+/// The bytes of an even number of hex digits; nothing when `text` is not that.
+std::optional<std::string> from_hex(std::string_view text);
 
 /// The 8-4-4-4-12 lower-case text of a 16-byte binary UUID.
 std::string format_uuid(std::span<const unsigned char, 16> uuid);

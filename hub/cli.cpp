@@ -30,18 +30,27 @@ that dial in (docs/fleet.md).
 commands:
   init --state-dir DIR [--dns NAME]... [--ip ADDR]... [--client NAME]
                       a new fleet CA, the hub's certificate (for the names and addresses
-                      agents and providers use) and a client certificate for garm
+                      agents and providers use, and localhost) and a client certificate for garm
   serve --config FILE run the hub
-  token create --config FILE [--ttl-seconds N] [--uses N] [--label LABEL]...
-                      print a join token for `garm-edge-agent join` (default: 1 hour, 1 use)
+  token create --config FILE [--name HOST [--dns NAME]... [--ip ADDR]... | --name-pattern GLOB]
+               [--ttl-seconds N] [--uses N] [--label LABEL]...
+                      print a join token for `garm-edge-agent join` (default: 1 hour, 1 use).
+                      The token decides who the host becomes: --name fixes its name, and
+                      --dns/--ip the names garm reaches it by directly; --name-pattern
+                      (lab-board-*) or no name makes hosts reached through the hub only
   token list --config FILE
   token revoke ID --config FILE
   agents --config FILE
                       the enrolled agents and their certificates' expiry
   remove NAME --config FILE
-                      forget an agent: its tunnels close and its certificates are refused
+                      forget an agent and revoke its certificates: its tunnels close within a
+                      second, and agents and providers that load the CRL refuse it directly
   issue-client NAME --config FILE
-                      another client certificate for a garm-provider-edge
+                      another client certificate for a garm-provider-edge or an operator
+  revoke-client NAME --config FILE
+                      revoke a client certificate of the hub's CA (it goes into the CRL)
+  revoked --config FILE
+                      the certificates the CRL (state_dir/pki/crl.pem, GET /v1/crl) names
   --version | --help
 )";
 
@@ -83,9 +92,12 @@ int token(int argc, char** argv) {
   }
   const std::string_view action = argv[2];
   if (action == "create") {
-    const Options options(argc, argv, {"--config", "--ttl-seconds", "--uses", "--label"}, 3);
+    const Options options(argc, argv,
+                          {"--config", "--ttl-seconds", "--uses", "--label", "--name",
+                           "--name-pattern", "--dns", "--ip"},
+                          3);
     const auto config = load_hub_config(options.require("--config"));
-    HubStore store(config.state_dir);
+    auto store = open_hub_store(config);
     const auto ttl = std::stol(options.get("--ttl-seconds").value_or("3600"));
     const auto uses = std::stoul(options.get("--uses").value_or("1"));
     if (ttl < 1 || ttl > 30L * 86400 || uses < 1 || uses > 10000) {
@@ -99,9 +111,13 @@ int token(int argc, char** argv) {
         throw UsageError("a label is 1-64 of [A-Za-z0-9._-]");
       }
     }
-    const auto [record, secret] =
-        store.create_token(std::chrono::seconds(ttl), static_cast<unsigned>(uses),
-                           options.get_all("--label"), unix_now());
+    const auto [record, secret] = store.create_token(
+        std::chrono::seconds(ttl), static_cast<unsigned>(uses), options.get_all("--label"),
+        {.name = options.get("--name").value_or(""),
+         .name_pattern = options.get("--name-pattern").value_or(""),
+         .dns_names = options.get_all("--dns"),
+         .ip_addresses = options.get_all("--ip")},
+        unix_now());
     std::cout << wire::JoinToken{.hub_url = config.url,
                                  .ca_fingerprint = store.ca_fingerprint(),
                                  .id = record.id,
@@ -109,7 +125,8 @@ int token(int argc, char** argv) {
                      .encode()
               << "\n";
     std::cerr
-        << "token " << record.id << ": " << uses << " use(s), valid " << ttl
+        << "token " << record.id << " for " << record.host.describe() << ": " << uses
+        << " use(s), valid " << ttl
         << " s; on a new host: garm-edge-agent join TOKEN --config /etc/garm-edge/agent.toml\n";
     return 0;
   }
@@ -117,12 +134,12 @@ int token(int argc, char** argv) {
     const Options options(argc, argv, {"--config"}, 3);
     const HubStore store(load_hub_config(options.require("--config")).state_dir);
     const auto now = unix_now();
-    std::cout << "ID                USES LEFT  EXPIRES IN  LABELS\n";
+    std::cout << "ID                USES LEFT  EXPIRES IN  FOR  LABELS\n";
     for (const auto& record : store.tokens()) {
       std::cout << record.id << "  " << record.uses_left << "          "
                 << (record.expires_at > now ? std::to_string(record.expires_at - now) + " s"
                                             : std::string("expired"))
-                << "  ";
+                << "  " << record.host.describe() << "  ";
       for (const auto& label : record.labels) {
         std::cout << label << " ";
       }
@@ -169,12 +186,15 @@ int remove(int argc, char** argv) {
   }
   const Options options(argc, argv, {"--config"}, 3);
   HubStore store(load_hub_config(options.require("--config")).state_dir);
-  if (!store.remove(argv[2])) {
+  if (!store.remove(argv[2], unix_now())) {
     std::cerr << "garm-edge-hub: no agent " << argv[2] << "\n";
     return 1;
   }
   std::cout << "removed " << argv[2]
-            << ": its tunnels close within a second; it must join again to come back\n";
+            << " and revoked its certificates: its tunnels close within a second, and "
+            << store.crl_path().string()
+            << " names them for agents and providers reached directly; it must join again to "
+               "come back\n";
   return 0;
 }
 
@@ -183,9 +203,35 @@ int issue_client(int argc, char** argv) {
     throw UsageError("issue-client needs a name");
   }
   const Options options(argc, argv, {"--config"}, 3);
-  const HubStore store(load_hub_config(options.require("--config")).state_dir);
-  const auto files = net::pki_issue_client(store.pki(), argv[2]);
+  auto store = open_hub_store(load_hub_config(options.require("--config")));
+  const auto files = store.issue_client(argv[2]);
   std::cout << "wrote " << files.certificate.string() << " and " << files.key.string() << "\n";
+  return 0;
+}
+
+int revoke_client(int argc, char** argv) {
+  if (argc < 3) {
+    throw UsageError("revoke-client needs a name");
+  }
+  const Options options(argc, argv, {"--config"}, 3);
+  HubStore store(load_hub_config(options.require("--config")).state_dir);
+  if (!store.revoke_client(argv[2], unix_now())) {
+    std::cerr << "garm-edge-hub: no client certificate " << argv[2] << "\n";
+    return 1;
+  }
+  std::cout << "revoked client " << argv[2] << "; " << store.crl_path().string()
+            << " names it\n";
+  return 0;
+}
+
+int revoked(int argc, char** argv) {
+  const Options options(argc, argv, {"--config"});
+  const HubStore store(load_hub_config(options.require("--config")).state_dir);
+  std::cout << "SERIAL                            HOLDER                    REVOKED AT  EXPIRES AT\n";
+  for (const auto& record : store.revoked()) {
+    std::cout << record.serial << "  " << record.holder << "  " << record.revoked_at << "  "
+              << record.not_after << "\n";
+  }
   return 0;
 }
 
@@ -208,6 +254,12 @@ int dispatch(int argc, char** argv) {
   }
   if (command == "issue-client") {
     return issue_client(argc, argv);
+  }
+  if (command == "revoke-client") {
+    return revoke_client(argc, argv);
+  }
+  if (command == "revoked") {
+    return revoked(argc, argv);
   }
   throw UsageError("unknown command \"" + std::string(command) + "\"");
 }

@@ -56,10 +56,30 @@ void read_tunnels(TableReader& root, TunnelOptions& tunnels) {
       in.integer<std::size_t>("max_per_agent", 1, 1024).value_or(tunnels.max_per_agent);
   tunnels.max_waiting_per_agent = in.integer<std::size_t>("max_waiting_per_agent", 1, 65536)
                                       .value_or(tunnels.max_waiting_per_agent);
+  tunnels.max_waiting_per_client = in.integer<std::size_t>("max_waiting_per_client", 1, 65536)
+                                       .value_or(tunnels.max_waiting_per_client);
+  if (const auto mib = in.integer<std::size_t>("max_waiting_mib_per_client", 1, 4096)) {
+    tunnels.max_waiting_bytes_per_client = *mib * 1024 * 1024;
+  }
   tunnels.heartbeat_interval = std::chrono::seconds(
       in.integer<long>("heartbeat_seconds", 1, 3600)
           .value_or(std::chrono::duration_cast<std::chrono::seconds>(tunnels.heartbeat_interval)
                         .count()));
+  in.reject_unknown_keys();
+}
+
+void read_certificates(TableReader& root, CertificatePolicy& policy) {
+  const auto* table = root.table("certificates");
+  if (table == nullptr) {
+    return;
+  }
+  TableReader in(*table, root.source(), "[certificates]");
+  policy.host_days = in.integer<int>("host_days", 1, 825).value_or(policy.host_days);
+  policy.renewal_window =
+      in.number("renewal_window", 0.01, 1.0).value_or(policy.renewal_window);
+  policy.min_renewal_interval = std::chrono::seconds(
+      in.integer<long>("min_renewal_interval_seconds", 0, 86400)
+          .value_or(policy.min_renewal_interval.count()));
   in.reject_unknown_keys();
 }
 
@@ -100,11 +120,22 @@ HubConfig parse_hub_config(std::string_view text, const std::string& source) {
     root.fail(nullptr, "at least one [[clients]] entry is required: no provider could use the hub");
   }
   read_tunnels(root, config.tunnels);
+  read_certificates(root, config.certificates);
   config.enrolment_failures_per_minute =
       root.integer<unsigned>("enrolment_failures_per_minute", 1, 1000)
           .value_or(config.enrolment_failures_per_minute);
   root.reject_unknown_keys();
   return config;
+}
+
+HubStore open_hub_store(const HubConfig& config) {
+  HubStore store(config.state_dir, config.certificates);
+  std::vector<std::string> identities;
+  for (const auto& client : config.clients) {
+    identities.push_back(client.identity);
+  }
+  store.reserve_client_names(std::move(identities));
+  return store;
 }
 
 HubConfig load_hub_config(const std::filesystem::path& path) {

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "hub/hub_store.hpp"
 #include "hub/tunnels.hpp"
 #include "net/address_range.hpp"
 
@@ -38,6 +39,7 @@ struct HubConfig {
       .address = "127.0.0.1", .port = 8445, .allow = {}, .max_connections = 256};
   std::vector<HubClient> clients;
   TunnelOptions tunnels;
+  CertificatePolicy certificates;
   /// Failed enrolments one address may make per minute before it is refused for the rest of it.
   unsigned enrolment_failures_per_minute = 5;
   /// A request relayed to an agent (the wait for a tunnel included).
@@ -45,6 +47,10 @@ struct HubConfig {
 
   const HubClient* find_client(std::string_view identity) const;
 };
+
+/// The hub's state with the config's certificate policy, its [[clients]] names reserved (no host
+/// may take them).
+HubStore open_hub_store(const HubConfig& config);
 
 /// Throws ConfigError naming the file, line, column and key that are wrong.
 HubConfig parse_hub_config(std::string_view text, const std::string& source);

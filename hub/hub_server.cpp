@@ -8,6 +8,7 @@
 #include "common/unix_time.hpp"
 #include "net/http_syntax.hpp"
 #include "net/pki.hpp"
+#include "wire/identity.hpp"
 #include "wire/join_token.hpp"
 #include "wire/relay_framing.hpp"
 
@@ -137,11 +138,13 @@ void EnrolmentLimiter::failed(const std::string& address,
 HubServer::HubServer(asio::io_context& io, HubConfig config, Logger& log)
     : config_(std::move(config)),
       log_(log),
-      store_(config_.state_dir),
+      store_(open_hub_store(config_)),
       tunnels_(io, config_.tunnels),
       limiter_(config_.enrolment_failures_per_minute),
       ca_pem_(store_.ca_pem()),
       watch_timer_(io) {
+  // Before the certificate is loaded: one made before roles existed gets the hub's role now.
+  store_.prepare_to_serve(unix_now());
   const net::TlsFiles files{.ca = store_.pki() / "ca.crt",
                             .crl = "",
                             .certificate = store_.pki() / "hub.crt",
@@ -204,6 +207,9 @@ void HubServer::on_agent_request(HttpRequest request, const net::PeerIdentity& p
   if (route == "GET /healthz") {
     return respond(json_answer(200, {{"status", "ok"}}));
   }
+  if (route == "GET /v1/crl") {
+    return respond(crl_answer());
+  }
   if (route == "POST /v1/enrol") {
     return respond(enrol(request, peer));
   }
@@ -238,7 +244,7 @@ HttpResponse HubServer::enrol(const HttpRequest& request, const net::PeerIdentit
   try {
     const EnrolmentRequest enrolment{.token_id = token_id,
                                      .secret = body.at("secret").get<std::string>(),
-                                     .name = body.at("name").get<std::string>(),
+                                     .name = body.value("name", std::string()),
                                      .request_pem = body.at("request").get<std::string>(),
                                      .dns_names = name_list(body, "dns_names"),
                                      .ip_addresses = name_list(body, "ip_addresses")};
@@ -248,7 +254,10 @@ HttpResponse HubServer::enrol(const HttpRequest& request, const net::PeerIdentit
               enrolled.agent.token_id);
     return json_answer(200, {{"certificate", enrolled.certificate_pem},
                              {"ca", enrolled.ca_pem},
-                             {"labels", enrolled.agent.labels}});
+                             {"labels", enrolled.agent.labels},
+                             {"name", enrolled.agent.name},
+                             {"dns_names", enrolled.agent.dns_names},
+                             {"ip_addresses", enrolled.agent.ip_addresses}});
   } catch (const Refused& e) {
     limiter_.failed(key, now);
     log_.warning("enrolment from " + peer.address + " refused: " + e.what());
@@ -324,10 +333,16 @@ void HubServer::on_provider_request(HttpRequest request, const net::PeerIdentity
   if (request.method == "GET" && request.path == "/healthz") {
     return respond(json_answer(200, {{"status", "ok"}}));
   }
-  const bool is_agent =
-      std::any_of(peer.uri_names.begin(), peer.uri_names.end(),
-                  [](const auto& uri) { return uri.starts_with(kAgentUriPrefix); });
-  const auto* client = is_agent ? nullptr : config_.find_client(peer.common_name);
+  if (request.method == "GET" && request.path == "/v1/crl") {
+    return respond(crl_answer());
+  }
+  // A host's certificate (or the hub's own) is no client, whatever its CN says.
+  if (const auto refusal = wire::refusal_as_client(peer.uri_names)) {
+    auto refused = error_answer(403, "forbidden", "this is " + *refusal);
+    refused.close_connection = true;
+    return respond(std::move(refused));
+  }
+  const auto* client = config_.find_client(peer.common_name);
   if (client == nullptr) {
     auto refused = error_answer(
         403, "forbidden",
@@ -386,7 +401,7 @@ void HubServer::relay(const HttpRequest& request, const std::string& caller,
                       const net::TlsServer::Respond& respond) {
   const auto& name = request.path;
   auto wire = relayed_request(request.method, request.target, name, request.body, caller);
-  tunnels_.relay(name, std::move(wire), config_.relay_timeout,
+  tunnels_.relay(name, caller, std::move(wire), config_.relay_timeout,
                  [respond, name](std::optional<net::ClientResponse> answer,
                                  const std::string& error, bool sent) {
                    if (!answer) {
@@ -422,6 +437,10 @@ void HubServer::relay_to_many(const HttpRequest& request, const HubClient& clien
       }
     } else {
       agents = fields.at("agents").get<std::vector<std::string>>();
+      // One request per agent, however often it is named: a caller must not fan one relay out
+      // into thousands of requests to one agent.
+      std::sort(agents.begin(), agents.end());
+      agents.erase(std::unique(agents.begin(), agents.end()), agents.end());
     }
     if (const auto ms = fields.value("timeout_ms", std::int64_t{0}); ms > 0) {
       timeout = std::min(timeout, std::chrono::milliseconds(ms));
@@ -461,7 +480,8 @@ void HubServer::relay_to_many(const HttpRequest& request, const HubClient& clien
   gathered->left = agents.size();
   gathered->respond = respond;
   for (const auto& name : agents) {
-    tunnels_.relay(name, relayed_request(method, target, name, body, client.identity), timeout,
+    tunnels_.relay(name, client.identity, relayed_request(method, target, name, body, client.identity),
+                   timeout,
                    [gathered, name](std::optional<net::ClientResponse> answer,
                                     const std::string& error, bool sent) {
                      const int status = answer ? answer->status : 0;
@@ -480,6 +500,17 @@ void HubServer::relay_to_many(const HttpRequest& request, const HubClient& clien
                                         .body = std::move(framed),
                                         .headers = {}});
                    });
+  }
+}
+
+HttpResponse HubServer::crl_answer() const {
+  try {
+    return {.status = 200,
+            .content_type = "application/pkix-crl",
+            .body = store_.crl_pem(),
+            .headers = {}};
+  } catch (const std::exception& e) {
+    return error_answer(503, "unavailable", std::string("the CRL cannot be read: ") + e.what());
   }
 }
 
@@ -541,6 +572,11 @@ void HubServer::watch_agents() {
       agents_generation_ = generation;
       ticks_since_check_ = 0;
       drop_revoked_tunnels();
+      try {
+        store_.refresh_crl(unix_now());
+      } catch (const std::exception& e) {
+        log_.warning(std::string("the CRL could not be refreshed: ") + e.what());
+      }
     }
     watch_agents();
   });

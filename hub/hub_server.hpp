@@ -65,6 +65,8 @@ class HubServer {
   net::HttpResponse renew(const net::HttpRequest& request, const net::PeerIdentity& peer);
   net::HttpResponse open_tunnel(const net::HttpRequest& request, const net::PeerIdentity& peer);
   net::HttpResponse list_agents() const;
+  /// GET /v1/crl on both listeners: the CA's CRL (signed, so anyone may fetch it).
+  net::HttpResponse crl_answer() const;
   void relay(const net::HttpRequest& request, const std::string& caller,
              const net::TlsServer::Respond& respond);
   /// POST /v1/relay: one request to many agents at once, all answers in one (a provider's

@@ -1,6 +1,7 @@
 #include "hub/hub_store.hpp"
 
 #include <algorithm>
+#include <arpa/inet.h>
 #include <array>
 #include <cctype>
 #include <cerrno>
@@ -13,9 +14,12 @@
 
 #include "common/durable_file.hpp"
 #include "common/hex.hpp"
+#include "common/text.hpp"
+#include "common/unix_time.hpp"
 #include "net/pki.hpp"
 #include "net/random.hpp"
 #include "net/secret_token.hpp"
+#include "wire/identity.hpp"
 #include "wire/join_token.hpp"
 
 namespace garm_edge::hub {
@@ -24,22 +28,47 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+using Strings = std::vector<std::string>;
+
 json to_json(const TokenRecord& token) {
   return {{"id", token.id},
           {"secret_sha256", token.secret_sha256},
           {"created_at", token.created_at},
           {"expires_at", token.expires_at},
           {"uses_left", token.uses_left},
-          {"labels", token.labels}};
+          {"labels", token.labels},
+          {"host_name", token.host.name},
+          {"host_name_pattern", token.host.name_pattern},
+          {"dns_names", token.host.dns_names},
+          {"ip_addresses", token.host.ip_addresses}};
 }
 
+/// Tokens made before names were the operator's carry none: they make hub-only hosts.
 TokenRecord token_from_json(const json& in) {
   return {.id = in.at("id").get<std::string>(),
           .secret_sha256 = in.at("secret_sha256").get<std::string>(),
           .created_at = in.at("created_at").get<UnixSeconds>(),
           .expires_at = in.at("expires_at").get<UnixSeconds>(),
           .uses_left = in.at("uses_left").get<unsigned>(),
-          .labels = in.at("labels").get<std::vector<std::string>>()};
+          .labels = in.at("labels").get<Strings>(),
+          .host = {.name = in.value("host_name", std::string()),
+                   .name_pattern = in.value("host_name_pattern", std::string()),
+                   .dns_names = in.value("dns_names", Strings()),
+                   .ip_addresses = in.value("ip_addresses", Strings())}};
+}
+
+json to_json(const RevokedRecord& record) {
+  return {{"serial", record.serial},
+          {"holder", record.holder},
+          {"not_after", record.not_after},
+          {"revoked_at", record.revoked_at}};
+}
+
+RevokedRecord revoked_from_json(const json& in) {
+  return {.serial = in.at("serial").get<std::string>(),
+          .holder = in.at("holder").get<std::string>(),
+          .not_after = in.at("not_after").get<UnixSeconds>(),
+          .revoked_at = in.at("revoked_at").get<UnixSeconds>()};
 }
 
 json to_json(const AgentRecord& agent) {
@@ -53,7 +82,8 @@ json to_json(const AgentRecord& agent) {
           {"token_id", agent.token_id},
           {"certificates", certificates},
           {"dns_names", agent.dns_names},
-          {"ip_addresses", agent.ip_addresses}};
+          {"ip_addresses", agent.ip_addresses},
+          {"renewed_at", agent.renewed_at}};
 }
 
 AgentRecord agent_from_json(const json& in) {
@@ -63,7 +93,8 @@ AgentRecord agent_from_json(const json& in) {
                     .token_id = in.at("token_id").get<std::string>(),
                     .certificates = {},
                     .dns_names = in.at("dns_names").get<std::vector<std::string>>(),
-                    .ip_addresses = in.at("ip_addresses").get<std::vector<std::string>>()};
+                    .ip_addresses = in.at("ip_addresses").get<std::vector<std::string>>(),
+                    .renewed_at = in.value("renewed_at", UnixSeconds{0})};
   for (const auto& certificate : in.at("certificates")) {
     agent.certificates.push_back({.serial = certificate.at("serial").get<std::string>(),
                                   .not_after = certificate.at("not_after").get<UnixSeconds>()});
@@ -117,10 +148,91 @@ std::string read_text(const fs::path& path) {
   return *text;
 }
 
+bool glob_matches(std::string_view pattern, std::string_view text) {
+  const auto star = pattern.find('*');
+  if (star == std::string_view::npos) {
+    return pattern == text;
+  }
+  if (!text.starts_with(pattern.substr(0, star))) {
+    return false;
+  }
+  const auto rest = pattern.substr(star + 1);
+  for (auto at = star; at <= text.size(); ++at) {
+    if (glob_matches(rest, text.substr(at))) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool is_pattern(std::string_view pattern) {
+  std::string example(pattern);
+  std::replace(example.begin(), example.end(), '*', 'x');
+  return pattern.find('*') != std::string_view::npos && pattern.size() <= 64 &&
+         is_agent_name(example) && pattern.find("**") == std::string_view::npos;
+}
+
+/// Every name of `asked` is among `granted`.
+bool within(const Strings& asked, const Strings& granted) {
+  return std::all_of(asked.begin(), asked.end(), [&](const auto& name) {
+    return std::find(granted.begin(), granted.end(), name) != granted.end();
+  });
+}
+
+std::string joined(const Strings& names) {
+  std::string text;
+  for (const auto& name : names) {
+    text += (text.empty() ? "" : ", ") + name;
+  }
+  return text.empty() ? "none" : text;
+}
+
+/// Who may take what: 1-64 name characters.
+void check_host_names(const HostNames& host) {
+  if (host.fixes_name() && !is_agent_name(host.name)) {
+    throw Refused("a host name must be 1-64 of [A-Za-z0-9._-], starting with a letter or digit");
+  }
+  if (!host.name_pattern.empty() && (host.fixes_name() || !is_pattern(host.name_pattern))) {
+    throw Refused("a name pattern is a host name with '*' in it (lab-board-*), instead of a name");
+  }
+  if (!host.fixes_name() && (!host.dns_names.empty() || !host.ip_addresses.empty())) {
+    throw Refused("DNS names and addresses go with one host name (--name): hosts of a pattern or "
+                  "of any name are reached through the hub only");
+  }
+  for (const auto& address : host.ip_addresses) {
+    std::array<unsigned char, 16> bytes{};
+    if (::inet_pton(AF_INET, address.c_str(), bytes.data()) != 1 &&
+        ::inet_pton(AF_INET6, address.c_str(), bytes.data()) != 1) {
+      throw Refused("\"" + address.substr(0, 64) + "\" is not an IP address");
+    }
+  }
+  for (const auto& name : host.dns_names) {
+    if (name.empty() || name.size() > 253 ||
+        name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") !=
+            std::string::npos) {
+      throw Refused("\"" + name.substr(0, 64) + "\" is not a DNS name");
+    }
+  }
+}
+
 }  // namespace
 
+bool HostNames::admits(std::string_view host) const {
+  if (fixes_name()) {
+    return host == name;
+  }
+  return name_pattern.empty() || glob_matches(name_pattern, host);
+}
+
+std::string HostNames::describe() const {
+  if (fixes_name()) {
+    return "host " + name;
+  }
+  return name_pattern.empty() ? "any host" : "hosts " + name_pattern;
+}
+
 std::string agent_uri(const std::string& name) {
-  return std::string(kAgentUriPrefix) + name;
+  return wire::role_uri(wire::Role::host, name);
 }
 
 bool AgentRecord::accepts(const std::string& serial, UnixSeconds now) const {
@@ -129,7 +241,8 @@ bool AgentRecord::accepts(const std::string& serial, UnixSeconds now) const {
   });
 }
 
-HubStore::HubStore(fs::path directory) : directory_(std::move(directory)) {
+HubStore::HubStore(fs::path directory, CertificatePolicy policy)
+    : directory_(std::move(directory)), policy_(policy) {
   if (!fs::exists(pki() / "ca.crt") || !fs::exists(pki() / "ca.key")) {
     throw DurableFileError(directory_.string() +
                            " holds no hub (no pki/ca.crt): run garm-edge-hub init first");
@@ -140,14 +253,46 @@ HubStore::HubStore(fs::path directory) : directory_(std::move(directory)) {
 
 void HubStore::init(const fs::path& directory, const InitOptions& options) {
   make_private_directory(directory);
+  auto dns_names = options.dns_names;
+  // A provider beside the hub calls it as localhost (docs/fleet.md's [[hubs]] url).
+  if (std::find(dns_names.begin(), dns_names.end(), "localhost") == dns_names.end()) {
+    dns_names.emplace_back("localhost");
+  }
   net::pki_init({.directory = directory / "pki",
-                 .agent_dns_names = options.dns_names,
+                 .agent_dns_names = dns_names,
                  .agent_ip_addresses = options.ip_addresses,
                  .client_name = options.client_name,
                  .server_file_stem = "hub",
-                 .server_common_name = "garm-edge-hub"});
+                 .server_common_name = std::string(wire::kHubCommonName),
+                 .server_uri_names = {wire::role_uri(wire::Role::hub, wire::kHubCommonName)},
+                 .client_uri_names = {wire::role_uri(wire::Role::client, options.client_name)}});
   make_private_directory(directory / "tokens");
   make_private_directory(directory / "agents");
+  HubStore(directory).prepare_to_serve(unix_now());
+}
+
+void HubStore::reserve_client_names(std::vector<std::string> identities) {
+  reserved_names_ = std::move(identities);
+}
+
+std::optional<std::string> HubStore::reserved(const std::string& name) const {
+  const auto lowered = ascii_lower(name);
+  if (lowered == wire::kHubCommonName) {
+    return "\"" + name + "\" is the hub's own name";
+  }
+  for (const auto& identity : reserved_names_) {
+    if (ascii_lower(identity) == lowered) {
+      return "\"" + name + "\" is a client of the hub ([[clients]] identity " + identity + ")";
+    }
+  }
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(pki() / "clients", error)) {
+    if (entry.path().extension() == ".crt" &&
+        ascii_lower(entry.path().stem().string()) == lowered) {
+      return "\"" + name + "\" is a client certificate's name (" + entry.path().string() + ")";
+    }
+  }
+  return std::nullopt;
 }
 
 UniqueFd HubStore::lock() const {
@@ -162,7 +307,19 @@ UniqueFd HubStore::lock() const {
 std::pair<TokenRecord, std::string> HubStore::create_token(std::chrono::seconds lifetime,
                                                            unsigned uses,
                                                            std::vector<std::string> labels,
-                                                           UnixSeconds now) {
+                                                           HostNames host, UnixSeconds now) {
+  check_host_names(host);
+  if (host.fixes_name()) {
+    if (const auto why = reserved(host.name)) {
+      throw Refused("no host may be named so: " + *why);
+    }
+    if (agent(host.name)) {
+      throw Refused("host \"" + host.name + "\" is enrolled already: remove it first");
+    }
+    if (uses != 1) {
+      throw Refused("a token for one host name has one use");
+    }
+  }
   std::array<unsigned char, 8> id_bytes{};
   net::random_bytes(id_bytes);
   auto secret = net::random_token();
@@ -171,7 +328,8 @@ std::pair<TokenRecord, std::string> HubStore::create_token(std::chrono::seconds 
                     .created_at = now,
                     .expires_at = now + lifetime.count(),
                     .uses_left = uses,
-                    .labels = std::move(labels)};
+                    .labels = std::move(labels),
+                    .host = std::move(host)};
   const auto held = lock();
   write_atomically(directory_ / "tokens" / (token.id + ".json"), serialize(to_json(token)));
   return {token, secret};
@@ -193,7 +351,7 @@ Enrolled HubStore::enrol(const EnrolmentRequest& request, UnixSeconds now) {
   if (!wire::is_token_id(request.token_id)) {
     throw Refused("the token is malformed");
   }
-  if (!is_agent_name(request.name)) {
+  if (!request.name.empty() && !is_agent_name(request.name)) {
     throw Refused("the agent name must be 1-64 of [A-Za-z0-9._-], starting with a letter or digit");
   }
   const auto held = lock();
@@ -213,23 +371,48 @@ Enrolled HubStore::enrol(const EnrolmentRequest& request, UnixSeconds now) {
   if (token.uses_left == 0) {
     throw Refused("token " + request.token_id + " is used up");
   }
-  if (fs::exists(directory_ / "agents" / (request.name + ".json"))) {
-    throw Refused("an agent named \"" + request.name +
-                  "\" is enrolled already: remove it at the hub first (garm-edge-hub remove " +
-                  request.name + ")");
-  }
-  auto enrolled = sign(AgentRecord{.name = request.name,
-                                   .labels = token.labels,
-                                   .enrolled_at = now,
-                                   .token_id = token.id,
-                                   .certificates = {},
-                                   .dns_names = request.dns_names,
-                                   .ip_addresses = request.ip_addresses},
-                       request.request_pem);
+  auto enrolled = sign(grant(token, request, now), request.request_pem);
   --token.uses_left;
   write_atomically(path, serialize(to_json(token)));
   write_agent(enrolled.agent);
   return enrolled;
+}
+
+AgentRecord HubStore::grant(const TokenRecord& token, const EnrolmentRequest& request,
+                            UnixSeconds now) const {
+  const auto& host = token.host;
+  const auto name = request.name.empty() ? host.name : request.name;
+  if (name.empty()) {
+    throw Refused("this token names no host: join with the agent's name");
+  }
+  if (!host.admits(name)) {
+    throw Refused("token " + token.id + " is for " + host.describe() + ", not \"" + name +
+                  "\": the operator chooses a host's name (set [agent] id, or ask for a token "
+                  "for this name)");
+  }
+  if (const auto why = reserved(name)) {
+    throw Refused("no host may be named so: " + *why);
+  }
+  if (!within(request.dns_names, host.dns_names) ||
+      !within(request.ip_addresses, host.ip_addresses)) {
+    throw Refused("token " + token.id + " grants the DNS names " + joined(host.dns_names) +
+                  " and the addresses " + joined(host.ip_addresses) +
+                  " only: a host's names are the operator's to give (garm-edge-hub token create "
+                  "--name NAME --dns DNS --ip ADDR)");
+  }
+  if (fs::exists(directory_ / "agents" / (name + ".json"))) {
+    throw Refused("an agent named \"" + name +
+                  "\" is enrolled already: remove it at the hub first (garm-edge-hub remove " +
+                  name + ")");
+  }
+  return AgentRecord{.name = name,
+                     .labels = token.labels,
+                     .enrolled_at = now,
+                     .token_id = token.id,
+                     .certificates = {},
+                     .dns_names = host.dns_names,
+                     .ip_addresses = host.ip_addresses,
+                     .renewed_at = 0};
 }
 
 Enrolled HubStore::renew(const std::string& name, const std::string& serial,
@@ -239,11 +422,43 @@ Enrolled HubStore::renew(const std::string& name, const std::string& serial,
   if (!current || !current->accepts(serial, now)) {
     throw Refused("agent \"" + name + "\" is not enrolled with this certificate");
   }
-  // Certificates that expired are forgotten; the one shown stays until it expires too.
-  std::erase_if(current->certificates,
-                [now](const IssuedCertificate& issued) { return issued.not_after <= now; });
+  const auto shown = std::find_if(current->certificates.begin(), current->certificates.end(),
+                                  [&](const auto& issued) { return issued.serial == serial; });
+  const auto lifetime = std::int64_t{policy_.host_days} * 86400;
+  const auto due_at =
+      shown->not_after - static_cast<UnixSeconds>(static_cast<double>(lifetime) *
+                                                  policy_.renewal_window);
+  if (now < due_at) {
+    throw Refused("this certificate is not due for renewal for " +
+                  std::to_string((due_at - now + 3599) / 3600) +
+                  " more hour(s): the hub renews once less than " +
+                  std::to_string(static_cast<int>(policy_.renewal_window * 100)) +
+                  " % of its life is left");
+  }
+  if (const auto next = current->renewed_at + policy_.min_renewal_interval.count(); now < next) {
+    throw Refused("agent \"" + name + "\" renewed " + std::to_string(now - current->renewed_at) +
+                  " s ago: at most one renewal per " +
+                  std::to_string(policy_.min_renewal_interval.count()) + " s");
+  }
+  // The new certificate and the one shown stay accepted; any other (a copy of an older key
+  // still renewing, say) is revoked here and in the CRL.
+  std::vector<RevokedRecord> dropped;
+  const auto kept_shown = *shown;
+  for (const auto& issued : current->certificates) {
+    if (issued.serial != serial && issued.not_after > now) {
+      dropped.push_back({.serial = issued.serial,
+                         .holder = "host " + name,
+                         .not_after = issued.not_after,
+                         .revoked_at = now});
+    }
+  }
+  current->certificates = {kept_shown};
+  current->renewed_at = now;
   auto renewed = sign(std::move(*current), request_pem);
   write_agent(renewed.agent);
+  if (!dropped.empty()) {
+    revoke(dropped, now);
+  }
   return renewed;
 }
 
@@ -257,7 +472,7 @@ Enrolled HubStore::sign(AgentRecord agent, const std::string& request_pem) const
                                          .uri_names = {agent_uri(agent.name)},
                                          .server_auth = true,
                                          .client_auth = true,
-                                         .validity_days = kAgentCertificateDays});
+                                         .validity_days = policy_.host_days});
   } catch (const net::PkiError& e) {
     throw Refused(e.what());
   }
@@ -270,14 +485,142 @@ void HubStore::write_agent(const AgentRecord& agent) const {
   write_atomically(directory_ / "agents" / (agent.name + ".json"), serialize(to_json(agent)));
 }
 
-bool HubStore::remove(const std::string& name) {
+bool HubStore::remove(const std::string& name, UnixSeconds now) {
   if (!is_agent_name(name)) {
     return false;
   }
   const auto held = lock();
-  const bool removed = fs::remove(directory_ / "agents" / (name + ".json"));
+  const auto removed = agent(name);
+  if (!removed) {
+    return false;
+  }
+  // Revoked first: a crash in between leaves a host that is known and refused, never one that
+  // is forgotten and still trusted on the direct path.
+  std::vector<RevokedRecord> records;
+  for (const auto& issued : removed->certificates) {
+    records.push_back({.serial = issued.serial,
+                       .holder = "host " + name,
+                       .not_after = issued.not_after,
+                       .revoked_at = now});
+  }
+  revoke(records, now);
+  fs::remove(directory_ / "agents" / (name + ".json"));
   fsync_directory(directory_ / "agents");
-  return removed;
+  return true;
+}
+
+net::IssuedFiles HubStore::issue_client(const std::string& name) {
+  const auto held = lock();
+  const auto lowered = ascii_lower(name);
+  const auto hosts = agents();
+  if (lowered == wire::kHubCommonName ||
+      std::any_of(hosts.begin(), hosts.end(),
+                  [&](const auto& host) { return ascii_lower(host.name) == lowered; })) {
+    throw Refused("\"" + name + "\" is a host's or the hub's name: a client needs its own");
+  }
+  for (const auto& token : tokens()) {
+    if (token.host.fixes_name() && ascii_lower(token.host.name) == lowered) {
+      throw Refused("token " + token.id + " is for host \"" + name +
+                    "\": a client needs its own name");
+    }
+  }
+  try {
+    return net::pki_issue_client(pki(), name, {wire::role_uri(wire::Role::client, name)});
+  } catch (const net::PkiError& e) {
+    throw Refused(e.what());
+  }
+}
+
+bool HubStore::revoke_client(const std::string& name, UnixSeconds now) {
+  const auto held = lock();
+  const auto certificate = pki() / "clients" / (name + ".crt");
+  if (!is_agent_name(name) || !fs::exists(certificate)) {
+    return false;
+  }
+  const auto facts = net::certificate_facts(read_text(certificate));
+  revoke({{.serial = facts.serial,
+           .holder = "client " + name,
+           .not_after = facts.not_after_unix,
+           .revoked_at = now}},
+         now);
+  fs::remove(certificate);
+  fs::remove(pki() / "clients" / (name + ".key"));
+  return true;
+}
+
+std::vector<RevokedRecord> HubStore::revoked() const {
+  std::vector<RevokedRecord> records;
+  const auto document = read_record(directory_ / "revoked.json");
+  if (!document) {
+    return records;
+  }
+  try {
+    for (const auto& entry : document->at("certificates")) {
+      records.push_back(revoked_from_json(entry));
+    }
+  } catch (const json::exception&) {
+    throw DurableFileError((directory_ / "revoked.json").string() + " is damaged");
+  }
+  return records;
+}
+
+void HubStore::revoke(const std::vector<RevokedRecord>& records, UnixSeconds now) const {
+  auto all = revoked();
+  std::erase_if(all, [now](const auto& record) { return record.not_after <= now; });
+  for (const auto& record : records) {
+    const bool known = std::any_of(all.begin(), all.end(),
+                                   [&](const auto& other) { return other.serial == record.serial; });
+    if (!known && record.not_after > now) {
+      all.push_back(record);
+    }
+  }
+  const auto document = read_record(directory_ / "revoked.json");
+  const auto number = (document ? document->value("crl_number", std::uint64_t{0}) : 0) + 1;
+  json entries = json::array();
+  for (const auto& record : all) {
+    entries.push_back(to_json(record));
+  }
+  write_atomically(directory_ / "revoked.json",
+                   serialize({{"crl_number", number}, {"certificates", entries}}));
+  write_crl(all, number);
+}
+
+void HubStore::write_crl(const std::vector<RevokedRecord>& records, std::uint64_t number) const {
+  std::vector<net::RevokedCertificate> serials;
+  for (const auto& record : records) {
+    serials.push_back({.serial = record.serial, .revoked_at_unix = record.revoked_at});
+  }
+  write_atomically(crl_path(), net::pki_make_crl(pki(), serials, number, policy_.crl_days), 0644);
+}
+
+std::string HubStore::crl_pem() const {
+  return read_text(crl_path());
+}
+
+void HubStore::refresh_crl(UnixSeconds now) {
+  struct stat info {};
+  if (::stat(crl_path().c_str(), &info) == 0 && info.st_mtim.tv_sec > now - 86400) {
+    return;
+  }
+  const auto held = lock();
+  revoke({}, now);
+}
+
+void HubStore::prepare_to_serve(UnixSeconds now) {
+  refresh_crl(now);
+  const auto held = lock();
+  const auto facts = net::certificate_facts(read_text(pki() / "hub.crt"));
+  const auto claims = wire::role_claims(facts.uri_names);
+  if (claims.size() == 1 && claims.front().role == wire::Role::hub) {
+    return;
+  }
+  auto dns_names = facts.dns_names;
+  if (std::find(dns_names.begin(), dns_names.end(), "localhost") == dns_names.end()) {
+    dns_names.emplace_back("localhost");
+  }
+  net::pki_reissue_server(pki(), "hub", std::string(wire::kHubCommonName), dns_names,
+                          facts.ip_addresses,
+                          {wire::role_uri(wire::Role::hub, wire::kHubCommonName)});
 }
 
 std::vector<AgentRecord> HubStore::agents() const {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/unique_fd.hpp"
+#include "net/pki.hpp"
 #include "wire/join_token.hpp"
 #include "wire/validate.hpp"
 
@@ -24,6 +25,21 @@ class Refused : public std::runtime_error {
 
 using UnixSeconds = std::int64_t;
 
+/// Who a token lets a host become: the operator's choice, never the joiner's. An exact name may
+/// come with the DNS names and addresses garm reaches the host by; a pattern ("lab-board-*") or
+/// no name at all makes hub-only hosts, whose certificates carry no DNS or IP name.
+struct HostNames {
+  std::string name = {};
+  std::string name_pattern = {};  // '*' matches any run of name characters
+  std::vector<std::string> dns_names = {};
+  std::vector<std::string> ip_addresses = {};
+
+  bool fixes_name() const { return !name.empty(); }
+  bool admits(std::string_view host) const;
+  /// "host r1", "hosts lab-board-*", "any host": for messages and `token list`.
+  std::string describe() const;
+};
+
 struct TokenRecord {
   std::string id;
   std::string secret_sha256;
@@ -31,6 +47,7 @@ struct TokenRecord {
   UnixSeconds expires_at = 0;
   unsigned uses_left = 1;
   std::vector<std::string> labels;  // given to every agent enrolled with it
+  HostNames host = {};
 };
 
 struct IssuedCertificate {
@@ -43,11 +60,12 @@ struct AgentRecord {
   std::vector<std::string> labels;
   UnixSeconds enrolled_at = 0;
   std::string token_id;  // the token it enrolled with
-  /// Certificates the hub accepts from it: the newest and, after a renewal, the one before it
-  /// until it expires (the agent may still be using it on live connections).
+  /// Certificates the hub accepts from it: the newest and, after a renewal, the one the renewal
+  /// was asked with until it expires (the agent may still be using it on live connections).
   std::vector<IssuedCertificate> certificates;
   std::vector<std::string> dns_names;
   std::vector<std::string> ip_addresses;
+  UnixSeconds renewed_at = 0;  // 0: never
 
   bool accepts(const std::string& serial, UnixSeconds now) const;
 };
@@ -57,13 +75,33 @@ struct AgentRecord {
 std::string agent_uri(const std::string& name);
 using wire::kAgentUriPrefix;
 
+/// What a joiner asks for; the token decides what it gets (HostNames).
 struct EnrolmentRequest {
   std::string token_id;
   std::string secret;
-  std::string name;  // the agent's name (its agent_id)
+  std::string name;  // the agent's name (its agent_id); may be empty when the token fixes it
   std::string request_pem;
-  std::vector<std::string> dns_names;  // for an agent also reached directly
+  std::vector<std::string> dns_names;  // must be among the token's
   std::vector<std::string> ip_addresses;
+};
+
+/// A certificate the CA revoked, kept (and named in the CRL) until it expires.
+struct RevokedRecord {
+  std::string serial;
+  std::string holder;  // "host NAME" or "client NAME"
+  UnixSeconds not_after = 0;
+  UnixSeconds revoked_at = 0;
+};
+
+/// How the hub issues and renews host certificates (hub.toml's [certificates]).
+struct CertificatePolicy {
+  int host_days = 30;
+  /// A renewal is refused while more than this part of the certificate's life is left.
+  double renewal_window = 1.0 / 3.0;
+  /// Per host: a stolen key cannot mint certificates at speed, nor load the hub.
+  std::chrono::seconds min_renewal_interval{std::chrono::minutes(10)};
+  /// The CRL's nextUpdate; the hub writes a fresh one every day and on every revocation.
+  int crl_days = 90;
 };
 
 struct Enrolled {
@@ -79,10 +117,17 @@ struct Enrolled {
 ///   pki/clients/<name>.crt/.key  client certificates for garm-provider-edge
 ///   tokens/<id>.json             join tokens (secrets as SHA-256 only)
 ///   agents/<name>.json           enrolled agents and the serials of their certificates
+///   revoked.json                 certificates revoked and not yet expired
+///   pki/crl.pem                  the CRL of them, signed by the CA (0644: garm's host reads it)
 /// Every change takes an exclusive flock on `lock` and writes atomically.
 class HubStore {
  public:
-  explicit HubStore(std::filesystem::path directory);
+  explicit HubStore(std::filesystem::path directory, CertificatePolicy policy = {});
+
+  /// Names no host may take, besides the client certificates under pki/clients and the hub's own
+  /// CN: the identities of the hub's [[clients]] (a host named as a client would be that client
+  /// wherever certificates are checked by CN).
+  void reserve_client_names(std::vector<std::string> identities);
 
   struct InitOptions {
     std::vector<std::string> dns_names;  // how agents and providers reach the hub
@@ -92,22 +137,43 @@ class HubStore {
   /// A new CA, the hub's certificate and a first client certificate. Refuses to replace a CA.
   static void init(const std::filesystem::path& directory, const InitOptions& options);
 
-  /// A new token; returns it with its secret (shown once, never stored).
+  /// A new token; returns it with its secret (shown once, never stored). Throws Refused for
+  /// names a host may not take (a client's, an enrolled host's, DNS names without a fixed name).
   std::pair<TokenRecord, std::string> create_token(std::chrono::seconds lifetime, unsigned uses,
-                                                   std::vector<std::string> labels,
+                                                   std::vector<std::string> labels, HostNames host,
                                                    UnixSeconds now);
   std::vector<TokenRecord> tokens() const;
   bool revoke_token(const std::string& id);
 
-  /// Checks the token (known, not expired, not used up, the secret), takes one use and signs
-  /// the request. Throws Refused with the reason; nothing is issued or used up then.
+  /// Checks the token (known, not expired, not used up, the secret) and the names it grants,
+  /// takes one use and signs the request for the token's names only. Throws Refused with the
+  /// reason; nothing is issued or used up then.
   Enrolled enrol(const EnrolmentRequest& request, UnixSeconds now);
-  /// A new certificate for an enrolled agent that showed its current one (`serial`). The old
-  /// one stays accepted until it expires.
+  /// A new certificate for an enrolled agent that showed one of its certificates (`serial`),
+  /// once less than the policy's window of its life is left and no sooner than the minimum
+  /// interval after the last renewal. The hub then accepts the new certificate and the one
+  /// shown; any other is revoked.
   Enrolled renew(const std::string& name, const std::string& serial, const std::string& request_pem,
                  UnixSeconds now);
-  /// Forgets the agent: none of its certificates is accepted from now on. False if unknown.
-  bool remove(const std::string& name);
+  /// Forgets the agent and revokes its certificates. False if unknown.
+  bool remove(const std::string& name, UnixSeconds now);
+
+  /// A client certificate (pki/clients/NAME.crt, .key) with the client role, for a name no host
+  /// has or may be given by a token.
+  net::IssuedFiles issue_client(const std::string& name);
+  /// Revokes the client certificate pki/clients/NAME.crt and removes its files. False if none.
+  bool revoke_client(const std::string& name, UnixSeconds now);
+  std::vector<RevokedRecord> revoked() const;
+  /// The CRL as last written.
+  std::string crl_pem() const;
+  std::filesystem::path crl_path() const { return pki() / "crl.pem"; }
+
+  /// Run by the daemon when it starts: gives a hub certificate made before roles existed the
+  /// hub's role (and localhost, for a provider beside it), and writes the CRL when it is missing
+  /// or older than a day. Idempotent.
+  void prepare_to_serve(UnixSeconds now);
+  /// Writes a fresh CRL when the last is older than a day (its nextUpdate stays far ahead).
+  void refresh_crl(UnixSeconds now);
 
   std::vector<AgentRecord> agents() const;
   std::optional<AgentRecord> agent(const std::string& name) const;
@@ -120,15 +186,25 @@ class HubStore {
   std::string ca_fingerprint() const;
   const std::filesystem::path& directory() const { return directory_; }
 
-  static constexpr int kAgentCertificateDays = 30;
+  const CertificatePolicy& policy() const { return policy_; }
 
  private:
   /// The exclusive lock every change holds.
   UniqueFd lock() const;
   void write_agent(const AgentRecord& agent) const;
   Enrolled sign(AgentRecord agent, const std::string& request_pem) const;
+  /// Why `name` may not be a host's (a client's name, the hub's); nothing when it may.
+  std::optional<std::string> reserved(const std::string& name) const;
+  /// The host `request` becomes under `token`, or Refused saying why not.
+  AgentRecord grant(const TokenRecord& token, const EnrolmentRequest& request,
+                    UnixSeconds now) const;
+  /// Adds to revoked.json (dropping what expired) and rewrites the CRL; the lock is held.
+  void revoke(const std::vector<RevokedRecord>& records, UnixSeconds now) const;
+  void write_crl(const std::vector<RevokedRecord>& records, std::uint64_t number) const;
 
   std::filesystem::path directory_;
+  CertificatePolicy policy_;
+  std::vector<std::string> reserved_names_;
 };
 
 using wire::is_agent_name;

@@ -1,6 +1,7 @@
 #include "hub/tunnels.hpp"
 
 #include <algorithm>
+#include <iterator>
 
 namespace garm_edge::hub {
 namespace {
@@ -15,6 +16,49 @@ std::chrono::milliseconds remaining(std::chrono::steady_clock::time_point deadli
 }
 
 }  // namespace
+
+std::size_t Tunnels::Link::waiting_count() const {
+  std::size_t count = 0;
+  for (const auto& [client, queue] : waiting) {
+    count += queue.size();
+  }
+  return count;
+}
+
+std::size_t Tunnels::Link::waiting_bytes(const std::string& client) const {
+  const auto found = waiting.find(client);
+  std::size_t bytes = 0;
+  for (std::size_t i = 0; found != waiting.end() && i < found->second.size(); ++i) {
+    bytes += found->second[i].request.size();
+  }
+  return bytes;
+}
+
+std::optional<Tunnels::Waiter> Tunnels::Link::next_waiter() {
+  if (waiting.empty()) {
+    return std::nullopt;
+  }
+  auto turn = waiting.upper_bound(last_served);
+  if (turn == waiting.end()) {
+    turn = waiting.begin();
+  }
+  auto waiter = std::move(turn->second.front());
+  turn->second.pop_front();
+  last_served = turn->first;
+  if (turn->second.empty()) {
+    waiting.erase(turn);
+  }
+  return waiter;
+}
+
+std::vector<Tunnels::Waiter> Tunnels::Link::take_all_waiting() {
+  std::vector<Waiter> all;
+  for (auto& [client, queue] : waiting) {
+    std::move(queue.begin(), queue.end(), std::back_inserter(all));
+  }
+  waiting.clear();
+  return all;
+}
 
 Tunnels::Tunnels(asio::io_context& io, TunnelOptions options)
     : io_(io), options_(options), heartbeat_timer_(io) {}
@@ -50,8 +94,8 @@ void Tunnels::add(const std::string& name, const std::string& serial, AgentHello
   release(name, std::move(channel));
 }
 
-void Tunnels::relay(const std::string& name, std::string request, std::chrono::milliseconds timeout,
-                    Done done) {
+void Tunnels::relay(const std::string& name, const std::string& client, std::string request,
+                    std::chrono::milliseconds timeout, Done done) {
   std::unique_lock lock(mutex_);
   const auto found = links_.find(name);
   if (found == links_.end() || found->second.open.empty()) {
@@ -65,19 +109,26 @@ void Tunnels::relay(const std::string& name, std::string request, std::chrono::m
     lock.unlock();
     return run(name, std::move(channel), std::move(request), timeout, std::move(done));
   }
-  if (link.waiting.size() >= options_.max_waiting_per_agent) {
+  const auto client_queue = link.waiting.find(client);
+  const auto client_waiting = client_queue == link.waiting.end() ? 0 : client_queue->second.size();
+  if (link.waiting_count() >= options_.max_waiting_per_agent ||
+      client_waiting >= options_.max_waiting_per_client ||
+      link.waiting_bytes(client) + request.size() > options_.max_waiting_bytes_per_client) {
     lock.unlock();
-    return done(std::nullopt, "agent " + name + " has too many requests waiting for a tunnel",
+    return done(std::nullopt,
+                "agent " + name + " has too many requests waiting for a tunnel" +
+                    (client_waiting > 0 ? " (of this client)" : ""),
                 false);
   }
   const auto id = ++next_waiter_;
   auto timer = std::make_shared<asio::steady_timer>(io_, timeout);
-  timer->async_wait([this, name, id](const asio::error_code& error) {
+  timer->async_wait([this, name, client, id](const asio::error_code& error) {
     if (!error) {
-      expire_waiter(name, id);
+      expire_waiter(name, client, id);
     }
   });
-  link.waiting.push_back(Waiter{.id = id,
+  link.waiting[client].push_back(Waiter{.id = id,
+                                .client = client,
                                 .request = std::move(request),
                                 .deadline = std::chrono::steady_clock::now() + timeout,
                                 .done = std::move(done),
@@ -109,12 +160,12 @@ void Tunnels::release(const std::string& name, std::shared_ptr<net::TlsChannel> 
     return;  // closed meanwhile
   }
   auto& link = found->second;
-  if (link.waiting.empty()) {
+  auto next = link.next_waiter();
+  if (!next) {
     link.idle.push_back({.channel = std::move(channel), .since = std::chrono::steady_clock::now()});
     return;
   }
-  auto waiter = std::move(link.waiting.front());
-  link.waiting.pop_front();
+  auto waiter = std::move(*next);
   lock.unlock();
   waiter.timer->cancel();
   run(name, std::move(channel), std::move(waiter.request), remaining(waiter.deadline),
@@ -122,7 +173,7 @@ void Tunnels::release(const std::string& name, std::shared_ptr<net::TlsChannel> 
 }
 
 void Tunnels::closed(const std::string& name, const std::shared_ptr<net::TlsChannel>& channel) {
-  std::deque<Waiter> stranded;
+  std::vector<Waiter> stranded;
   {
     std::lock_guard lock(mutex_);
     const auto found = links_.find(name);
@@ -136,8 +187,7 @@ void Tunnels::closed(const std::string& name, const std::shared_ptr<net::TlsChan
     if (link.open.empty()) {
       link.connected_since.reset();
       // Its last tunnel gone, nothing will serve them: they fail now, not at their deadline.
-      stranded = std::move(link.waiting);
-      link.waiting.clear();
+      stranded = link.take_all_waiting();
     }
   }
   for (auto& waiter : stranded) {
@@ -146,13 +196,18 @@ void Tunnels::closed(const std::string& name, const std::shared_ptr<net::TlsChan
   }
 }
 
-void Tunnels::expire_waiter(const std::string& name, std::uint64_t id) {
+void Tunnels::expire_waiter(const std::string& name, const std::string& client,
+                            std::uint64_t id) {
   std::unique_lock lock(mutex_);
   const auto found = links_.find(name);
   if (found == links_.end()) {
     return;
   }
-  auto& waiting = found->second.waiting;
+  const auto queue = found->second.waiting.find(client);
+  if (queue == found->second.waiting.end()) {
+    return;
+  }
+  auto& waiting = queue->second;
   const auto waiter = std::find_if(waiting.begin(), waiting.end(),
                                    [id](const Waiter& candidate) { return candidate.id == id; });
   if (waiter == waiting.end()) {
@@ -160,6 +215,9 @@ void Tunnels::expire_waiter(const std::string& name, std::uint64_t id) {
   }
   auto done = std::move(waiter->done);
   waiting.erase(waiter);
+  if (waiting.empty()) {
+    found->second.waiting.erase(queue);
+  }
   lock.unlock();
   done(std::nullopt, "no tunnel of agent " + name + " came free in time", false);
 }
@@ -176,7 +234,7 @@ void Tunnels::drop(const std::string& name) {
   for (const auto& channel : link.open) {
     channel->close();
   }
-  for (auto& waiter : link.waiting) {
+  for (auto& waiter : link.take_all_waiting()) {
     waiter.timer->cancel();
     waiter.done(std::nullopt, "agent " + name + " was removed from the hub", false);
   }
@@ -196,7 +254,9 @@ void Tunnels::heartbeat() {
   std::vector<std::pair<std::string, std::shared_ptr<net::TlsChannel>>> quiet;
   {
     std::lock_guard lock(mutex_);
-    const auto before = std::chrono::steady_clock::now() - options_.heartbeat_interval;
+    // Half an interval, not a whole one: a tunnel asked at the last tick went idle again a
+    // round trip after it, and must be asked again at this one.
+    const auto before = std::chrono::steady_clock::now() - options_.heartbeat_interval / 2;
     for (auto& entry : links_) {  // not a structured binding: clang 14 cannot capture one
       std::erase_if(entry.second.idle, [&](Idle& idle) {
         if (idle.since > before) {
@@ -217,7 +277,7 @@ AgentPresence Tunnels::describe(const std::string& name, const Link& link) const
   return {.name = name,
           .tunnels = link.open.size(),
           .idle = link.idle.size(),
-          .waiting = link.waiting.size(),
+          .waiting = link.waiting_count(),
           .last_seen = link.last_seen,
           .connected_since = link.connected_since,
           .hello = link.hello};

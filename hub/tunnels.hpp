@@ -41,8 +41,14 @@ struct TunnelOptions {
   std::size_t max_per_agent = 32;
   /// Requests that may wait for a free tunnel of one agent; more are refused at once.
   std::size_t max_waiting_per_agent = 256;
-  /// An idle tunnel quiet this long is asked /healthz, so a dead path is found within about
-  /// twice this, and the agent (whose tunnels close when no request comes for its idle
+  /// Of those, what one client may have waiting for one agent (requests and their bytes): the
+  /// waiting requests of different clients are served in turn, so one client's burst delays
+  /// the others by one request each at most.
+  std::size_t max_waiting_per_client = 64;
+  std::size_t max_waiting_bytes_per_client = 16 * 1024 * 1024;
+  /// Every idle tunnel is asked /healthz every interval (one that carried a request in the last
+  /// half interval needs no asking), so a dead path is found within the interval and the
+  /// heartbeat timeout, and the agent (whose tunnels close when no request comes for its idle
   /// timeout) keeps them.
   std::chrono::milliseconds heartbeat_interval{std::chrono::seconds(10)};
   std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(5)};
@@ -70,10 +76,11 @@ class Tunnels {
            std::shared_ptr<net::TlsStream> stream);
   /// The serials of the certificates each agent's open tunnels showed.
   std::map<std::string, std::set<std::string>> serials() const;
-  /// Sends `request` (a whole HTTP/1.1 request) to agent `name`; `done` runs once with its
-  /// answer or why there is none. `timeout` covers the wait for a tunnel and the exchange.
-  void relay(const std::string& name, std::string request, std::chrono::milliseconds timeout,
-             Done done);
+  /// Sends `request` (a whole HTTP/1.1 request) to agent `name` for `client` (whose turn it
+  /// waits for when every tunnel is busy); `done` runs once with its answer or why there is
+  /// none. `timeout` covers the wait for a tunnel and the exchange.
+  void relay(const std::string& name, const std::string& client, std::string request,
+             std::chrono::milliseconds timeout, Done done);
   /// Closes every tunnel of `name` and fails the requests waiting for one (its removal).
   void drop(const std::string& name);
   /// Asks every idle tunnel quiet for the heartbeat interval for /healthz: a tunnel that does
@@ -86,6 +93,7 @@ class Tunnels {
  private:
   struct Waiter {
     std::uint64_t id;
+    std::string client;
     std::string request;
     std::chrono::steady_clock::time_point deadline;
     Done done;
@@ -99,7 +107,14 @@ class Tunnels {
     std::set<std::shared_ptr<net::TlsChannel>> open;
     std::map<const net::TlsChannel*, std::string> serials;
     std::deque<Idle> idle;
-    std::deque<Waiter> waiting;
+    /// Per client, each in arrival order; clients take turns after `last_served`.
+    std::map<std::string, std::deque<Waiter>> waiting;
+    std::string last_served;
+    std::size_t waiting_count() const;
+    std::size_t waiting_bytes(const std::string& client) const;
+    /// The next waiter in turn, taken out; nothing when none waits.
+    std::optional<Waiter> next_waiter();
+    std::vector<Waiter> take_all_waiting();
     std::optional<std::chrono::system_clock::time_point> last_seen;
     std::optional<std::chrono::system_clock::time_point> connected_since;
     AgentHello hello;
@@ -111,7 +126,7 @@ class Tunnels {
   /// A channel is free again (or new): give it to the first waiter, else keep it idle.
   void release(const std::string& name, std::shared_ptr<net::TlsChannel> channel);
   void closed(const std::string& name, const std::shared_ptr<net::TlsChannel>& channel);
-  void expire_waiter(const std::string& name, std::uint64_t id);
+  void expire_waiter(const std::string& name, const std::string& client, std::uint64_t id);
   void heartbeat();
   AgentPresence describe(const std::string& name, const Link& link) const;
 

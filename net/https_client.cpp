@@ -132,12 +132,10 @@ HttpsResponse exchange(const HttpsTarget& target, const TlsConfig& tls,
       std::to_string(body.size()) + "\r\n\r\n" + body;
   try {
     ssl.handshake(where);
-    if (!options.refused_peer_uri_prefix.empty()) {
-      for (const auto& uri : identity_of(mbedtls_ssl_get_peer_cert(ssl.context())).uri_names) {
-        if (uri.starts_with(options.refused_peer_uri_prefix)) {
-          throw TransportError(where + " shows the certificate of " + uri +
-                               ", not the one asked for");
-        }
+    if (options.check_peer) {
+      if (const auto refusal =
+              options.check_peer(identity_of(mbedtls_ssl_get_peer_cert(ssl.context())))) {
+        throw TransportError(where + " shows " + *refusal);
       }
     }
     save_session(ssl, session_file, loaded);

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -9,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "net/peer_identity.hpp"
 #include "net/tls_config.hpp"
 
 namespace garm_edge::net {
@@ -39,6 +41,9 @@ struct HttpsResponse {
   std::string body;
 };
 
+/// Why a peer's certificate is not the one a call expects; nothing when it is.
+using PeerCheck = std::function<std::optional<std::string>(const PeerIdentity& peer)>;
+
 struct HttpsClientOptions {
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(5)};
   /// The whole exchange after connecting: handshake, request and response.
@@ -48,10 +53,10 @@ struct HttpsClientOptions {
   /// When set, no step runs past it, whatever the two timeouts above allow (a probe of many
   /// agents in parallel has one deadline for all).
   std::optional<std::chrono::steady_clock::time_point> deadline;
-  /// A peer whose certificate carries a URI SAN starting with this is refused after the
-  /// handshake, before anything is sent: a hub's clients refuse an agent's certificate (the
-  /// same CA signs both) posing as the hub.
-  std::string refused_peer_uri_prefix = {};
+  /// Says why the verified peer is not the one asked for (its role or name, wire/identity.hpp),
+  /// or nothing when it is: checked after the handshake, before anything is sent (one CA signs
+  /// hosts, clients and the hub alike).
+  PeerCheck check_peer = {};
 };
 
 /// One short exchange over mutual TLS: connect, handshake (resuming a saved session when it

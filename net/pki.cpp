@@ -13,8 +13,10 @@
 #include <mbedtls/ecp.h>
 #include <mbedtls/error.h>
 #include <mbedtls/oid.h>
+#include <mbedtls/pem.h>
 #include <mbedtls/pk.h>
 #include <mbedtls/sha256.h>
+#include <mbedtls/x509_crl.h>
 #include <mbedtls/x509_crt.h>
 #include <mbedtls/x509_csr.h>
 
@@ -75,19 +77,22 @@ class Key {
   mbedtls_pk_context pk_;
 };
 
-/// DER tag-length-value; lengths up to 65535 bytes, plenty for these extensions.
+/// DER tag-length-value; lengths up to 16 MiB (a CRL of many thousand serials).
 std::string der(unsigned char tag, const std::string& value) {
   std::string out(1, static_cast<char>(tag));
   const auto length = value.size();
+  if (length >= (1U << 24)) {
+    throw PkiError("a DER value of " + std::to_string(length) + " bytes is too long");
+  }
   if (length < 0x80) {
     out += static_cast<char>(length);
-  } else if (length < 0x100) {
-    out += '\x81';
-    out += static_cast<char>(length);
   } else {
-    out += '\x82';
-    out += static_cast<char>(length >> 8);
-    out += static_cast<char>(length & 0xff);
+    std::string digits;
+    for (auto rest = length; rest > 0; rest >>= 8) {
+      digits.insert(digits.begin(), static_cast<char>(rest & 0xff));
+    }
+    out += static_cast<char>(0x80 | digits.size());
+    out += digits;
   }
   return out + value;
 }
@@ -303,13 +308,15 @@ void pki_init(const PkiInitOptions& options) {
                            .extended_key_usage = {MBEDTLS_OID_SERVER_AUTH},
                            .dns_names = options.agent_dns_names,
                            .ip_addresses = options.agent_ip_addresses,
-                           .validity_days = kLeafValidityDays};
+                           .validity_days = kLeafValidityDays,
+                           .uri_names = options.server_uri_names};
   write_leaf(dir / (options.server_file_stem + ".crt"), dir / (options.server_file_stem + ".key"),
              agent, *ca_key, ca_name);
-  pki_issue_client(dir, options.client_name);
+  pki_issue_client(dir, options.client_name, options.client_uri_names);
 }
 
-IssuedFiles pki_issue_client(const fs::path& directory, const std::string& name) {
+IssuedFiles pki_issue_client(const fs::path& directory, const std::string& name,
+                             const std::vector<std::string>& uri_names) {
   require_token(name, "client name");
   auto ca_key = Key::load(directory / "ca.key");
   const auto ca_name = subject_of_certificate(directory / "ca.crt");
@@ -319,9 +326,38 @@ IssuedFiles pki_issue_client(const fs::path& directory, const std::string& name)
                             .extended_key_usage = {MBEDTLS_OID_CLIENT_AUTH},
                             .dns_names = {},
                             .ip_addresses = {},
-                            .validity_days = kLeafValidityDays};
+                            .validity_days = kLeafValidityDays,
+                            .uri_names = uri_names};
   return write_leaf(directory / "clients" / (name + ".crt"),
                     directory / "clients" / (name + ".key"), client, *ca_key, ca_name);
+}
+
+void pki_reissue_server(const fs::path& directory, const std::string& stem,
+                        const std::string& common_name, const std::vector<std::string>& dns_names,
+                        const std::vector<std::string>& ip_addresses,
+                        const std::vector<std::string>& uri_names) {
+  require_token(stem, "file name");
+  auto ca_key = Key::load(directory / "ca.key");
+  const auto ca_name = subject_of_certificate(directory / "ca.crt");
+  const CertificateRequest server{.subject = "CN=" + common_name + ",O=garm-edge",
+                                  .is_ca = false,
+                                  .extended_key_usage = {MBEDTLS_OID_SERVER_AUTH},
+                                  .dns_names = dns_names,
+                                  .ip_addresses = ip_addresses,
+                                  .validity_days = kLeafValidityDays,
+                                  .uri_names = uri_names};
+  auto key = Key::generate();
+  const auto certificate = issue(server, key->get(), *ca_key, ca_name);
+  const auto install = [&](const std::string& suffix, const std::string& contents, mode_t mode) {
+    const auto target = directory / (stem + suffix);
+    const auto temp = directory / ("." + stem + suffix + ".new");
+    write_file(temp, contents, mode);
+    if (::rename(temp.c_str(), target.c_str()) != 0) {
+      throw PkiError("cannot replace " + target.string() + ": " + std::strerror(errno));
+    }
+  };
+  install(".key", key->pem(), 0600);
+  install(".crt", certificate, 0644);
 }
 
 namespace {
@@ -383,6 +419,30 @@ std::int64_t unix_time_of(const mbedtls_x509_time& time) {
   return static_cast<std::int64_t>(timegm(&utc));
 }
 
+/// The DNS names, addresses and URIs of a certificate's subjectAltName (others are skipped).
+void read_alt_names(const mbedtls_x509_sequence& names, CertificateFacts& facts) {
+  constexpr int kDns = 2;
+  constexpr int kUri = 6;
+  constexpr int kIp = 7;
+  for (const mbedtls_x509_sequence* san = &names; san != nullptr; san = san->next) {
+    if (san->buf.p == nullptr ||
+        (san->buf.tag & MBEDTLS_ASN1_TAG_CLASS_MASK) != MBEDTLS_ASN1_CONTEXT_SPECIFIC) {
+      continue;
+    }
+    const std::string value(reinterpret_cast<const char*>(san->buf.p), san->buf.len);
+    const int kind = san->buf.tag & MBEDTLS_ASN1_TAG_VALUE_MASK;
+    if (kind == kDns) {
+      facts.dns_names.push_back(value);
+    } else if (kind == kUri) {
+      facts.uri_names.push_back(value);
+    } else if (kind == kIp && (value.size() == 4 || value.size() == 16)) {
+      char text[INET6_ADDRSTRLEN] = {};
+      ::inet_ntop(value.size() == 4 ? AF_INET : AF_INET6, value.data(), text, sizeof text);
+      facts.ip_addresses.emplace_back(text);
+    }
+  }
+}
+
 }  // namespace
 
 KeyAndRequest pki_make_request(const std::string& common_name) {
@@ -427,6 +487,145 @@ std::string pki_sign_request(const fs::path& ca_directory, const std::string& re
   return issue(leaf, request.key(), *ca_key, ca_name);
 }
 
+namespace {
+
+/// An X.509 time as DER: UTCTime through 2049, GeneralizedTime after (RFC 5280 4.1.2.5).
+std::string der_time(std::int64_t unix_seconds) {
+  const auto seconds = static_cast<std::time_t>(unix_seconds);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char text[24] = {};
+  std::strftime(text, sizeof text, "%Y%m%d%H%M%SZ", &utc);
+  // UTCTime is the same text without the century.
+  const bool utc_time = utc.tm_year + 1900 < 2050;
+  return utc_time ? der(0x17, text + 2) : der(0x18, text);
+}
+
+/// A non-negative INTEGER from big-endian bytes (a leading zero where the top bit is set).
+std::string der_unsigned(std::string bytes) {
+  while (bytes.size() > 1 && bytes.front() == '\0' && (bytes[1] & 0x80) == 0) {
+    bytes.erase(bytes.begin());
+  }
+  if (bytes.empty() || (bytes.front() & 0x80) != 0) {
+    bytes.insert(bytes.begin(), '\0');
+  }
+  return der(0x02, bytes);
+}
+
+std::string der_unsigned(std::uint64_t value) {
+  std::string bytes;
+  for (int shift = 56; shift >= 0; shift -= 8) {
+    bytes += static_cast<char>((value >> shift) & 0xff);
+  }
+  return der_unsigned(bytes);
+}
+
+/// The CA certificate's subject exactly as it is encoded: a CRL's issuer must match it byte
+/// for byte (mbedTLS compares the raw names).
+std::string raw_subject_of(const fs::path& ca_certificate) {
+  mbedtls_x509_crt certificate;
+  mbedtls_x509_crt_init(&certificate);
+  const int rc = mbedtls_x509_crt_parse_file(&certificate, ca_certificate.c_str());
+  if (rc != 0) {
+    mbedtls_x509_crt_free(&certificate);
+    fail_pki("read " + ca_certificate.string(), rc);
+  }
+  std::string subject(reinterpret_cast<const char*>(certificate.subject_raw.p),
+                      certificate.subject_raw.len);
+  mbedtls_x509_crt_free(&certificate);
+  return subject;
+}
+
+}  // namespace
+
+std::string pki_make_crl(const fs::path& ca_directory,
+                         const std::vector<RevokedCertificate>& revoked, std::uint64_t number,
+                         int validity_days) {
+  constexpr std::int64_t kClockSkew = 3600;
+  // ecdsa-with-SHA256 (1.2.840.10045.4.3.2) and cRLNumber (2.5.29.20)
+  const std::string algorithm = der(0x30, der(0x06, "\x2a\x86\x48\xce\x3d\x04\x03\x02"));
+  const std::string crl_number_oid = der(0x06, "\x55\x1d\x14");
+  const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  std::string entries;
+  for (const auto& certificate : revoked) {
+    // mbedTLS counts a serial revoked only once its revocation date is past on its own clock.
+    const auto serial = from_hex(certificate.serial);
+    if (!serial || serial->empty()) {
+      throw PkiError("\"" + certificate.serial.substr(0, 80) + "\" is not a serial number");
+    }
+    entries += der(0x30, der_unsigned(*serial) +
+                             der_time(std::min(certificate.revoked_at_unix, now) - kClockSkew));
+  }
+  std::string tbs = der(0x02, "\x01") + algorithm + raw_subject_of(ca_directory / "ca.crt") +
+                    der_time(now - kClockSkew) +
+                    der_time(now + std::int64_t{validity_days} * 86400);
+  if (!entries.empty()) {
+    tbs += der(0x30, entries);
+  }
+  tbs += der(0xa0, der(0x30, der(0x30, crl_number_oid + der(0x04, der_unsigned(number)))));
+  tbs = der(0x30, tbs);
+
+  auto ca_key = Key::load(ca_directory / "ca.key");
+  std::array<unsigned char, 32> hash{};
+  mbedtls_sha256_ret(reinterpret_cast<const unsigned char*>(tbs.data()), tbs.size(), hash.data(),
+                     0);
+  std::array<unsigned char, MBEDTLS_PK_SIGNATURE_MAX_SIZE> signature{};
+  std::size_t signature_length = 0;
+  check_pki(mbedtls_pk_sign(ca_key->get(), MBEDTLS_MD_SHA256, hash.data(), hash.size(),
+                            signature.data(), &signature_length, mbedtls_ctr_drbg_random,
+                            &random_generator()),
+            "sign the CRL");
+  const auto crl = der(
+      0x30, tbs + algorithm +
+                der(0x03, std::string(1, '\0') +
+                              std::string(reinterpret_cast<const char*>(signature.data()),
+                                          signature_length)));
+  std::string pem(crl.size() * 2 + 128, '\0');
+  std::size_t written = 0;
+  check_pki(mbedtls_pem_write_buffer("-----BEGIN X509 CRL-----\n", "-----END X509 CRL-----\n",
+                                     reinterpret_cast<const unsigned char*>(crl.data()),
+                                     crl.size(), reinterpret_cast<unsigned char*>(pem.data()),
+                                     pem.size(), &written),
+            "encode the CRL");
+  pem.resize(written > 0 ? written - 1 : 0);  // without the terminating NUL it counts
+  return pem;
+}
+
+void pki_check_crl(const fs::path& ca_file, const std::string& crl_pem) {
+  mbedtls_x509_crt ca;
+  mbedtls_x509_crt_init(&ca);
+  mbedtls_x509_crl crl;
+  mbedtls_x509_crl_init(&crl);
+  const auto release = [&] {
+    mbedtls_x509_crl_free(&crl);
+    mbedtls_x509_crt_free(&ca);
+  };
+  try {
+    check_pki(mbedtls_x509_crt_parse_file(&ca, ca_file.c_str()), "read " + ca_file.string());
+    if (crl_pem.size() > 16 * 1024 * 1024) {
+      throw PkiError("the CRL is too large");
+    }
+    check_pki(mbedtls_x509_crl_parse(&crl, reinterpret_cast<const unsigned char*>(crl_pem.c_str()),
+                                     crl_pem.size() + 1),
+              "the CRL does not parse");
+    const auto* md = mbedtls_md_info_from_type(crl.sig_md);
+    std::array<unsigned char, MBEDTLS_MD_MAX_SIZE> hash{};
+    if (crl.next != nullptr || crl.issuer_raw.len != ca.subject_raw.len ||
+        std::memcmp(crl.issuer_raw.p, ca.subject_raw.p, ca.subject_raw.len) != 0 || md == nullptr ||
+        mbedtls_md(md, crl.tbs.p, crl.tbs.len, hash.data()) != 0 ||
+        mbedtls_pk_verify(&ca.pk, crl.sig_md, hash.data(), mbedtls_md_get_size(md), crl.sig.p,
+                          crl.sig.len) != 0) {
+      throw PkiError("the CRL is not one the CA " + ca_file.string() + " signed");
+    }
+  } catch (...) {
+    release();
+    throw;
+  }
+  release();
+}
+
 CertificateFacts certificate_facts(const std::string& pem) {
   mbedtls_x509_crt certificate;
   mbedtls_x509_crt_init(&certificate);
@@ -451,6 +650,7 @@ CertificateFacts certificate_facts(const std::string& pem) {
   facts.fingerprint_sha256 = to_hex(digest);
   facts.not_before_unix = unix_time_of(certificate.valid_from);
   facts.not_after_unix = unix_time_of(certificate.valid_to);
+  read_alt_names(certificate.subject_alt_names, facts);
   mbedtls_x509_crt_free(&certificate);
   return facts;
 }

@@ -88,10 +88,16 @@ std::shared_ptr<const TlsConfig> TlsConfig::load(Role role, const TlsFiles& file
                                                  ClientCertificates client_certificates) {
   std::shared_ptr<TlsConfig> tls(new TlsConfig());
   check(mbedtls_x509_crt_parse_file(&tls->ca_, files.ca.c_str()), "CA " + files.ca.string());
-  const bool has_crl = !files.crl.empty();
-  if (has_crl) {
+  if (!files.crl.empty()) {
     check(mbedtls_x509_crl_parse_file(&tls->crl_, files.crl.c_str()), "CRL " + files.crl.string());
   }
+  for (const auto& crl : files.crls_when_present) {
+    std::error_code error;
+    if (std::filesystem::exists(crl, error)) {
+      check(mbedtls_x509_crl_parse_file(&tls->crl_, crl.c_str()), "CRL " + crl.string());
+    }
+  }
+  const bool has_crl = tls->crl_.version != 0;
   check(mbedtls_x509_crt_parse_file(&tls->own_, files.certificate.c_str()),
         "certificate " + files.certificate.string());
   check(mbedtls_pk_parse_keyfile(&tls->key_, files.key.c_str(), nullptr),

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <mbedtls/ssl.h>
 #include <mbedtls/ssl_cache.h>
@@ -29,6 +30,8 @@ struct TlsFiles {
   std::filesystem::path crl;          // optional
   std::filesystem::path certificate;  // our own
   std::filesystem::path key;
+  /// CRLs used when they exist (a hub's, fetched by the agent): a missing one is no error.
+  std::vector<std::filesystem::path> crls_when_present = {};
 };
 
 /// Everything one TLS endpoint needs, loaded once and never changed afterwards: mbedTLS

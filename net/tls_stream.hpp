@@ -7,18 +7,10 @@
 #include <asio.hpp>
 #include <mbedtls/ssl.h>
 
+#include "net/peer_identity.hpp"
 #include "net/tls_config.hpp"
 
 namespace garm_edge::net {
-
-/// Who is on the other end, from the verified certificate.
-struct PeerIdentity {
-  std::string common_name;
-  std::vector<std::string> uri_names;  // URI subject alternative names
-  std::string serial = {};             // the certificate's serial number, hex
-  /// The peer's address (an IPv6 peer's /64), as the server's per-address limits count it.
-  std::string address = {};
-};
 
 /// The CN and URI SANs of `certificate` (empty for none).
 PeerIdentity identity_of(const mbedtls_x509_crt* certificate);

@@ -6,6 +6,7 @@
 
 #include "common/hex.hpp"
 #include "common/text.hpp"
+#include "wire/identity.hpp"
 #include "wire/join_token.hpp"
 #include "wire/json_fields.hpp"
 
@@ -35,9 +36,7 @@ net::HttpsResponse AgentClient::call(
   try {
     auto options = call_options(config_, kind, deadline,
                                 endpoint_.hub.empty() ? endpoint_.name : "hub-" + endpoint_.hub);
-    if (!endpoint_.hub.empty()) {
-      options.refused_peer_uri_prefix = wire::kAgentUriPrefix;
-    }
+    options.check_peer = expected_peer(endpoint_);
     auto response =
         net::HttpsClient(net::parse_https_url(endpoint_.url), tls_.get(endpoint_), options)
             .request(method, endpoint_.path_prefix + path, body);
@@ -107,13 +106,30 @@ net::HttpsClientOptions call_options(const ProviderConfig& config, CallKind kind
 
 std::shared_ptr<const net::TlsConfig> TlsConfigCache::get(const AgentEndpoint& endpoint) {
   const std::lock_guard lock(mutex_);
-  auto& config = configs_[{endpoint.ca, endpoint.certificate, endpoint.key}];
+  auto& config = configs_[{endpoint.ca, endpoint.certificate, endpoint.key, endpoint.crl}];
   if (!config) {
-    config = net::TlsConfig::load(
-        net::TlsConfig::Role::client,
-        {.ca = endpoint.ca, .crl = "", .certificate = endpoint.certificate, .key = endpoint.key});
+    config = net::TlsConfig::load(net::TlsConfig::Role::client, {.ca = endpoint.ca,
+                                                                 .crl = endpoint.crl,
+                                                                 .certificate = endpoint.certificate,
+                                                                 .key = endpoint.key});
   }
   return config;
+}
+
+net::PeerCheck hub_peer() {
+  return [](const net::PeerIdentity& peer) {
+    return wire::refusal_as_hub(peer.uri_names, peer.common_name);
+  };
+}
+
+net::PeerCheck expected_peer(const AgentEndpoint& endpoint) {
+  if (!endpoint.hub.empty()) {
+    return hub_peer();
+  }
+  return [name = endpoint.name, required = endpoint.require_host_identity](
+             const net::PeerIdentity& peer) {
+    return wire::refusal_as_host(peer.uri_names, name, required);
+  };
 }
 
 std::string AgentClient::describe(const net::HttpsResponse& response) const {

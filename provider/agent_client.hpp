@@ -36,10 +36,19 @@ class TlsConfigCache {
 
  private:
   std::mutex mutex_;
-  std::map<std::tuple<std::filesystem::path, std::filesystem::path, std::filesystem::path>,
+  std::map<std::tuple<std::filesystem::path, std::filesystem::path, std::filesystem::path,
+                      std::filesystem::path>,
            std::shared_ptr<const net::TlsConfig>>
       configs_;
 };
+
+/// The check every call to a hub makes of its certificate: the hub's role (another host or a
+/// client of the same CA posing as the hub is refused before anything is sent).
+net::PeerCheck hub_peer();
+/// What the certificate of `endpoint` must be: the hub's for an agent behind a hub; for one
+/// reached directly, never a client's or the hub's, a host's only under the entry's name, and
+/// one without a host name only when the entry does not require it.
+net::PeerCheck expected_peer(const AgentEndpoint& endpoint);
 
 /// One agent as this process talks to it; calls may run in several threads at once.
 class AgentClient {

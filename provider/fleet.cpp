@@ -73,7 +73,7 @@ void Fleet::fan_out_to(const std::vector<AgentClient*>& members, const std::stri
                        std::optional<std::chrono::steady_clock::time_point> deadline) {
   const auto& hub = members.front()->endpoint();
   auto options = call_options(config_, kind, deadline, "hub-" + hub.hub);
-  options.refused_peer_uri_prefix = wire::kAgentUriPrefix;
+  options.check_peer = hub_peer();
   nlohmann::json names = nlohmann::json::array();
   for (const auto* member : members) {
     names.push_back(member->name());

@@ -29,6 +29,8 @@ AgentEndpoint endpoint_for(const HubEndpoint& hub, const nlohmann::json& agent) 
           .ca = hub.ca,
           .certificate = hub.certificate,
           .key = hub.key,
+          .crl = hub.crl,
+          .require_host_identity = false,
           .weight = hub.weight,
           .labels = agent.value("labels", std::vector<std::string>{}),
           .hub = hub.name,
@@ -46,12 +48,14 @@ net::HttpsResponse ask_hub(const HubEndpoint& hub, TlsConfigCache& tls,
                                   .ca = hub.ca,
                                   .certificate = hub.certificate,
                                   .key = hub.key,
+                                  .crl = hub.crl,
+                                  .require_host_identity = false,
                                   .weight = hub.weight,
                                   .labels = {}};
   try {
     net::HttpsClientOptions options;
     options.deadline = deadline;
-    options.refused_peer_uri_prefix = wire::kAgentUriPrefix;
+    options.check_peer = hub_peer();
     if (!session_dir.empty()) {
       // A resumed session saves the hub list its full handshake: most of what the hub adds.
       ::mkdir(session_dir.c_str(), 0700);

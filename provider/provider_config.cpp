@@ -16,16 +16,30 @@ std::chrono::milliseconds seconds_or(TomlTableReader& in, std::string_view key,
   return seconds ? std::chrono::seconds(*seconds) : fallback;
 }
 
+/// What every entry takes from the top level unless it says otherwise.
+struct EntryDefaults {
+  std::filesystem::path crl;
+  bool require_host_identity = false;
+};
+
+std::filesystem::path crl_or(TomlTableReader& in, const EntryDefaults& defaults) {
+  return in.node("crl") != nullptr ? in.absolute_path("crl", true) : defaults.crl;
+}
+
 AgentEndpoint read_agent(const toml::table& table, const std::string& source, std::size_t index,
-                         const ProviderConfig& config) {
+                         const ProviderConfig& config, const EntryDefaults& defaults) {
   TomlTableReader in(table, source, "[[agents]] #" + std::to_string(index + 1));
-  AgentEndpoint agent{.name = in.required_string("name"),
-                      .url = in.required_string("url"),
-                      .ca = in.absolute_path("ca", true),
-                      .certificate = in.absolute_path("certificate", true),
-                      .key = in.absolute_path("key", true),
-                      .weight = in.integer<unsigned>("weight", 1, 1000).value_or(100),
-                      .labels = in.string_list("labels")};
+  AgentEndpoint agent{
+      .name = in.required_string("name"),
+      .url = in.required_string("url"),
+      .ca = in.absolute_path("ca", true),
+      .certificate = in.absolute_path("certificate", true),
+      .key = in.absolute_path("key", true),
+      .crl = crl_or(in, defaults),
+      .require_host_identity =
+          in.boolean("require_host_identity").value_or(defaults.require_host_identity),
+      .weight = in.integer<unsigned>("weight", 1, 1000).value_or(100),
+      .labels = in.string_list("labels")};
   if (!is_agent_name(agent.name) || config.find_agent(agent.name) != nullptr) {
     in.fail(in.node("name"), "name must be unique and 1-64 of [A-Za-z0-9._-]");
   }
@@ -34,14 +48,15 @@ AgentEndpoint read_agent(const toml::table& table, const std::string& source, st
 }
 
 HubEndpoint read_hub(const toml::table& table, const std::string& source, std::size_t index,
-                     const ProviderConfig& config) {
+                     const ProviderConfig& config, const EntryDefaults& defaults) {
   TomlTableReader in(table, source, "[[hubs]] #" + std::to_string(index + 1));
   HubEndpoint hub{.name = in.required_string("name"),
                   .url = in.required_string("url"),
                   .ca = in.absolute_path("ca", true),
                   .certificate = in.absolute_path("certificate", true),
                   .key = in.absolute_path("key", true),
-                  .weight = in.integer<unsigned>("weight", 1, 1000).value_or(100)};
+                  .weight = in.integer<unsigned>("weight", 1, 1000).value_or(100),
+                  .crl = crl_or(in, defaults)};
   const bool taken = std::any_of(config.hubs.begin(), config.hubs.end(),
                                  [&](const auto& other) { return other.name == hub.name; });
   if (!is_agent_name(hub.name) || taken) {
@@ -66,13 +81,18 @@ ProviderConfig parse_provider_config(const std::string& text, const std::string&
   const auto document = parse_toml_document(text, source);
   TomlTableReader root(document, source, "top level");
   ProviderConfig config;
+  EntryDefaults defaults;
+  if (root.node("crl") != nullptr) {
+    defaults.crl = root.absolute_path("crl", true);
+  }
+  defaults.require_host_identity = root.boolean("require_host_identity").value_or(false);
   const auto* agents = root.array_of_tables("agents");
   for (std::size_t i = 0; agents != nullptr && i < agents->size(); ++i) {
-    config.agents.push_back(read_agent(*agents->get(i)->as_table(), source, i, config));
+    config.agents.push_back(read_agent(*agents->get(i)->as_table(), source, i, config, defaults));
   }
   const auto* hubs = root.array_of_tables("hubs");
   for (std::size_t i = 0; hubs != nullptr && i < hubs->size(); ++i) {
-    config.hubs.push_back(read_hub(*hubs->get(i)->as_table(), source, i, config));
+    config.hubs.push_back(read_hub(*hubs->get(i)->as_table(), source, i, config, defaults));
   }
   if (config.agents.empty() && config.hubs.empty()) {
     root.fail(agents, "at least one [[agents]] or [[hubs]] entry is required");
@@ -109,16 +129,18 @@ std::string provider_config_json_schema() {
          R"json("required":["name","url","ca","certificate","key"],"properties":{)json"
          R"json("name":{"type":"string","pattern":"^[A-Za-z0-9._-]{1,64}$"},)json"
          R"json("url":{"type":"string","pattern":"^https://"},"ca":{"type":"string"},)json"
-         R"json("certificate":{"type":"string"},"key":{"type":"string"},)json"
+         R"json("certificate":{"type":"string"},"key":{"type":"string"},"crl":{"type":"string"},)json"
          R"json("weight":{"type":"integer","minimum":1,"maximum":1000}}}},)json"
          R"json("agents":{"type":"array","items":{"type":"object","additionalProperties":false,)json"
          R"json("required":["name","url","ca","certificate","key"],"properties":{)json"
          R"json("name":{"type":"string","pattern":"^[A-Za-z0-9._-]{1,64}$"},)json"
          R"json("url":{"type":"string","pattern":"^https://"},"ca":{"type":"string"},)json"
-         R"json("certificate":{"type":"string"},"key":{"type":"string"},)json"
+         R"json("certificate":{"type":"string"},"key":{"type":"string"},"crl":{"type":"string"},)json"
+         R"json("require_host_identity":{"type":"boolean"},)json"
          R"json("weight":{"type":"integer","minimum":1,"maximum":1000},)json"
          R"json("labels":{"type":"array","items":{"type":"string"}}}}},)json"
          R"json("placement":{"enum":["spread","pack"]},)json"
+         R"json("crl":{"type":"string"},"require_host_identity":{"type":"boolean"},)json"
          R"json("timeouts":{"type":"object","additionalProperties":false,"properties":{)json"
          R"json("connect_seconds":{"type":"integer","minimum":1,"maximum":3600},)json"
          R"json("request_seconds":{"type":"integer","minimum":1,"maximum":3600},)json"

@@ -14,6 +14,12 @@ struct AgentEndpoint {
   std::filesystem::path ca;
   std::filesystem::path certificate;
   std::filesystem::path key;
+  /// Certificates the CA revoked (PEM or DER, as the hub writes pki/crl.pem): read by every
+  /// process, so a host removed at the hub is refused here too. Empty: none.
+  std::filesystem::path crl = {};
+  /// The agent's certificate must name it as a host (urn:garm-edge:agent:<name>); one that
+  /// names another host, a client or the hub is refused either way.
+  bool require_host_identity = false;
   /// Placement prefers agents of higher weight (see Placement); 1-1000.
   unsigned weight = 100;
   /// What a pool can ask for in its extra specs (`agent_labels`): a GPU, a rack, ...
@@ -41,6 +47,7 @@ struct HubEndpoint {
   std::filesystem::path certificate;
   std::filesystem::path key;
   unsigned weight = 100;  // for every agent of the hub
+  std::filesystem::path crl = {};
 };
 
 /// How CreateInstance chooses among the agents that can take an instance.

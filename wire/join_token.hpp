@@ -4,6 +4,8 @@
 #include <string>
 #include <string_view>
 
+#include "wire/identity.hpp"
+
 namespace garm_edge::wire {
 
 /// What `garm-edge-agent join` needs to enrol a host at a hub, printed by `garm-edge-hub token
@@ -23,10 +25,9 @@ struct JoinToken {
 
 inline constexpr std::string_view kJoinTokenPrefix = "gejoin1.";
 
-/// The URI SAN prefix of every agent certificate a hub issues ("urn:garm-edge:agent:<name>"):
-/// a hub's tunnel listener serves only such certificates, its provider listener never does, and
-/// an agent dialing its hub refuses a peer that shows one (another agent posing as the hub).
-inline constexpr std::string_view kAgentUriPrefix = "urn:garm-edge:agent:";
+/// The URI SAN prefix of every host certificate a hub issues ("urn:garm-edge:agent:<name>"):
+/// a hub's tunnel listener serves only such certificates (wire/identity.hpp has every role).
+inline constexpr std::string_view kAgentUriPrefix = kHostUriPrefix;
 
 /// Is `text` 16 lower-case hex digits (a token ID)?
 bool is_token_id(std::string_view text);

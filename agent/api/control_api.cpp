@@ -9,6 +9,7 @@
 #include "wire/agent_capacity.hpp"
 #include "wire/bootstrap.hpp"
 #include "wire/error.hpp"
+#include "wire/identity.hpp"
 #include "wire/json_fields.hpp"
 #include "wire/provider_instance.hpp"
 #include "wire/schemas.hpp"
@@ -260,9 +261,18 @@ net::HttpResponse ControlApi::route(const net::HttpRequest& request, const net::
   }
   std::vector<std::string> identities = peer.uri_names;
   identities.push_back(peer.common_name);
-  // Anything under /v1 is for known clients only, whether or not the endpoint exists.
+  // Anything under /v1, and the metrics, are for known clients only, whether or not the
+  // endpoint exists; a host's or the hub's certificate is no client whatever its CN says (a
+  // join token must not make garm).
   const bool under_v1 = !parts->empty() && parts->front() == "v1";
-  if (under_v1 && !config_.api.knows(identities)) {
+  const bool for_clients = under_v1 || request.path == "/metrics";
+  if (const auto refusal = wire::refusal_as_client(peer.uri_names); for_clients && refusal) {
+    route_name = "forbidden";
+    auto refused = error_response(403, "forbidden", "this is " + *refusal);
+    refused.close_connection = true;
+    return refused;
+  }
+  if (for_clients && !config_.api.knows(identities)) {
     route_name = "forbidden";
     auto refused = error_response(
         403, "forbidden",

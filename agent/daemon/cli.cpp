@@ -14,9 +14,11 @@
 #include "agent/instances/instance_service.hpp"
 #include "agent/instances/reconcile_loop.hpp"
 #include "common/command_line.hpp"
+#include "common/durable_file.hpp"
 #include "hypervisor/libvirt_hypervisor.hpp"
 #include "net/pki.hpp"
 #include "net/tls_config.hpp"
+#include "wire/identity.hpp"
 
 #ifndef GARM_EDGE_VERSION
 #define GARM_EDGE_VERSION "0.0.0"
@@ -47,16 +49,19 @@ commands:
                                write a CA, the agent's server certificate and a first
                                client certificate for garm (default DIR /etc/garm-edge/pki;
                                default: DNS this host and localhost, IP 127.0.0.1;
-                               garm-provider-edge checks DNS names only)
+                               garm-provider-edge checks a URL's name against the DNS
+                               names and its address against the IP addresses)
   pki issue-client NAME [--dir DIR]
                                another client certificate (its CN is the identity)
   join TOKEN|- --config FILE [--dns NAME]... [--ip ADDR]...
                                enrol this host at a hub with a token from `garm-edge-hub token
-                               create`: the key is made here, the hub signs it, and the running
-                               agent opens its tunnels within a second (docs/fleet.md);
-                               "-" reads the token from standard input
-  renew --config FILE          renew the hub certificate now (the agent does it by itself
-                               once two thirds of its lifetime have passed)
+                               create`: the key is made here, the hub signs it for the name,
+                               DNS names and addresses the token grants (--dns/--ip only check
+                               that they are among them), and the running agent opens its
+                               tunnels within a second (docs/fleet.md); "-" reads the token
+                               from standard input
+  renew --config FILE          renew the hub certificate now; the hub renews once less than a
+                               third of its life is left (the agent then does it by itself)
   images list --config FILE    the images and their bases on this host (docs/images.md)
   images pull NAME --config FILE
                                pull an image with a source now (the agent pulls by itself
@@ -126,6 +131,7 @@ int pki(int argc, char** argv) {
       init.agent_ip_addresses = {"127.0.0.1"};
     }
     init.client_name = options.get("--client").value_or(init.client_name);
+    init.client_uri_names = {wire::role_uri(wire::Role::client, init.client_name)};
     net::pki_init(init);
     std::cout << "wrote " << (init.directory / "ca.crt").string() << ", "
               << (init.directory / "agent.crt").string() << " and "
@@ -135,8 +141,8 @@ int pki(int argc, char** argv) {
   }
   if (action == "issue-client" && argc > 3) {
     const Options options(argc, argv, {"--dir"}, 4);
-    const auto files =
-        net::pki_issue_client(options.get("--dir").value_or(kDefaultPkiDir), argv[3]);
+    const auto files = net::pki_issue_client(options.get("--dir").value_or(kDefaultPkiDir),
+                                             argv[3], {wire::role_uri(wire::Role::client, argv[3])});
     std::cout << "wrote " << files.certificate.string() << " and " << files.key.string() << "\n";
     return 0;
   }
@@ -161,7 +167,16 @@ int join(int argc, char** argv) {
                                    .name = config.agent_id,
                                    .dns_names = options.get_all("--dns"),
                                    .ip_addresses = options.get_all("--ip")});
+  const auto granted = net::certificate_facts(*read_file(enrolment.certificate()));
+  std::string names;
+  for (const auto& name : granted.dns_names) {
+    names += " " + name;
+  }
+  for (const auto& address : granted.ip_addresses) {
+    names += " " + address;
+  }
   std::cout << "enrolled as " << enrolment.name << " at " << enrolment.hub_url
+            << (names.empty() ? " (reached through the hub only)" : ", reached directly as" + names)
             << "; the agent opens its tunnels within a second (start it if it is not running)\n";
   return 0;
 }

@@ -11,6 +11,7 @@
 #include "common/unix_time.hpp"
 #include "net/https_client.hpp"
 #include "net/pki.hpp"
+#include "wire/identity.hpp"
 #include "wire/join_token.hpp"
 
 namespace garm_edge::agent {
@@ -61,6 +62,12 @@ void give_to_state_owner(const fs::path& state_dir, const fs::path& directory) {
 
 }  // namespace
 
+net::PeerCheck hub_peer() {
+  return [](const net::PeerIdentity& peer) {
+    return wire::refusal_as_hub(peer.uri_names, peer.common_name);
+  };
+}
+
 fs::path hub_directory(const fs::path& state_dir) {
   return state_dir / "hub";
 }
@@ -109,7 +116,7 @@ HubEnrolment join_hub(const JoinOptions& options) {
       .request_timeout = options.timeout,
       .session_file = {},
       .deadline = std::nullopt,
-      .refused_peer_uri_prefix = std::string(wire::kAgentUriPrefix)};
+      .check_peer = hub_peer()};
   // The first connection trusts nothing: what it fetches is checked against the token.
   const auto ca = net::HttpsClient(target, net::TlsConfig::client_unverified(), client_options)
                       .request("GET", "/v1/ca");
@@ -157,6 +164,26 @@ HubEnrolment join_hub(const JoinOptions& options) {
   return enrolment;
 }
 
+std::string fetch_hub_crl(const HubEnrolment& enrolment, std::chrono::milliseconds timeout) {
+  const auto answer =
+      net::HttpsClient(net::parse_https_url(enrolment.hub_url), enrolment.client_tls(),
+                       {.connect_timeout = timeout,
+                        .request_timeout = timeout,
+                        .session_file = {},
+                        .deadline = std::nullopt,
+                        .check_peer = hub_peer()})
+          .request("GET", "/v1/crl");
+  if (answer.status != 200) {
+    throw JoinError("the hub gave no CRL: " + refusal(answer));
+  }
+  try {
+    net::pki_check_crl(enrolment.ca(), answer.body);
+  } catch (const net::PkiError& e) {
+    throw JoinError(e.what());
+  }
+  return answer.body;
+}
+
 void renew_certificate(const HubEnrolment& enrolment, std::chrono::milliseconds timeout) {
   auto credentials = net::pki_make_request(enrolment.name);
   const auto answer =
@@ -165,7 +192,7 @@ void renew_certificate(const HubEnrolment& enrolment, std::chrono::milliseconds 
                         .request_timeout = timeout,
                         .session_file = {},
                         .deadline = std::nullopt,
-                        .refused_peer_uri_prefix = std::string(wire::kAgentUriPrefix)})
+                        .check_peer = hub_peer()})
           .request("POST", "/v1/renew", json({{"request", credentials.request_pem}}).dump());
   if (answer.status != 200) {
     throw JoinError("the hub refused the renewal: " + refusal(answer));

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "net/https_client.hpp"
 #include "net/tls_config.hpp"
 
 namespace garm_edge::agent {
@@ -24,6 +25,8 @@ struct HubEnrolment {
   std::filesystem::path ca() const { return directory / "ca.crt"; }
   std::filesystem::path certificate() const { return directory / "agent.pem"; }
   std::filesystem::path key() const { return directory / "agent.pem"; }
+  /// The hub's CRL as last fetched (the agent's API refuses what it names).
+  std::filesystem::path crl() const { return directory / "crl.pem"; }
   /// The agent's client TLS config for the hub (its CA, certificate and key).
   std::shared_ptr<const net::TlsConfig> client_tls() const;
   /// Seconds until the agent's certificate expires, and its whole lifetime.
@@ -33,6 +36,10 @@ struct HubEnrolment {
   };
   Validity validity(std::int64_t now_unix) const;
 };
+
+/// What every connection to the hub checks of its certificate before it sends anything: the
+/// hub's role (another host of the same CA posing as the hub is refused).
+net::PeerCheck hub_peer();
 
 /// Where the enrolment of an agent with `state_dir` lives.
 std::filesystem::path hub_directory(const std::filesystem::path& state_dir);
@@ -59,6 +66,9 @@ class JoinError : public std::runtime_error {
 /// trusts only that CA, and writes the enrolment. Refuses to replace an enrolment. Throws
 /// JoinError saying which step failed (never quoting the token's secret).
 HubEnrolment join_hub(const JoinOptions& options);
+
+/// The hub's CRL, checked to be signed by the enrolment's CA. Throws JoinError.
+std::string fetch_hub_crl(const HubEnrolment& enrolment, std::chrono::milliseconds timeout);
 
 /// A new key and certificate for an enrolled agent, asked of the hub with the current
 /// certificate; agent.pem is replaced in one rename. Throws JoinError.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <random>
 
+#include "common/durable_file.hpp"
 #include "common/text.hpp"
 #include "common/unix_time.hpp"
 #include "net/tls_dial.hpp"
@@ -89,6 +90,7 @@ void HubLink::run() {
       continue;
     }
     renew_if_due();
+    fetch_crl_if_due();
     bool needed = false;
     {
       std::lock_guard lock(shared_->mutex);
@@ -165,6 +167,27 @@ void HubLink::renew_if_due() {
   }
 }
 
+void HubLink::fetch_crl_if_due() {
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_crl_fetch_) {
+    return;
+  }
+  next_crl_fetch_ = now + options_.crl_interval;
+  try {
+    const auto crl = fetch_hub_crl(*enrolment_, options_.dial_timeout);
+    if (read_file(enrolment_->crl()) == crl) {
+      return;
+    }
+    write_atomically(enrolment_->crl(), crl, 0644);
+    log_.info("the hub's CRL changed: " + enrolment_->crl().string() + " updated");
+    if (options_.on_crl_change) {
+      options_.on_crl_change();
+    }
+  } catch (const std::exception& e) {
+    note_error(std::string("fetching the hub's CRL: ") + e.what());
+  }
+}
+
 bool HubLink::dial_one() {
   const auto target = net::parse_https_url(enrolment_->hub_url);
   const std::string request =
@@ -179,11 +202,8 @@ bool HubLink::dial_one() {
                  "): " + printable_excerpt(turned.body, 256));
       return false;
     }
-    const auto& uris = turned.stream->peer.uri_names;
-    if (std::any_of(uris.begin(), uris.end(),
-                    [](const auto& uri) { return uri.starts_with(wire::kAgentUriPrefix); })) {
-      note_error("the peer at " + enrolment_->hub_url +
-                 " shows an agent's certificate, not the hub's");
+    if (const auto refusal = hub_peer()(turned.stream->peer)) {
+      note_error("the peer at " + enrolment_->hub_url + " shows " + *refusal);
       return false;
     }
     {

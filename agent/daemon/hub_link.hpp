@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -32,6 +33,11 @@ struct HubLinkOptions {
   std::chrono::milliseconds check_interval{std::chrono::seconds(1)};
   /// The certificate is renewed once less than this part of its lifetime is left.
   double renew_when_left = 1.0 / 3.0;
+  /// How often the hub's CRL is fetched (and, when it changed, kept in the enrolment and
+  /// `on_crl_change` called): a host removed at the hub is refused on this agent's own API
+  /// within this interval.
+  std::chrono::milliseconds crl_interval{std::chrono::seconds(30)};
+  std::function<void()> on_crl_change = {};
 };
 
 /// The agent's side of its hub (docs/fleet.md): once the host has joined, keeps a few idle
@@ -64,6 +70,7 @@ class HubLink {
   /// Loads the enrolment and the TLS config when they appear or change; false when none.
   bool refresh();
   void renew_if_due();
+  void fetch_crl_if_due();
   bool dial_one();
   void wait_for(std::chrono::milliseconds delay);
   void note_error(const std::string& error);
@@ -101,6 +108,7 @@ class HubLink {
   std::filesystem::file_time_type credentials_written_{};
   std::filesystem::file_time_type joined_at_{};
   std::chrono::steady_clock::time_point next_renewal_check_{};
+  std::chrono::steady_clock::time_point next_crl_fetch_{};
   std::chrono::milliseconds backoff_;
   std::thread thread_;
 };

@@ -24,13 +24,20 @@ namespace {
 // garm retries work that was done.
 constexpr auto kDrainDeadline = std::chrono::seconds(30);
 
-std::shared_ptr<const net::TlsConfig> load_tls(const ApiConfig& api) {
+/// The API's TLS config; with the hub's CRL too once the host joined one (it names the hosts
+/// and clients the hub revoked, of the CA the API may trust).
+std::shared_ptr<const net::TlsConfig> load_tls(const AgentConfig& config) {
+  const auto& api = config.api;
   if (!api.enabled) {
     return nullptr;
   }
-  return net::TlsConfig::load(
-      net::TlsConfig::Role::server,
-      net::TlsFiles{.ca = api.ca, .crl = api.crl, .certificate = api.certificate, .key = api.key});
+  return net::TlsConfig::load(net::TlsConfig::Role::server,
+                              net::TlsFiles{.ca = api.ca,
+                                            .crl = api.crl,
+                                            .certificate = api.certificate,
+                                            .key = api.key,
+                                            .crls_when_present = {hub_directory(config.state_dir) /
+                                                                  "crl.pem"}});
 }
 
 hypervisor::LibvirtOptions libvirt_options(const AgentConfig& config, Logger& log) {
@@ -105,7 +112,7 @@ AgentDaemon::AgentDaemon(const AgentConfig& config, Logger& log, ServeOptions op
     : config_(config),
       log_(log),
       options_(std::move(options)),
-      tls_(load_tls(config.api)),
+      tls_(load_tls(config)),
       hypervisor_(libvirt_options(config, log)),
       store_(config.state_dir),
       service_(config, hypervisor_, store_, clock_, log),
@@ -241,7 +248,10 @@ void AgentDaemon::start_hub_link() {
         auto caller = caller_through_hub(request);
         api_.dispatch(std::move(request), std::move(caller), std::move(respond), api_workers_);
       },
-      GARM_EDGE_VERSION, wire::kAgentFeatures, log_);
+      GARM_EDGE_VERSION, wire::kAgentFeatures, log_,
+      HubLinkOptions{.on_crl_change = [this] {
+        asio::post(io_, [this] { reload_certificates(); });
+      }});
   hub_link_->start();
 }
 
@@ -294,7 +304,7 @@ void AgentDaemon::reload_certificates() {
       systemd_.ready("serving");
       return;  // the hub link reloads its own certificate when its file changes
     }
-    api_server_->reload(load_tls(config_.api));
+    api_server_->reload(load_tls(config_));
     log_.info("reloaded certificates, key, CA and CRL; new connections use them");
   } catch (const std::exception& e) {
     log_.error(std::string("reload failed, keeping the previous certificates: ") + e.what());

@@ -12,6 +12,7 @@
 #include "agent/daemon/hub_enrolment.hpp"
 #include "agent/daemon/hub_link.hpp"
 #include "common/temp_dir.hpp"
+#include "common/unix_time.hpp"
 #include "hub/hub_server.hpp"
 #include "net/https_client.hpp"
 #include "wire/join_token.hpp"
@@ -193,14 +194,16 @@ TEST_CASE("an agent joins a hub, dials its tunnels and answers relayed requests"
   const auto agent_port = running->server->agent_port();
   const auto provider_port = running->server->provider_port();
   hub::HubStore store(hub_state);
-  const auto [record, secret] = store.create_token(std::chrono::hours(1), 1, {"lab"}, 0x7fffffff);
+  // The operator names the host and the address it is reached by (the impostor below uses it).
+  const auto [record, secret] = store.create_token(
+      std::chrono::hours(1), 1, {"lab"}, {.name = "lab-board-7", .ip_addresses = {"127.0.0.1"}},
+      unix_now());
   const auto agent_state = dir.path() / "agent";
   const auto token = wire::JoinToken{.hub_url = "https://127.0.0.1:" + std::to_string(agent_port),
                                      .ca_fingerprint = store.ca_fingerprint(),
                                      .id = record.id,
                                      .secret = secret}
                          .encode();
-  // Asking for the hub's own address, as an agent posing as the hub would.
   agent::join_hub({.token = token,
                    .state_dir = agent_state,
                    .name = "lab-board-7",
@@ -355,7 +358,7 @@ TEST_CASE("an agent joins a hub, dials its tunnels and answers relayed requests"
     impostor.start();
     std::thread serving([&io] { io.run(); });
     net::HttpsClientOptions options;
-    options.refused_peer_uri_prefix = wire::kAgentUriPrefix;
+    options.check_peer = agent::hub_peer();
     net::HttpsClient client({.host = "127.0.0.1", .port = impostor.port()},
                             net::TlsConfig::load(net::TlsConfig::Role::client,
                                                  {.ca = hub_state / "pki/ca.crt",
@@ -364,7 +367,7 @@ TEST_CASE("an agent joins a hub, dials its tunnels and answers relayed requests"
                                                   .key = hub_state / "pki/clients/garm.key"}),
                             options);
     CHECK_THROWS_WITH(client.request("GET", "/v1/agents"),
-                      Catch::Contains("urn:garm-edge:agent:lab-board-7"));
+                      Catch::Contains("host \"lab-board-7\", not the hub's"));
     impostor.stop();
     io.stop();
     serving.join();
@@ -391,7 +394,7 @@ TEST_CASE("an agent joins a hub, dials its tunnels and answers relayed requests"
 
   SECTION("a removed agent loses its tunnels within a second and cannot dial again") {
     const auto removed_at = std::chrono::steady_clock::now();
-    REQUIRE(store.remove("lab-board-7"));
+    REQUIRE(store.remove("lab-board-7", unix_now()));
     while (tunnels_of(*running->server, "lab-board-7") > 0 &&
            std::chrono::steady_clock::now() - removed_at < std::chrono::seconds(3)) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));

@@ -124,7 +124,12 @@ TEST_CASE("the provider's config schema and its reader agree key by key", "[conf
     CHECK_THAT(reader_error(without), Catch::Contains(key + " is required"));
   }
   // The optional ones, at and past their limits.
-  CHECK(optional == std::set<std::string>{"labels", "weight"});
+  CHECK(optional == std::set<std::string>{"crl", "labels", "require_host_identity", "weight"});
+  CHECK(reader_error(kAgent + "require_host_identity = true\ncrl = \"/etc/garm/crl.pem\"\n") ==
+        "no error");
+  CHECK_THAT(reader_error(kAgent + "require_host_identity = 1\n"),
+             Catch::Contains("require_host_identity"));
+  CHECK_THAT(reader_error(kAgent + "crl = \"relative.pem\"\n"), Catch::Contains("crl"));
   const auto& weight = agent.at("properties").at("weight");
   for (const auto& [value, fine] : std::vector<std::pair<std::int64_t, bool>>{
            {weight.at("minimum"), true},
