@@ -132,6 +132,11 @@ HttpsResponse exchange(const HttpsTarget& target, const TlsConfig& tls,
       std::to_string(body.size()) + "\r\n\r\n" + body;
   try {
     ssl.handshake(where);
+    // A resumed session skips the certificate checks of a full handshake: its certificate is
+    // checked again against today's CA and CRL (a host revoked since must not resume).
+    if (!loaded.empty() && !tls.accepts(mbedtls_ssl_get_peer_cert(ssl.context()))) {
+      throw TransportError(where + " shows a certificate that is revoked or no longer trusted");
+    }
     if (options.check_peer) {
       if (const auto refusal =
               options.check_peer(identity_of(mbedtls_ssl_get_peer_cert(ssl.context())))) {

@@ -10,6 +10,7 @@
 
 #include "common/durable_file.hpp"
 #include "integration/api_server.hpp"
+#include "net/pki.hpp"
 #include "provider/provider_config.hpp"
 #include "wire/base64.hpp"
 #include "wire/provider_instance.hpp"
@@ -421,4 +422,50 @@ TEST_CASE("garm's proxy variables do not divert the provider's mTLS connection t
   CHECK(strict_json(garm.run("ListInstances", with({{"GARM_POOL_ID", kPool}}))).size() == 1);
   CHECK(garm.run("DeleteInstance", with({{"GARM_INSTANCE_ID", "garm-proxied"}})).exit_code == 0);
   CHECK(server.host().holds_nothing_of(kController, "garm-proxied"));
+}
+
+TEST_CASE("the provider takes a direct agent only under its own host name, and not revoked",
+          "[provider][roles]") {
+  ApiServer server;
+  Garm garm(server);
+  const auto& pki = server.pki();
+  // A server certificate of the same CA for localhost, as a join token holder would get one
+  // (the CA signed it), naming `host` as its holder's role.
+  const auto serve_as = [&](const std::string& folder, const std::vector<std::string>& uris) {
+    const auto dir = garm.dir() / folder;
+    std::filesystem::create_directories(dir);
+    std::filesystem::copy_file(pki / "ca.crt", dir / "ca.crt");
+    const auto made = net::pki_make_request("x");
+    std::ofstream(dir / "agent.key") << made.key_pem;
+    const auto certificate = net::pki_sign_request(
+        pki, made.request_pem,
+        {.common_name = "x", .dns_names = {"localhost"}, .uri_names = uris, .server_auth = true});
+    std::ofstream(dir / "agent.crt") << certificate;
+    server.reload_from(dir);
+    return net::certificate_facts(certificate).serial;
+  };
+  const auto list = [&] { return garm.run("ListInstances", {{"GARM_POOL_ID", kPool}}); };
+
+  serve_as("impostor", {"urn:garm-edge:agent:r1-amd-02"});
+  auto listed = list();
+  CHECK(listed.exit_code == 1);  // never an empty list from another host
+  CHECK_THAT(listed.err, Catch::Contains("host \"r1-amd-02\", not of host \"rack1\""));
+  serve_as("client", {"urn:garm-edge:client:garm"});
+  CHECK_THAT(list().err, Catch::Contains("which is no host"));
+
+  const auto serial = serve_as("itself", {"urn:garm-edge:agent:rack1"});
+  CHECK(list().exit_code == 0);
+
+  // The CRL the hub writes names it: refused on the next call, no restart of anything.
+  const auto crl = garm.dir() / "crl.pem";
+  std::ofstream(crl) << net::pki_make_crl(pki, {{.serial = serial, .revoked_at_unix = std::time(nullptr)}}, 1, 30);
+  std::ofstream(garm.config(), std::ios::app) << "crl = \"" << crl.string() << "\"\n";
+  listed = list();
+  CHECK(listed.exit_code == 1);
+  CHECK_THAT(listed.err, Catch::Contains("revoked"));
+
+  // Required: a certificate that names no host (pki init's) no longer passes.
+  server.reload_from(pki);
+  std::ofstream(garm.config(), std::ios::app) << "require_host_identity = true\n";
+  CHECK_THAT(list().err, Catch::Contains("names no host"));
 }

@@ -1,6 +1,12 @@
 // The provider's kept deletes: one synced file each, held by one process at a time.
 #include "provider/deferred_deletes.hpp"
 
+#include <atomic>
+#include <fstream>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include "common/durable_file.hpp"
@@ -67,4 +73,47 @@ TEST_CASE("deferred deletes: refuses what it cannot keep safely", "[provider]") 
   // Names with a slash or a dot-dot are hex in the file name: they stay inside the directory.
   kept.record(entry("b", "../../etc/passwd"));
   CHECK(kept.pending(kController, "b").at(0).ref == "../../etc/passwd");
+}
+
+TEST_CASE("deferred deletes: 40 written at once for one agent are all kept", "[provider]") {
+  // garm runs DeleteInstance in parallel; each kept delete must not remove the temp file
+  // another writer is about to rename.
+  const TempDir dir;
+  DeferredDeletes kept(dir.path() / "sessions");
+  std::vector<std::thread> writers;
+  std::atomic<int> failed{0};
+  for (int i = 0; i < 40; ++i) {
+    writers.emplace_back([&, i] {
+      try {
+        kept.record(entry("unreachable", "garm-" + std::to_string(i)));
+      } catch (const DurableFileError&) {
+        ++failed;
+      }
+    });
+  }
+  for (auto& writer : writers) {
+    writer.join();
+  }
+  CHECK(failed == 0);
+  CHECK(kept.pending(kController, "unreachable").size() == 40);
+}
+
+TEST_CASE("deferred deletes: only a gone writer's temp file is stale", "[provider]") {
+  const TempDir dir;
+  DeferredDeletes kept(dir.path() / "sessions");
+  kept.record(entry("b", "garm-one"));
+  const auto directory = dir.path() / "sessions" / "deferred-deletes" / kController / "b";
+  REQUIRE(std::filesystem::is_directory(directory));
+  const pid_t gone = ::fork();
+  if (gone == 0) {
+    ::_exit(0);
+  }
+  ::waitpid(gone, nullptr, 0);
+  const auto crashed = directory / (".x.tmp." + std::to_string(gone) + ".0");
+  const auto writing = directory / (".y.tmp." + std::to_string(::getppid()) + ".0");
+  std::ofstream(crashed) << "half";
+  std::ofstream(writing) << "half";
+  kept.record(entry("b", "garm-two"));
+  CHECK_FALSE(std::filesystem::exists(crashed));
+  CHECK(std::filesystem::exists(writing));  // a live process (this one's parent) may be writing it
 }

@@ -645,3 +645,38 @@ TEST_CASE("bad bodies from a client are 400s, never an internal error", "[api][m
   const auto metrics = server.curl(server.url("/metrics")).output;
   CHECK_THAT(metrics, !Catch::Contains("code=\"internal\""));
 }
+
+TEST_CASE("a host's or the hub's certificate is no client, whatever name it carries",
+          "[api][mtls][roles]") {
+  ApiServer server;
+  // What a join token holder gets when it enrols as "garm": the CA's signature, garm's CN, and
+  // the host's role.
+  const auto issue = [&](const std::string& file, const std::string& uri) {
+    const auto made = net::pki_make_request("garm");
+    std::filesystem::create_directories(server.pki() / "roles");
+    std::ofstream(server.pki() / "roles" / (file + ".key")) << made.key_pem;
+    std::ofstream(server.pki() / "roles" / (file + ".crt"))
+        << net::pki_sign_request(server.pki(), made.request_pem,
+                                 {.common_name = "garm",
+                                  .uri_names = {uri},
+                                  .server_auth = true,
+                                  .client_auth = true});
+  };
+  issue("host", "urn:garm-edge:agent:garm");
+  issue("hub", "urn:garm-edge:hub:garm-edge-hub");
+  const auto status_of = [&](const std::string& path, const std::string& client) {
+    return server.curl("-o /dev/null -w '%{http_code}' " + server.url(path), client).output;
+  };
+  for (const auto* role : {"roles/host", "roles/hub"}) {
+    INFO(role);
+    CHECK(status_of("/v1/images", role) == "403");
+    CHECK(status_of("/v1/draining", role) == "403");
+    CHECK(status_of("/metrics", role) == "403");
+    CHECK(status_of("/healthz", role) == "200");
+  }
+  CHECK_THAT(server.curl(server.url("/v1/images"), "roles/host").output,
+             Catch::Contains("host \\\"garm\\\", which is no client"));
+  CHECK(status_of("/v1/images", "clients/garm") == "200");
+  CHECK(status_of("/metrics", "clients/garm") == "200");
+  CHECK(status_of("/metrics", "clients/stranger") == "403");  // of the CA, but not a client
+}
