@@ -145,10 +145,8 @@ HubServer::HubServer(asio::io_context& io, HubConfig config, Logger& log)
       watch_timer_(io) {
   // Before the certificate is loaded: one made before roles existed gets the hub's role now.
   store_.prepare_to_serve(unix_now());
-  const net::TlsFiles files{.ca = store_.pki() / "ca.crt",
-                            .crl = "",
-                            .certificate = store_.pki() / "hub.crt",
-                            .key = store_.pki() / "hub.key"};
+  crl_written_ = crl_write_time();
+  const auto files = tls_files();
   net::TlsServerOptions agents;
   agents.address = config_.agents.address;
   agents.port = config_.agents.port;
@@ -157,8 +155,7 @@ HubServer::HubServer(asio::io_context& io, HubConfig config, Logger& log)
   agents.limits.max_body_bytes = 64 * 1024;
   agent_server_ = std::make_unique<net::TlsServer>(
       io, agents,
-      net::TlsConfig::load(net::TlsConfig::Role::server, files,
-                           net::TlsConfig::ClientCertificates::optional),
+      load_agent_tls(files),
       [this](HttpRequest request, net::PeerIdentity peer, net::TlsServer::Respond respond) {
         on_agent_request(std::move(request), peer, respond);
       });
@@ -173,6 +170,41 @@ HubServer::HubServer(asio::io_context& io, HubConfig config, Logger& log)
       [this](HttpRequest request, net::PeerIdentity peer, net::TlsServer::Respond respond) {
         on_provider_request(std::move(request), peer, respond);
       });
+}
+
+net::TlsFiles HubServer::tls_files() const {
+  return {.ca = store_.pki() / "ca.crt",
+          .crl = store_.crl_path(),
+          .certificate = store_.pki() / "hub.crt",
+          .key = store_.pki() / "hub.key"};
+}
+
+std::shared_ptr<const net::TlsConfig> HubServer::load_agent_tls(const net::TlsFiles& files) {
+  // A host has no certificate yet when it enrols.
+  return net::TlsConfig::load(net::TlsConfig::Role::server, files,
+                              net::TlsConfig::ClientCertificates::optional);
+}
+
+std::filesystem::file_time_type HubServer::crl_write_time() const {
+  std::error_code error;
+  return std::filesystem::last_write_time(store_.crl_path(), error);
+}
+
+void HubServer::reload_if_crl_changed() {
+  const auto written = crl_write_time();
+  if (written == crl_written_) {
+    return;
+  }
+  try {
+    const auto files = tls_files();
+    agent_server_->reload(load_agent_tls(files));
+    provider_server_->reload(net::TlsConfig::load(net::TlsConfig::Role::server, files));
+    crl_written_ = written;
+    log_.info("the CRL changed: new connections are checked against it");
+  } catch (const std::exception& e) {
+    log_.warning(std::string("the CRL changed but cannot be loaded, keeping the last: ") +
+                 e.what());
+  }
 }
 
 HubServer::~HubServer() {
@@ -577,6 +609,7 @@ void HubServer::watch_agents() {
       } catch (const std::exception& e) {
         log_.warning(std::string("the CRL could not be refreshed: ") + e.what());
       }
+      reload_if_crl_changed();
     }
     watch_agents();
   });

@@ -77,6 +77,12 @@ class HubServer {
   /// The enrolled agent `peer` is, by a certificate the hub issued and still accepts.
   std::optional<AgentRecord> enrolled_agent(const net::PeerIdentity& peer) const;
   void watch_agents();
+  net::TlsFiles tls_files() const;
+  static std::shared_ptr<const net::TlsConfig> load_agent_tls(const net::TlsFiles& files);
+  std::filesystem::file_time_type crl_write_time() const;
+  /// A revocation by another process (the CLI's remove, revoke-client): both listeners check new
+  /// connections against the new CRL (live ones: at their next request, as the TLS server does).
+  void reload_if_crl_changed();
   /// The enrolled agents, reread only when the agents directory changed (or a second passed:
   /// timestamps are coarse): every list and every relay to all agents reads them.
   std::vector<AgentRecord> enrolled() const;
@@ -94,6 +100,7 @@ class HubServer {
   std::unique_ptr<net::TlsServer> agent_server_;
   std::unique_ptr<net::TlsServer> provider_server_;
   asio::steady_timer watch_timer_;
+  std::filesystem::file_time_type crl_written_{};
   std::uint64_t agents_generation_ = 0;
   unsigned ticks_since_check_ = 0;
   mutable std::mutex enrolled_mutex_;

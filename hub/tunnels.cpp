@@ -104,7 +104,7 @@ void Tunnels::relay(const std::string& name, const std::string& client, std::str
   }
   auto& link = found->second;
   if (!link.idle.empty()) {
-    auto channel = std::move(link.idle.front().channel);
+    auto channel = std::move(link.idle.front());
     link.idle.pop_front();
     lock.unlock();
     return run(name, std::move(channel), std::move(request), timeout, std::move(done));
@@ -162,7 +162,7 @@ void Tunnels::release(const std::string& name, std::shared_ptr<net::TlsChannel> 
   auto& link = found->second;
   auto next = link.next_waiter();
   if (!next) {
-    link.idle.push_back({.channel = std::move(channel), .since = std::chrono::steady_clock::now()});
+    link.idle.push_back(std::move(channel));
     return;
   }
   auto waiter = std::move(*next);
@@ -183,7 +183,7 @@ void Tunnels::closed(const std::string& name, const std::shared_ptr<net::TlsChan
     auto& link = found->second;
     link.open.erase(channel);
     link.serials.erase(channel.get());
-    std::erase_if(link.idle, [&](const Idle& idle) { return idle.channel == channel; });
+    std::erase(link.idle, channel);
     if (link.open.empty()) {
       link.connected_since.reset();
       // Its last tunnel gone, nothing will serve them: they fail now, not at their deadline.
@@ -251,23 +251,19 @@ void Tunnels::start_heartbeats() {
 }
 
 void Tunnels::heartbeat() {
-  std::vector<std::pair<std::string, std::shared_ptr<net::TlsChannel>>> quiet;
+  // Every idle tunnel, however recently it carried a request: a path that died just after one
+  // must be found at this tick, not at the next (a bound of one interval and the timeout).
+  std::vector<std::pair<std::string, std::shared_ptr<net::TlsChannel>>> idle;
   {
     std::lock_guard lock(mutex_);
-    // Half an interval, not a whole one: a tunnel asked at the last tick went idle again a
-    // round trip after it, and must be asked again at this one.
-    const auto before = std::chrono::steady_clock::now() - options_.heartbeat_interval / 2;
-    for (auto& entry : links_) {  // not a structured binding: clang 14 cannot capture one
-      std::erase_if(entry.second.idle, [&](Idle& idle) {
-        if (idle.since > before) {
-          return false;
-        }
-        quiet.emplace_back(entry.first, std::move(idle.channel));
-        return true;
-      });
+    for (auto& [name, link] : links_) {
+      for (auto& channel : link.idle) {
+        idle.emplace_back(name, std::move(channel));
+      }
+      link.idle.clear();
     }
   }
-  for (auto& [name, channel] : quiet) {
+  for (auto& [name, channel] : idle) {
     run(name, std::move(channel), std::string(kHeartbeat), options_.heartbeat_timeout,
         [](std::optional<net::ClientResponse>, const std::string&, bool) {});
   }

@@ -46,10 +46,9 @@ struct TunnelOptions {
   /// the others by one request each at most.
   std::size_t max_waiting_per_client = 64;
   std::size_t max_waiting_bytes_per_client = 16 * 1024 * 1024;
-  /// Every idle tunnel is asked /healthz every interval (one that carried a request in the last
-  /// half interval needs no asking), so a dead path is found within the interval and the
-  /// heartbeat timeout, and the agent (whose tunnels close when no request comes for its idle
-  /// timeout) keeps them.
+  /// Every idle tunnel is asked /healthz every interval, so a dead path is found within the
+  /// interval and the heartbeat timeout, and the agent (whose tunnels close when no request
+  /// comes for its idle timeout) keeps them.
   std::chrono::milliseconds heartbeat_interval{std::chrono::seconds(10)};
   std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(5)};
   /// One answer of one agent (a list of thousands of instances is a few MiB): a hostile agent
@@ -83,7 +82,7 @@ class Tunnels {
              std::chrono::milliseconds timeout, Done done);
   /// Closes every tunnel of `name` and fails the requests waiting for one (its removal).
   void drop(const std::string& name);
-  /// Asks every idle tunnel quiet for the heartbeat interval for /healthz: a tunnel that does
+  /// Asks every idle tunnel for /healthz every heartbeat interval: a tunnel that does
   /// not answer is closed. Runs by itself every interval once started.
   void start_heartbeats();
   std::vector<AgentPresence> presence() const;
@@ -99,14 +98,10 @@ class Tunnels {
     Done done;
     std::shared_ptr<asio::steady_timer> timer;
   };
-  struct Idle {
-    std::shared_ptr<net::TlsChannel> channel;
-    std::chrono::steady_clock::time_point since;
-  };
   struct Link {
     std::set<std::shared_ptr<net::TlsChannel>> open;
     std::map<const net::TlsChannel*, std::string> serials;
-    std::deque<Idle> idle;
+    std::deque<std::shared_ptr<net::TlsChannel>> idle;
     /// Per client, each in arrival order; clients take turns after `last_served`.
     std::map<std::string, std::deque<Waiter>> waiting;
     std::string last_served;

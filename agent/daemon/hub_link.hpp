@@ -36,7 +36,7 @@ struct HubLinkOptions {
   /// How often the hub's CRL is fetched (and, when it changed, kept in the enrolment and
   /// `on_crl_change` called): a host removed at the hub is refused on this agent's own API
   /// within this interval.
-  std::chrono::milliseconds crl_interval{std::chrono::seconds(30)};
+  std::chrono::milliseconds crl_interval{std::chrono::seconds(15)};
   std::function<void()> on_crl_change = {};
 };
 

@@ -139,6 +139,9 @@ key = "%(state)s/hub/agent.pem"
 [[api.clients]]
 identity = "garm"
 controllers = ["%(controller)s"]
+[[api.clients]]
+identity = "ops"
+controllers = ["*"]
 '''
 
 
@@ -190,7 +193,10 @@ class Hub:
         self.config = os.path.join(self.dir, "hub.toml")
         with open(self.config, "w") as f:
             f.write('state_dir = "%s"\nurl = "https://%s:%d"\n[agents]\naddress = "%s"\nport = %d\n'
-                    '[providers]\naddress = "127.0.0.1"\nport = %d\n[tunnels]\nheartbeat_seconds = 2\n'
+                    '[providers]\naddress = "127.0.0.1"\nport = %d\n'
+                    # Renewals at once (not after two thirds of 30 days), and then a short
+                    # interval: the tier sees both the renewal and its rate limit.
+                    '[certificates]\nrenewal_window = 1.0\nmin_renewal_interval_seconds = 20\n'
                     '[[clients]]\nidentity = "garm"\ncontrollers = ["%s"]\n'
                     % (self.state, HUB_IP, self.agent_port, HUB_IP, self.agent_port,
                        self.provider_port, CONTROLLER))
@@ -224,6 +230,29 @@ class Hub:
         finally:
             conn.close()
 
+    def relay(self, body):
+        """POST /v1/relay as garm; the framed answer's parts (agent names)."""
+        import http.client
+        import ssl
+        context = ssl.create_default_context(cafile=self.pki("ca.crt"))
+        context.load_cert_chain(self.pki("clients/garm.crt"), self.pki("clients/garm.key"))
+        conn = http.client.HTTPSConnection("localhost", self.provider_port, context=context,
+                                           timeout=30)
+        try:
+            conn.request("POST", "/v1/relay", json.dumps(body))
+            answer = conn.getresponse()
+            text = answer.read().decode(errors="replace")
+            return answer.status, [line.split(" ")[0] for line in text.split("\n")[1:]
+                                   if line.startswith("a") and " " in line]
+        finally:
+            conn.close()
+
+    def rss_mib(self):
+        for line in open("/proc/%d/status" % self.process.proc.pid):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+        return 0.0
+
     def connected(self, name):
         try:
             return self.agents().get(name, {}).get("connected", False)
@@ -240,13 +269,16 @@ def port_open(host, port, timeout=0.5):
 
 
 class Provider:
-    """garm-provider-edge run as garm runs it: a clean environment, the command in it."""
+    """garm-provider-edge run as garm runs it: a clean environment, the command in it. It reads
+    the hub's CRL file itself (garm's host is the hub's) and pins the direct agent's name."""
 
-    def __init__(self, work, hub, direct):
-        self.config = os.path.join(work, "provider.toml")
+    def __init__(self, work, hub, direct, name="provider.toml"):
+        self.config = os.path.join(work, name)
         with open(self.config, "w") as f:
-            f.write('placement = "spread"\nsession_dir = "%s"\n[timeouts]\nprobe_seconds = 3\n'
-                    'request_seconds = 15\ncreate_seconds = 30\n' % os.path.join(work, "sessions"))
+            f.write('placement = "spread"\nsession_dir = "%s"\ncrl = "%s"\n'
+                    'require_host_identity = true\n[timeouts]\nprobe_seconds = 3\n'
+                    'request_seconds = 15\ncreate_seconds = 30\n'
+                    % (os.path.join(work, "sessions"), hub.pki("crl.pem")))
             f.write('[[agents]]\nname = "%s"\nurl = "https://localhost:%d"\nca = "%s"\n'
                     'certificate = "%s"\nkey = "%s"\n'
                     % (direct.name, direct.api_port, hub.pki("ca.crt"),
@@ -287,6 +319,116 @@ class Provider:
 
 def agent_of(created):
     return json.loads(created.stdout)["provider_id"].split(":")[0]
+
+
+def curl_status(url, ca, certificate, key):
+    """The HTTP status curl gets with that client certificate; 0 when TLS refused it."""
+    result = subprocess.run(("curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time",
+                             "5", "--cacert", ca, "--cert", certificate, "--key", key, url),
+                            capture_output=True, text=True)
+    return int(result.stdout or "0")
+
+
+def a_token_holder_stays_a_host(hub, direct, provider, work):
+    """Issue 37's attacks, as someone holding one ordinary join token would try them."""
+    as_garm = EdgeAgent(work, "garm", "amd64")
+    refused = as_garm.join(hub.token())
+    check(refused.returncode == 1 and "no host may be named so" in refused.stderr,
+          "a token holder cannot become garm (a host named as a client): "
+          + refused.stderr.strip()[-160:])
+    # A host the operator let be reached at the direct agent's name (a mistake, or a host left
+    # on an old address), then serving at the direct agent's URL: the provider pins the name.
+    impostor = EdgeAgent(work, "mallory", "amd64", api_port=direct.api_port)
+    joined = impostor.join(hub.token("--name", "mallory", "--dns", "localhost"))
+    check(joined.returncode == 0, "the operator's token for mallory enrols it: " + joined.stderr)
+    pem = os.path.join(impostor.state, "hub", "agent.pem")
+    url = "https://localhost:%d/v1/controllers/%s/instances" % (direct.api_port, CONTROLLER)
+    check(curl_status(url, hub.pki("ca.crt"), pem, pem) == 403,
+          "a host's certificate is no client of a direct agent, whatever its CN")
+    check(curl_status("https://localhost:%d/v1/agents" % hub.provider_port, hub.pki("ca.crt"),
+                      pem, pem) == 403, "nor of the hub")
+    direct.stop()
+    impostor.start()
+    wait_for("the impostor's port", lambda: port_open("127.0.0.1", direct.api_port), 10, 0.05)
+    listing = provider.call("ListInstances", pool=POOL_AMD)
+    check(listing.returncode == 1 and 'host "mallory", not of host "direct"' in listing.stderr,
+          "ListInstances refuses another host at the direct agent's URL: "
+          + listing.stderr.strip()[-200:])
+    created = provider.create("garm-impostor-0")
+    check(created.returncode != 0 or agent_of(created) != "direct",
+          "no create goes to the impostor as the direct agent")
+    check("garm-impostor-0" not in impostor.log_text(), "the impostor never saw garm's bootstrap")
+    if created.returncode == 0:
+        provider.call("DeleteInstance", instance="garm-impostor-0")
+    impostor.stop()
+    hub.cli("remove", "mallory")
+    direct.start()
+    wait_for("the direct agent back", lambda: port_open("127.0.0.1", direct.api_port), 10, 0.05)
+    wait_for("the direct agent answering", lambda: provider.call(
+        "ListInstances", pool=POOL_AMD).returncode == 0, 15, 0.2)
+
+
+def relay_repeats_cost_one_request(hub):
+    """One relay naming one agent 1,000 times, from three callers at once."""
+    before = hub.rss_mib()
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        answers = list(pool.map(lambda _: hub.relay(
+            {"method": "GET", "target": "/v1/capacity", "agents": ["a1"] * 1000}), range(3)))
+    check(all(status == 200 and parts == ["a1"] for status, parts in answers),
+          "a relay naming a1 1,000 times asks it once: %s" % [a[1][:3] for a in answers])
+    figures.append(("hub RSS before / after three 1,000-name relays (MiB)",
+                    "%.1f / %.1f" % (before, hub.rss_mib())))
+
+
+def kept_deletes_in_parallel(provider, direct, work):
+    """garm's parallel DeleteInstances for an agent that is down: every one is kept."""
+    direct.stop(signal.SIGKILL)
+    ids = ["direct:%s" % __import__("uuid").uuid4() for _ in range(40)]
+    with concurrent.futures.ThreadPoolExecutor(40) as pool:
+        results = list(pool.map(lambda i: provider.call("DeleteInstance", instance=i), ids))
+    failed = [r.stderr.strip()[-160:] for r in results if r.returncode != 0]
+    kept = os.path.join(work, "sessions", "deferred-deletes", CONTROLLER, "direct")
+    files = [f for f in os.listdir(kept) if not f.startswith(".")] if os.path.isdir(kept) else []
+    check(not failed and len(files) == 40,
+          "40 parallel DeleteInstances for a down agent all exit 0 and are kept (%d kept, "
+          "failures: %s)" % (len(files), failed[:2]))
+    direct.start()
+    wait_for("the direct agent back", lambda: port_open("127.0.0.1", direct.api_port), 10, 0.05)
+    provider.instances()  # the next call that reaches it carries them out
+    left = [f for f in os.listdir(kept) if not f.startswith(".")]
+    check(not left, "the kept deletes are carried out once it answers (%d left)" % len(left))
+
+
+def revocation_reaches_the_direct_path(hub, direct, provider):
+    """remove and revoke-client, measured on the hub and on the direct path."""
+    hub.cli("issue-client", "ops")
+    ops = (hub.pki("ca.crt"), hub.pki("clients/ops.crt"), hub.pki("clients/ops.key"))
+    url = "https://localhost:%d/v1/capacity" % direct.api_port
+    check(curl_status(url, *ops) == 200, "the operator's client certificate works directly")
+    saved = (open(ops[1]).read(), open(ops[2]).read())
+    revoked_at = time.time()
+    check(hub.cli("revoke-client", "ops").returncode == 0, "revoke-client ops")
+    with open("/tmp/%s-ops.crt" % TAG, "w") as f:
+        f.write(saved[0])
+    with open("/tmp/%s-ops.key" % TAG, "w") as f:
+        f.write(saved[1])
+    kept = (ops[0], "/tmp/%s-ops.crt" % TAG, "/tmp/%s-ops.key" % TAG)
+    wait_for("the direct agent refusing the revoked client",
+             lambda: curl_status(url, *kept) != 200, 40, 0.25)
+    figures.append(("revoke-client to refusal by a direct agent (s)", time.time() - revoked_at))
+    check(time.time() - revoked_at <= 20,
+          "a direct agent refuses a revoked client within 20 s (the agent fetches the CRL "
+          "every 15 s)")
+    check(curl_status("https://localhost:%d/v1/agents" % hub.provider_port, *kept) != 200,
+          "the hub refuses the revoked client too")
+    removed_at = time.time()
+    hub.cli("remove", "direct")
+    status = run(PROVIDER, "status", "--config", provider.config, check_rc=False)
+    figures.append(("remove to refusal by the provider on the direct path (s)",
+                    time.time() - removed_at))
+    check(status.returncode == 1 and "revoked" in status.stdout,
+          "the provider refuses the removed host on the direct path at its next call:\n"
+          + status.stdout[-400:])
 
 
 def tokens_are_refused(hub, agent, work):
@@ -366,9 +508,15 @@ def main():
                                     input=token + "\n", capture_output=True, text=True, timeout=60)
             check(joined.returncode == 0, "%s joins through NAT with one command: %s"
                   % (name, joined.stdout.strip() or joined.stderr.strip()))
-        joined = agents["direct"].join(token, "--dns", "localhost")
-        check(joined.returncode == 0, "the directly reached agent gets its certificate from the "
-                                      "same CA: %s" % (joined.stdout.strip() or joined.stderr))
+        refused = agents["direct"].join(token, "--dns", "localhost")
+        check(refused.returncode == 1 and "grants the DNS names none" in refused.stderr,
+              "a token without names grants no name garm reaches a host by: "
+              + refused.stderr.strip()[-200:])
+        direct_token = hub.token("--name", "direct", "--dns", "localhost", "--label", "lab")
+        joined = agents["direct"].join(direct_token)
+        check(joined.returncode == 0 and "reached directly as localhost" in joined.stdout,
+              "the directly reached agent gets its names from its token, and its certificate "
+              "from the same CA: %s" % (joined.stdout.strip() or joined.stderr))
         for agent in agents.values():
             agent.start()
         started = time.time()
@@ -386,6 +534,8 @@ def main():
         status = run(PROVIDER, "status", "--config", provider.config, check_rc=False)
         check(status.returncode == 0 and all(n in status.stdout for n in ("a1", "a2", "direct")),
               "status lists the direct agent and the hub's agents:\n" + status.stdout)
+        a_token_holder_stays_a_host(hub, agents["direct"], provider, work)
+        relay_repeats_cost_one_request(hub)
 
         # garm's command set, spread over the fleet.
         created = {}
@@ -433,6 +583,8 @@ def main():
         blackholed = time.time()
         wait_for("a2 seen gone", lambda: not hub.connected("a2"), 30, 0.2)
         figures.append(("black-holed agent dropped by the hub", time.time() - blackholed))
+        check(time.time() - blackholed <= 15.5,
+              "a dead path is found within 15 s (heartbeat every 10 s, 5 s to answer)")
         arm = provider.create("garm-arm-1", pool=POOL_ARM, arch="arm64")
         check(arm.returncode == 1 and "a2" in arm.stderr,
               "the arm64 pool has no agent while a2 is black-holed, and says so")
@@ -468,6 +620,10 @@ def main():
                                  capture_output=True, text=True, timeout=30)
         check(renewed.returncode == 0 and open(pem).read() != before,
               "a1 renews its certificate: " + renewed.stderr.strip())
+        again = subprocess.run(agents["a1"].argv("renew", "--config", agents["a1"].config),
+                               capture_output=True, text=True, timeout=30)
+        check(again.returncode != 0 and "at most one renewal per 20 s" in again.stderr,
+              "a second renewal at once is refused: " + again.stderr.strip()[-160:])
         for index in range(4):
             answer = json.loads(run(PROVIDER, "status", "--config", provider.config, "--json",
                                     check_rc=False).stdout)
@@ -513,6 +669,8 @@ def main():
         for name, agent in agents.items():
             left = os.listdir(os.path.join(agent.state, "instances"))
             check(not left, "agent %s keeps no instance record (nothing leaked): %s" % (name, left))
+        kept_deletes_in_parallel(provider, agents["direct"], work)
+        revocation_reaches_the_direct_path(hub, agents["direct"], provider)
     except Failure as e:
         log("FAILED: %s" % e)
         for name, agent in agents.items():
@@ -531,7 +689,7 @@ def main():
         if os.environ.get("GARM_EDGE_KEEP_WORK") is None:
             shutil.rmtree(work, ignore_errors=True)
     for what, seconds in figures:
-        log("figure: %s: %.2f s" % (what, seconds))
+        log("figure: %s: %s" % (what, seconds if isinstance(seconds, str) else "%.2f s" % seconds))
     log("%d checks passed" % len(checks))
     return 0
 
