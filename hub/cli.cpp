@@ -219,15 +219,15 @@ int revoke_client(int argc, char** argv) {
     std::cerr << "garm-edge-hub: no client certificate " << argv[2] << "\n";
     return 1;
   }
-  std::cout << "revoked client " << argv[2] << "; " << store.crl_path().string()
-            << " names it\n";
+  std::cout << "revoked client " << argv[2] << "; " << store.crl_path().string() << " names it\n";
   return 0;
 }
 
 int revoked(int argc, char** argv) {
   const Options options(argc, argv, {"--config"});
   const HubStore store(load_hub_config(options.require("--config")).state_dir);
-  std::cout << "SERIAL                            HOLDER                    REVOKED AT  EXPIRES AT\n";
+  std::cout
+      << "SERIAL                            HOLDER                    REVOKED AT  EXPIRES AT\n";
   for (const auto& record : store.revoked()) {
     std::cout << record.serial << "  " << record.holder << "  " << record.revoked_at << "  "
               << record.not_after << "\n";

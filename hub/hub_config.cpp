@@ -75,11 +75,10 @@ void read_certificates(TableReader& root, CertificatePolicy& policy) {
   }
   TableReader in(*table, root.source(), "[certificates]");
   policy.host_days = in.integer<int>("host_days", 1, 825).value_or(policy.host_days);
-  policy.renewal_window =
-      in.number("renewal_window", 0.01, 1.0).value_or(policy.renewal_window);
-  policy.min_renewal_interval = std::chrono::seconds(
-      in.integer<long>("min_renewal_interval_seconds", 0, 86400)
-          .value_or(policy.min_renewal_interval.count()));
+  policy.renewal_window = in.number("renewal_window", 0.01, 1.0).value_or(policy.renewal_window);
+  policy.min_renewal_interval =
+      std::chrono::seconds(in.integer<long>("min_renewal_interval_seconds", 0, 86400)
+                               .value_or(policy.min_renewal_interval.count()));
   in.reject_unknown_keys();
 }
 

@@ -154,8 +154,7 @@ HubServer::HubServer(asio::io_context& io, HubConfig config, Logger& log)
   agents.max_connections = config_.agents.max_connections;
   agents.limits.max_body_bytes = 64 * 1024;
   agent_server_ = std::make_unique<net::TlsServer>(
-      io, agents,
-      load_agent_tls(files),
+      io, agents, load_agent_tls(files),
       [this](HttpRequest request, net::PeerIdentity peer, net::TlsServer::Respond respond) {
         on_agent_request(std::move(request), peer, respond);
       });
@@ -512,8 +511,8 @@ void HubServer::relay_to_many(const HttpRequest& request, const HubClient& clien
   gathered->left = agents.size();
   gathered->respond = respond;
   for (const auto& name : agents) {
-    tunnels_.relay(name, client.identity, relayed_request(method, target, name, body, client.identity),
-                   timeout,
+    tunnels_.relay(name, client.identity,
+                   relayed_request(method, target, name, body, client.identity), timeout,
                    [gathered, name](std::optional<net::ClientResponse> answer,
                                     const std::string& error, bool sent) {
                      const int status = answer ? answer->status : 0;

@@ -196,8 +196,9 @@ void check_host_names(const HostNames& host) {
     throw Refused("a name pattern is a host name with '*' in it (lab-board-*), instead of a name");
   }
   if (!host.fixes_name() && (!host.dns_names.empty() || !host.ip_addresses.empty())) {
-    throw Refused("DNS names and addresses go with one host name (--name): hosts of a pattern or "
-                  "of any name are reached through the hub only");
+    throw Refused(
+        "DNS names and addresses go with one host name (--name): hosts of a pattern or "
+        "of any name are reached through the hub only");
   }
   for (const auto& address : host.ip_addresses) {
     std::array<unsigned char, 16> bytes{};
@@ -208,7 +209,8 @@ void check_host_names(const HostNames& host) {
   }
   for (const auto& name : host.dns_names) {
     if (name.empty() || name.size() > 253 ||
-        name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") !=
+        name.find_first_not_of(
+            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") !=
             std::string::npos) {
       throw Refused("\"" + name.substr(0, 64) + "\" is not a DNS name");
     }
@@ -425,9 +427,8 @@ Enrolled HubStore::renew(const std::string& name, const std::string& serial,
   const auto shown = std::find_if(current->certificates.begin(), current->certificates.end(),
                                   [&](const auto& issued) { return issued.serial == serial; });
   const auto lifetime = std::int64_t{policy_.host_days} * 86400;
-  const auto due_at =
-      shown->not_after - static_cast<UnixSeconds>(static_cast<double>(lifetime) *
-                                                  policy_.renewal_window);
+  const auto due_at = shown->not_after - static_cast<UnixSeconds>(static_cast<double>(lifetime) *
+                                                                  policy_.renewal_window);
   if (now < due_at) {
     throw Refused("this certificate is not due for renewal for " +
                   std::to_string((due_at - now + 3599) / 3600) +
@@ -568,8 +569,8 @@ void HubStore::revoke(const std::vector<RevokedRecord>& records, UnixSeconds now
   auto all = revoked();
   std::erase_if(all, [now](const auto& record) { return record.not_after <= now; });
   for (const auto& record : records) {
-    const bool known = std::any_of(all.begin(), all.end(),
-                                   [&](const auto& other) { return other.serial == record.serial; });
+    const bool known = std::any_of(
+        all.begin(), all.end(), [&](const auto& other) { return other.serial == record.serial; });
     if (!known && record.not_after > now) {
       all.push_back(record);
     }

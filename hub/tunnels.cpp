@@ -128,11 +128,11 @@ void Tunnels::relay(const std::string& name, const std::string& client, std::str
     }
   });
   link.waiting[client].push_back(Waiter{.id = id,
-                                .client = client,
-                                .request = std::move(request),
-                                .deadline = std::chrono::steady_clock::now() + timeout,
-                                .done = std::move(done),
-                                .timer = std::move(timer)});
+                                        .client = client,
+                                        .request = std::move(request),
+                                        .deadline = std::chrono::steady_clock::now() + timeout,
+                                        .done = std::move(done),
+                                        .timer = std::move(timer)});
 }
 
 void Tunnels::run(const std::string& name, std::shared_ptr<net::TlsChannel> channel,
@@ -196,8 +196,7 @@ void Tunnels::closed(const std::string& name, const std::shared_ptr<net::TlsChan
   }
 }
 
-void Tunnels::expire_waiter(const std::string& name, const std::string& client,
-                            std::uint64_t id) {
+void Tunnels::expire_waiter(const std::string& name, const std::string& client, std::uint64_t id) {
   std::unique_lock lock(mutex_);
   const auto found = links_.find(name);
   if (found == links_.end()) {

@@ -573,22 +573,22 @@ std::string pki_make_crl(const fs::path& ca_directory,
                      0);
   std::array<unsigned char, MBEDTLS_PK_SIGNATURE_MAX_SIZE> signature{};
   std::size_t signature_length = 0;
-  check_pki(mbedtls_pk_sign(ca_key->get(), MBEDTLS_MD_SHA256, hash.data(), hash.size(),
-                            signature.data(), &signature_length, mbedtls_ctr_drbg_random,
-                            &random_generator()),
-            "sign the CRL");
-  const auto crl = der(
-      0x30, tbs + algorithm +
-                der(0x03, std::string(1, '\0') +
-                              std::string(reinterpret_cast<const char*>(signature.data()),
-                                          signature_length)));
+  check_pki(
+      mbedtls_pk_sign(ca_key->get(), MBEDTLS_MD_SHA256, hash.data(), hash.size(), signature.data(),
+                      &signature_length, mbedtls_ctr_drbg_random, &random_generator()),
+      "sign the CRL");
+  const auto crl =
+      der(0x30, tbs + algorithm +
+                    der(0x03, std::string(1, '\0') +
+                                  std::string(reinterpret_cast<const char*>(signature.data()),
+                                              signature_length)));
   std::string pem(crl.size() * 2 + 128, '\0');
   std::size_t written = 0;
-  check_pki(mbedtls_pem_write_buffer("-----BEGIN X509 CRL-----\n", "-----END X509 CRL-----\n",
-                                     reinterpret_cast<const unsigned char*>(crl.data()),
-                                     crl.size(), reinterpret_cast<unsigned char*>(pem.data()),
-                                     pem.size(), &written),
-            "encode the CRL");
+  check_pki(
+      mbedtls_pem_write_buffer("-----BEGIN X509 CRL-----\n", "-----END X509 CRL-----\n",
+                               reinterpret_cast<const unsigned char*>(crl.data()), crl.size(),
+                               reinterpret_cast<unsigned char*>(pem.data()), pem.size(), &written),
+      "encode the CRL");
   pem.resize(written > 0 ? written - 1 : 0);  // without the terminating NUL it counts
   return pem;
 }

@@ -108,10 +108,11 @@ std::shared_ptr<const net::TlsConfig> TlsConfigCache::get(const AgentEndpoint& e
   const std::lock_guard lock(mutex_);
   auto& config = configs_[{endpoint.ca, endpoint.certificate, endpoint.key, endpoint.crl}];
   if (!config) {
-    config = net::TlsConfig::load(net::TlsConfig::Role::client, {.ca = endpoint.ca,
-                                                                 .crl = endpoint.crl,
-                                                                 .certificate = endpoint.certificate,
-                                                                 .key = endpoint.key});
+    config =
+        net::TlsConfig::load(net::TlsConfig::Role::client, {.ca = endpoint.ca,
+                                                            .crl = endpoint.crl,
+                                                            .certificate = endpoint.certificate,
+                                                            .key = endpoint.key});
   }
   return config;
 }
@@ -126,8 +127,8 @@ net::PeerCheck expected_peer(const AgentEndpoint& endpoint) {
   if (!endpoint.hub.empty()) {
     return hub_peer();
   }
-  return [name = endpoint.name, required = endpoint.require_host_identity](
-             const net::PeerIdentity& peer) {
+  return [name = endpoint.name,
+          required = endpoint.require_host_identity](const net::PeerIdentity& peer) {
     return wire::refusal_as_host(peer.uri_names, name, required);
   };
 }

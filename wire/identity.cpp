@@ -87,9 +87,10 @@ std::optional<std::string> refusal_as_host(const std::vector<std::string>& uri_n
     return "a certificate that claims more than one role";
   }
   if (claims.empty()) {
-    return require_claim ? std::optional<std::string>("a certificate that names no host, where "
-                                                      "host \"" +
-                                                      std::string(name) + "\" is required")
+    return require_claim ? std::optional<std::string>(
+                               "a certificate that names no host, where "
+                               "host \"" +
+                               std::string(name) + "\" is required")
                          : std::nullopt;
   }
   const auto& claim = claims.front();

@@ -141,8 +141,8 @@ int pki(int argc, char** argv) {
   }
   if (action == "issue-client" && argc > 3) {
     const Options options(argc, argv, {"--dir"}, 4);
-    const auto files = net::pki_issue_client(options.get("--dir").value_or(kDefaultPkiDir),
-                                             argv[3], {wire::role_uri(wire::Role::client, argv[3])});
+    const auto files = net::pki_issue_client(options.get("--dir").value_or(kDefaultPkiDir), argv[3],
+                                             {wire::role_uri(wire::Role::client, argv[3])});
     std::cout << "wrote " << files.certificate.string() << " and " << files.key.string() << "\n";
     return 0;
   }

@@ -111,12 +111,11 @@ HubEnrolment join_hub(const JoinOptions& options) {
                     "); remove that directory to join again");
   }
   const auto target = net::parse_https_url(token->hub_url);
-  const net::HttpsClientOptions client_options{
-      .connect_timeout = options.timeout,
-      .request_timeout = options.timeout,
-      .session_file = {},
-      .deadline = std::nullopt,
-      .check_peer = hub_peer()};
+  const net::HttpsClientOptions client_options{.connect_timeout = options.timeout,
+                                               .request_timeout = options.timeout,
+                                               .session_file = {},
+                                               .deadline = std::nullopt,
+                                               .check_peer = hub_peer()};
   // The first connection trusts nothing: what it fetches is checked against the token.
   const auto ca = net::HttpsClient(target, net::TlsConfig::client_unverified(), client_options)
                       .request("GET", "/v1/ca");

@@ -31,13 +31,13 @@ std::shared_ptr<const net::TlsConfig> load_tls(const AgentConfig& config) {
   if (!api.enabled) {
     return nullptr;
   }
-  return net::TlsConfig::load(net::TlsConfig::Role::server,
-                              net::TlsFiles{.ca = api.ca,
-                                            .crl = api.crl,
-                                            .certificate = api.certificate,
-                                            .key = api.key,
-                                            .crls_when_present = {hub_directory(config.state_dir) /
-                                                                  "crl.pem"}});
+  return net::TlsConfig::load(
+      net::TlsConfig::Role::server,
+      net::TlsFiles{.ca = api.ca,
+                    .crl = api.crl,
+                    .certificate = api.certificate,
+                    .key = api.key,
+                    .crls_when_present = {hub_directory(config.state_dir) / "crl.pem"}});
 }
 
 hypervisor::LibvirtOptions libvirt_options(const AgentConfig& config, Logger& log) {
@@ -248,8 +248,7 @@ void AgentDaemon::start_hub_link() {
         auto caller = caller_through_hub(request);
         api_.dispatch(std::move(request), std::move(caller), std::move(respond), api_workers_);
       },
-      GARM_EDGE_VERSION, wire::kAgentFeatures, log_,
-      HubLinkOptions{.on_crl_change = [this] {
+      GARM_EDGE_VERSION, wire::kAgentFeatures, log_, HubLinkOptions{.on_crl_change = [this] {
         asio::post(io_, [this] { reload_certificates(); });
       }});
   hub_link_->start();

@@ -3,7 +3,10 @@
 // tunnels under load, removal, and a hub restart. (The NAT, the real agent and the provider
 // are in tests/hub/run_hub_tier.py.)
 
+#include <algorithm>
 #include <atomic>
+#include <functional>
+#include <future>
 #include <thread>
 
 #include <catch2/catch.hpp>
@@ -70,7 +73,8 @@ class Loop {
 };
 
 struct RunningHub {
-  RunningHub(const std::filesystem::path& state, std::uint16_t agent_port, QuietLog& log) {
+  RunningHub(const std::filesystem::path& state, std::uint16_t agent_port, QuietLog& log,
+             const std::function<void(hub::HubConfig&)>& adjust = {}) {
     hub::HubConfig config;
     config.state_dir = state;
     config.url = "https://127.0.0.1";
@@ -81,6 +85,9 @@ struct RunningHub {
     config.clients = {
         {.identity = "garm", .controllers = {"9dcf590a-1192-4a9c-b3e4-e0902974c2c0"}}};
     config.tunnels.heartbeat_interval = std::chrono::milliseconds(300);
+    if (adjust) {
+      adjust(config);
+    }
     server = std::make_unique<hub::HubServer>(loop.io, config, log);
     server->start();
   }
@@ -107,6 +114,9 @@ struct LinkedAgent {
           const std::lock_guard guard(handlers_mutex);
           if (closing) {
             return;  // the test is over: no thread may outlive the loop its answer goes to
+          }
+          if (!request.header("x-garm-edge-heartbeat")) {
+            callers.push_back(caller.common_name);
           }
           handlers.emplace_back(
               [this, request, caller, handler_delay, respond = std::move(respond)] {
@@ -158,6 +168,7 @@ struct LinkedAgent {
   std::mutex handlers_mutex;
   bool closing = false;               // handlers_mutex
   std::vector<std::thread> handlers;  // handlers_mutex
+  std::vector<std::string> callers;   // handlers_mutex: in the order requests arrived
   Loop loop;
   net::TlsServer tunnels;
   std::unique_ptr<agent::HubLink> link;
@@ -195,9 +206,9 @@ TEST_CASE("an agent joins a hub, dials its tunnels and answers relayed requests"
   const auto provider_port = running->server->provider_port();
   hub::HubStore store(hub_state);
   // The operator names the host and the address it is reached by (the impostor below uses it).
-  const auto [record, secret] = store.create_token(
-      std::chrono::hours(1), 1, {"lab"}, {.name = "lab-board-7", .ip_addresses = {"127.0.0.1"}},
-      unix_now());
+  const auto [record, secret] =
+      store.create_token(std::chrono::hours(1), 1, {"lab"},
+                         {.name = "lab-board-7", .ip_addresses = {"127.0.0.1"}}, unix_now());
   const auto agent_state = dir.path() / "agent";
   const auto token = wire::JoinToken{.hub_url = "https://127.0.0.1:" + std::to_string(agent_port),
                                      .ca_fingerprint = store.ca_fingerprint(),
@@ -419,4 +430,105 @@ TEST_CASE("an agent joins a hub, dials its tunnels and answers relayed requests"
                    "/v1/agents/lab-board-7/relay/v1/capacity")
               .status == 200);
   }
+}
+
+namespace {
+
+/// A hub whose agent lab-board-7 (joined with a token for that name) answers after `delay`.
+struct HubWithAgent {
+  HubWithAgent(std::chrono::milliseconds delay,
+               const std::function<void(hub::HubConfig&)>& adjust = {}) {
+    hub::HubStore::init(
+        state, {.dns_names = {"localhost"}, .ip_addresses = {"127.0.0.1"}, .client_name = "garm"});
+    running = std::make_unique<RunningHub>(state, 0, log, adjust);
+    hub::HubStore store(state);
+    const auto [record, secret] =
+        store.create_token(std::chrono::hours(1), 1, {}, {.name = "lab-board-7"}, unix_now());
+    agent::join_hub(
+        {.token = wire::JoinToken{.hub_url = "https://127.0.0.1:" +
+                                             std::to_string(running->server->agent_port()),
+                                  .ca_fingerprint = store.ca_fingerprint(),
+                                  .id = record.id,
+                                  .secret = secret}
+                      .encode(),
+         .state_dir = dir.path() / "agent",
+         .name = "lab-board-7"});
+    agent = std::make_unique<LinkedAgent>(dir.path() / "agent", delay, log);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (tunnels_of(*running->server, "lab-board-7") < 2 &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  net::HttpsResponse call(const std::string& path, const std::string& client = "clients/garm") {
+    return call_hub(state / "pki", running->server->provider_port(), path, client);
+  }
+  std::size_t waiting() {
+    const auto presence = running->server->tunnels().presence("lab-board-7");
+    return presence ? presence->waiting : 0;
+  }
+
+  TempDir dir;
+  std::filesystem::path state = dir.path() / "hub";
+  QuietLog log;
+  std::unique_ptr<RunningHub> running;
+  std::unique_ptr<LinkedAgent> agent;
+};
+
+}  // namespace
+
+TEST_CASE("clients take turns for a busy agent's tunnels, each with its own cap", "[hub][relay]") {
+  HubWithAgent fleet(std::chrono::milliseconds(250), [](hub::HubConfig& config) {
+    config.clients.push_back({.identity = "tenant", .controllers = {"*"}});
+    config.tunnels.max_waiting_per_client = 24;
+  });
+  hub::HubStore(fleet.state).issue_client("tenant");
+  const std::string capacity = "/v1/agents/lab-board-7/relay/v1/capacity";
+  std::vector<std::future<net::HttpsResponse>> burst;
+  for (int i = 0; i < 40; ++i) {
+    burst.push_back(std::async(std::launch::async, [&] { return fleet.call(capacity); }));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (fleet.waiting() < 20 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  REQUIRE(fleet.waiting() >= 20);
+  CHECK(fleet.call(capacity, "clients/tenant").status == 200);
+  int answered = 0;
+  int refused = 0;
+  for (auto& call : burst) {
+    const auto answer = call.get();
+    answer.status == 200 ? ++answered : ++refused;
+    if (answer.status != 200) {
+      CHECK_THAT(answer.body, Catch::Contains("too many requests waiting"));
+    }
+  }
+  CHECK(refused > 0);  // beyond garm's 24 waiting, at once
+  CHECK(answered + refused == 40);
+  std::lock_guard guard(fleet.agent->handlers_mutex);
+  const auto& order = fleet.agent->callers;
+  const auto tenant = std::find(order.begin(), order.end(), "tenant") - order.begin();
+  INFO("the tenant's request reached the agent as number " << tenant + 1 << " of " << order.size());
+  // Its turn came at the next free tunnel, not after garm's waiting burst.
+  CHECK(tenant < static_cast<std::ptrdiff_t>(order.size()) - 10);
+}
+
+TEST_CASE("a relay names each agent once, however often it is asked to", "[hub][relay]") {
+  HubWithAgent fleet(std::chrono::milliseconds(0));
+  net::HttpsClient client({.host = "localhost", .port = fleet.running->server->provider_port()},
+                          net::TlsConfig::load(net::TlsConfig::Role::client,
+                                               {.ca = fleet.state / "pki/ca.crt",
+                                                .crl = "",
+                                                .certificate = fleet.state / "pki/clients/garm.crt",
+                                                .key = fleet.state / "pki/clients/garm.key"}),
+                          {});
+  const auto answer =
+      client.request("POST", "/v1/relay",
+                     json({{"method", "GET"},
+                           {"target", "/v1/capacity"},
+                           {"agents", std::vector<std::string>(1000, "lab-board-7")}})
+                         .dump());
+  REQUIRE(answer.status == 200);
+  CHECK(wire::parse_relay_framing(answer.body)->size() == 1);
+  CHECK(fleet.agent->served == 1);
 }

@@ -458,7 +458,8 @@ TEST_CASE("the provider takes a direct agent only under its own host name, and n
 
   // The CRL the hub writes names it: refused on the next call, no restart of anything.
   const auto crl = garm.dir() / "crl.pem";
-  std::ofstream(crl) << net::pki_make_crl(pki, {{.serial = serial, .revoked_at_unix = std::time(nullptr)}}, 1, 30);
+  std::ofstream(crl) << net::pki_make_crl(
+      pki, {{.serial = serial, .revoked_at_unix = std::time(nullptr)}}, 1, 30);
   std::ofstream(garm.config(), std::ios::app) << "crl = \"" << crl.string() << "\"\n";
   listed = list();
   CHECK(listed.exit_code == 1);

@@ -107,8 +107,7 @@ TEST_CASE("a token enrols an agent once per use, with a certificate the fleet CA
 
 TEST_CASE("refused enrolments say why and issue nothing", "[hub][enrolment]") {
   Fixture f;
-  const auto [token, secret] =
-      f.store.create_token(std::chrono::seconds(60), 1, {}, {}, kNow);
+  const auto [token, secret] = f.store.create_token(std::chrono::seconds(60), 1, {}, {}, kNow);
   CHECK_THAT(refusal_of([&] { f.store.enrol(f.request(token.id, secret), kNow + 60); }),
              Catch::Contains("expired"));
   CHECK_THAT(refusal_of([&] { f.store.enrol(f.request(token.id, secret + "x"), kNow); }),
@@ -132,8 +131,8 @@ TEST_CASE("refused enrolments say why and issue nothing", "[hub][enrolment]") {
 TEST_CASE("a token makes only the host the operator named, with only the names it grants",
           "[hub][enrolment][roles]") {
   Fixture f;
-  const auto [token, secret] =
-      f.token(1, {.name = "r1-amd-01", .dns_names = {"r1-amd-01.lab"}, .ip_addresses = {"10.0.0.5"}});
+  const auto [token, secret] = f.token(
+      1, {.name = "r1-amd-01", .dns_names = {"r1-amd-01.lab"}, .ip_addresses = {"10.0.0.5"}});
 
   // Another name, or a name garm reaches another host by, is refused; nothing is used up.
   CHECK_THAT(refusal_of([&] { f.store.enrol(f.request(token.id, secret, "r1-amd-02"), kNow); }),
@@ -164,10 +163,10 @@ TEST_CASE("a token makes only the host the operator named, with only the names i
   CHECK_THAT(
       refusal_of([&] { f.store.enrol(f.request(pattern.id, pattern_secret, "r9-x"), kNow); }),
       Catch::Contains("is for hosts lab-board-*"));
-  CHECK(net::certificate_facts(
-            f.store.enrol(f.request(pattern.id, pattern_secret, "lab-board-7"), kNow)
-                .certificate_pem)
-            .dns_names.empty());
+  CHECK(
+      net::certificate_facts(
+          f.store.enrol(f.request(pattern.id, pattern_secret, "lab-board-7"), kNow).certificate_pem)
+          .dns_names.empty());
 
   // The operator's own mistakes are refused when the token is made.
   CHECK_THAT(refusal_of([&] { f.token(1, {.dns_names = {"x.lab"}}); }),
@@ -240,11 +239,10 @@ TEST_CASE("renewal keeps the newest and the shown certificate, only when due, on
              Catch::Contains("enrolled already"));
   const auto c1 = first.agent.certificates.front().serial;
   const auto renew = [&](const std::string& serial, hub::UnixSeconds at) {
-    return net::certificate_facts(
-               f.store
-                   .renew("rack1-host03", serial,
-                          net::pki_make_request("rack1-host03").request_pem, at)
-                   .certificate_pem)
+    return net::certificate_facts(f.store
+                                      .renew("rack1-host03", serial,
+                                             net::pki_make_request("rack1-host03").request_pem, at)
+                                      .certificate_pem)
         .serial;
   };
   // Two thirds of 30 days must pass first: a stolen key cannot mint certificates at will.
@@ -301,8 +299,8 @@ TEST_CASE("removal revokes a host's certificates in a CRL that OpenSSL and mbedT
   CHECK(check_with_crl(other_crt).exit_code == 0);
   const auto crl_text =
       run_command("openssl crl -noout -text -in " + f.store.crl_path().string() + " 2>&1");
-  CHECK_THAT(crl_text.output, Catch::Contains("X509v3 CRL Number") &&
-                                  Catch::Contains("Revoked Certificates"));
+  CHECK_THAT(crl_text.output,
+             Catch::Contains("X509v3 CRL Number") && Catch::Contains("Revoked Certificates"));
   CHECK(std::filesystem::status(f.store.crl_path()).permissions() ==
         (std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
          std::filesystem::perms::group_read | std::filesystem::perms::others_read));
@@ -336,8 +334,9 @@ TEST_CASE("removal revokes a host's certificates in a CRL that OpenSSL and mbedT
   Fixture stranger;
   CHECK_THROWS_WITH(net::pki_check_crl(ca, stranger.store.crl_pem()),
                     Catch::Contains("not one the CA"));
-  CHECK_THROWS_AS(net::pki_check_crl(ca, "-----BEGIN X509 CRL-----\nAAAA\n-----END X509 CRL-----\n"),
-                  net::PkiError);
+  CHECK_THROWS_AS(
+      net::pki_check_crl(ca, "-----BEGIN X509 CRL-----\nAAAA\n-----END X509 CRL-----\n"),
+      net::PkiError);
 }
 
 TEST_CASE("a hub made before roles gets the hub's role and localhost when it starts",
@@ -351,11 +350,9 @@ TEST_CASE("a hub made before roles gets the hub's role and localhost when it sta
   CHECK(facts.uri_names == std::vector<std::string>{"urn:garm-edge:hub:garm-edge-hub"});
   CHECK(facts.dns_names == std::vector<std::string>{"hub.lab", "localhost"});
   CHECK(facts.ip_addresses == std::vector<std::string>{"203.0.113.10"});
-  CHECK_NOTHROW(net::TlsConfig::load(net::TlsConfig::Role::server,
-                                     {.ca = pki / "ca.crt",
-                                      .crl = "",
-                                      .certificate = pki / "hub.crt",
-                                      .key = pki / "hub.key"}));
+  CHECK_NOTHROW(net::TlsConfig::load(
+      net::TlsConfig::Role::server,
+      {.ca = pki / "ca.crt", .crl = "", .certificate = pki / "hub.crt", .key = pki / "hub.key"}));
   const auto serial = facts.serial;
   f.store.prepare_to_serve(kNow);  // once only
   CHECK(net::certificate_facts(*read_file(pki / "hub.crt")).serial == serial);

@@ -655,12 +655,9 @@ TEST_CASE("a host's or the hub's certificate is no client, whatever name it carr
     const auto made = net::pki_make_request("garm");
     std::filesystem::create_directories(server.pki() / "roles");
     std::ofstream(server.pki() / "roles" / (file + ".key")) << made.key_pem;
-    std::ofstream(server.pki() / "roles" / (file + ".crt"))
-        << net::pki_sign_request(server.pki(), made.request_pem,
-                                 {.common_name = "garm",
-                                  .uri_names = {uri},
-                                  .server_auth = true,
-                                  .client_auth = true});
+    std::ofstream(server.pki() / "roles" / (file + ".crt")) << net::pki_sign_request(
+        server.pki(), made.request_pem,
+        {.common_name = "garm", .uri_names = {uri}, .server_auth = true, .client_auth = true});
   };
   issue("host", "urn:garm-edge:agent:garm");
   issue("hub", "urn:garm-edge:hub:garm-edge-hub");
