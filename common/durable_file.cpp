@@ -43,6 +43,16 @@ void make_private_directory(const fs::path& path) {
   if (::stat(path.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
     throw DurableFileError(path.string() + " is not a directory");
   }
+  // A directory someone else made first, or left open, is not private: what is kept there
+  // (token digests, certificates, kept deletes) could be read or replaced.
+  if ((info.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    throw DurableFileError(path.string() + " is writable by other users (chmod go-w " +
+                           path.string() + ")");
+  }
+  if (::geteuid() != 0 && info.st_uid != ::geteuid()) {
+    throw DurableFileError(path.string() + " belongs to uid " + std::to_string(info.st_uid) +
+                           ", not to this process's uid " + std::to_string(::geteuid()));
+  }
 }
 
 void fsync_directory(const fs::path& directory) {

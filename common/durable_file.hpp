@@ -16,7 +16,8 @@ class DurableFileError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// Creates `path` (0700) unless it exists; throws when it cannot be made or is no directory.
+/// Creates `path` (0700) unless it exists; throws when it cannot be made, is no directory, is
+/// writable by the group or others, or (for a process that is not root) belongs to another user.
 void make_private_directory(const std::filesystem::path& path);
 
 /// Makes a rename or unlink in `directory` survive a power cut.

@@ -133,11 +133,11 @@ std::optional<wire::AddressAmount> address_amount(const std::optional<AddressCou
                              .free = addresses->free};
 }
 
-/// The host's capacity; its warm offers only `for_controller`'s when set, since no other
-/// controller's create may take them (placement asks per controller).
+/// The host's capacity; its warm offers only of the controllers `shown` lets through: the
+/// asking controller's for a placement (no other controller's create may take them), those a
+/// client may act for otherwise (other controllers' IDs are not a tenant's to see).
 wire::AgentCapacity capacity_answer(const AgentConfig& config, const CapacityReport& report,
-                                    const ImageBases* images,
-                                    std::optional<std::string_view> for_controller = {}) {
+                                    const ImageBases* images, const ControllerFilter& shown) {
   const auto amount = [](const Resources& r) {
     return wire::ResourceAmount{
         .vcpus = r.vcpus, .memory_mib = r.memory_mib, .instances = r.instances};
@@ -161,7 +161,7 @@ wire::AgentCapacity capacity_answer(const AgentConfig& config, const CapacityRep
     answer.instances_by_state[state] = count;
   }
   for (const auto& warm : report.warm) {
-    if (for_controller && warm.controller != *for_controller) {
+    if (!shown(warm.controller)) {
       continue;
     }
     answer.warm.push_back({.controller = warm.controller,
@@ -319,7 +319,20 @@ net::HttpResponse ControlApi::route(const net::HttpRequest& request, const net::
             (std::holds_alternative<SetDraining>(command) ? "drain this host" : "pull images") +
             ": that needs controllers = [\"*\"]");
   }
-  return std::visit([this](const auto& c) { return run(c); }, command);
+  // Warm guests belong to controllers: a client sees only those it may act for.
+  const ControllerFilter may_see = [&](const std::string& owner) {
+    return config_.api.allows(identities, owner);
+  };
+  return std::visit(
+      [&](const auto& c) {
+        using Command = std::decay_t<decltype(c)>;
+        if constexpr (std::is_same_v<Command, ShowCapacity> || std::is_same_v<Command, ListWarm>) {
+          return run(c, may_see);
+        } else {
+          return run(c);
+        }
+      },
+      command);
 }
 
 net::HttpResponse ControlApi::run(const Health&) {
@@ -350,14 +363,17 @@ net::HttpResponse ControlApi::run(const ListFlavors&) {
   return json_response(200, wire::to_json(flavor_offers(config_)));
 }
 
-net::HttpResponse ControlApi::run(const ShowCapacity&) {
-  return json_response(
-      200, wire::to_json(capacity_answer(config_, service_.capacity(), service_.image_bases())));
+net::HttpResponse ControlApi::run(const ShowCapacity&, const ControllerFilter& shown) {
+  return json_response(200, wire::to_json(capacity_answer(config_, service_.capacity(),
+                                                          service_.image_bases(), shown)));
 }
 
-net::HttpResponse ControlApi::run(const ListWarm&) {
+net::HttpResponse ControlApi::run(const ListWarm&, const ControllerFilter& shown) {
   auto guests = ordered_json::array();
   for (const auto& record : service_.warm_guests()) {
+    if (!shown(record.warm->controller)) {
+      continue;
+    }
     guests.push_back({{"name", record.name},
                       {"provider_id", record.domain_uuid},
                       {"image", record.image},
@@ -430,8 +446,9 @@ net::HttpResponse ControlApi::run(const ShowPlacement& command) {
   const wire::PlacementAnswer answer{
       .instance = service_.get(command.controller, command.instance),
       .create_under_way = service_.create_under_way(command.controller, command.instance.str()),
-      .capacity = capacity_answer(config_, service_.capacity(), service_.image_bases(),
-                                  command.controller.str())};
+      .capacity = capacity_answer(
+          config_, service_.capacity(), service_.image_bases(),
+          [&](const std::string& controller) { return controller == command.controller.str(); })};
   return json_response(200, wire::to_json(answer));
 }
 

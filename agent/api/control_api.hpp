@@ -23,6 +23,9 @@ namespace garm_edge::agent {
 /// The TLS server's settings from [api] (address, port, who may connect, connection shares).
 net::TlsServerOptions tls_server_options(const ApiConfig& api);
 
+/// Which controllers' warm guests an answer may show.
+using ControllerFilter = std::function<bool(const std::string& controller)>;
+
 class ControlApi {
  public:
   ControlApi(const AgentConfig& config, InstanceService& service);
@@ -46,8 +49,8 @@ class ControlApi {
   net::HttpResponse run(const ShowMetrics&);
   net::HttpResponse run(const ListImages&);
   net::HttpResponse run(const ListFlavors&);
-  net::HttpResponse run(const ShowCapacity&);
-  net::HttpResponse run(const ListWarm&);
+  net::HttpResponse run(const ShowCapacity&, const ControllerFilter& shown);
+  net::HttpResponse run(const ListWarm&, const ControllerFilter& shown);
   net::HttpResponse run(const SetDraining& command);
   net::HttpResponse run(const PullImage& command);
   net::HttpResponse run(const ExtraSpecsSchema&);

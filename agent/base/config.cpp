@@ -312,6 +312,12 @@ std::optional<ImageSourceConfig> read_image_source(TableReader& in) {
   }
   if (!source.checksums_url.empty()) {
     check_pull_url(in, "checksums", source.checksums_url);
+    // The digest is what proves the image: over plain HTTP anyone on the path chooses it.
+    if (!source.checksums_url.starts_with("https://")) {
+      in.fail(in.node("checksums"),
+              "checksums must be an https:// URL: over http:// anyone on the path chooses the "
+              "digest the image is checked against (or pin sha256 here)");
+    }
   }
   return source;
 }
@@ -592,7 +598,7 @@ std::string agent_config_json_schema() {
          R"json("base_path":{"type":"string"},"base_format":{"enum":["qcow2","raw"]},)json"
          R"json("source":{"type":"string","pattern":"^https?://"},)json"
          R"json("sha256":{"type":"string","pattern":"^[0-9a-f]{64}$"},)json"
-         R"json("checksums":{"type":"string","pattern":"^https?://"},)json"
+         R"json("checksums":{"type":"string","pattern":"^https://"},)json"
          R"json("source_format":{"enum":["qcow2","raw"]},)json"
          R"json("os_type":{"enum":["linux","windows"]},"os_name":{"type":"string"},"os_version":{"type":"string"},)json"
          R"json("arch":{"enum":["amd64","arm64","arm"]}}}},)json"

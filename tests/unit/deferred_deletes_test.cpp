@@ -117,3 +117,38 @@ TEST_CASE("deferred deletes: only a gone writer's temp file is stale", "[provide
   CHECK_FALSE(std::filesystem::exists(crashed));
   CHECK(std::filesystem::exists(writing));  // a live process (this one's parent) may be writing it
 }
+
+TEST_CASE("deferred deletes: a session directory others can write or own is refused",
+          "[provider]") {
+  const TempDir dir;
+  const auto sessions = dir.path() / "sessions";
+  std::filesystem::create_directories(sessions);
+  std::filesystem::permissions(sessions, std::filesystem::perms::others_write,
+                               std::filesystem::perm_options::add);
+  DeferredDeletes kept(sessions);
+  CHECK_THROWS_WITH(kept.record(entry("b", "garm-one")), Catch::Contains("writable by other"));
+  std::filesystem::permissions(sessions, std::filesystem::perms::others_write,
+                               std::filesystem::perm_options::remove);
+  kept.record(entry("b", "garm-one"));
+  if (::geteuid() == 0) {
+    // garm's account (here: nobody) must not keep its deletes in a directory of another.
+    std::filesystem::permissions(dir.path(), std::filesystem::perms::others_exec,
+                                 std::filesystem::perm_options::add);
+    const pid_t child = ::fork();
+    if (child == 0) {
+      bool refused = false;
+      if (::setgid(65534) == 0 && ::setuid(65534) == 0) {
+        try {
+          DeferredDeletes(sessions).record(entry("c", "garm-two"));
+        } catch (const DurableFileError& e) {
+          refused = std::string(e.what()).find("belongs to uid 0") != std::string::npos;
+        }
+      }
+      ::_exit(refused ? 0 : 1);
+    }
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  }
+}

@@ -286,6 +286,12 @@ TEST_CASE("control API: placement hears only of the asking controller's warm gue
   const auto capacity = json::parse(api.call("GET", "/v1/capacity").body);
   REQUIRE(capacity.at("warm").size() == 1);
   CHECK(capacity.at("warm").at(0).at("controller") == kController);
+  // A client of another controller sees neither garm's warm guests nor its controller's ID,
+  // in the capacity answer or the warm list.
+  const auto seen_by_other = api.call("GET", "/v1/capacity", "", kOther);
+  CHECK(json::parse(seen_by_other.body).at("warm").empty());
+  CHECK_THAT(seen_by_other.body, !Catch::Contains(kController));
+  CHECK_THAT(api.call("GET", "/v1/warm", "", kOther).body, !Catch::Contains(kController));
 }
 
 TEST_CASE("control API: the operator pulls an image ahead of demand, and sees its pull",

@@ -318,6 +318,21 @@ TEST_CASE("warm guests belong to one controller, which an agent serving several 
   }
 }
 
+TEST_CASE("a checksum file over plain HTTP proves nothing and is refused", "[config][images]") {
+  CHECK_THROWS_WITH(
+      parse_agent_config(with("[pull]\ndirectory = \"/var/lib/images\"\n[[images]]\n"
+                              "name = \"bookworm\"\nsource = \"http://mirror.lab/debian.qcow2\"\n"
+                              "checksums = \"http://mirror.lab/SHA256SUMS\"\n"),
+                         "agent.toml"),
+      Catch::Contains("checksums must be an https:// URL"));
+  // An image over HTTP with its digest pinned in the config is proved by the config.
+  CHECK_NOTHROW(parse_agent_config(
+      with("[pull]\ndirectory = \"/var/lib/images\"\n[[images]]\nname = \"bookworm\"\n"
+           "source = \"http://mirror.lab/debian.qcow2\"\nsha256 = \"" +
+           std::string(64, 'a') + "\"\n"),
+      "agent.toml"));
+}
+
 TEST_CASE("an image can name a source to pull, proved by a checksum file", "[config][images]") {
   const auto config = parse_agent_config(
       with("[pull]\ndirectory = \"/var/lib/images\"\nquota_gib = 40\nrate_mib_per_second = 5\n"
