@@ -425,6 +425,8 @@ std::string relayed_request(const std::string& method, const std::string& target
 }
 
 constexpr std::size_t kMaxRelayTargets = 4096;
+/// Below the 64 MiB a provider reads of one answer (net::HttpsClient).
+constexpr std::size_t kMaxFramedBytes = 48 * 1024 * 1024;
 
 }  // namespace
 
@@ -515,9 +517,16 @@ void HubServer::relay_to_many(const HttpRequest& request, const HubClient& clien
                    relayed_request(method, target, name, body, client.identity), timeout,
                    [gathered, name](std::optional<net::ClientResponse> answer,
                                     const std::string& error, bool sent) {
-                     const int status = answer ? answer->status : 0;
-                     const auto& bytes = answer ? answer->body : error;
+                     int status = answer ? answer->status : 0;
+                     std::string bytes = answer ? std::move(answer->body) : error;
                      std::unique_lock lock(gathered->mutex);
+                     // The whole stays within what a provider reads: one agent's huge answer
+                     // fails that agent's part, named, not the answer of every agent.
+                     if (gathered->framed.size() + bytes.size() > kMaxFramedBytes) {
+                       bytes = "agent " + name + " answered " + std::to_string(bytes.size()) +
+                               " bytes, more than this relay's answers may hold";
+                       status = 0;
+                     }
                      gathered->framed += name + " " + std::to_string(status) + " " +
                                          (sent ? "1" : "0") + " " + std::to_string(bytes.size()) +
                                          "\n" + bytes;
