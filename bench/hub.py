@@ -146,12 +146,17 @@ class Bench:
         config = os.path.join(directory, "agent.toml")
         with open(config, "w") as f:
             f.write(AGENT_TOML % {"name": name, "dir": directory, "api": api})
-        extra = ("--dns", "localhost") if direct else ()
-        subprocess.run((AGENT, "join", self.token, "--config", config) + extra, check=True,
+        # A host garm reaches directly gets its name and DNS name from a token made for it.
+        token = self.create_token("--name", name, "--dns", "localhost") if direct else self.token
+        subprocess.run((AGENT, "join", token, "--config", config), check=True,
                        capture_output=True)
         self.processes.append(Process((AGENT, "serve", "--config", config),
                                       os.path.join(directory, "agent.log")))
         self.agents[name] = port
+
+    def create_token(self, *arguments):
+        return subprocess.run((HUB, "token", "create", "--config", self.hub_config) + arguments,
+                              check=True, capture_output=True, text=True).stdout.strip()
 
     def provider_configs(self, names):
         direct = os.path.join(self.work, "direct.toml")
@@ -212,9 +217,7 @@ def main():
     bench = Bench(work)
     try:
         bench.start_hub()
-        bench.token = subprocess.run((HUB, "token", "create", "--config", bench.hub_config,
-                                      "--uses", "100"), check=True, capture_output=True,
-                                     text=True).stdout.strip()
+        bench.token = bench.create_token("--uses", "100")
         names = ["rack%d" % i for i in range(1, 9)]
         for name in names:
             bench.add_agent(name, direct=True)
