@@ -185,7 +185,7 @@ int remove(int argc, char** argv) {
     throw UsageError("remove needs an agent name");
   }
   const Options options(argc, argv, {"--config"}, 3);
-  HubStore store(load_hub_config(options.require("--config")).state_dir);
+  auto store = open_hub_store(load_hub_config(options.require("--config")));
   if (!store.remove(argv[2], unix_now())) {
     std::cerr << "garm-edge-hub: no agent " << argv[2] << "\n";
     return 1;
@@ -214,7 +214,7 @@ int revoke_client(int argc, char** argv) {
     throw UsageError("revoke-client needs a name");
   }
   const Options options(argc, argv, {"--config"}, 3);
-  HubStore store(load_hub_config(options.require("--config")).state_dir);
+  auto store = open_hub_store(load_hub_config(options.require("--config")));
   if (!store.revoke_client(argv[2], unix_now())) {
     std::cerr << "garm-edge-hub: no client certificate " << argv[2] << "\n";
     return 1;

@@ -163,15 +163,25 @@ HubEnrolment join_hub(const JoinOptions& options) {
   return enrolment;
 }
 
+namespace {
+
+/// One request to the hub as the enrolled host.
+net::HttpsResponse ask_hub(const HubEnrolment& enrolment, std::chrono::milliseconds timeout,
+                           const std::string& method, const std::string& path,
+                           const std::string& body = "") {
+  return net::HttpsClient(net::parse_https_url(enrolment.hub_url), enrolment.client_tls(),
+                          {.connect_timeout = timeout,
+                           .request_timeout = timeout,
+                           .session_file = {},
+                           .deadline = std::nullopt,
+                           .check_peer = hub_peer()})
+      .request(method, path, body);
+}
+
+}  // namespace
+
 std::string fetch_hub_crl(const HubEnrolment& enrolment, std::chrono::milliseconds timeout) {
-  const auto answer =
-      net::HttpsClient(net::parse_https_url(enrolment.hub_url), enrolment.client_tls(),
-                       {.connect_timeout = timeout,
-                        .request_timeout = timeout,
-                        .session_file = {},
-                        .deadline = std::nullopt,
-                        .check_peer = hub_peer()})
-          .request("GET", "/v1/crl");
+  const auto answer = ask_hub(enrolment, timeout, "GET", "/v1/crl");
   if (answer.status != 200) {
     throw JoinError("the hub gave no CRL: " + refusal(answer));
   }
@@ -185,14 +195,8 @@ std::string fetch_hub_crl(const HubEnrolment& enrolment, std::chrono::millisecon
 
 void renew_certificate(const HubEnrolment& enrolment, std::chrono::milliseconds timeout) {
   auto credentials = net::pki_make_request(enrolment.name);
-  const auto answer =
-      net::HttpsClient(net::parse_https_url(enrolment.hub_url), enrolment.client_tls(),
-                       {.connect_timeout = timeout,
-                        .request_timeout = timeout,
-                        .session_file = {},
-                        .deadline = std::nullopt,
-                        .check_peer = hub_peer()})
-          .request("POST", "/v1/renew", json({{"request", credentials.request_pem}}).dump());
+  const auto answer = ask_hub(enrolment, timeout, "POST", "/v1/renew",
+                              json({{"request", credentials.request_pem}}).dump());
   if (answer.status != 200) {
     throw JoinError("the hub refused the renewal: " + refusal(answer));
   }
