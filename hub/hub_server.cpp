@@ -518,7 +518,10 @@ void HubServer::relay_to_many(const HttpRequest& request, const HubClient& clien
                    [gathered, name](std::optional<net::ClientResponse> answer,
                                     const std::string& error, bool sent) {
                      int status = answer ? answer->status : 0;
-                     std::string bytes = answer ? std::move(answer->body) : error;
+                     std::string bytes = error;
+                     if (answer) {
+                       bytes = std::move(answer->body);
+                     }
                      std::unique_lock lock(gathered->mutex);
                      // The whole stays within what a provider reads: one agent's huge answer
                      // fails that agent's part, named, not the answer of every agent.
