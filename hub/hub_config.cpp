@@ -5,6 +5,7 @@
 #include "common/text.hpp"
 #include "common/toml_reader.hpp"
 #include "net/https_client.hpp"
+#include "wire/validate.hpp"
 
 namespace garm_edge::hub {
 namespace {
@@ -41,6 +42,10 @@ HubClient read_client(const toml::table& table, const std::string& source, std::
   }
   for (auto& controller : client.controllers) {
     controller = ascii_lower(controller);
+    // Relayed to agents in a header: a UUID or "*", nothing else.
+    if (controller != "*" && !wire::is_uuid(controller)) {
+      in.fail(in.node("controllers"), "controllers are garm controller UUIDs or \"*\"");
+    }
   }
   in.reject_unknown_keys();
   return client;

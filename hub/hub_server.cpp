@@ -156,7 +156,7 @@ HubServer::HubServer(asio::io_context& io, HubConfig config, Logger& log)
   agent_server_ = std::make_unique<net::TlsServer>(
       io, agents, load_agent_tls(files),
       [this](HttpRequest request, net::PeerIdentity peer, net::TlsServer::Respond respond) {
-        on_agent_request(std::move(request), peer, respond);
+        answer_safely(respond, [&] { on_agent_request(std::move(request), peer, respond); });
       });
   net::TlsServerOptions providers;
   providers.address = config_.providers.address;
@@ -167,7 +167,7 @@ HubServer::HubServer(asio::io_context& io, HubConfig config, Logger& log)
   provider_server_ = std::make_unique<net::TlsServer>(
       io, providers, net::TlsConfig::load(net::TlsConfig::Role::server, files),
       [this](HttpRequest request, net::PeerIdentity peer, net::TlsServer::Respond respond) {
-        on_provider_request(std::move(request), peer, respond);
+        answer_safely(respond, [&] { on_provider_request(std::move(request), peer, respond); });
       });
 }
 
@@ -407,7 +407,7 @@ void HubServer::on_provider_request(HttpRequest request, const net::PeerIdentity
       HttpRequest inner = std::move(request);
       inner.target = target;
       inner.path = name;  // where it goes
-      return relay(inner, client->identity, respond);
+      return relay(inner, *client, respond);
     }
   }
   respond(error_answer(404, "no_such_endpoint", "no such endpoint"));
@@ -415,14 +415,23 @@ void HubServer::on_provider_request(HttpRequest request, const net::PeerIdentity
 
 namespace {
 
-/// The request an agent gets over its tunnel, as the caller `caller` (a [[clients]] identity).
+/// The request an agent gets over its tunnel, as `caller` (a [[clients]] entry): its identity,
+/// and the controllers it may act for, so that the agent shows it only their warm guests.
 std::string relayed_request(const std::string& method, const std::string& target,
                             const std::string& agent, const std::string& body,
-                            const std::string& caller) {
+                            const HubClient& caller) {
+  std::string controllers;
+  for (const auto& controller : caller.controllers) {
+    controllers += (controllers.empty() ? "" : ",") + controller;
+  }
   return method + " " + target + " HTTP/1.1\r\nHost: " + agent +
          "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
-         "\r\nX-Garm-Edge-Caller: " + caller + "\r\n\r\n" + body;
+         "\r\nX-Garm-Edge-Caller: " + caller.identity +
+         "\r\nX-Garm-Edge-Caller-Controllers: " + controllers + "\r\n\r\n" + body;
 }
+
+/// What one relay to many agents may copy: its body once per agent named.
+constexpr std::size_t kMaxFanOutBytes = 16 * 1024 * 1024;
 
 constexpr std::size_t kMaxRelayTargets = 4096;
 /// Below the 64 MiB a provider reads of one answer (net::HttpsClient).
@@ -430,11 +439,11 @@ constexpr std::size_t kMaxFramedBytes = 48 * 1024 * 1024;
 
 }  // namespace
 
-void HubServer::relay(const HttpRequest& request, const std::string& caller,
+void HubServer::relay(const HttpRequest& request, const HubClient& caller,
                       const net::TlsServer::Respond& respond) {
   const auto& name = request.path;
   auto wire = relayed_request(request.method, request.target, name, request.body, caller);
-  tunnels_.relay(name, caller, std::move(wire), config_.relay_timeout,
+  tunnels_.relay(name, caller.identity, std::move(wire), config_.relay_timeout,
                  [respond, name](std::optional<net::ClientResponse> answer,
                                  const std::string& error, bool sent) {
                    if (!answer) {
@@ -488,7 +497,7 @@ void HubServer::relay_to_many(const HttpRequest& request, const HubClient& clien
   const bool method_ok = method == "GET" || method == "POST" || method == "DELETE";
   const auto controller = controller_of(target.substr(0, target.find('?')));
   if (!names_ok || !method_ok || agents.size() > kMaxRelayTargets || !controller ||
-      !is_plain_target(target)) {
+      !is_plain_target(target) || body.size() * agents.size() > kMaxFanOutBytes) {
     return respond(error_answer(400, "invalid_argument",
                                 "a relay names agents, GET, POST or DELETE and a plain path"));
   }
@@ -513,36 +522,47 @@ void HubServer::relay_to_many(const HttpRequest& request, const HubClient& clien
   gathered->left = agents.size();
   gathered->respond = respond;
   for (const auto& name : agents) {
-    tunnels_.relay(name, client.identity,
-                   relayed_request(method, target, name, body, client.identity), timeout,
-                   [gathered, name](std::optional<net::ClientResponse> answer,
-                                    const std::string& error, bool sent) {
-                     int status = answer ? answer->status : 0;
-                     std::string bytes = error;
-                     if (answer) {
-                       bytes = std::move(answer->body);
-                     }
-                     std::unique_lock lock(gathered->mutex);
-                     // The whole stays within what a provider reads: one agent's huge answer
-                     // fails that agent's part, named, not the answer of every agent.
-                     if (gathered->framed.size() + bytes.size() > kMaxFramedBytes) {
-                       bytes = "agent " + name + " answered " + std::to_string(bytes.size()) +
-                               " bytes, more than this relay's answers may hold";
-                       status = 0;
-                     }
-                     gathered->framed += name + " " + std::to_string(status) + " " +
-                                         (sent ? "1" : "0") + " " + std::to_string(bytes.size()) +
-                                         "\n" + bytes;
-                     if (--gathered->left > 0) {
-                       return;
-                     }
-                     auto framed = std::move(gathered->framed);
-                     lock.unlock();
-                     gathered->respond({.status = 200,
-                                        .content_type = std::string(wire::kRelayContentType),
-                                        .body = std::move(framed),
-                                        .headers = {}});
-                   });
+    tunnels_.relay(
+        name, client.identity, relayed_request(method, target, name, body, client), timeout,
+        [gathered, name](std::optional<net::ClientResponse> answer, const std::string& error,
+                         bool sent) {
+          int status = answer ? answer->status : 0;
+          std::string bytes = error;
+          if (answer) {
+            bytes = std::move(answer->body);
+          }
+          std::unique_lock lock(gathered->mutex);
+          // The whole stays within what a provider reads: one agent's huge answer
+          // fails that agent's part, named, not the answer of every agent.
+          if (gathered->framed.size() + bytes.size() > kMaxFramedBytes) {
+            bytes = "agent " + name + " answered " + std::to_string(bytes.size()) +
+                    " bytes, more than this relay's answers may hold";
+            status = 0;
+          }
+          gathered->framed += name + " " + std::to_string(status) + " " + (sent ? "1" : "0") + " " +
+                              std::to_string(bytes.size()) + "\n" + bytes;
+          if (--gathered->left > 0) {
+            return;
+          }
+          auto framed = std::move(gathered->framed);
+          lock.unlock();
+          gathered->respond({.status = 200,
+                             .content_type = std::string(wire::kRelayContentType),
+                             .body = std::move(framed),
+                             .headers = {}});
+        });
+  }
+}
+
+void HubServer::answer_safely(const net::TlsServer::Respond& respond,
+                              const std::function<void()>& handle) {
+  try {
+    handle();
+  } catch (const std::exception& e) {
+    // The state directory unreadable, the CA key gone: an answer that says so, never an end of
+    // the hub (this runs on its event loop).
+    log_.error(std::string("a request failed: ") + e.what());
+    respond(error_answer(500, "internal", std::string("the hub could not answer: ") + e.what()));
   }
 }
 

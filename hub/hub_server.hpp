@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -67,8 +68,9 @@ class HubServer {
   net::HttpResponse list_agents() const;
   /// GET /v1/crl on both listeners: the CA's CRL (signed, so anyone may fetch it).
   net::HttpResponse crl_answer() const;
-  void relay(const net::HttpRequest& request, const std::string& caller,
+  void relay(const net::HttpRequest& request, const HubClient& caller,
              const net::TlsServer::Respond& respond);
+  void answer_safely(const net::TlsServer::Respond& respond, const std::function<void()>& handle);
   /// POST /v1/relay: one request to many agents at once, all answers in one (a provider's
   /// ListInstances or placement probe over a hub's agents, in one connection instead of one per
   /// agent).

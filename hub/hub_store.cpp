@@ -74,7 +74,9 @@ RevokedRecord revoked_from_json(const json& in) {
 json to_json(const AgentRecord& agent) {
   json certificates = json::array();
   for (const auto& certificate : agent.certificates) {
-    certificates.push_back({{"serial", certificate.serial}, {"not_after", certificate.not_after}});
+    certificates.push_back({{"serial", certificate.serial},
+                            {"not_before", certificate.not_before},
+                            {"not_after", certificate.not_after}});
   }
   return {{"name", agent.name},
           {"labels", agent.labels},
@@ -97,6 +99,7 @@ AgentRecord agent_from_json(const json& in) {
                     .renewed_at = in.value("renewed_at", UnixSeconds{0})};
   for (const auto& certificate : in.at("certificates")) {
     agent.certificates.push_back({.serial = certificate.at("serial").get<std::string>(),
+                                  .not_before = certificate.value("not_before", UnixSeconds{0}),
                                   .not_after = certificate.at("not_after").get<UnixSeconds>()});
   }
   return agent;
@@ -148,21 +151,31 @@ std::string read_text(const fs::path& path) {
   return *text;
 }
 
+/// '*' matches any run of characters. Greedy with one point to go back to: linear in the
+/// pattern times the name, whatever the pattern (no backtracking a token holder could feed).
 bool glob_matches(std::string_view pattern, std::string_view text) {
-  const auto star = pattern.find('*');
-  if (star == std::string_view::npos) {
-    return pattern == text;
-  }
-  if (!text.starts_with(pattern.substr(0, star))) {
-    return false;
-  }
-  const auto rest = pattern.substr(star + 1);
-  for (auto at = star; at <= text.size(); ++at) {
-    if (glob_matches(rest, text.substr(at))) {
-      return true;
+  std::size_t p = 0;
+  std::size_t t = 0;
+  std::size_t star = std::string_view::npos;
+  std::size_t resume = 0;
+  while (t < text.size()) {
+    if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      resume = t;
+    } else if (p < pattern.size() && pattern[p] == text[t]) {
+      ++p;
+      ++t;
+    } else if (star != std::string_view::npos) {
+      p = star + 1;
+      t = ++resume;
+    } else {
+      return false;
     }
   }
-  return false;
+  while (p < pattern.size() && pattern[p] == '*') {
+    ++p;
+  }
+  return p == pattern.size();
 }
 
 bool is_pattern(std::string_view pattern) {
@@ -292,6 +305,13 @@ std::optional<std::string> HubStore::reserved(const std::string& name) const {
     if (entry.path().extension() == ".crt" &&
         ascii_lower(entry.path().stem().string()) == lowered) {
       return "\"" + name + "\" is a client certificate's name (" + entry.path().string() + ")";
+    }
+  }
+  // A revoked client's name stays taken while its certificate could still be shown: agents of
+  // an older version match clients by CN.
+  for (const auto& record : revoked()) {
+    if (ascii_lower(record.holder) == "client " + lowered) {
+      return "\"" + name + "\" is a revoked client's name";
     }
   }
   return std::nullopt;
@@ -426,7 +446,10 @@ Enrolled HubStore::renew(const std::string& name, const std::string& serial,
   }
   const auto shown = std::find_if(current->certificates.begin(), current->certificates.end(),
                                   [&](const auto& issued) { return issued.serial == serial; });
-  const auto lifetime = std::int64_t{policy_.host_days} * 86400;
+  // The certificate's own life, as the agent reckons it (not_before is an hour back); one
+  // recorded before the hub kept not_before: the policy's.
+  const auto lifetime = shown->not_before > 0 ? shown->not_after - shown->not_before
+                                              : std::int64_t{policy_.host_days} * 86400 + 3600;
   const auto due_at = shown->not_after - static_cast<UnixSeconds>(static_cast<double>(lifetime) *
                                                                   policy_.renewal_window);
   if (now < due_at) {
@@ -456,10 +479,12 @@ Enrolled HubStore::renew(const std::string& name, const std::string& serial,
   current->certificates = {kept_shown};
   current->renewed_at = now;
   auto renewed = sign(std::move(*current), request_pem);
-  write_agent(renewed.agent);
+  // Revoked before the record forgets them: a failure in between leaves them accepted and
+  // revoked (refused), never forgotten and still trusted on the direct path.
   if (!dropped.empty()) {
     revoke(dropped, now);
   }
+  write_agent(renewed.agent);
   return renewed;
 }
 
@@ -478,7 +503,9 @@ Enrolled HubStore::sign(AgentRecord agent, const std::string& request_pem) const
     throw Refused(e.what());
   }
   const auto facts = net::certificate_facts(certificate);
-  agent.certificates.push_back({.serial = facts.serial, .not_after = facts.not_after_unix});
+  agent.certificates.push_back({.serial = facts.serial,
+                                .not_before = facts.not_before_unix,
+                                .not_after = facts.not_after_unix});
   return {.agent = std::move(agent), .certificate_pem = certificate, .ca_pem = ca_pem()};
 }
 
@@ -622,6 +649,12 @@ void HubStore::prepare_to_serve(UnixSeconds now) {
   net::pki_reissue_server(pki(), "hub", std::string(wire::kHubCommonName), dns_names,
                           facts.ip_addresses,
                           {wire::role_uri(wire::Role::hub, wire::kHubCommonName)});
+  // The old one named no role: passed for the hub by the rule for hubs made before roles.
+  revoke({{.serial = facts.serial,
+           .holder = "hub (before roles)",
+           .not_after = facts.not_after_unix,
+           .revoked_at = now}},
+         now);
 }
 
 std::vector<AgentRecord> HubStore::agents() const {

@@ -51,7 +51,8 @@ struct TokenRecord {
 };
 
 struct IssuedCertificate {
-  std::string serial;  // hex
+  std::string serial;          // hex
+  UnixSeconds not_before = 0;  // 0: recorded by a hub that did not keep it
   UnixSeconds not_after = 0;
 };
 

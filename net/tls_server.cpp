@@ -59,7 +59,8 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(tcp::socket socket, std::shared_ptr<const TlsConfig> tls, TlsServerOptions options,
              Handler handler, std::shared_ptr<std::atomic<std::size_t>> open,
-             std::shared_ptr<std::atomic<std::uint64_t>> generation, std::shared_ptr<Shares> shares,
+             std::shared_ptr<std::atomic<std::uint64_t>> generation,
+             std::uint64_t started_generation, std::shared_ptr<Shares> shares,
              std::function<std::shared_ptr<const TlsConfig>()> current_tls)
       : socket_(std::move(socket)),
         timer_(socket_.get_executor()),
@@ -69,7 +70,7 @@ class TlsServer::Connection : public std::enable_shared_from_this<Connection> {
         parser_(options_.limits),
         open_(std::move(open)),
         generation_(std::move(generation)),
-        started_generation_(generation_->load()),
+        started_generation_(started_generation),
         shares_(std::move(shares)),
         current_tls_(std::move(current_tls)) {
     ++*open_;
@@ -506,9 +507,10 @@ TlsServerEvictions TlsServer::evictions() const {
 
 void TlsServer::adopt(std::shared_ptr<TlsStream> stream, Handler handler,
                       std::function<void()> on_closed) {
-  auto connection = std::make_shared<Connection>(std::move(stream->socket), stream->tls, options_,
-                                                 std::move(handler), open_, generation_, shares_,
-                                                 [current = tls_] { return current->get(); });
+  // Its TLS config is the one it was made with: checked again at the first reload after now.
+  auto connection = std::make_shared<Connection>(
+      std::move(stream->socket), stream->tls, options_, std::move(handler), open_, generation_,
+      generation_->load(), shares_, [current = tls_] { return current->get(); });
   connection->start_adopted(*stream, std::move(on_closed));
 }
 
@@ -520,8 +522,12 @@ void TlsServer::accept() {
       ++*refused_addresses_;
       return false;
     }
+    // The generation before the config: a reload in between makes the connection check its
+    // client again, never skip a check it needs.
+    const auto generation = generation_->load();
     std::make_shared<Connection>(std::move(socket), current_tls(), options_, handler_, open_,
-                                 generation_, shares_, [current = tls_] { return current->get(); })
+                                 generation_, generation, shares_,
+                                 [current = tls_] { return current->get(); })
         ->start();
     return true;
   });

@@ -129,7 +129,7 @@ net::PeerCheck expected_peer(const AgentEndpoint& endpoint) {
   }
   return [name = endpoint.name,
           required = endpoint.require_host_identity](const net::PeerIdentity& peer) {
-    return wire::refusal_as_host(peer.uri_names, name, required);
+    return wire::refusal_as_host(peer.uri_names, peer.common_name, name, required);
   };
 }
 

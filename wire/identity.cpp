@@ -1,5 +1,6 @@
 #include "wire/identity.hpp"
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -81,10 +82,14 @@ std::optional<std::string> refusal_as_hub(const std::vector<std::string>& uri_na
 }
 
 std::optional<std::string> refusal_as_host(const std::vector<std::string>& uri_names,
-                                           std::string_view name, bool require_claim) {
+                                           std::string_view common_name, std::string_view name,
+                                           bool require_claim) {
   const auto claims = role_claims(uri_names);
   if (claims.size() > 1) {
     return "a certificate that claims more than one role";
+  }
+  if (claims.empty() && common_name == kHubCommonName) {
+    return "the hub's certificate, which is no host";
   }
   if (claims.empty()) {
     return require_claim ? std::optional<std::string>(
@@ -99,6 +104,24 @@ std::optional<std::string> refusal_as_host(const std::vector<std::string>& uri_n
   }
   if (claim.name != name) {
     return "the certificate of " + describe(claim) + ", not of host \"" + std::string(name) + "\"";
+  }
+  return std::nullopt;
+}
+
+std::optional<std::vector<std::string>> controllers_vouched_by_hub(
+    const std::vector<std::string>& uri_names) {
+  for (const auto& uri : uri_names) {
+    if (!uri.starts_with(kThroughHubControllersPrefix)) {
+      continue;
+    }
+    std::vector<std::string> controllers;
+    const auto list = std::string_view(uri).substr(kThroughHubControllersPrefix.size());
+    for (std::size_t at = 0; at < list.size();) {
+      const auto comma = std::min(list.find(',', at), list.size());
+      controllers.emplace_back(list.substr(at, comma - at));
+      at = comma + 1;
+    }
+    return controllers;
   }
   return std::nullopt;
 }

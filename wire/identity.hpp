@@ -44,9 +44,22 @@ std::optional<std::string> refusal_as_hub(const std::vector<std::string>& uri_na
 inline constexpr std::string_view kHubCommonName = "garm-edge-hub";
 
 /// Why a peer may not act as host `name` (an [[agents]] entry): a client's or the hub's
-/// certificate never may, a host's only under its own name, and one without a claim only when
-/// `require_claim` is false (a certificate from `pki init` on a single host).
+/// certificate never may (nor one with the hub's CN from before roles), a host's only under its
+/// own name, and one without a claim only when `require_claim` is false (a certificate from
+/// `pki init` on a single host).
 std::optional<std::string> refusal_as_host(const std::vector<std::string>& uri_names,
-                                           std::string_view name, bool require_claim);
+                                           std::string_view common_name, std::string_view name,
+                                           bool require_claim);
+
+/// A request an agent's hub relayed carries, as its caller's identity, the URI below and the
+/// controllers the hub lets that caller act for (the agent builds them from the tunnel's
+/// request; no certificate of the CA carries them).
+inline constexpr std::string_view kThroughHubControllersPrefix =
+    "urn:garm-edge:through-hub:controllers:";
+
+/// The controllers the hub vouched for (a comma-separated list, "*" for any) when the request
+/// came through a hub that says; nothing otherwise.
+std::optional<std::vector<std::string>> controllers_vouched_by_hub(
+    const std::vector<std::string>& uri_names);
 
 }  // namespace garm_edge::wire

@@ -319,9 +319,15 @@ net::HttpResponse ControlApi::route(const net::HttpRequest& request, const net::
             (std::holds_alternative<SetDraining>(command) ? "drain this host" : "pull images") +
             ": that needs controllers = [\"*\"]");
   }
-  // Warm guests belong to controllers: a client sees only those it may act for.
+  // Warm guests belong to controllers: a client sees only those it may act for (through a hub,
+  // also only those the hub lets it act for: the agent trusts the hub with every controller).
+  const auto vouched = wire::controllers_vouched_by_hub(peer.uri_names);
   const ControllerFilter may_see = [&](const std::string& owner) {
-    return config_.api.allows(identities, owner);
+    const bool hub_allows =
+        !vouched || std::any_of(vouched->begin(), vouched->end(), [&](const auto& allowed) {
+          return allowed == "*" || allowed == owner;
+        });
+    return hub_allows && config_.api.allows(identities, owner);
   };
   return std::visit(
       [&](const auto& c) {

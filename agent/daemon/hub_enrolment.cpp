@@ -180,8 +180,12 @@ net::HttpsResponse ask_hub(const HubEnrolment& enrolment, std::chrono::milliseco
 
 }  // namespace
 
-std::string fetch_hub_crl(const HubEnrolment& enrolment, std::chrono::milliseconds timeout) {
+std::optional<std::string> fetch_hub_crl(const HubEnrolment& enrolment,
+                                         std::chrono::milliseconds timeout) {
   const auto answer = ask_hub(enrolment, timeout, "GET", "/v1/crl");
+  if (answer.status == 404) {
+    return std::nullopt;  // a hub older than revocation
+  }
   if (answer.status != 200) {
     throw JoinError("the hub gave no CRL: " + refusal(answer));
   }

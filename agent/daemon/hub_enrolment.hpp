@@ -67,8 +67,10 @@ class JoinError : public std::runtime_error {
 /// JoinError saying which step failed (never quoting the token's secret).
 HubEnrolment join_hub(const JoinOptions& options);
 
-/// The hub's CRL, checked to be signed by the enrolment's CA. Throws JoinError.
-std::string fetch_hub_crl(const HubEnrolment& enrolment, std::chrono::milliseconds timeout);
+/// The hub's CRL, checked to be signed by the enrolment's CA; nothing from a hub that has none
+/// (older than revocation). Throws JoinError.
+std::optional<std::string> fetch_hub_crl(const HubEnrolment& enrolment,
+                                         std::chrono::milliseconds timeout);
 
 /// A new key and certificate for an enrolled agent, asked of the hub with the current
 /// certificate; agent.pem is replaced in one rename. Throws JoinError.

@@ -32,10 +32,16 @@ std::chrono::milliseconds jittered(std::chrono::milliseconds backoff) {
 
 net::PeerIdentity caller_through_hub(const net::HttpRequest& request) {
   const auto caller = request.header("x-garm-edge-caller").value_or("");
-  return {.common_name = std::string(caller),
-          .uri_names = {std::string(kThroughHubIdentity)},
-          .serial = {},
-          .address = {}};
+  net::PeerIdentity identity{.common_name = std::string(caller),
+                             .uri_names = {std::string(kThroughHubIdentity)},
+                             .serial = {},
+                             .address = {}};
+  // A hub older than this header vouches for nothing more: the agent's own config decides.
+  if (const auto controllers = request.header("x-garm-edge-caller-controllers")) {
+    identity.uri_names.push_back(std::string(wire::kThroughHubControllersPrefix) +
+                                 std::string(*controllers));
+  }
+  return identity;
 }
 
 HubLink::HubLink(std::filesystem::path state_dir, net::TlsServer& tunnels,
@@ -175,10 +181,10 @@ void HubLink::fetch_crl_if_due() {
   next_crl_fetch_ = now + options_.crl_interval;
   try {
     const auto crl = fetch_hub_crl(*enrolment_, options_.dial_timeout);
-    if (read_file(enrolment_->crl()) == crl) {
+    if (!crl || read_file(enrolment_->crl()) == *crl) {
       return;
     }
-    write_atomically(enrolment_->crl(), crl, 0644);
+    write_atomically(enrolment_->crl(), *crl, 0644);
     log_.info("the hub's CRL changed: " + enrolment_->crl().string() + " updated");
     if (options_.on_crl_change) {
       options_.on_crl_change();

@@ -236,7 +236,12 @@ TEST_CASE("an agent joins a hub, dials its tunnels and answers relayed requests"
     const auto body = json::parse(answer.body);
     CHECK(body["target"] == "/v1/capacity?x=1");
     CHECK(body["caller"] == "garm");
-    CHECK(body["through_hub"] == json::array({"urn:garm-edge:through-hub"}));
+    // The controllers the hub lets garm act for come along (the agent filters warm guests by
+    // them).
+    CHECK(body["through_hub"] ==
+          json::array(
+              {"urn:garm-edge:through-hub",
+               "urn:garm-edge:through-hub:controllers:9dcf590a-1192-4a9c-b3e4-e0902974c2c0"}));
     const auto listed = json::parse(call_hub(hub_state / "pki", provider_port, "/v1/agents").body);
     CHECK(listed["agents"][0]["name"] == "lab-board-7");
     CHECK(listed["agents"][0]["connected"] == true);
@@ -530,5 +535,18 @@ TEST_CASE("a relay names each agent once, however often it is asked to", "[hub][
                          .dump());
   REQUIRE(answer.status == 200);
   CHECK(wire::parse_relay_framing(answer.body)->size() == 1);
+  CHECK(fleet.agent->served == 1);
+  // One body copied for thousands of agents is refused before anything is sent.
+  std::vector<std::string> many;
+  for (int i = 0; i < 4096; ++i) {
+    many.push_back("agent-" + std::to_string(i));
+  }
+  const auto fanned = client.request("POST", "/v1/relay",
+                                     json({{"method", "POST"},
+                                           {"target", "/v1/capacity"},
+                                           {"body", std::string(8192, 'x')},
+                                           {"agents", many}})
+                                         .dump());
+  CHECK(fanned.status == 400);
   CHECK(fleet.agent->served == 1);
 }

@@ -176,6 +176,12 @@ TEST_CASE("a token makes only the host the operator named, with only the names i
              Catch::Contains("enrolled already"));
   CHECK_THAT(refusal_of([&] { f.token(1, {.name_pattern = "../*"}); }),
              Catch::Contains("name pattern"));
+  // A pattern made to backtrack is matched in linear time (a token holder picks the name).
+  const auto [slow, slow_secret] = f.token(1, {.name_pattern = "a*a*a*a*a*a*a*a*a*a*a*a*a*a*b"});
+  CHECK_THAT(refusal_of([&] {
+               f.store.enrol(f.request(slow.id, slow_secret, std::string(64, 'a')), kNow);
+             }),
+             Catch::Contains("is for hosts"));
 }
 
 TEST_CASE("no host may take a client's or the hub's name, and no client a host's",
@@ -201,6 +207,10 @@ TEST_CASE("no host may take a client's or the hub's name, and no client a host's
         std::vector<std::string>{"urn:garm-edge:client:operator"});
   CHECK_THAT(refusal_of([&] { f.store.enrol(f.request(token.id, secret, "operator"), kNow); }),
              Catch::Contains("client certificate's name"));
+  // Revoked, its files gone: the name stays a client's.
+  REQUIRE(f.store.revoke_client("operator", kNow));
+  CHECK_THAT(refusal_of([&] { f.store.enrol(f.request(token.id, secret, "operator"), kNow); }),
+             Catch::Contains("revoked client's name"));
 
   // The hub's certificate claims the hub's role; garm's the client's.
   CHECK(net::certificate_facts(*read_file(f.state / "pki/hub.crt")).uri_names ==
@@ -249,25 +259,28 @@ TEST_CASE("renewal keeps the newest and the shown certificate, only when due, on
   CHECK_THAT(refusal_of([&] { renew(c1, kNow + 5); }), Catch::Contains("not due"));
   CHECK_THAT(refusal_of([&] { renew(c1, kNow + 19 * kDay); }), Catch::Contains("not due"));
   const auto generation = f.store.agents_generation();
-  const auto c2 = renew(c1, kNow + 21 * kDay);
-  CHECK(f.store.agent("rack1-host03")->accepts(c1, kNow + 21 * kDay));
-  CHECK(f.store.agent("rack1-host03")->accepts(c2, kNow + 21 * kDay));
+  // Due as the agent reckons it: a third of the certificate's own life (30 days and the hour
+  // its start is set back), so the agent's first try is not refused.
+  const auto due = kNow + 20 * kDay - 15 * 60;
+  const auto c2 = renew(c1, due);
+  CHECK(f.store.agent("rack1-host03")->accepts(c1, due));
+  CHECK(f.store.agent("rack1-host03")->accepts(c2, due));
   CHECK(f.store.agents_generation() != generation);
   // Once per ten minutes per host.
-  CHECK_THAT(refusal_of([&] { renew(c1, kNow + 21 * kDay + 60); }),
+  CHECK_THAT(refusal_of([&] { renew(c1, due + 60); }),
              Catch::Contains("at most one renewal per 600 s"));
   // A copy of the old key renewing again: the one it showed and the new one stay, the one in
   // between is revoked (its holder finds itself refused: the copy shows).
-  const auto c3 = renew(c1, kNow + 21 * kDay + 601);
+  const auto c3 = renew(c1, due + 601);
   const auto agent = f.store.agent("rack1-host03");
   CHECK(agent->certificates.size() == 2);
-  CHECK(agent->accepts(c1, kNow + 21 * kDay + 602));
-  CHECK(agent->accepts(c3, kNow + 21 * kDay + 602));
-  CHECK_FALSE(agent->accepts(c2, kNow + 21 * kDay + 602));
+  CHECK(agent->accepts(c1, due + 602));
+  CHECK(agent->accepts(c3, due + 602));
+  CHECK_FALSE(agent->accepts(c2, due + 602));
   const auto revoked = f.store.revoked();
   REQUIRE(revoked.size() == 1);
   CHECK(revoked.front().serial == c2);
-  CHECK_THAT(refusal_of([&] { renew(c2, kNow + 21 * kDay + 1300); }),
+  CHECK_THAT(refusal_of([&] { renew(c2, due + 1300); }),
              Catch::Contains("not enrolled with this certificate"));
   CHECK_THAT(refusal_of([&] {
                f.store.renew("rack1-host03", "00", net::pki_make_request("x").request_pem, kNow);
@@ -345,8 +358,12 @@ TEST_CASE("a hub made before roles gets the hub's role and localhost when it sta
   const auto pki = f.state / "pki";
   net::pki_reissue_server(pki, "hub", "garm-edge-hub", {"hub.lab"}, {"203.0.113.10"}, {});
   CHECK(net::certificate_facts(*read_file(pki / "hub.crt")).uri_names.empty());
+  const auto before_roles = net::certificate_facts(*read_file(pki / "hub.crt")).serial;
   f.store.prepare_to_serve(kNow);
   const auto facts = net::certificate_facts(*read_file(pki / "hub.crt"));
+  // The old one is revoked: it would pass for the hub by the rule for hubs before roles.
+  REQUIRE(f.store.revoked().size() == 1);
+  CHECK(f.store.revoked().front().serial == before_roles);
   CHECK(facts.uri_names == std::vector<std::string>{"urn:garm-edge:hub:garm-edge-hub"});
   CHECK(facts.dns_names == std::vector<std::string>{"hub.lab", "localhost"});
   CHECK(facts.ip_addresses == std::vector<std::string>{"203.0.113.10"});

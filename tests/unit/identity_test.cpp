@@ -29,13 +29,15 @@ TEST_CASE("a certificate acts only in the role it claims", "[roles]") {
   CHECK(wire::refusal_as_hub({"urn:garm-edge:hub:a", "urn:garm-edge:hub:b"}, "garm-edge-hub"));
 
   // As a host: its own name only; no claim only when not required.
-  CHECK_FALSE(wire::refusal_as_host(host, "r1", true));
-  CHECK_THAT(*wire::refusal_as_host(host, "r2", false), Catch::Contains("not of host \"r2\""));
-  CHECK(wire::refusal_as_host(client, "r1", false));
-  CHECK(wire::refusal_as_host(hub, "r1", false));
-  CHECK_FALSE(wire::refusal_as_host(none, "r1", false));
-  CHECK_THAT(*wire::refusal_as_host(none, "r1", true), Catch::Contains("names no host"));
-  CHECK(wire::refusal_as_host(both, "r1", false));
+  CHECK_FALSE(wire::refusal_as_host(host, "x", "r1", true));
+  CHECK_THAT(*wire::refusal_as_host(host, "x", "r2", false), Catch::Contains("not of host \"r2\""));
+  CHECK(wire::refusal_as_host(client, "x", "r1", false));
+  CHECK(wire::refusal_as_host(hub, "x", "r1", false));
+  CHECK_FALSE(wire::refusal_as_host(none, "x", "r1", false));
+  CHECK_THAT(*wire::refusal_as_host(none, "x", "r1", true), Catch::Contains("names no host"));
+  CHECK(wire::refusal_as_host(both, "x", "r1", false));
+  CHECK_THAT(*wire::refusal_as_host(none, "garm-edge-hub", "r1", false),
+             Catch::Contains("the hub's certificate"));
   // A prefix is no name: "r1" does not match a claim of "r10".
-  CHECK(wire::refusal_as_host({"urn:garm-edge:agent:r10"}, "r1", false));
+  CHECK(wire::refusal_as_host({"urn:garm-edge:agent:r10"}, "x", "r1", false));
 }

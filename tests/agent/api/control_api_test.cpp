@@ -292,6 +292,19 @@ TEST_CASE("control API: placement hears only of the asking controller's warm gue
   CHECK(json::parse(seen_by_other.body).at("warm").empty());
   CHECK_THAT(seen_by_other.body, !Catch::Contains(kController));
   CHECK_THAT(api.call("GET", "/v1/warm", "", kOther).body, !Catch::Contains(kController));
+  // Through a hub the agent trusts with every controller, the hub says which the caller has.
+  api.host.config.api.clients.push_back(
+      {.identity = "urn:garm-edge:through-hub", .controllers = {"*"}});
+  const auto through_hub = [&](const std::string& controllers) {
+    const net::PeerIdentity caller{
+        .common_name = "tenant",
+        .uri_names = {"urn:garm-edge:through-hub",
+                      "urn:garm-edge:through-hub:controllers:" + controllers}};
+    return json::parse(api.call("GET", "/v1/capacity", "", caller).body).at("warm");
+  };
+  CHECK(through_hub(kOtherController).empty());
+  CHECK(through_hub(kOtherController + "," + kController).size() == 1);
+  CHECK(through_hub("*").size() == 1);
 }
 
 TEST_CASE("control API: the operator pulls an image ahead of demand, and sees its pull",
