@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <future>
 #include <thread>
@@ -120,6 +121,10 @@ struct LinkedAgent {
           }
           handlers.emplace_back(
               [this, request, caller, handler_delay, respond = std::move(respond)] {
+                if (!request.header("x-garm-edge-heartbeat")) {
+                  std::unique_lock gate(gate_mutex);
+                  gate_opened.wait(gate, [this] { return !gated; });
+                }
                 std::this_thread::sleep_for(handler_delay);
                 if (!request.header("x-garm-edge-heartbeat")) {
                   ++served;
@@ -146,6 +151,7 @@ struct LinkedAgent {
     link->start();
   }
   ~LinkedAgent() {
+    open_gate();
     std::vector<std::thread> running;
     {
       const std::lock_guard guard(handlers_mutex);
@@ -169,6 +175,21 @@ struct LinkedAgent {
   bool closing = false;               // handlers_mutex
   std::vector<std::thread> handlers;  // handlers_mutex
   std::vector<std::string> callers;   // handlers_mutex: in the order requests arrived
+  /// While gated, requests (not heartbeats) are held before they are answered.
+  void close_gate() {
+    const std::lock_guard guard(gate_mutex);
+    gated = true;
+  }
+  void open_gate() {
+    {
+      const std::lock_guard guard(gate_mutex);
+      gated = false;
+    }
+    gate_opened.notify_all();
+  }
+  std::mutex gate_mutex;
+  std::condition_variable gate_opened;
+  bool gated = false;  // gate_mutex
   Loop loop;
   net::TlsServer tunnels;
   std::unique_ptr<agent::HubLink> link;
@@ -459,11 +480,13 @@ struct HubWithAgent {
          .state_dir = dir.path() / "agent",
          .name = "lab-board-7"});
     agent = std::make_unique<LinkedAgent>(dir.path() / "agent", delay, log);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    // Generous: under qemu-user (the cross tiers) every handshake is slow.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (tunnels_of(*running->server, "lab-board-7") < 2 &&
            std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
+    REQUIRE(tunnels_of(*running->server, "lab-board-7") >= 2);
   }
   net::HttpsResponse call(const std::string& path, const std::string& client = "clients/garm") {
     return call_hub(state / "pki", running->server->provider_port(), path, client);
@@ -483,22 +506,43 @@ struct HubWithAgent {
 }  // namespace
 
 TEST_CASE("clients take turns for a busy agent's tunnels, each with its own cap", "[hub][relay]") {
-  HubWithAgent fleet(std::chrono::milliseconds(250), [](hub::HubConfig& config) {
+  HubWithAgent fleet(std::chrono::milliseconds(0), [](hub::HubConfig& config) {
     config.clients.push_back({.identity = "tenant", .controllers = {"*"}});
     config.tunnels.max_waiting_per_client = 24;
   });
   hub::HubStore(fleet.state).issue_client("tenant");
   const std::string capacity = "/v1/agents/lab-board-7/relay/v1/capacity";
+  // The agent holds every request until the queue is built: garm's burst fills its tunnels and
+  // its share of the queue, then the tenant's one request waits behind it.
+  fleet.agent->close_gate();
   std::vector<std::future<net::HttpsResponse>> burst;
   for (int i = 0; i < 40; ++i) {
     burst.push_back(std::async(std::launch::async, [&] { return fleet.call(capacity); }));
   }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (fleet.waiting() < 20 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  REQUIRE(fleet.waiting() >= 20);
-  CHECK(fleet.call(capacity, "clients/tenant").status == 200);
+  // The queue settles once every tunnel the agent may open is taken: nothing moves any more.
+  const auto settled = [&](std::size_t at_least) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    auto last = fleet.waiting();
+    auto since = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() < deadline &&
+           (last < at_least ||
+            std::chrono::steady_clock::now() - since < std::chrono::milliseconds(500))) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      if (const auto now_waiting = fleet.waiting(); now_waiting != last) {
+        last = now_waiting;
+        since = std::chrono::steady_clock::now();
+      }
+    }
+    return last;
+  };
+  const auto garm_waiting = settled(16);
+  REQUIRE(garm_waiting >= 16);
+  REQUIRE(garm_waiting <= 24);  // garm's cap
+  auto tenant_call =
+      std::async(std::launch::async, [&] { return fleet.call(capacity, "clients/tenant"); });
+  REQUIRE(settled(garm_waiting + 1) == garm_waiting + 1);
+  fleet.agent->open_gate();
+  CHECK(tenant_call.get().status == 200);
   int answered = 0;
   int refused = 0;
   for (auto& call : burst) {
