@@ -336,6 +336,23 @@ ImageStore::ImageStore(std::vector<ImageConfig> images, ImageStoreOptions option
         entry->base.empty() ? ImagePullState::Phase::pulling : ImagePullState::Phase::ready;
     entries_.emplace(entry->config.name, std::move(entry));
   }
+  // Partial downloads of images no longer pulled would count against the quota forever.
+  remove_partials([this](const std::string& file) {
+    return std::none_of(entries_.begin(), entries_.end(), [&](const auto& named) {
+      return is_file_of(file, named.first, {".part", ".unpacked"});
+    });
+  });
+}
+
+void ImageStore::remove_partials(const std::function<bool(const std::string& file)>& unwanted) {
+  std::error_code ec;
+  for (fs::directory_iterator it(downloads_dir(), ec), end; !ec && it != end; it.increment(ec)) {
+    const auto file = it->path().filename().string();
+    if (file.starts_with(kFilePrefix) && unwanted(file)) {
+      std::error_code ignored;
+      fs::remove(it->path(), ignored);
+    }
+  }
 }
 
 ImageStore::~ImageStore() {
@@ -545,13 +562,12 @@ ImageDigest ImageStore::expected_digest(Entry& entry) {
 fs::path ImageStore::download(Entry& entry, const ImageDigest& expected) {
   const auto part = downloads_dir() / (std::string(kFilePrefix) + entry.config.name + "-" +
                                        expected.short_hex() + ".part");
+  // Another version's partials are no longer wanted.
+  remove_partials([&](const std::string& file) {
+    return is_file_of(file, entry.config.name, {".part", ".unpacked"}) &&
+           file != part.filename().string();
+  });
   std::error_code ec;
-  for (fs::directory_iterator it(downloads_dir(), ec), end; !ec && it != end; it.increment(ec)) {
-    const auto file = it->path().filename().string();
-    if (is_file_of(file, entry.config.name, {".part", ".unpacked"}) && it->path() != part) {
-      fs::remove(it->path(), ec);  // a version that is no longer wanted
-    }
-  }
   const UniqueFd fd(::open(part.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
   struct stat facts {};
   if (fd.get() < 0 || ::fstat(fd.get(), &facts) != 0) {
@@ -573,8 +589,12 @@ fs::path ImageStore::download(Entry& entry, const ImageDigest& expected) {
   try {
     fetcher_.fetch(entry.source().url, kept, sink, stopping_);
   } catch (const std::exception& e) {
-    if (std::string_view(e.what()).starts_with("no room")) {
-      fs::remove(part, ec);  // refused cleanly: nothing left behind
+    // Refused before its first byte (a 404, a refused redirect) or for room: nothing is left
+    // behind. Bytes that did arrive stay, for the retry to resume from.
+    struct stat now {};
+    const bool empty = ::fstat(fd.get(), &now) == 0 && now.st_size == 0;
+    if (empty || std::string_view(e.what()).starts_with("no room")) {
+      fs::remove(part, ec);
     }
     throw;
   }
@@ -797,6 +817,9 @@ std::vector<std::string> ImageStore::remove(
   found.retired.clear();
   found.phase = ImagePullState::Phase::pulling;
   fs::remove(record_path(image), ec);
+  remove_partials([&](const std::string& file) {
+    return is_file_of(file, image, {".part", ".unpacked"});
+  });
   return bases;
 }
 

@@ -146,6 +146,8 @@ class ImageStore final : public ImageBases {
   std::filesystem::path record_path(const std::string& image) const;
   std::filesystem::path lock_path(const std::string& image) const;
   std::filesystem::path downloads_dir() const;
+  /// Removes the download files (parts, unpacked images) whose names `unwanted` picks.
+  void remove_partials(const std::function<bool(const std::string& file)>& unwanted);
 
   ImageStoreOptions options_;
   ImageFetcher& fetcher_;

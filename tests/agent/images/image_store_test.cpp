@@ -195,6 +195,32 @@ TEST_CASE("a download whose digest is wrong is refused and leaves nothing", "[im
   CHECK(host.files_in(host.state.path() / "images" / "downloads").empty());
 }
 
+TEST_CASE("a source refused before its first byte leaves no part file behind", "[images]") {
+  PullHost host;
+  auto store = host.store(image_from(host.url("no-such.qcow2"), std::string(64, 'a')));
+  CHECK_THROWS(pulled(*store));
+  CHECK(store->state("debian-12")->phase == ImagePullState::Phase::failed);
+  CHECK(host.files_in(host.state.path() / "images" / "downloads").empty());
+}
+
+TEST_CASE("partial downloads go with their image: removed, or dropped from the config",
+          "[images]") {
+  PullHost host;
+  const auto file = make_image(host.served.path(), "debian.qcow2", 1);
+  const auto config = image_from(host.url("debian.qcow2"), sha256_of(file));
+  host.store(config);
+  const auto downloads = host.state.path() / "images" / "downloads";
+  std::ofstream(downloads / "garm-image-debian-12-0123456789abcdef.part") << "half";
+  std::ofstream(downloads / "garm-image-retired-0123456789abcdef.part") << "half";
+  std::ofstream(downloads / "garm-image-retired-0123456789abcdef.unpacked") << "half";
+  // The agent started again without the retired image: its partials no longer count.
+  auto store = host.store(config);
+  CHECK(host.files_in(downloads) ==
+        std::vector<std::string>{"garm-image-debian-12-0123456789abcdef.part"});
+  store->remove("debian-12", [](const std::string&) { return false; });
+  CHECK(host.files_in(downloads).empty());
+}
+
 TEST_CASE("a download cut halfway resumes where it stopped, in another process too", "[images]") {
   PullHost host;
   const auto file = make_image(host.served.path(), "debian.qcow2", 8);
