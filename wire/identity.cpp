@@ -4,6 +4,8 @@
 #include <array>
 #include <utility>
 
+#include "common/text.hpp"
+
 namespace garm_edge::wire {
 namespace {
 
@@ -13,8 +15,10 @@ constexpr std::array<std::pair<Role, std::string_view>, 3> kPrefixes{{
     {Role::hub, kHubUriPrefix},
 }};
 
+/// The name comes from the peer's certificate: printable, bounded, before it reaches a message
+/// (garm's log, an answer).
 std::string describe(const RoleClaim& claim) {
-  return std::string(to_string(claim.role)) + " \"" + claim.name + "\"";
+  return std::string(to_string(claim.role)) + " \"" + printable_excerpt(claim.name, 128) + "\"";
 }
 
 }  // namespace

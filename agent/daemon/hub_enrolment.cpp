@@ -72,6 +72,12 @@ fs::path hub_directory(const fs::path& state_dir) {
   return state_dir / "hub";
 }
 
+fs::path hub_crl_path(const fs::path& state_dir) {
+  return HubEnrolment{
+      .directory = hub_directory(state_dir), .hub_url = {}, .name = {}, .labels = {}}
+      .crl();
+}
+
 std::shared_ptr<const net::TlsConfig> HubEnrolment::client_tls() const {
   return net::TlsConfig::load(net::TlsConfig::Role::client,
                               {.ca = ca(), .crl = "", .certificate = certificate(), .key = key()});

@@ -41,8 +41,9 @@ struct HubEnrolment {
 /// hub's role (another host of the same CA posing as the hub is refused).
 net::PeerCheck hub_peer();
 
-/// Where the enrolment of an agent with `state_dir` lives.
+/// Where the enrolment of an agent with `state_dir` lives, and its copy of the hub's CRL.
 std::filesystem::path hub_directory(const std::filesystem::path& state_dir);
+std::filesystem::path hub_crl_path(const std::filesystem::path& state_dir);
 
 /// The enrolment in `state_dir`, if the host joined a hub. Throws when it exists but is broken.
 std::optional<HubEnrolment> load_hub_enrolment(const std::filesystem::path& state_dir);

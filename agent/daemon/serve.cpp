@@ -31,13 +31,12 @@ std::shared_ptr<const net::TlsConfig> load_tls(const AgentConfig& config) {
   if (!api.enabled) {
     return nullptr;
   }
-  return net::TlsConfig::load(
-      net::TlsConfig::Role::server,
-      net::TlsFiles{.ca = api.ca,
-                    .crl = api.crl,
-                    .certificate = api.certificate,
-                    .key = api.key,
-                    .crls_when_present = {hub_directory(config.state_dir) / "crl.pem"}});
+  return net::TlsConfig::load(net::TlsConfig::Role::server,
+                              net::TlsFiles{.ca = api.ca,
+                                            .crl = api.crl,
+                                            .certificate = api.certificate,
+                                            .key = api.key,
+                                            .crls_when_present = {hub_crl_path(config.state_dir)}});
 }
 
 hypervisor::LibvirtOptions libvirt_options(const AgentConfig& config, Logger& log) {
