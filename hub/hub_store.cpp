@@ -1,7 +1,6 @@
 #include "hub/hub_store.hpp"
 
 #include <algorithm>
-#include <arpa/inet.h>
 #include <array>
 #include <cctype>
 #include <cerrno>
@@ -151,40 +150,6 @@ std::string read_text(const fs::path& path) {
   return *text;
 }
 
-/// '*' matches any run of characters. Greedy with one point to go back to: linear in the
-/// pattern times the name, whatever the pattern (no backtracking a token holder could feed).
-bool glob_matches(std::string_view pattern, std::string_view text) {
-  std::size_t p = 0;
-  std::size_t t = 0;
-  std::size_t star = std::string_view::npos;
-  std::size_t resume = 0;
-  while (t < text.size()) {
-    if (p < pattern.size() && pattern[p] == '*') {
-      star = p++;
-      resume = t;
-    } else if (p < pattern.size() && pattern[p] == text[t]) {
-      ++p;
-      ++t;
-    } else if (star != std::string_view::npos) {
-      p = star + 1;
-      t = ++resume;
-    } else {
-      return false;
-    }
-  }
-  while (p < pattern.size() && pattern[p] == '*') {
-    ++p;
-  }
-  return p == pattern.size();
-}
-
-bool is_pattern(std::string_view pattern) {
-  std::string example(pattern);
-  std::replace(example.begin(), example.end(), '*', 'x');
-  return pattern.find('*') != std::string_view::npos && pattern.size() <= 64 &&
-         is_agent_name(example) && pattern.find("**") == std::string_view::npos;
-}
-
 /// Every name of `asked` is among `granted`.
 bool within(const Strings& asked, const Strings& granted) {
   return std::all_of(asked.begin(), asked.end(), [&](const auto& name) {
@@ -200,51 +165,7 @@ std::string joined(const Strings& names) {
   return text.empty() ? "none" : text;
 }
 
-/// Who may take what: 1-64 name characters.
-void check_host_names(const HostNames& host) {
-  if (host.fixes_name() && !is_agent_name(host.name)) {
-    throw Refused("a host name must be 1-64 of [A-Za-z0-9._-], starting with a letter or digit");
-  }
-  if (!host.name_pattern.empty() && (host.fixes_name() || !is_pattern(host.name_pattern))) {
-    throw Refused("a name pattern is a host name with '*' in it (lab-board-*), instead of a name");
-  }
-  if (!host.fixes_name() && (!host.dns_names.empty() || !host.ip_addresses.empty())) {
-    throw Refused(
-        "DNS names and addresses go with one host name (--name): hosts of a pattern or "
-        "of any name are reached through the hub only");
-  }
-  for (const auto& address : host.ip_addresses) {
-    std::array<unsigned char, 16> bytes{};
-    if (::inet_pton(AF_INET, address.c_str(), bytes.data()) != 1 &&
-        ::inet_pton(AF_INET6, address.c_str(), bytes.data()) != 1) {
-      throw Refused("\"" + address.substr(0, 64) + "\" is not an IP address");
-    }
-  }
-  for (const auto& name : host.dns_names) {
-    if (name.empty() || name.size() > 253 ||
-        name.find_first_not_of(
-            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") !=
-            std::string::npos) {
-      throw Refused("\"" + name.substr(0, 64) + "\" is not a DNS name");
-    }
-  }
-}
-
 }  // namespace
-
-bool HostNames::admits(std::string_view host) const {
-  if (fixes_name()) {
-    return host == name;
-  }
-  return name_pattern.empty() || glob_matches(name_pattern, host);
-}
-
-std::string HostNames::describe() const {
-  if (fixes_name()) {
-    return "host " + name;
-  }
-  return name_pattern.empty() ? "any host" : "hosts " + name_pattern;
-}
 
 std::string agent_uri(const std::string& name) {
   return wire::role_uri(wire::Role::host, name);
@@ -576,24 +497,39 @@ bool HubStore::revoke_client(const std::string& name, UnixSeconds now) {
   return true;
 }
 
-std::vector<RevokedRecord> HubStore::revoked() const {
+namespace {
+
+/// revoked.json: the records and the number of the CRL last written from them.
+struct RevokedFile {
   std::vector<RevokedRecord> records;
-  const auto document = read_record(directory_ / "revoked.json");
+  std::uint64_t crl_number = 0;
+};
+
+RevokedFile read_revoked(const fs::path& path) {
+  RevokedFile file;
+  const auto document = read_record(path);
   if (!document) {
-    return records;
+    return file;
   }
   try {
     for (const auto& entry : document->at("certificates")) {
-      records.push_back(revoked_from_json(entry));
+      file.records.push_back(revoked_from_json(entry));
     }
+    file.crl_number = document->value("crl_number", std::uint64_t{0});
   } catch (const json::exception&) {
-    throw DurableFileError((directory_ / "revoked.json").string() + " is damaged");
+    throw DurableFileError(path.string() + " is damaged");
   }
-  return records;
+  return file;
+}
+
+}  // namespace
+
+std::vector<RevokedRecord> HubStore::revoked() const {
+  return read_revoked(directory_ / "revoked.json").records;
 }
 
 void HubStore::revoke(const std::vector<RevokedRecord>& records, UnixSeconds now) const {
-  auto all = revoked();
+  auto [all, last_number] = read_revoked(directory_ / "revoked.json");
   std::erase_if(all, [now](const auto& record) { return record.not_after <= now; });
   for (const auto& record : records) {
     const bool known = std::any_of(
@@ -602,8 +538,7 @@ void HubStore::revoke(const std::vector<RevokedRecord>& records, UnixSeconds now
       all.push_back(record);
     }
   }
-  const auto document = read_record(directory_ / "revoked.json");
-  const auto number = (document ? document->value("crl_number", std::uint64_t{0}) : 0) + 1;
+  const auto number = last_number + 1;
   json entries = json::array();
   for (const auto& record : all) {
     entries.push_back(to_json(record));

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/unique_fd.hpp"
+#include "hub/host_names.hpp"
 #include "net/pki.hpp"
 #include "wire/join_token.hpp"
 #include "wire/validate.hpp"
@@ -24,21 +25,6 @@ class Refused : public std::runtime_error {
 };
 
 using UnixSeconds = std::int64_t;
-
-/// Who a token lets a host become: the operator's choice, never the joiner's. An exact name may
-/// come with the DNS names and addresses garm reaches the host by; a pattern ("lab-board-*") or
-/// no name at all makes hub-only hosts, whose certificates carry no DNS or IP name.
-struct HostNames {
-  std::string name = {};
-  std::string name_pattern = {};  // '*' matches any run of name characters
-  std::vector<std::string> dns_names = {};
-  std::vector<std::string> ip_addresses = {};
-
-  bool fixes_name() const { return !name.empty(); }
-  bool admits(std::string_view host) const;
-  /// "host r1", "hosts lab-board-*", "any host": for messages and `token list`.
-  std::string describe() const;
-};
 
 struct TokenRecord {
   std::string id;
