@@ -399,7 +399,7 @@ def kept_deletes_in_parallel(provider, direct, work):
     check(not left, "the kept deletes are carried out once it answers (%d left)" % len(left))
 
 
-def revocation_reaches_the_direct_path(hub, direct, provider):
+def revocation_reaches_the_direct_path(hub, direct, provider, work):
     """remove and revoke-client, measured on the hub and on the direct path."""
     hub.cli("issue-client", "ops")
     ops = (hub.pki("ca.crt"), hub.pki("clients/ops.crt"), hub.pki("clients/ops.key"))
@@ -408,11 +408,10 @@ def revocation_reaches_the_direct_path(hub, direct, provider):
     saved = (open(ops[1]).read(), open(ops[2]).read())
     revoked_at = time.time()
     check(hub.cli("revoke-client", "ops").returncode == 0, "revoke-client ops")
-    with open("/tmp/%s-ops.crt" % TAG, "w") as f:
-        f.write(saved[0])
-    with open("/tmp/%s-ops.key" % TAG, "w") as f:
-        f.write(saved[1])
-    kept = (ops[0], "/tmp/%s-ops.crt" % TAG, "/tmp/%s-ops.key" % TAG)
+    kept = (ops[0], os.path.join(work, "ops.crt"), os.path.join(work, "ops.key"))
+    for path, text in zip(kept[1:], saved):
+        with open(path, "w") as f:
+            f.write(text)
     wait_for("the direct agent refusing the revoked client",
              lambda: curl_status(url, *kept) != 200, 40, 0.25)
     figures.append(("revoke-client to refusal by a direct agent (s)", time.time() - revoked_at))
@@ -670,7 +669,7 @@ def main():
             left = os.listdir(os.path.join(agent.state, "instances"))
             check(not left, "agent %s keeps no instance record (nothing leaked): %s" % (name, left))
         kept_deletes_in_parallel(provider, agents["direct"], work)
-        revocation_reaches_the_direct_path(hub, agents["direct"], provider)
+        revocation_reaches_the_direct_path(hub, agents["direct"], provider, work)
     except Failure as e:
         log("FAILED: %s" % e)
         for name, agent in agents.items():
