@@ -21,20 +21,13 @@ std::system_error system_error(const std::string& what) {
   return {errno, std::generic_category(), what};
 }
 
-/// argv[0] as given when it names a path, else the first executable of that name in
-/// kSystemPath: the agent's own PATH (a unit's, an operator's shell) does not choose it.
+/// argv[0] as given when it names a path, else find_system_program's.
 std::string resolve_program(const std::string& name) {
   if (name.find('/') != std::string::npos) {
     return name;
   }
-  const std::string_view path = kSystemPath;
-  for (std::size_t start = 0; start <= path.size();) {
-    const auto end = std::min(path.find(':', start), path.size());
-    const auto candidate = std::string(path.substr(start, end - start)) + "/" + name;
-    if (::access(candidate.c_str(), X_OK) == 0) {
-      return candidate;
-    }
-    start = end + 1;
+  if (auto found = find_system_program(name)) {
+    return *found;
   }
   errno = ENOENT;
   throw system_error(name + " is not installed (looked in " + kSystemPath + ")");
@@ -160,6 +153,23 @@ int reap(pid_t pid, const ProcessOptions& options, std::chrono::steady_clock::ti
 }
 
 }  // namespace
+
+std::optional<std::string> find_system_program(const std::string& name) {
+  const std::string_view path = kSystemPath;
+  for (std::size_t start = 0; start <= path.size();) {
+    const auto end = std::min(path.find(':', start), path.size());
+    const auto candidate = std::string(path.substr(start, end - start)) + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+    start = end + 1;
+  }
+  return std::nullopt;
+}
+
+std::string system_program_path() {
+  return kSystemPath;
+}
 
 ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOptions& options) {
   if (argv.empty()) {

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,11 @@ struct ProcessResult {
 
   bool succeeded() const { return exit_code == 0 && !timed_out && !stopped; }
 };
+
+/// The first executable `name` in the system's directories (system_program_path()): the
+/// agent's own PATH (a unit's, an operator's shell) does not choose what it runs.
+std::optional<std::string> find_system_program(const std::string& name);
+std::string system_program_path();
 
 /// Runs `argv` (argv[0] searched in a fixed PATH of the system's directories) without a shell,
 /// with standard input from /dev/null, an environment of only PATH and LC_ALL=C, in a process

@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "agent/admin/admin_client.hpp"
 #include "agent/base/config.hpp"
 #include "agent/daemon/demo.hpp"
 #include "agent/daemon/hub_enrolment.hpp"
@@ -41,6 +42,7 @@ commands:
   check-config --config FILE   validate an agent config; exit 1 with the exact problem
   reconcile --config FILE      one reconcile pass: roll back interrupted creates, finish
                                interrupted deletes, remove leftovers; prints what it did
+                               (by the running agent when one runs, as the images commands)
   demo [--uri URI] [--state-dir DIR] [--storage-pool NAME] [--network NAME] [--virt-type TYPE]
        [--base-image VOLUME|PATH]
                                drive the instance service through a whole lifecycle
@@ -67,7 +69,11 @@ commands:
                                pull an image with a source now (the agent pulls by itself
                                too), with its progress; a new version replaces the base
   images remove NAME --config FILE
-                               remove an image's pulled bases, when no guest backs onto them
+                               remove an image's pulled bases and partial downloads, when no
+                               guest backs onto them (a running agent pulls it again)
+                               The images commands and reconcile go to the running agent
+                               through <state_dir>/admin.sock (root or the agent's account);
+                               with no agent running, they work on the state directory alone.
   --version                    print the version
   --help                       print this help
 )";
@@ -98,6 +104,10 @@ int serve_command(const Options& options) {
 
 int reconcile_once(const Options& options) {
   const auto config = load_agent_config(options.require("--config"));
+  if (const auto answered = ask_running_agent(
+          config.state_dir, {.command = "reconcile", .action = "", .image = ""}, {})) {
+    return print_admin_result(*answered, "reconcile", std::cout, std::cerr);
+  }
   hypervisor::LibvirtHypervisor hypervisor(config.libvirt);
   FileInstanceStore store(config.state_dir);
   SystemClock clock;

@@ -6,6 +6,7 @@
 #include <functional>
 #include <grp.h>
 #include <iomanip>
+#include <iostream>
 #include <ostream>
 #include <pthread.h>
 #include <pwd.h>
@@ -13,10 +14,13 @@
 #include <thread>
 #include <unistd.h>
 
+#include "agent/admin/admin_client.hpp"
 #include "agent/base/config.hpp"
 #include "agent/base/log.hpp"
+#include "agent/daemon/image_operations.hpp"
 #include "agent/images/pulled_images.hpp"
 #include "agent/instances/instance_store.hpp"
+#include "common/durable_file.hpp"
 
 namespace garm_edge::agent {
 namespace fs = std::filesystem;
@@ -47,6 +51,7 @@ class ProgressReport {
   ProgressReport(std::ostream& out, bool terminal) : out_(out), terminal_(terminal) {}
 
   void operator()(const ImagePullState& state) {
+    drawn_ = true;
     const auto percent = state.total > 0 ? state.bytes * 100 / state.total : 0;
     if (terminal_) {
       const auto filled = static_cast<std::size_t>(percent * 30 / 100);
@@ -63,47 +68,19 @@ class ProgressReport {
       out_ << "\n";
     }
   }
+  /// After the running agent's answer: a bar drawn only if progress came.
+  void done_if_drawn() {
+    if (drawn_) {
+      done();
+    }
+  }
 
  private:
   std::ostream& out_;
   bool terminal_;
   std::uint64_t last_tenth_ = 0;
+  bool drawn_ = false;
 };
-
-/// Bytes of a download that is kept to resume, if there is one.
-std::uint64_t partial_bytes(const AgentConfig& config, const std::string& image) {
-  std::uint64_t bytes = 0;
-  std::error_code ec;
-  const auto prefix = "garm-image-" + image + "-";
-  for (fs::directory_iterator it(config.state_dir / "images" / "downloads", ec), end;
-       !ec && it != end; it.increment(ec)) {
-    if (it->path().filename().string().starts_with(prefix)) {
-      bytes += it->file_size(ec);
-    }
-  }
-  return bytes;
-}
-
-int list(const AgentConfig& config, ImageStore& store, std::ostream& out) {
-  out << std::left << std::setw(20) << "IMAGE" << std::setw(16) << "STATE" << std::setw(26)
-      << "DIGEST"
-      << "BASE OR SOURCE\n";
-  for (const auto& image : config.images) {
-    const auto base = image.source ? store.ready(image.name) : std::nullopt;
-    const auto state = image.source ? store.state(image.name) : std::nullopt;
-    std::string phase = "local";
-    std::string where = image.base_path.empty() ? image.base_volume : image.base_path;
-    if (image.source) {
-      const auto partial = partial_bytes(config, image.name);
-      phase = base ? "ready" : partial > 0 ? "partial " + mib(partial) : "not pulled";
-      where = base ? base->path : image.source->url;
-    }
-    const auto digest = state && !state->digest.empty() ? state->digest.substr(0, 23) : "-";
-    out << std::setw(20) << image.name << std::setw(16) << phase << std::setw(26) << digest << where
-        << "\n";
-  }
-  return 0;
-}
 
 /// Ctrl-C or SIGTERM during a pull stops it the way the agent's stop does: the download ends,
 /// xz and qemu-img (process groups of their own, which a terminal's signal misses) are killed,
@@ -140,36 +117,62 @@ bool base_in_use(const std::vector<InstanceRecord>& records, const ImageStore& s
   });
 }
 
-}  // namespace
-
-int images_command(const std::string& action, const std::string& image, const Options& options,
-                   std::ostream& out) {
-  const auto config = load_agent_config(options.require("--config"));
-  become_state_owner(config.state_dir);
+/// The images commands with no agent running: this process works on the state itself.
+int images_alone(const AgentConfig& config, const std::string& action, const std::string& image,
+                 std::ostream& out) {
+  if (action == "list" && !fs::exists(config.state_dir / "images")) {
+    out << image_list(config, nullptr);  // nothing pulled yet: nothing to make for a look
+    return 0;
+  }
+  make_private_directory(config.state_dir);  // a host where the agent never ran
   StderrLogger log;
-  PulledImages images(config, default_base_directory(config), log);
-  auto& store = images.store();
+  const auto images = make_pulled_images(config, log);
   if (action == "list") {
-    return list(config, store, out);
+    out << image_list(config, images ? &images->store() : nullptr);
+    return 0;
   }
-  if (!store.pulls(image)) {
-    throw UsageError("image \"" + image + "\" has no source in " + options.require("--config"));
-  }
+  auto& store = images->store();
   if (action == "pull") {
     const StopOnSignal stop_on_signal(store);
     ProgressReport progress(out, ::isatty(STDOUT_FILENO) == 1);
     const auto state = store.pull_now(image, std::ref(progress));
     progress.done();
-    out << image << ": " << state.digest << " is ready at " << store.ready(image)->path << "\n";
+    out << pulled_line(store, image, state);
     return 0;
   }
   FileInstanceStore instances(config.state_dir);
   const auto records = instances.list();
-  for (const auto& path : store.remove(
-           image, [&](const std::string& base) { return base_in_use(records, store, base); })) {
-    out << "removed " << path << "\n";
-  }
+  out << remove_image(store, image,
+                      [&](const std::string& base) { return base_in_use(records, store, base); });
   return 0;
+}
+
+}  // namespace
+
+int images_command(const std::string& action, const std::string& image, const Options& options,
+                   std::ostream& out) {
+  const auto config = load_agent_config(options.require("--config"));
+  const bool pulled =
+      std::any_of(config.images.begin(), config.images.end(),
+                  [&](const ImageConfig& each) { return each.name == image && each.source; });
+  if (action != "list" && !pulled) {
+    throw UsageError("image \"" + image + "\" has no source in " + options.require("--config"));
+  }
+  ProgressReport progress(out, ::isatty(STDOUT_FILENO) == 1);
+  const auto answered =
+      ask_running_agent(config.state_dir, {.command = "images", .action = action, .image = image},
+                        [&](std::uint64_t bytes, std::uint64_t total) {
+                          ImagePullState state;
+                          state.bytes = bytes;
+                          state.total = total;
+                          progress(state);
+                        });
+  if (answered) {
+    progress.done_if_drawn();
+    return print_admin_result(*answered, "images " + action, out, std::cerr);
+  }
+  become_state_owner(config.state_dir);
+  return images_alone(config, action, image, out);
 }
 
 }  // namespace garm_edge::agent

@@ -10,6 +10,7 @@
 #include <thread>
 #include <unistd.h>
 
+#include "agent/daemon/admin_commands.hpp"
 #include "agent/daemon/descriptor_budget.hpp"
 #include "wire/agent_capacity.hpp"
 
@@ -134,11 +135,15 @@ AgentDaemon::AgentDaemon(const AgentConfig& config, Logger& log, ServeOptions op
 }
 
 AgentDaemon::~AgentDaemon() {
+  if (admin_) {
+    admin_->stop_accepting();
+  }
   warm_loop_.reset();  // no pass starts a create any more
   image_loop_.reset();
   if (images_) {
     images_->store().stop();  // the downloads stay to resume at the next start
   }
+  admin_.reset();  // an operator's pull it followed has ended with the store's
   if (guest_server_) {
     guest_server_->abandon_streams();  // the event loop is done: no guest reads them
   }
@@ -151,6 +156,7 @@ AgentDaemon::~AgentDaemon() {
 }
 
 int AgentDaemon::run() {
+  start_admin_socket();  // from the first moment, the CLI asks this process
   reconcile_at_startup();
   reconcile_loop_ = std::make_unique<ReconcileLoop>(service_, config_.reconcile_interval, log_);
   start_image_pulls();
@@ -215,6 +221,17 @@ void AgentDaemon::start_image_pulls() {
   };
   pass();
   image_loop_ = std::make_unique<PeriodicLoop>(kImagePullInterval, pass);
+}
+
+void AgentDaemon::start_admin_socket() {
+  const auto path = admin_socket_path(config_.state_dir);
+  try {
+    admin_ = std::make_unique<AdminServer>(
+        path, admin_commands(config_, service_, images_ ? &images_->store() : nullptr), log_);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string("the admin socket: ") + e.what());
+  }
+  admin_->start();
 }
 
 void AgentDaemon::reconcile_at_startup() {

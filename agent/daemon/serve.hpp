@@ -9,6 +9,7 @@
 
 #include <asio.hpp>
 
+#include "agent/admin/admin_server.hpp"
 #include "agent/api/control_api.hpp"
 #include "agent/base/clock.hpp"
 #include "agent/base/config.hpp"
@@ -67,6 +68,8 @@ class AgentDaemon {
   void start_warm_pool();
   /// With images that have a source: their pulls, and replaced bases removed once unused.
   void start_image_pulls();
+  /// `<state_dir>/admin.sock`: the images CLI and reconcile talk to this process.
+  void start_admin_socket();
   /// The log line, the ready file, the on_listening callback and systemd's READY=1.
   void announce_ready();
   void wait_for_signal();
@@ -114,6 +117,8 @@ class AgentDaemon {
   /// Never listens: it serves the tunnels the hub link dials, under its own limits.
   std::unique_ptr<net::TlsServer> tunnel_server_;
   std::unique_ptr<HubLink> hub_link_;
+  /// The operator's commands (images, reconcile), from run() on.
+  std::unique_ptr<AdminServer> admin_;
 
   const SystemdNotifier systemd_;
   asio::steady_timer watchdog_timer_;

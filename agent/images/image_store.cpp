@@ -141,6 +141,7 @@ struct ImageStore::Entry {
   std::string source_url;
   std::vector<std::string> retired;
   std::map<std::string, std::int64_t> retired_at;  // unix seconds, by path
+  std::string failure;  // why the last pull failed, in whichever process ran it
   // This process's view of the pull.
   ImagePullState::Phase phase = ImagePullState::Phase::pulling;
   std::atomic<std::uint64_t> bytes{0};
@@ -404,6 +405,7 @@ void ImageStore::reload_record(Entry& entry) {
     entry.source_url.clear();
     entry.retired.clear();
     entry.retired_at.clear();
+    entry.failure.clear();
     return;
   }
   try {
@@ -413,6 +415,7 @@ void ImageStore::reload_record(Entry& entry) {
     entry.source_url = record.value("source", std::string());
     entry.retired = record.value("retired", std::vector<std::string>());
     entry.retired_at = record.value("retired_at", std::map<std::string, std::int64_t>());
+    entry.failure = record.value("failure", std::string());
   } catch (const nlohmann::json::exception& e) {
     log_.warning("image " + entry.config.name + ": its record " +
                  record_path(entry.config.name).string() + " is not JSON (" + e.what() +
@@ -422,11 +425,9 @@ void ImageStore::reload_record(Entry& entry) {
 }
 
 void ImageStore::save_record(const Entry& entry) {
-  const nlohmann::json record{{"source", entry.source_url},
-                              {"digest", entry.digest},
-                              {"base", entry.base},
-                              {"retired", entry.retired},
-                              {"retired_at", entry.retired_at}};
+  const nlohmann::json record{
+      {"source", entry.source_url}, {"digest", entry.digest},         {"base", entry.base},
+      {"retired", entry.retired},   {"retired_at", entry.retired_at}, {"failure", entry.failure}};
   write_atomically(record_path(entry.config.name), record.dump(2) + "\n");
 }
 
@@ -489,6 +490,37 @@ ImagePullState ImageStore::pull_now(const std::string& image,
   return result;
 }
 
+ImagePullState ImageStore::follow_pull(const std::string& image,
+                                       const std::function<void(const ImagePullState&)>& progress,
+                                       std::chrono::milliseconds interval) {
+  pull(image);  // false: one is under way already, and this follows it
+  for (;;) {
+    const auto current = *state(image);
+    {
+      std::lock_guard lock(mutex_);
+      if (!entry(image).running) {
+        break;
+      }
+    }
+    progress(current);
+    std::this_thread::sleep_for(interval);
+  }
+  const auto result = *state(image);
+  if (result.phase == ImagePullState::Phase::failed) {
+    throw ImagePullError(result.error);
+  }
+  return result;
+}
+
+void ImageStore::record_failure(Entry& entry) {
+  entry.failure = entry.error;
+  try {
+    save_record(entry);
+  } catch (const std::exception& e) {  // the disk may be why it failed: the log has the cause
+    log_.warning("image " + entry.config.name + ": cannot record the failure: " + e.what());
+  }
+}
+
 void ImageStore::run_pull(Entry& entry, bool caller_waits) {
   const auto& name = entry.config.name;
   try {
@@ -502,38 +534,64 @@ void ImageStore::run_pull(Entry& entry, bool caller_waits) {
       entry.running = false;
       return;
     }
-    {
-      std::lock_guard guard(mutex_);
-      reload_record(entry);
-    }
-    const auto expected = expected_digest(entry);
-    const bool have = entry.digest == expected.text() && entry.source_url == entry.source().url &&
-                      !entry.base.empty() && fs::exists(entry.base);
-    if (!have) {
-      {
+    try {
+      pull_under_lock(entry);
+    } catch (const std::exception& e) {
+      fail_pull(entry, e.what());
+      if (!stopping_) {
         std::lock_guard guard(mutex_);
-        entry.phase = ImagePullState::Phase::pulling;  // an older base, if any, still serves
+        record_failure(entry);  // while the lock is held: the record is this pull's to write
       }
-      log_.info("image " + name + ": pulling " + shown(entry.source().url) + " (" +
-                expected.text() + ")");
-      const auto downloaded = download(entry, expected);
-      adopt(entry, convert(entry, downloaded, expected), expected);
     }
-    std::lock_guard guard(mutex_);
-    entry.phase = ImagePullState::Phase::ready;
-    entry.error.clear();
-    entry.failed_at.reset();
   } catch (const std::exception& e) {
-    std::lock_guard guard(mutex_);
-    entry.phase = ImagePullState::Phase::failed;
-    entry.error = e.what();
-    entry.failed_at = Clock::now();
-    ++pulls_failed_;
-    log_.warning("image " + name + ": the pull failed: " + entry.error);
+    fail_pull(entry, e.what());
   }
   std::lock_guard guard(mutex_);
   entry.running = false;
   entry.progress = nullptr;
+}
+
+void ImageStore::pull_under_lock(Entry& entry) {
+  const auto& name = entry.config.name;
+  {
+    std::lock_guard guard(mutex_);
+    reload_record(entry);
+  }
+  const auto expected = expected_digest(entry);
+  const bool have = entry.digest == expected.text() && entry.source_url == entry.source().url &&
+                    !entry.base.empty() && fs::exists(entry.base);
+  if (!have) {
+    {
+      std::lock_guard guard(mutex_);
+      entry.phase = ImagePullState::Phase::pulling;  // an older base, if any, still serves
+    }
+    log_.info("image " + name + ": pulling " + shown(entry.source().url) + " (" + expected.text() +
+              ")");
+    const auto downloaded = download(entry, expected);
+    const auto base = convert(entry, downloaded, expected);
+    {
+      std::lock_guard guard(mutex_);
+      entry.failure.clear();  // adopt() saves the record
+    }
+    adopt(entry, base, expected);
+  }
+  std::lock_guard guard(mutex_);
+  if (!entry.failure.empty()) {
+    entry.failure.clear();
+    save_record(entry);
+  }
+  entry.phase = ImagePullState::Phase::ready;
+  entry.error.clear();
+  entry.failed_at.reset();
+}
+
+void ImageStore::fail_pull(Entry& entry, const std::string& why) {
+  std::lock_guard guard(mutex_);
+  entry.phase = ImagePullState::Phase::failed;
+  entry.error = why;
+  entry.failed_at = Clock::now();
+  ++pulls_failed_;
+  log_.warning("image " + entry.config.name + ": the pull failed: " + why);
 }
 
 ImageDigest ImageStore::expected_digest(Entry& entry) {
@@ -733,7 +791,7 @@ std::optional<ImagePullState> ImageStore::state(const std::string& image) const 
                         .phase = entry.phase,
                         .bytes = entry.bytes,
                         .total = entry.total,
-                        .error = entry.error,
+                        .error = entry.error.empty() ? entry.failure : entry.error,
                         .digest = entry.digest,
                         .has_base = !entry.base.empty()};
 }

@@ -78,6 +78,12 @@ class ImageStore final : public ImageBases {
   /// called as bytes arrive. Throws ImagePullError.
   ImagePullState pull_now(const std::string& image,
                           const std::function<void(const ImagePullState&)>& progress);
+  /// Starts a pull of `image` as pull() does, or follows the one under way, and waits for its
+  /// end; `progress` is called every `interval` meanwhile (the running agent's `images pull`).
+  /// Throws ImagePullError with why it failed.
+  ImagePullState follow_pull(const std::string& image,
+                             const std::function<void(const ImagePullState&)>& progress,
+                             std::chrono::milliseconds interval = std::chrono::milliseconds(500));
   /// Ends the pulls under way (their downloads are kept to resume) and waits for them.
   void stop();
 
@@ -104,6 +110,11 @@ class ImageStore final : public ImageBases {
   void start_pull(Entry& entry);
   /// `caller_waits`: the images CLI, told when another process holds the pull.
   void run_pull(Entry& entry, bool caller_waits);
+  /// The pull itself, the image's lock held: the digest, the download, the base.
+  void pull_under_lock(Entry& entry);
+  void fail_pull(Entry& entry, const std::string& why);
+  /// Keeps why the pull failed in its record, for `images list` in another process (mutex_ held).
+  void record_failure(Entry& entry);
   ImageDigest expected_digest(Entry& entry);
   std::filesystem::path download(Entry& entry, const ImageDigest& expected);
   std::filesystem::path convert(Entry& entry, const std::filesystem::path& downloaded,

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <unistd.h>
 
+#include "common/subprocess.hpp"
+
 namespace garm_edge::agent {
 
 PulledImages::PulledImages(const AgentConfig& config, const std::filesystem::path& base_dir,
@@ -32,9 +34,11 @@ std::unique_ptr<PulledImages> make_pulled_images(const AgentConfig& config, Logg
                    [](const ImageConfig& image) { return image.source.has_value(); })) {
     return nullptr;
   }
-  // The tools are run from the system's directories only (common/subprocess.hpp).
-  if (::access("/usr/bin/qemu-img", X_OK) != 0 && ::access("/usr/local/bin/qemu-img", X_OK) != 0) {
-    throw ConfigError("images with a source need qemu-img (Debian: apt install qemu-utils)");
+  // The tools are run from the system's directories only (common/subprocess.hpp): the same
+  // lookup as the pulls' own, so this check and the pull never disagree.
+  if (!find_system_program("qemu-img")) {
+    throw ConfigError("images with a source need qemu-img in " + system_program_path() +
+                      " (Debian: apt install qemu-utils)");
   }
   const auto base_dir = default_base_directory(config);
   std::error_code ec;

@@ -33,6 +33,8 @@ void InstanceService::report_unreadable(const std::vector<std::string>& unreadab
 }
 
 ReconcileReport InstanceService::reconcile() {
+  // The loop's pass and an operator's `reconcile` take turns: no domain is removed twice.
+  const std::lock_guard one_pass_at_a_time(reconcile_mutex_);
   ReconcileReport report;
   try {
     reconcile_records(report);

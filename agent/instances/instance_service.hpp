@@ -290,6 +290,7 @@ class InstanceService {
   bool tools_loaded_ = false;
   std::mutex unreadable_mutex_;
   std::vector<std::string> reported_unreadable_;
+  std::mutex reconcile_mutex_;
 };
 
 }  // namespace garm_edge::agent

@@ -519,13 +519,18 @@ TEST_CASE("clients take turns for a busy agent's tunnels, each with its own cap"
   for (int i = 0; i < 40; ++i) {
     burst.push_back(std::async(std::launch::async, [&] { return fleet.call(capacity); }));
   }
-  // The queue settles once every tunnel the agent may open is taken: nothing moves any more.
+  // The queue settles once every tunnel the agent may open (8) is taken and nothing moves any
+  // more. Under qemu-user the agent dials its last tunnels slowly: a request that finds a new
+  // tunnel does not wait, so the count of tunnels is part of the settling.
+  const auto all_tunnels_open = [&] {
+    return tunnels_of(*fleet.running->server, "lab-board-7") >= 8;
+  };
   const auto settled = [&](std::size_t at_least) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     auto last = fleet.waiting();
     auto since = std::chrono::steady_clock::now();
     while (std::chrono::steady_clock::now() < deadline &&
-           (last < at_least ||
+           (last < at_least || !all_tunnels_open() ||
             std::chrono::steady_clock::now() - since < std::chrono::milliseconds(500))) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
       if (const auto now_waiting = fleet.waiting(); now_waiting != last) {

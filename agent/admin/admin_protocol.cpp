@@ -1,0 +1,80 @@
+#include "agent/admin/admin_protocol.hpp"
+
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+namespace garm_edge::agent {
+namespace {
+
+nlohmann::json parse_object(std::string_view line) {
+  auto parsed = nlohmann::json::parse(line, nullptr, false);
+  if (!parsed.is_object()) {
+    throw std::invalid_argument("not a JSON object");
+  }
+  return parsed;
+}
+
+std::string text_field(const nlohmann::json& object, const char* name) {
+  const auto found = object.find(name);
+  if (found == object.end()) {
+    return "";
+  }
+  if (!found->is_string()) {
+    throw std::invalid_argument(std::string("\"") + name + "\" is not a string");
+  }
+  return found->get<std::string>();
+}
+
+}  // namespace
+
+std::string AdminRequest::to_line() const {
+  return nlohmann::json{{"command", command}, {"action", action}, {"image", image}}.dump() + "\n";
+}
+
+AdminRequest AdminRequest::from_line(std::string_view line) {
+  const auto object = parse_object(line);
+  return {.command = text_field(object, "command"),
+          .action = text_field(object, "action"),
+          .image = text_field(object, "image")};
+}
+
+std::string AdminReplyLine::to_line() const {
+  nlohmann::json line = nlohmann::json::object();
+  if (progress) {
+    line["progress"] = {{"bytes", progress->first}, {"total", progress->second}};
+  }
+  if (result) {
+    // Output may hold any bytes a file name had: replaced, never a broken line.
+    const auto replace = nlohmann::json::error_handler_t::replace;
+    return nlohmann::json{
+               {"exit", result->exit_code}, {"output", result->output}, {"error", result->error}}
+               .dump(-1, ' ', false, replace) +
+           "\n";
+  }
+  return line.dump() + "\n";
+}
+
+AdminReplyLine AdminReplyLine::from_line(std::string_view line) {
+  const auto object = parse_object(line);
+  AdminReplyLine reply;
+  if (const auto progress = object.find("progress"); progress != object.end()) {
+    reply.progress = {progress->value("bytes", std::uint64_t{0}),
+                      progress->value("total", std::uint64_t{0})};
+  }
+  if (const auto exit = object.find("exit"); exit != object.end()) {
+    if (!exit->is_number_integer()) {
+      throw std::invalid_argument("\"exit\" is not a number");
+    }
+    reply.result = AdminResult{.exit_code = exit->get<int>(),
+                               .output = text_field(object, "output"),
+                               .error = text_field(object, "error")};
+  }
+  return reply;
+}
+
+std::filesystem::path admin_socket_path(const std::filesystem::path& state_dir) {
+  return state_dir / "admin.sock";
+}
+
+}  // namespace garm_edge::agent

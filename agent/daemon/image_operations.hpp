@@ -1,0 +1,24 @@
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "agent/base/config.hpp"
+#include "agent/images/image_store.hpp"
+
+namespace garm_edge::agent {
+
+/// The `images list` table: every configured image, its state (ready, pulling N%, partial,
+/// failed, not pulled, local), its digest and base; a failed pull's reason on a line below.
+/// `store` is null when no image has a source.
+std::string image_list(const AgentConfig& config, const ImageStore* store);
+
+/// Removes `image`'s bases and partial downloads; the lines `images remove` prints.
+std::string remove_image(ImageStore& store, const std::string& image,
+                         const std::function<bool(const std::string& path)>& in_use);
+
+/// The line `images pull` prints once the image is ready.
+std::string pulled_line(const ImageStore& store, const std::string& image,
+                        const ImagePullState& state);
+
+}  // namespace garm_edge::agent
