@@ -228,6 +228,7 @@ void read_pull_section(TableReader& root, AgentConfig& config) {
   pull.recheck = std::chrono::hours(in.integer<long>("recheck_hours", 1, 24 * 365).value_or(6));
   pull.timeout =
       std::chrono::minutes(in.integer<long>("timeout_minutes", 1, 24 * 60).value_or(120));
+  pull.stall = std::chrono::seconds(in.integer<long>("stall_seconds", 5, 3600).value_or(60));
   in.reject_unknown_keys();
 }
 
@@ -608,7 +609,8 @@ std::string agent_config_json_schema() {
          R"json("http_proxy":{"type":"string"},"https_proxy":{"type":"string"},)json"
          R"json("no_proxy":{"type":"string"},"ca_bundle":{"type":"string"},)json"
          R"json("recheck_hours":{"type":"integer","minimum":1,"maximum":8760},)json"
-         R"json("timeout_minutes":{"type":"integer","minimum":1,"maximum":1440}}},)json"
+         R"json("timeout_minutes":{"type":"integer","minimum":1,"maximum":1440},)json"
+         R"json("stall_seconds":{"type":"integer","minimum":5,"maximum":3600}}},)json"
          R"json("flavors":{"type":"array","minItems":1,"items":{"type":"object","additionalProperties":false,)json"
          R"json("required":["name"],"properties":{"name":{"type":"string"},)json"
          R"json("vcpus":{"type":"integer","minimum":1,"maximum":512},)json"

@@ -167,6 +167,8 @@ struct PullConfig {
   std::chrono::seconds recheck{std::chrono::hours(6)};
   /// One pull: the download, its verification and the conversion.
   std::chrono::seconds timeout{std::chrono::hours(2)};
+  /// A source that sends no byte for this long is given up (and retried a minute later).
+  std::chrono::seconds stall{60};
 };
 
 struct AgentConfig {

@@ -22,14 +22,33 @@ std::optional<std::uint64_t> content_length(const net::ClientResponse& head) {
   return length ? parse_number(*length) : std::nullopt;
 }
 
-RedirectingGet image_get(const std::string& url, const net::ProxySettings& proxies,
-                         std::chrono::seconds timeout, const std::atomic<bool>& stop) {
-  return {.url = url,
-          .headers = {{"User-Agent", "garm-edge-agent"}},
-          .bearer_token = "",
-          .proxies = proxies,
-          .timeout = timeout,
-          .stop = &stop};
+std::string seconds_text(std::chrono::seconds value) {
+  return std::to_string(value.count()) + " s";
+}
+
+/// Runs one GET; a time-out comes out naming the setting that ended it, not as the TLS
+/// layer's "operation timed out". `last_byte` is when the source last sent something.
+template <typename Get>
+auto naming_time_outs(const PullConfig& limits, Get&& get) {
+  const auto started = std::chrono::steady_clock::now();
+  auto last_byte = started;
+  try {
+    return get(last_byte);
+  } catch (const ImagePullError&) {
+    throw;
+  } catch (const std::exception& e) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - started >= limits.timeout) {
+      throw ImagePullError(std::string(e.what()) + ": the request did not finish within [pull] " +
+                           "timeout_minutes (" + std::to_string(limits.timeout.count() / 60) +
+                           " min)");
+    }
+    if (now - last_byte >= limits.stall) {
+      throw ImagePullError(std::string(e.what()) + ": the source sent nothing for " +
+                           seconds_text(limits.stall) + " ([pull] stall_seconds)");
+    }
+    throw;
+  }
 }
 
 /// Where the body of the answer to a download starts, or why it cannot be used.
@@ -69,8 +88,7 @@ std::optional<ContentRange> parse_content_range(std::string_view value) {
   return ContentRange{.first = *first, .total = total};
 }
 
-HttpImageFetcher::HttpImageFetcher(const PullConfig& config)
-    : proxies_(config.proxies), timeout_(config.timeout) {
+HttpImageFetcher::HttpImageFetcher(const PullConfig& config) : limits_(config) {
   if (!config.ca_bundle.empty()) {
     try {
       ca_bundle_ = read_file(config.ca_bundle).value_or("");
@@ -83,22 +101,36 @@ HttpImageFetcher::HttpImageFetcher(const PullConfig& config)
   }
 }
 
+RedirectingGet HttpImageFetcher::image_get(const std::string& url,
+                                           const std::atomic<bool>& stop) const {
+  return {.url = url,
+          .headers = {{"User-Agent", "garm-edge-agent"}},
+          .bearer_token = "",
+          .proxies = limits_.proxies,
+          .timeout = limits_.timeout,
+          .stop = &stop,
+          .stall = limits_.stall};
+}
+
 std::string HttpImageFetcher::fetch_text(const std::string& url, std::size_t limit,
                                          const std::atomic<bool>& stop) {
   std::string text;
-  const auto answer = get_following_redirects(
-      image_get(url, proxies_, timeout_, stop), [&] { return trust_.trusting(ca_bundle_); },
-      [&](const net::ClientResponse& head) -> net::BodySink {
-        if (head.status != 200) {
-          return nullptr;
-        }
-        return [&text, limit](int, std::string_view data) {
-          if (text.size() + data.size() > limit) {
-            throw ImagePullError("more than " + std::to_string(limit) + " bytes");
+  const auto answer = naming_time_outs(limits_, [&](auto& last_byte) {
+    return get_following_redirects(
+        image_get(url, stop), [&] { return trust_.trusting(ca_bundle_); },
+        [&](const net::ClientResponse& head) -> net::BodySink {
+          if (head.status != 200) {
+            return nullptr;
           }
-          text.append(data);
-        };
-      });
+          return [&text, &last_byte, limit](int, std::string_view data) {
+            last_byte = std::chrono::steady_clock::now();
+            if (text.size() + data.size() > limit) {
+              throw ImagePullError("more than " + std::to_string(limit) + " bytes");
+            }
+            text.append(data);
+          };
+        });
+  });
   if (answer.response.status != 200) {
     throw ImagePullError("HTTP " + std::to_string(answer.response.status) + " from " +
                          answer.where);
@@ -108,23 +140,29 @@ std::string HttpImageFetcher::fetch_text(const std::string& url, std::size_t lim
 
 void HttpImageFetcher::fetch(const std::string& url, std::uint64_t offset, ImageSink& sink,
                              const std::atomic<bool>& stop) {
-  auto get = image_get(url, proxies_, timeout_, stop);
+  auto get = image_get(url, stop);
   if (offset > 0) {
     get.headers.emplace_back("Range", "bytes=" + std::to_string(offset) + "-");
   }
-  const auto answer = get_following_redirects(
-      get, [&] { return trust_.trusting(ca_bundle_); },
-      [&](const net::ClientResponse& head) -> net::BodySink {
-        if (head.status != 200 && head.status != 206) {
-          return nullptr;
-        }
-        const auto from = start_of(head, offset);
-        const auto length = content_length(head);
-        std::optional<std::uint64_t> total =
-            head.status == 206 ? parse_content_range(*head.header("content-range"))->total : length;
-        sink.begin(from, total);
-        return [&sink](int, std::string_view data) { sink.take(data); };
-      });
+  const auto answer = naming_time_outs(limits_, [&](auto& last_byte) {
+    return get_following_redirects(
+        get, [&] { return trust_.trusting(ca_bundle_); },
+        [&](const net::ClientResponse& head) -> net::BodySink {
+          if (head.status != 200 && head.status != 206) {
+            return nullptr;
+          }
+          const auto from = start_of(head, offset);
+          const auto length = content_length(head);
+          std::optional<std::uint64_t> total =
+              head.status == 206 ? parse_content_range(*head.header("content-range"))->total
+                                 : length;
+          sink.begin(from, total);
+          return [&sink, &last_byte](int, std::string_view data) {
+            last_byte = std::chrono::steady_clock::now();
+            sink.take(data);
+          };
+        });
+  });
   const auto status = answer.response.status;
   if (status == 416 && offset > 0) {
     // What was kept is no prefix of the file the server has now: start over.

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "agent/base/config.hpp"
+#include "agent/runner_archives/archive_fetcher.hpp"
 #include "net/tls_config.hpp"
 
 namespace garm_edge::agent {
@@ -43,7 +44,7 @@ class ImageFetcher {
 };
 
 /// HTTP(S) through the agent's client: redirects, [pull]'s proxies and CA bundle, [pull]'s
-/// timeout for each request.
+/// timeout for each request and its stall limit for each wait; a time-out names its setting.
 class HttpImageFetcher final : public ImageFetcher {
  public:
   /// Reads the CA bundle; throws ConfigError when it cannot be read.
@@ -55,9 +56,10 @@ class HttpImageFetcher final : public ImageFetcher {
              const std::atomic<bool>& stop) override;
 
  private:
-  net::ProxySettings proxies_;
+  RedirectingGet image_get(const std::string& url, const std::atomic<bool>& stop) const;
+
+  PullConfig limits_;  // proxies, timeout, stall
   std::string ca_bundle_;
-  std::chrono::seconds timeout_;
   net::ClientTrustCache trust_;
 };
 

@@ -113,6 +113,21 @@ LocatedUrl resolve_redirect(const LocatedUrl& from, std::string_view location) {
   return locate(location);
 }
 
+namespace {
+
+/// Where a redirect points, or an error that says it came from `here`'s redirect (a
+/// `file://` or `ftp://` Location is refused as such, not as a URL of the config).
+LocatedUrl followable_redirect(const LocatedUrl& from, std::string_view location,
+                               const std::string& here) {
+  try {
+    return resolve_redirect(from, location);
+  } catch (const std::exception& e) {
+    throw ArchiveError(here + " redirected to a location that is not followed: " + e.what());
+  }
+}
+
+}  // namespace
+
 FollowedAnswer get_following_redirects(
     const RedirectingGet& get, const std::function<std::shared_ptr<const net::TlsConfig>()>& trust,
     const net::HeadHandler& on_head) {
@@ -141,7 +156,8 @@ FollowedAnswer get_following_redirects(
                                    // the sink bounds what is kept; nothing is held
                                    .max_response_bytes = std::numeric_limits<std::size_t>::max(),
                                    .proxy = net::proxy_for(located.url, get.proxies),
-                                   .stop = &stop};
+                                   .stop = &stop,
+                                   .stall_timeout = get.stall};
     net::ClientRequest request{
         .method = "GET", .target = located.target, .headers = get.headers, .body = ""};
     if (!get.bearer_token.empty() && located.url.host == origin.host &&
@@ -163,7 +179,8 @@ FollowedAnswer get_following_redirects(
       return {.response = answer,
               .where = located.url.host + ":" + std::to_string(located.url.port)};
     }
-    auto next = resolve_redirect(located, *location);
+    const auto here = located.url.host + ":" + std::to_string(located.url.port);
+    auto next = followable_redirect(located, *location, here);
     if (located.url.tls && !next.url.tls) {
       throw ArchiveError(located.url.host + ":" + std::to_string(located.url.port) +
                          " redirected from https to plain http");
@@ -182,7 +199,8 @@ FetchedArchive HttpArchiveFetcher::fetch(const ArchiveSource& source, int fd,
       .bearer_token = source.bearer_token,
       .proxies = source.proxies,
       .timeout = timeout_,
-      .stop = &stop};
+      .stop = &stop,
+      .stall = {}};
   const auto answer = get_following_redirects(
       get, [&] { return trust_.trusting(source.ca_bundle); },
       [&](const net::ClientResponse& head) -> net::BodySink {

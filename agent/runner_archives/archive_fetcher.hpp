@@ -81,6 +81,8 @@ struct RedirectingGet {
   net::ProxySettings proxies;
   std::chrono::milliseconds timeout{std::chrono::minutes(1)};
   const std::atomic<bool>* stop = nullptr;
+  /// Above zero: a source that sends nothing for this long is given up (HttpClientOptions).
+  std::chrono::milliseconds stall{0};
 };
 
 struct FollowedAnswer {

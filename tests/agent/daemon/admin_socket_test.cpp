@@ -99,7 +99,7 @@ TEST_CASE("the admin socket answers its owner's commands, with progress, and ref
   }
 }
 
-TEST_CASE("a socket left by an agent that died is no agent; a long state path still serves",
+TEST_CASE("a socket left by an agent that died is no agent, and a long state path still serves",
           "[admin][integration]") {
   TempDir dir("admin-stale");
   {
@@ -188,7 +188,7 @@ struct ServingAgent {
 
 }  // namespace
 
-TEST_CASE("images and reconcile go through the running agent; alone when none runs",
+TEST_CASE("images and reconcile go through the running agent, and work alone when none runs",
           "[admin][images][integration]") {
   ServingAgent host;
   host.start();
@@ -219,7 +219,7 @@ TEST_CASE("images and reconcile go through the running agent; alone when none ru
   CHECK_THAT(alone.output, Catch::Contains("debian-12"));
 }
 
-TEST_CASE("on a host where the agent never ran, images list and pull work; a failure is listed",
+TEST_CASE("on a host where the agent never ran, images list and pull work, and a failure is listed",
           "[admin][images][integration]") {
   ServingAgent host;  // never started: no state directory
   const auto listed = host.cli("images list");
