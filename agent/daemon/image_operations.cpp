@@ -5,11 +5,11 @@
 
 namespace garm_edge::agent {
 namespace fs = std::filesystem;
-namespace {
-
-std::string mib(std::uint64_t bytes) {
+std::string in_mib(std::uint64_t bytes) {
   return std::to_string(bytes >> 20U) + " MiB";
 }
+
+namespace {
 
 /// Bytes of a download that is kept to resume, if there is one.
 std::uint64_t partial_bytes(const AgentConfig& config, const std::string& image) {
@@ -38,7 +38,7 @@ std::string pulled_phase(const AgentConfig& config, const std::optional<ImageBas
     return "failed";
   }
   const auto partial = partial_bytes(config, state.name);
-  return partial > 0 ? "partial " + mib(partial) : "not pulled";
+  return partial > 0 ? "partial " + in_mib(partial) : "not pulled";
 }
 
 }  // namespace

@@ -8,6 +8,9 @@
 
 namespace garm_edge::agent {
 
+/// "120 MiB", rounded down.
+std::string in_mib(std::uint64_t bytes);
+
 /// The `images list` table: every configured image, its state (ready, pulling N%, partial,
 /// failed, not pulled, local), its digest and base; a failed pull's reason on a line below.
 /// `store` is null when no image has a source.

@@ -41,10 +41,6 @@ void become_state_owner(const fs::path& state_dir) {
   }
 }
 
-std::string mib(std::uint64_t bytes) {
-  return std::to_string(bytes >> 20U) + " MiB";
-}
-
 /// A bar redrawn in place on a terminal; a line every tenth otherwise.
 class ProgressReport {
  public:
@@ -56,11 +52,11 @@ class ProgressReport {
     if (terminal_) {
       const auto filled = static_cast<std::size_t>(percent * 30 / 100);
       out_ << "\r[" << std::string(filled, '#') << std::string(30 - filled, '-') << "] "
-           << std::setw(3) << percent << "% " << mib(state.bytes) << " of "
-           << (state.total > 0 ? mib(state.total) : std::string("?")) << std::flush;
+           << std::setw(3) << percent << "% " << in_mib(state.bytes) << " of "
+           << (state.total > 0 ? in_mib(state.total) : std::string("?")) << std::flush;
     } else if (percent / 10 != last_tenth_) {
       last_tenth_ = percent / 10;
-      out_ << "downloaded " << mib(state.bytes) << " (" << percent << "%)\n";
+      out_ << "downloaded " << in_mib(state.bytes) << " (" << percent << "%)\n";
     }
   }
   void done() {
