@@ -197,14 +197,15 @@ struct LinkedAgent {
 };
 
 net::HttpsResponse call_hub(const std::filesystem::path& pki, std::uint16_t port,
-                            const std::string& path, const std::string& client = "clients/garm") {
+                            const std::string& path, const std::string& client = "clients/garm",
+                            net::HttpsClientOptions options = {}) {
   net::HttpsClient client_of_hub(
       {.host = "localhost", .port = port},
       net::TlsConfig::load(net::TlsConfig::Role::client, {.ca = pki / "ca.crt",
                                                           .crl = "",
                                                           .certificate = pki / (client + ".crt"),
                                                           .key = pki / (client + ".key")}),
-      {});
+      std::move(options));
   return client_of_hub.request("GET", path);
 }
 
@@ -488,8 +489,12 @@ struct HubWithAgent {
     }
     REQUIRE(tunnels_of(*running->server, "lab-board-7") >= 2);
   }
+  /// The handshake gets 60 s, not 5: under qemu-user a burst of 41 handshakes at once takes
+  /// longer than that, and these tests are about order, not time.
   net::HttpsResponse call(const std::string& path, const std::string& client = "clients/garm") {
-    return call_hub(state / "pki", running->server->provider_port(), path, client);
+    net::HttpsClientOptions patient;
+    patient.connect_timeout = std::chrono::seconds(60);
+    return call_hub(state / "pki", running->server->provider_port(), path, client, patient);
   }
   std::size_t waiting() {
     const auto presence = running->server->tunnels().presence("lab-board-7");
