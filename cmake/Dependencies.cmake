@@ -5,7 +5,8 @@ pkg_check_modules(LIBVIRT REQUIRED IMPORTED_TARGET libvirt>=9.0)
 find_package(nlohmann_json 3.11 REQUIRED)
 find_package(pugixml 1.13 REQUIRED)
 # toml++ and pugixml go into the executables (header-only, static archive): the packages then
-# depend on nothing but libc and libvirt (issue 5).
+# depend on nothing but libc and libvirt (issue 5), and the agent on libcurl4 for its large
+# downloads (net/CMakeLists.txt).
 # (Debian's tomlplusplus CMake target forces its shared library, so only its header is used.)
 find_path(TOMLPLUSPLUS_INCLUDE_DIR toml++/toml.h REQUIRED)
 add_library(tomlplusplus_header_only INTERFACE)

@@ -101,9 +101,12 @@ set(CPACK_DEBIAN_COMPRESSION_TYPE xz)
 set(CPACK_DEBIAN_AGENT_PACKAGE_NAME garm-edge-agent)
 set(CPACK_DEBIAN_AGENT_PACKAGE_SECTION admin)
 # Listed by hand (no dpkg-shlibdeps): right for cross builds too. mbedTLS, libstdc++, libgcc,
-# pugixml and toml++ are inside the binary. procps is /bin/kill, the unit's ExecReload: it is
-# not Essential, and a minimal system (debootstrap's minbase) has no /bin/kill without it.
-set(CPACK_DEBIAN_AGENT_PACKAGE_DEPENDS "libc6 (>= 2.36), libvirt0 (>= 9.0.0), adduser, procps")
+# pugixml and toml++ are inside the binary. libcurl (with OpenSSL) downloads images and runner
+# archives at the link's rate (docs/performance.md). procps is /bin/kill, the unit's
+# ExecReload: it is not Essential, and a minimal system (debootstrap's minbase) has no
+# /bin/kill without it.
+set(CPACK_DEBIAN_AGENT_PACKAGE_DEPENDS
+    "libc6 (>= 2.36), libvirt0 (>= 9.0.0), libcurl4 (>= 7.88.0), adduser, procps")
 set(CPACK_DEBIAN_AGENT_PACKAGE_RECOMMENDS "libvirt-daemon-system, qemu-system, qemu-utils, xz-utils")
 set(CPACK_DEBIAN_AGENT_PACKAGE_CONTROL_EXTRA
     ${PROJECT_SOURCE_DIR}/packaging/agent/postinst ${PROJECT_SOURCE_DIR}/packaging/agent/prerm

@@ -96,9 +96,6 @@ struct HttpClientOptions {
   /// When it turns true the exchange ends (as at its deadline) within 200 ms, even while the
   /// server sends nothing. Must outlive the call.
   const std::atomic<bool>* stop = nullptr;
-  /// Above zero: the exchange ends when the peer sends nothing for this long (its own
-  /// deadline still holds).
-  std::chrono::milliseconds stall_timeout{0};
 };
 
 /// The request as sent on the wire: request line, Host (with the port when not the scheme's

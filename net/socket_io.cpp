@@ -42,19 +42,16 @@ int poll_until(int fd, short events, SteadyClock::time_point deadline) {
 /// 0 once the socket is ready for `events`, MBEDTLS_ERR_SSL_TIMEOUT at the deadline or once
 /// the transport's stop switch is thrown.
 int wait_ready(const Transport& transport, short events) {
-  const auto until = transport.stall.count() > 0
-                         ? std::min(transport.deadline, SteadyClock::now() + transport.stall)
-                         : transport.deadline;
   if (transport.stop == nullptr) {
-    return poll_until(transport.fd, events, until) > 0 ? 0 : MBEDTLS_ERR_SSL_TIMEOUT;
+    return poll_until(transport.fd, events, transport.deadline) > 0 ? 0 : MBEDTLS_ERR_SSL_TIMEOUT;
   }
   while (!*transport.stop) {
-    const auto slice = std::min(until, SteadyClock::now() + kStopPollInterval);
+    const auto slice = std::min(transport.deadline, SteadyClock::now() + kStopPollInterval);
     const int rc = poll_until(transport.fd, events, slice);
     if (rc != 0) {
       return rc > 0 ? 0 : MBEDTLS_ERR_SSL_TIMEOUT;
     }
-    if (SteadyClock::now() >= until) {
+    if (SteadyClock::now() >= transport.deadline) {
       break;
     }
   }

@@ -41,9 +41,6 @@ struct Transport {
   int fd;
   SteadyClock::time_point deadline;
   const std::atomic<bool>* stop = nullptr;
-  /// Above zero: a wait for the peer ends after this long, whatever the deadline (a source
-  /// that trickles nothing is given up long before a download's whole deadline).
-  std::chrono::milliseconds stall{0};
 };
 inline constexpr std::chrono::milliseconds kStopPollInterval{200};
 

@@ -19,8 +19,7 @@ UpstreamConnection::UpstreamConnection(const UpstreamUrl& url, const TlsConfig* 
       socket_(connect_before(options.proxy ? options.proxy->host : url.host,
                              options.proxy ? options.proxy->port : url.port,
                              SteadyClock::now() + options.connect_timeout)),
-      transport_{socket_.get(), SteadyClock::now() + options.request_timeout, options.stop,
-                 options.stall_timeout} {
+      transport_{socket_.get(), SteadyClock::now() + options.request_timeout, options.stop} {
   if (options.proxy && url.tls) {
     open_tunnel(url, *options.proxy);
   }

@@ -7,7 +7,7 @@ set -euo pipefail
 demo_packages=(
   g++ cmake ninja-build pkg-config openssl ca-certificates curl
   libvirt-dev libasio-dev nlohmann-json3-dev libmbedtls-dev nettle-dev
-  libtomlplusplus-dev libpugixml-dev
+  libtomlplusplus-dev libpugixml-dev libcurl4-openssl-dev
 )
 packages=(
   "${demo_packages[@]}"

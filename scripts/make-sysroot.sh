@@ -32,7 +32,7 @@ suite=bookworm
 mirror=$(debian_mirror)  # the one apt uses: CI reaches no other
 # The build's libraries (CMakeLists.txt) and the header-only ones, from the target's archive.
 packages=libc6-dev,libstdc++-12-dev,libvirt-dev,libmbedtls-dev,nettle-dev,libtomlplusplus-dev,libpugixml-dev
-packages+=,nlohmann-json3-dev,libasio-dev,catch2
+packages+=,nlohmann-json3-dev,libasio-dev,catch2,libcurl4-openssl-dev
 stamp="suite=$suite mirror=$mirror packages=$packages layout=3"
 
 if [ -f "$dir/.garm-edge-sysroot" ] && [ "$(cat "$dir/.garm-edge-sysroot")" = "$stamp" ]; then

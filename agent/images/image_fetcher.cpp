@@ -2,8 +2,8 @@
 
 #include <charconv>
 
-#include "agent/runner_archives/archive_fetcher.hpp"
 #include "common/durable_file.hpp"
+#include "net/tls_config.hpp"
 
 namespace garm_edge::agent {
 namespace {
@@ -98,27 +98,34 @@ HttpImageFetcher::HttpImageFetcher(const PullConfig& config) : limits_(config) {
     if (ca_bundle_.empty()) {
       throw ConfigError("[pull] ca_bundle " + config.ca_bundle.string() + " is missing or empty");
     }
+    try {  // every certificate must parse: a typo would silently drop the CA a source needs
+      net::TlsConfig::client_trusting(ca_bundle_, "");
+    } catch (const std::exception& e) {
+      throw ConfigError("[pull] ca_bundle " + config.ca_bundle.string() + ": " + e.what());
+    }
   }
 }
 
-RedirectingGet HttpImageFetcher::image_get(const std::string& url,
-                                           const std::atomic<bool>& stop) const {
+net::CurlGet HttpImageFetcher::image_get(const std::string& url,
+                                         const std::atomic<bool>& stop) const {
   return {.url = url,
           .headers = {{"User-Agent", "garm-edge-agent"}},
           .bearer_token = "",
           .proxies = limits_.proxies,
+          .extra_ca_pem = ca_bundle_,
           .timeout = limits_.timeout,
+          .connect_timeout = std::chrono::seconds(10),
+          .stall = limits_.stall,
           .stop = &stop,
-          .stall = limits_.stall};
+          .max_redirects = 5};
 }
 
 std::string HttpImageFetcher::fetch_text(const std::string& url, std::size_t limit,
                                          const std::atomic<bool>& stop) {
   std::string text;
   const auto answer = naming_time_outs(limits_, [&](auto& last_byte) {
-    return get_following_redirects(
-        image_get(url, stop), [&] { return trust_.trusting(ca_bundle_); },
-        [&](const net::ClientResponse& head) -> net::BodySink {
+    return net::curl_get(
+        image_get(url, stop), [&](const net::ClientResponse& head) -> net::BodySink {
           if (head.status != 200) {
             return nullptr;
           }
@@ -145,23 +152,20 @@ void HttpImageFetcher::fetch(const std::string& url, std::uint64_t offset, Image
     get.headers.emplace_back("Range", "bytes=" + std::to_string(offset) + "-");
   }
   const auto answer = naming_time_outs(limits_, [&](auto& last_byte) {
-    return get_following_redirects(
-        get, [&] { return trust_.trusting(ca_bundle_); },
-        [&](const net::ClientResponse& head) -> net::BodySink {
-          if (head.status != 200 && head.status != 206) {
-            return nullptr;
-          }
-          const auto from = start_of(head, offset);
-          const auto length = content_length(head);
-          std::optional<std::uint64_t> total =
-              head.status == 206 ? parse_content_range(*head.header("content-range"))->total
-                                 : length;
-          sink.begin(from, total);
-          return [&sink, &last_byte](int, std::string_view data) {
-            last_byte = std::chrono::steady_clock::now();
-            sink.take(data);
-          };
-        });
+    return net::curl_get(get, [&](const net::ClientResponse& head) -> net::BodySink {
+      if (head.status != 200 && head.status != 206) {
+        return nullptr;
+      }
+      const auto from = start_of(head, offset);
+      const auto length = content_length(head);
+      std::optional<std::uint64_t> total =
+          head.status == 206 ? parse_content_range(*head.header("content-range"))->total : length;
+      sink.begin(from, total);
+      return [&sink, &last_byte](int, std::string_view data) {
+        last_byte = std::chrono::steady_clock::now();
+        sink.take(data);
+      };
+    });
   });
   const auto status = answer.response.status;
   if (status == 416 && offset > 0) {

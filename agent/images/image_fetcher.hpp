@@ -9,8 +9,7 @@
 #include <string_view>
 
 #include "agent/base/config.hpp"
-#include "agent/runner_archives/archive_fetcher.hpp"
-#include "net/tls_config.hpp"
+#include "net/curl_get.hpp"
 
 namespace garm_edge::agent {
 
@@ -43,8 +42,8 @@ class ImageFetcher {
                      const std::atomic<bool>& stop) = 0;
 };
 
-/// HTTP(S) through the agent's client: redirects, [pull]'s proxies and CA bundle, [pull]'s
-/// timeout for each request and its stall limit for each wait; a time-out names its setting.
+/// HTTP(S) through libcurl (net/curl_get.hpp): redirects, [pull]'s proxies and CA bundle,
+/// [pull]'s timeout for each request and its stall limit; a time-out names its setting.
 class HttpImageFetcher final : public ImageFetcher {
  public:
   /// Reads the CA bundle; throws ConfigError when it cannot be read.
@@ -56,11 +55,10 @@ class HttpImageFetcher final : public ImageFetcher {
              const std::atomic<bool>& stop) override;
 
  private:
-  RedirectingGet image_get(const std::string& url, const std::atomic<bool>& stop) const;
+  net::CurlGet image_get(const std::string& url, const std::atomic<bool>& stop) const;
 
   PullConfig limits_;  // proxies, timeout, stall
   std::string ca_bundle_;
-  net::ClientTrustCache trust_;
 };
 
 /// "bytes FIRST-LAST/TOTAL" of a 206 answer: FIRST and TOTAL (TOTAL unknown: "*").

@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "net/curl_get.hpp"
 #include "net/http_client.hpp"
-#include "net/tls_config.hpp"
 
 namespace garm_edge::agent {
 
@@ -58,8 +58,9 @@ class ArchiveFetcher {
                                const std::atomic<bool>& stop) = 0;
 };
 
-/// HTTPS (or HTTP) GET with up to 5 redirects (GitHub answers with a signed URL on another
-/// host; never from https down to http), through the source's proxy, all within `timeout`.
+/// HTTPS (or HTTP) GET through libcurl (net/curl_get.hpp) with up to 5 redirects (GitHub
+/// answers with a signed URL on another host; never from https down to http), through the
+/// source's proxy, all within `timeout`.
 class HttpArchiveFetcher final : public ArchiveFetcher {
  public:
   explicit HttpArchiveFetcher(std::chrono::seconds timeout) : timeout_(timeout) {}
@@ -69,43 +70,6 @@ class HttpArchiveFetcher final : public ArchiveFetcher {
 
  private:
   std::chrono::seconds timeout_;
-  net::ClientTrustCache trust_;
 };
-
-/// One GET that follows up to 5 redirects (never from https down to http), all within
-/// `timeout`.
-struct RedirectingGet {
-  std::string url;
-  std::vector<std::pair<std::string, std::string>> headers;  // sent to every host
-  std::string bearer_token;  // sent only to the URL's own origin, as curl does
-  net::ProxySettings proxies;
-  std::chrono::milliseconds timeout{std::chrono::minutes(1)};
-  const std::atomic<bool>* stop = nullptr;
-  /// Above zero: a source that sends nothing for this long is given up (HttpClientOptions).
-  std::chrono::milliseconds stall{0};
-};
-
-struct FollowedAnswer {
-  net::ClientResponse response;
-  std::string where;  // "host:port" that gave it
-};
-
-/// The answer that is not a redirect, after `on_head` chose where its body goes (nullptr: it
-/// is dropped, as redirects' bodies are; it is never held). `trust` is asked for the TLS
-/// configuration of https hosts. Throws ArchiveError for too many redirects, a downgrade, the
-/// deadline, and net errors as they come.
-FollowedAnswer get_following_redirects(
-    const RedirectingGet& get, const std::function<std::shared_ptr<const net::TlsConfig>()>& trust,
-    const net::HeadHandler& on_head);
-
-/// "https://host/path?query" as the URL to connect to and the request target to send.
-struct LocatedUrl {
-  net::UpstreamUrl url;
-  std::string target;  // path (at least "/") and the query, if any
-};
-/// Throws net::HttpClientError for anything parse_upstream_url refuses; a fragment is dropped.
-LocatedUrl locate(std::string_view text);
-/// A redirect's Location, absolute or relative to `from`'s origin ("/path?query").
-LocatedUrl resolve_redirect(const LocatedUrl& from, std::string_view location);
 
 }  // namespace garm_edge::agent

@@ -3,65 +3,15 @@
 
 #include "agent/images/image_fetcher.hpp"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <thread>
-
 #include <catch2/catch.hpp>
 
-#include "common/unique_fd.hpp"
+#include "support/scripted_server.hpp"
 
 using namespace garm_edge;
 using namespace garm_edge::agent;
+using garm_edge::testing::ScriptedServer;
 
 namespace {
-
-/// Answers every connection on a loopback port with `answer`, then holds it open (silent)
-/// until destroyed.
-class ScriptedServer {
- public:
-  explicit ScriptedServer(std::string answer)
-      : answer_(std::move(answer)), listener_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t size = sizeof address;
-    REQUIRE(::bind(listener_.get(), reinterpret_cast<sockaddr*>(&address), size) == 0);
-    REQUIRE(::listen(listener_.get(), 4) == 0);
-    REQUIRE(::getsockname(listener_.get(), reinterpret_cast<sockaddr*>(&address), &size) == 0);
-    port_ = ntohs(address.sin_port);
-    thread_ = std::thread([this] { serve(); });
-  }
-  ~ScriptedServer() {
-    ::shutdown(listener_.get(), SHUT_RDWR);
-    thread_.join();
-  }
-  std::string url(const std::string& path) const {
-    return "http://127.0.0.1:" + std::to_string(port_) + path;
-  }
-
- private:
-  void serve() {
-    std::vector<UniqueFd> held;
-    for (;;) {
-      UniqueFd connection(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
-      if (connection.get() < 0) {
-        return;
-      }
-      char request[4096];
-      [[maybe_unused]] const auto got = ::recv(connection.get(), request, sizeof request, 0);
-      [[maybe_unused]] const auto sent =
-          ::send(connection.get(), answer_.data(), answer_.size(), MSG_NOSIGNAL);
-      held.push_back(std::move(connection));
-    }
-  }
-
-  std::string answer_;
-  UniqueFd listener_;
-  std::uint16_t port_ = 0;
-  std::thread thread_;
-};
 
 class CountingSink final : public ImageSink {
  public:

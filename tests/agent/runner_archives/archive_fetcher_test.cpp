@@ -22,6 +22,7 @@
 #include "integration/fake_garm.hpp"
 #include "net/secret_token.hpp"
 #include "support/run_command.hpp"
+#include "support/scripted_server.hpp"
 
 using namespace garm_edge;
 using namespace garm_edge::testing;
@@ -160,14 +161,21 @@ TEST_CASE(
   CHECK(requests[0]["headers"].value("Authorization", "") == "Bearer ghes-temp-token");
   CHECK(requests[1]["path"] == "/downloads/runner.tar.gz");
   CHECK(requests[1]["query"] == "signature=" + std::string(40, 'a'));  // the signed URL, whole
-  // The redirect names the same host here, so the token goes along; resolve_redirect is what
-  // decides the host, checked below.
-  const auto from = agent::locate("https://github.com/actions/runner/releases/download/x.tgz");
-  const auto to = agent::resolve_redirect(from, "https://objects.example/x?sig=1&b=2");
-  CHECK(to.url.host == "objects.example");
-  CHECK(to.target == "/x?sig=1&b=2");
-  CHECK(agent::resolve_redirect(from, "/elsewhere?q").url.host == "github.com");
-  CHECK(agent::resolve_redirect(from, "/elsewhere?q").target == "/elsewhere?q");
+
+  // A redirect to another origin (GitHub's signed URL on objects.githubusercontent.com) gets
+  // no token: here from 127.0.0.1 over http to localhost over https.
+  const auto before = garm.requests().size();
+  ScriptedServer github("HTTP/1.1 302 Found\r\nLocation: " + garm.base_url() +
+                        "/downloads/runner.tar.gz?sig=1&b=2\r\nContent-Length: 0\r\n\r\n");
+  auto elsewhere = downloads.source(garm, "");
+  elsewhere.url = github.url("/actions/runner/releases/download/x.tgz");
+  CHECK(downloads.fetch(fetcher, elsewhere) == downloads.archive);
+  REQUIRE(github.requests().size() == 1);
+  CHECK_THAT(github.requests()[0], Catch::Contains("Authorization: Bearer ghes-temp-token"));
+  const auto redirected = garm.requests();
+  REQUIRE(redirected.size() == before + 1);
+  CHECK(redirected.back()["query"] == "sig=1&b=2");
+  CHECK(redirected.back()["headers"].value("Authorization", "") == "");
 }
 
 TEST_CASE("the archive download goes through the pool's proxy unless no_proxy names the host",
