@@ -91,7 +91,12 @@ read_warm_token() {  # from its record, once the agent has written its seed ther
 }
 wait_for "the agent to start a warm guest" 120 read_warm_token
 warm_field() { control_root warm | json_field "0.$1" 2>/dev/null; }
-listed_warm() { warm_uuid=$(warm_field provider_id) && warm_address=$(warm_field address); }
+# Listed once libvirt has its domain: a warm guest whose create is under way is listed before
+# its domain is defined (virsh then answers "failed to get domain").
+listed_warm() {
+  warm_uuid=$(warm_field provider_id) && warm_address=$(warm_field address) &&
+    virsh dominfo "$warm_uuid" >/dev/null 2>&1
+}
 wait_for "the warm guest in GET /v1/warm" 60 listed_warm
 warm_mac=$(virsh domiflist "$warm_uuid" | awk '$5 ~ /:/ {print $5; exit}')
 warm_url=$guest_url/warm/assignment
