@@ -160,8 +160,8 @@ class Hop {
     proxy_ = proxy ? "http://" + where_of(*proxy) : "";  // "": not the environment's either
     set(easy, CURLOPT_PROXY, proxy_.c_str());
     if (!get.extra_ca_pem.empty()) {
-      ca_pem_ = system_bundle() + "\n" + get.extra_ca_pem;
-      curl_blob blob{.data = ca_pem_.data(), .len = ca_pem_.size(), .flags = CURL_BLOB_NOCOPY};
+      auto pem = system_bundle() + "\n" + get.extra_ca_pem;  // copied by libcurl
+      curl_blob blob{.data = pem.data(), .len = pem.size(), .flags = CURL_BLOB_COPY};
       set(easy, CURLOPT_CAINFO_BLOB, &blob);
     }
     for (const auto& [name, value] : get.headers) {
@@ -172,6 +172,14 @@ class Hop {
     }
     set(easy, CURLOPT_HTTPHEADER, headers_.get());
   }
+
+  /// The handle outlives the hop: it keeps no pointer into it.
+  ~Hop() {
+    curl_easy_setopt(easy_, CURLOPT_ERRORBUFFER, nullptr);
+    curl_easy_setopt(easy_, CURLOPT_HTTPHEADER, nullptr);
+  }
+  Hop(const Hop&) = delete;
+  Hop& operator=(const Hop&) = delete;
 
   void add_header(const std::string& line) {
     auto* grown = curl_slist_append(headers_.get(), line.c_str());
@@ -211,7 +219,6 @@ class Hop {
  private:
   CURL* easy_;
   std::string proxy_;
-  std::string ca_pem_;
   HeaderList headers_;
   char error_[CURL_ERROR_SIZE] = {};
 };

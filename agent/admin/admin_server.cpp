@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "agent/admin/unix_socket.hpp"
+#include "common/text.hpp"
 
 namespace garm_edge::agent {
 namespace {
@@ -20,7 +21,10 @@ bool may_command(long uid) {
 }
 
 /// The request line, or why there is none (too long, too slow, closed).
+/// The whole line within kRequestDeadline: a caller trickling a byte at a time holds one of
+/// the command slots no longer than that.
 std::string read_request_line(int fd) {
+  const auto deadline = std::chrono::steady_clock::now() + kRequestDeadline;
   std::string line;
   char buffer[512];
   while (line.find('\n') == std::string::npos) {
@@ -29,7 +33,7 @@ std::string read_request_line(int fd) {
                                   " bytes");
     }
     const auto got = ::recv(fd, buffer, sizeof buffer, 0);
-    if (got <= 0) {
+    if (got <= 0 || std::chrono::steady_clock::now() > deadline) {
       throw std::invalid_argument("no request line within " +
                                   std::to_string(kRequestDeadline.count()) + " s");
     }
@@ -152,7 +156,7 @@ void AdminServer::serve(Connection& connection) {
     for (const auto* word : {&request.action, &request.image}) {
       asked += word->empty() ? "" : " " + *word;
     }
-    log_.info("admin socket: " + asked);
+    log_.info("admin socket: " + printable_excerpt(asked, 200));  // the caller's words
     result = handler_(request, [&connection](std::uint64_t bytes, std::uint64_t total) {
       send(connection,
            AdminReplyLine{.progress = std::pair{bytes, total}, .result = std::nullopt}.to_line());

@@ -120,13 +120,14 @@ int images_alone(const AgentConfig& config, const std::string& action, const std
     out << image_list(config, nullptr);  // nothing pulled yet: nothing to make for a look
     return 0;
   }
-  make_private_directory(config.state_dir);  // a host where the agent never ran
   StderrLogger log;
-  const auto images = make_pulled_images(config, log);
-  if (action == "list") {
-    out << image_list(config, images ? &images->store() : nullptr);
+  if (action == "list") {  // a look needs no qemu-img: make_pulled_images would ask for it
+    PulledImages images(config, default_base_directory(config), log);
+    out << image_list(config, &images.store());
     return 0;
   }
+  make_private_directory(config.state_dir);  // a host where the agent never ran
+  const auto images = make_pulled_images(config, log);
   auto& store = images->store();
   if (action == "pull") {
     const StopOnSignal stop_on_signal(store);
