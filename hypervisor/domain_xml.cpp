@@ -1,5 +1,6 @@
 #include "hypervisor/domain_xml.hpp"
 
+#include <algorithm>
 #include <sstream>
 
 #include <pugixml.hpp>
@@ -99,22 +100,52 @@ void append_sysinfo(pugi::xml_node domain, const DomainSpec& spec) {
   entry.text().set(spec.smbios_serial.c_str());
 }
 
-void append_disk(pugi::xml_node devices, const DomainSpec& spec) {
-  require_xml_text(spec.disk_path, "disk path");
-  if (spec.disk_path.empty() || spec.disk_path.front() != '/') {
+constexpr std::size_t kMaxExtraDisks = 16;
+constexpr std::size_t kMaxDiskSerial = 20;
+
+bool is_disk_serial(std::string_view serial) {
+  return !serial.empty() && serial.size() <= kMaxDiskSerial &&
+         std::all_of(serial.begin(), serial.end(), [](char c) {
+           return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+         });
+}
+
+pugi::xml_node append_file_disk(pugi::xml_node devices, const std::string& path,
+                                const std::string& format, const std::string& target_dev) {
+  require_xml_text(path, "disk path");
+  if (path.empty() || path.front() != '/') {
     reject("disk path", "must be an absolute path");
+  }
+  if (format != "qcow2" && format != "raw") {
+    reject("disk format", "must be qcow2 or raw");
   }
   auto disk = devices.append_child("disk");
   disk.append_attribute("type").set_value("file");
   disk.append_attribute("device").set_value("disk");
   auto driver = disk.append_child("driver");
   driver.append_attribute("name").set_value("qemu");
-  driver.append_attribute("type").set_value(spec.disk_format.c_str());
+  driver.append_attribute("type").set_value(format.c_str());
   driver.append_attribute("discard").set_value("unmap");
-  disk.append_child("source").append_attribute("file").set_value(spec.disk_path.c_str());
+  disk.append_child("source").append_attribute("file").set_value(path.c_str());
   auto target = disk.append_child("target");
-  target.append_attribute("dev").set_value("vda");
+  target.append_attribute("dev").set_value(target_dev.c_str());
   target.append_attribute("bus").set_value("virtio");
+  return disk;
+}
+
+void append_disks(pugi::xml_node devices, const DomainSpec& spec) {
+  append_file_disk(devices, spec.disk_path, spec.disk_format, "vda");
+  if (spec.extra_disks.size() > kMaxExtraDisks) {
+    reject("extra disks", "at most 16");
+  }
+  char letter = 'b';
+  for (const auto& extra : spec.extra_disks) {
+    if (!is_disk_serial(extra.serial)) {
+      reject("disk serial", "must be 1-20 of a-z, 0-9 and '-'");
+    }
+    auto disk = append_file_disk(devices, extra.path, extra.format, std::string("vd") + letter++);
+    disk.append_child("serial").text().set(extra.serial.c_str());
+  }
 }
 
 void append_filter(pugi::xml_node interface, const NetworkInterface& nic) {
@@ -154,7 +185,7 @@ void append_interfaces(pugi::xml_node devices, const DomainSpec& spec) {
 
 void append_devices(pugi::xml_node domain, const DomainSpec& spec) {
   auto devices = domain.append_child("devices");
-  append_disk(devices, spec);
+  append_disks(devices, spec);
   append_interfaces(devices, spec);
   // Devices libvirt adds by default that a runner never uses: a USB controller and a memory
   // balloon the agent never inflates. Every emulated device is host code a hostile guest can

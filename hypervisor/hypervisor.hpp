@@ -72,6 +72,13 @@ struct NetworkInterface {
   std::string filter_ip;
 };
 
+/// A further virtio disk; the guest finds it as /dev/disk/by-id/virtio-<serial>.
+struct ExtraDisk {
+  std::string path;
+  std::string format = "qcow2";
+  std::string serial;  // 1-20 of [a-z0-9-]: virtio-blk keeps 20 bytes of it
+};
+
 /// Everything needed to define one guest. The hypervisor fills in per-architecture defaults.
 struct DomainSpec {
   std::string name;
@@ -81,6 +88,7 @@ struct DomainSpec {
   std::uint64_t memory_mib = 512;
   std::string disk_path;
   std::string disk_format = "qcow2";
+  std::vector<ExtraDisk> extra_disks;  // vdb, vdc, ... in this order; at most 16
   std::vector<NetworkInterface> interfaces;
   std::string smbios_serial;  // e.g. a cloud-init NoCloud seed line; empty: none
   Tags tags;

@@ -34,7 +34,8 @@ declare -A allowed=(
   [agent/guests]="agent/instances agent/runner_archives agent/base hypervisor userdata wire net common"
   [agent/api]="agent/instances agent/base hypervisor wire net common"
   [agent/admin]="agent/base common"
-  [agent/daemon]="agent/admin agent/api agent/guests agent/images agent/runner_archives agent/instances agent/base hypervisor userdata wire net common"
+  [agent/caches]="agent/images agent/instances agent/base hypervisor userdata net common"
+  [agent/daemon]="agent/admin agent/caches agent/api agent/guests agent/images agent/runner_archives agent/instances agent/base hypervisor userdata wire net common"
   [provider]="wire net common"
   [hub]="wire net common"
 )

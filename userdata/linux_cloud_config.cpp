@@ -220,6 +220,30 @@ void add_prefetched_runner(Commands& commands, const RunnerPrefetch& prefetch) {
       ordered_json::array({"bash", "-c", script, "garm-edge-runner", prefetch.sha256}));
 }
 
+/// cloud-init's mounts module writes them to fstab and mounts them in its init stage: before
+/// runcmd, and before Docker (After=network-online.target) starts on its cache. `nofail`: a
+/// guest whose cache disk is missing still boots, and runs its job cold.
+bool plain_guest_path(std::string_view path) {
+  return path.size() > 1 && path.front() == '/' && path.find("..") == std::string_view::npos &&
+         path.find_first_not_of(
+             "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._/-") ==
+             std::string_view::npos;
+}
+
+ordered_json cache_mounts(const std::vector<CacheMount>& caches) {
+  auto mounts = ordered_json::array();
+  for (const auto& cache : caches) {
+    if (!plain_guest_path(cache.path) || cache.serial.empty() ||
+        cache.serial.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") !=
+            std::string::npos) {
+      throw UserDataError("a cache mount must be a plain absolute path on a plain disk serial");
+    }
+    mounts.push_back(ordered_json::array({"/dev/disk/by-id/virtio-" + cache.serial, cache.path,
+                                          "auto", "defaults,nofail,noatime", "0", "2"}));
+  }
+  return mounts;
+}
+
 void set_unless_empty(ordered_json& config, const char* key, ordered_json value) {
   if (!value.empty()) {
     config[key] = std::move(value);
@@ -230,7 +254,8 @@ void set_unless_empty(ordered_json& config, const char* key, ordered_json value)
 
 std::string render_linux_cloud_config(const wire::BootstrapInstance& bootstrap,
                                       std::string_view install_script,
-                                      const RunnerPrefetch& prefetch) {
+                                      const RunnerPrefetch& prefetch,
+                                      const std::vector<CacheMount>& caches) {
   const auto specs = detail::parse_extra_specs(bootstrap);
   const auto options = detail::effective_user_data_options(bootstrap, specs);
 
@@ -251,6 +276,7 @@ std::string render_linux_cloud_config(const wire::BootstrapInstance& bootstrap,
   config["package_upgrade"] = !options.disable_updates_on_boot;
   set_unless_empty(config, "packages", std::move(package_names));
   set_unless_empty(config, "ssh_authorized_keys", detail::checked_ssh_keys(bootstrap));
+  set_unless_empty(config, "mounts", cache_mounts(caches));
   config["system_info"] = system_info();
   // sudo looks the host name up: without it in /etc/hosts, every sudo of the install script
   // asks DNS and warns "unable to resolve host" (warm guests keep /etc/hosts the same way).

@@ -157,7 +157,8 @@ Seed render_seed(const wire::BootstrapInstance& bootstrap, const SeedRequest& re
           ? render_windows_user_data(bootstrap, script)
           : render_linux_cloud_config(bootstrap, script,
                                       {.url = request.endpoints.runner_archive_url,
-                                       .sha256 = request.endpoints.runner_archive_sha256});
+                                       .sha256 = request.endpoints.runner_archive_sha256},
+                                      request.caches);
   // Empty vendor-data is valid and costs nothing; a missing one costs cloud-init 10 s of retries.
   seed.vendor_data = "";
   return seed;

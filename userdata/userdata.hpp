@@ -41,6 +41,23 @@ struct RunnerPrefetch {
   std::string sha256;
 };
 
+/// A cache disk the guest mounts before the runner starts (docs/caches.md).
+struct CacheMount {
+  std::string serial;  // the disk is /dev/disk/by-id/virtio-<serial>
+  std::string path;    // checked by the agent's config: absolute, plain characters
+};
+
+/// What a cache builder runs (docs/caches.md).
+struct CacheBuilderValues {
+  std::string script;      // the operator's refresh script
+  std::string filesystem;  // ext4 or xfs: made on a first generation's empty disk
+  std::string mount;       // where the script finds the cache (also $GARM_EDGE_CACHE_PATH)
+};
+
+/// `#cloud-config` for a cache builder: no runner, no garm; it runs `values.script` as root
+/// with the cache mounted, writes its status to its status disk and powers off.
+std::string render_cache_builder(const CacheBuilderValues& values);
+
 /// garm's own URLs that a script garm rendered may hold, each replaced by its GuestEndpoints
 /// counterpart; an empty one is left alone.
 struct GarmUrls {
@@ -65,6 +82,7 @@ struct SeedRequest {
   std::string instance_id;  // cloud-init's instance-id: unique per created instance
   std::string hostname;     // local-hostname (garm's instance name)
   GuestEndpoints endpoints;
+  std::vector<CacheMount> caches = {};
 };
 
 /// meta-data, user-data (cloud-config for Linux, cloudbase-init PowerShell for Windows) and
@@ -84,7 +102,8 @@ std::string install_script(const wire::BootstrapInstance& bootstrap,
 /// `install_script` as the runner user.
 std::string render_linux_cloud_config(const wire::BootstrapInstance& bootstrap,
                                       std::string_view install_script,
-                                      const RunnerPrefetch& prefetch = {});
+                                      const RunnerPrefetch& prefetch = {},
+                                      const std::vector<CacheMount>& caches = {});
 
 /// `#ps1_sysnative` user-data for cloudbase-init that performs the same steps.
 std::string render_windows_user_data(const wire::BootstrapInstance& bootstrap,

@@ -13,6 +13,7 @@ std::string extra_specs_json_schema() {
          R"("extra_context":{"type":"object","additionalProperties":{"type":"string"}},)"
          R"("enable_boot_debug":{"type":"boolean"},"disable_updates":{"type":"boolean"},)"
          R"("extra_packages":{"type":"array","items":{"type":"string"}},)"
+         R"("caches":{"type":"array","maxItems":8,"items":{"type":"string","pattern":"^[a-z0-9][a-z0-9-]{0,23}$"},"description":"[[caches]] of the agent, by name, this pool's guests also get; only caches of the pool's own controller"},)"
          R"("agent_labels":{"type":"array","items":{"type":"string"},"description":"garm-provider-edge places the pool's instances only on agents with every one of these labels"}},)"
          R"("additionalProperties":false})";
 }

@@ -29,14 +29,19 @@ std::string text_field(const nlohmann::json& object, const char* name) {
 }  // namespace
 
 std::string AdminRequest::to_line() const {
-  return nlohmann::json{{"command", command}, {"action", action}, {"image", image}}.dump() + "\n";
+  nlohmann::json line{{"command", command}, {"action", action}, {"name", name}};
+  if (command == "images") {
+    line["image"] = name;  // what an agent of 0.9 reads
+  }
+  return line.dump() + "\n";
 }
 
 AdminRequest AdminRequest::from_line(std::string_view line) {
   const auto object = parse_object(line);
-  return {.command = text_field(object, "command"),
-          .action = text_field(object, "action"),
-          .image = text_field(object, "image")};
+  return {
+      .command = text_field(object, "command"),
+      .action = text_field(object, "action"),
+      .name = object.contains("name") ? text_field(object, "name") : text_field(object, "image")};
 }
 
 std::string AdminReplyLine::to_line() const {

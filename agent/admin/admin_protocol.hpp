@@ -11,9 +11,9 @@ namespace garm_edge::agent {
 /// An operator's command for the running agent, as the CLI parsed it: one JSON line on the
 /// admin socket.
 struct AdminRequest {
-  std::string command;  // "images" or "reconcile"
-  std::string action;   // images: "list", "pull" or "remove"
-  std::string image;    // images pull|remove
+  std::string command;  // "images", "caches" or "reconcile"
+  std::string action;   // images: "list", "pull" or "remove"; caches: "list" or "refresh"
+  std::string name;     // the image of images pull|remove, the cache of caches refresh
 
   std::string to_line() const;
   /// Throws std::invalid_argument naming what is wrong.

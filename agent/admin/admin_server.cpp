@@ -153,7 +153,7 @@ void AdminServer::serve(Connection& connection) {
   try {
     const auto request = AdminRequest::from_line(read_request_line(connection.fd.get()));
     std::string asked = request.command;
-    for (const auto* word : {&request.action, &request.image}) {
+    for (const auto* word : {&request.action, &request.name}) {
       asked += word->empty() ? "" : " " + *word;
     }
     log_.info("admin socket: " + printable_excerpt(asked, 200));  // the caller's words

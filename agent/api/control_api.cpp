@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/instances/cache_generations.hpp"
 #include "agent/instances/warm_spec.hpp"
 #include "common/text.hpp"
 #include "wire/agent_capacity.hpp"
@@ -285,11 +286,13 @@ net::HttpResponse ControlApi::route(const net::HttpRequest& request, const net::
   std::optional<ControllerId> controller;
   if (under_v1 && parts->size() >= 3 && (*parts)[1] == "controllers") {
     controller = ControllerId::parse((*parts)[2], "controller ID in the path");
-    if (controller->str() == kWarmControllerId) {
-      route_name = "forbidden";  // unbound warm guests are no client's, not even a "*" one's
-      return error_response(
-          403, "forbidden",
-          "controller " + controller->str() + " is the agent's own, for warm guests not yet bound");
+    if (controller->str() == kWarmControllerId || controller->str() == kCacheBuilderControllerId) {
+      // Unbound warm guests and cache builders are no client's, not even a "*" one's.
+      route_name = "forbidden";
+      return error_response(403, "forbidden",
+                            "controller " + controller->str() +
+                                " is the agent's own, for warm guests not yet bound and cache "
+                                "builders");
     }
     if (!config_.api.allows(identities, *controller)) {
       route_name = "forbidden";

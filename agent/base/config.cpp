@@ -8,6 +8,7 @@
 
 #include <toml++/toml.h>
 
+#include "agent/base/config_sections.hpp"
 #include "common/hex.hpp"
 #include "common/text.hpp"
 #include "common/toml_reader.hpp"
@@ -55,6 +56,7 @@ void read_agent_section(TableReader& root, AgentConfig& config) {
       in.fail(in.node("state_dir"), "state_dir must be an absolute path");
     }
   }
+  config.caches_dir = in.absolute_path("caches_dir", false);
   config.max_concurrent_creates = in.integer<std::size_t>("max_concurrent_creates", 1, 1024)
                                       .value_or(config.max_concurrent_creates);
   config.reconcile_interval =
@@ -380,36 +382,11 @@ FlavorConfig read_flavor(const toml::table& table, const std::string& source, st
   return flavor;
 }
 
-/// Whose warm guests an entry makes: its `controller`, which an agent serving more than one
-/// controller must name (a guest prepared for one must never be handed to another), else the
-/// one controller [[api.clients]] name.
-std::string read_warm_controller(TableReader& in, const ApiConfig& api) {
-  if (auto controller = in.string("controller")) {
-    controller = ascii_lower(*controller);  // as garm writes it, and [[api.clients]] are kept
-    if (!wire::is_uuid(*controller)) {
-      in.fail(in.node("controller"), "controller must be a garm controller's UUID");
-    }
-    if (api.enabled && !api.has_client_for(*controller)) {
-      in.fail(in.node("controller"), "controller " + *controller +
-                                         " is not one any [[api.clients]] entry may act for: "
-                                         "its warm guests would never be taken");
-    }
-    return *controller;
-  }
-  const auto sole = api.sole_controller();
-  if (!sole) {
-    in.fail(nullptr,
-            "controller is required: [[api.clients]] name more than one controller (or \"*\", "
-            "or none), and a warm guest belongs to exactly one");
-  }
-  return *sole;
-}
-
 WarmConfig read_warm(const toml::table& table, const std::string& source, std::size_t index,
                      const ApiConfig& api) {
   TableReader in(table, source, "[[warm]] #" + std::to_string(index + 1));
   WarmConfig warm;
-  warm.controller = read_warm_controller(in, api);
+  warm.controller = read_owner_controller(in, api, "warm guests");
   warm.image = in.required_string("image");
   warm.flavor = in.required_string("flavor");
   warm.count = in.integer<std::size_t>("count", 0, 256).value_or(warm.count);
@@ -456,6 +433,31 @@ std::vector<Item> read_list(TableReader& root, std::string_view key, Read read) 
 }
 
 }  // namespace
+
+std::string read_owner_controller(TomlTableReader& in, const ApiConfig& api,
+                                  std::string_view owned) {
+  if (auto controller = in.string("controller")) {
+    controller = ascii_lower(*controller);  // as garm writes it, and [[api.clients]] are kept
+    if (!wire::is_uuid(*controller)) {
+      in.fail(in.node("controller"), "controller must be a garm controller's UUID");
+    }
+    if (api.enabled && !api.has_client_for(*controller)) {
+      in.fail(in.node("controller"), "controller " + *controller +
+                                         " is not one any [[api.clients]] entry may act for: "
+                                         "its " +
+                                         std::string(owned) + " would never be used");
+    }
+    return *controller;
+  }
+  const auto sole = api.sole_controller();
+  if (!sole) {
+    in.fail(nullptr,
+            "controller is required: [[api.clients]] name more than one controller "
+            "(or \"*\", or none), and " +
+                std::string(owned) + " belong to exactly one");
+  }
+  return *sole;
+}
 
 bool ApiConfig::knows(const std::vector<std::string>& identities) const {
   return std::any_of(clients.begin(), clients.end(), [&identities](const ApiClient& client) {
@@ -531,6 +533,21 @@ const FlavorConfig* AgentConfig::find_flavor(std::string_view name) const {
   return nullptr;
 }
 
+const CacheConfig* AgentConfig::find_cache(std::string_view name) const {
+  const auto found = std::find_if(caches.begin(), caches.end(),
+                                  [&](const CacheConfig& cache) { return cache.name == name; });
+  return found == caches.end() ? nullptr : &*found;
+}
+
+std::filesystem::path AgentConfig::cache_directory() const {
+  if (!caches_dir.empty()) {
+    return caches_dir;
+  }
+  const auto state = state_dir.lexically_normal();
+  const auto name = state.has_filename() ? state.filename() : state.parent_path().filename();
+  return state.parent_path() / (name.string() + "-caches");
+}
+
 AgentConfig parse_agent_config(std::string_view toml_text, const std::string& source_name) {
   const auto document = parse_toml_document(toml_text, source_name);
   AgentConfig config;
@@ -549,11 +566,17 @@ AgentConfig parse_agent_config(std::string_view toml_text, const std::string& so
       [&api = config.api](const toml::table& table, const std::string& source, std::size_t index) {
         return read_warm(table, source, index, api);
       });
+  config.caches = read_list<CacheConfig>(
+      root, "caches",
+      [&api = config.api](const toml::table& table, const std::string& source, std::size_t index) {
+        return read_cache(table, source, index, api);
+      });
   root.reject_unknown_keys();
   if (config.images.empty() || config.flavors.empty()) {
     root.fail(nullptr, "at least one [[images]] and one [[flavors]] entry are required");
   }
   check_warm(root, config);
+  check_caches(root, config);
   return config;
 }
 
@@ -565,7 +588,7 @@ std::string agent_config_json_schema() {
   return R"json({"$schema":"http://json-schema.org/draft-07/schema#","title":"garm-edge-agent config (TOML)",)json"
          R"json("type":"object","required":["images","flavors"],"additionalProperties":false,"properties":{)json"
          R"json("agent":{"type":"object","additionalProperties":false,"properties":{"id":{"type":"string"},)json"
-         R"json("state_dir":{"type":"string"},"max_concurrent_creates":{"type":"integer","minimum":1,"maximum":1024},)json"
+         R"json("state_dir":{"type":"string"},"caches_dir":{"type":"string"},"max_concurrent_creates":{"type":"integer","minimum":1,"maximum":1024},)json"
          R"json("reconcile_interval_seconds":{"type":"integer","minimum":5,"maximum":86400},)json"
          R"json("stop_grace_seconds":{"type":"integer","minimum":0,"maximum":3600},"draining":{"type":"boolean"}}},)json"
          R"json("capacity":{"type":"object","additionalProperties":false,"properties":{)json"
@@ -620,7 +643,19 @@ std::string agent_config_json_schema() {
          R"json("required":["image","flavor"],"properties":{"controller":{"type":"string"},)json"
          R"json("image":{"type":"string"},)json"
          R"json("flavor":{"type":"string"},"count":{"type":"integer","minimum":0,"maximum":256},)json"
-         R"json("ready_timeout_seconds":{"type":"integer","minimum":30,"maximum":86400}}}}}})json";
+         R"json("ready_timeout_seconds":{"type":"integer","minimum":30,"maximum":86400}}}},)json"
+         R"json("caches":{"type":"array","items":{"type":"object","additionalProperties":false,)json"
+         R"json("required":["name","mount","refresh_script"],"properties":{)json"
+         R"json("name":{"type":"string","pattern":"^[a-z0-9][a-z0-9-]{0,23}$"},)json"
+         R"json("size_gib":{"type":"integer","minimum":1,"maximum":65536},)json"
+         R"json("mount":{"type":"string","pattern":"^/[A-Za-z0-9._/-]+$"},)json"
+         R"json("filesystem":{"enum":["ext4","xfs"]},"controller":{"type":"string"},)json"
+         R"json("images":{"type":"array","items":{"type":"string"}},)json"
+         R"json("pools":{"type":"array","items":{"type":"string"}},)json"
+         R"json("refresh_script":{"type":"string"},"refresh_image":{"type":"string"},)json"
+         R"json("refresh_flavor":{"type":"string"},)json"
+         R"json("refresh_every_hours":{"type":"integer","minimum":0,"maximum":8760},)json"
+         R"json("refresh_timeout_minutes":{"type":"integer","minimum":1,"maximum":1440}}}}}})json";
 }
 
 }  // namespace garm_edge::agent

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agent/base/cache_config.hpp"
 #include "common/config_error.hpp"
 #include "hypervisor/libvirt_options.hpp"
 #include "net/address_range.hpp"
@@ -192,11 +193,17 @@ struct AgentConfig {
   PullConfig pull;
   std::vector<FlavorConfig> flavors;
   std::vector<WarmConfig> warm;
+  std::vector<CacheConfig> caches;
+  /// Where cache generations are kept; empty: beside state_dir, "<state_dir>-caches".
+  std::filesystem::path caches_dir;
   ApiConfig api;
   GuestConfig guests;
 
   const ImageConfig* find_image(std::string_view name) const;
   const FlavorConfig* find_flavor(std::string_view name) const;
+  const CacheConfig* find_cache(std::string_view name) const;
+  /// caches_dir, or its default.
+  std::filesystem::path cache_directory() const;
 };
 
 /// Parses and validates agent TOML. Unknown keys are errors: a typo must not silently fall

@@ -18,29 +18,62 @@ AdminResult images_command(const AgentConfig& config, InstanceService& service, 
   if (request.action != "pull" && request.action != "remove") {
     return refused("unknown images action \"" + request.action + "\"");
   }
-  if (images == nullptr || !images->pulls(request.image)) {
-    return refused("image \"" + request.image + "\" has no source in the agent's config");
+  if (images == nullptr || !images->pulls(request.name)) {
+    return refused("image \"" + request.name + "\" has no source in the agent's config");
   }
   if (request.action == "pull") {
     const auto state = images->follow_pull(
-        request.image, [&](const ImagePullState& now) { progress(now.bytes, now.total); });
-    return {.exit_code = 0, .output = pulled_line(*images, request.image, state), .error = ""};
+        request.name, [&](const ImagePullState& now) { progress(now.bytes, now.total); });
+    return {.exit_code = 0, .output = pulled_line(*images, request.name, state), .error = ""};
   }
   return {
       .exit_code = 0,
-      .output = remove_image(*images, request.image,
+      .output = remove_image(*images, request.name,
                              [&](const std::string& path) { return service.base_in_use(path); }),
       .error = ""};
+}
+
+AdminResult caches_command(const AgentConfig& config, JobCaches* caches,
+                           const AdminRequest& request) {
+  if (caches == nullptr) {
+    return request.action == "list" ? AdminResult{.exit_code = 0,
+                                                  .output = "no [[caches]] are configured\n",
+                                                  .error = ""}
+                                    : refused("no [[caches]] are configured");
+  }
+  if (request.action == "list") {
+    return {.exit_code = 0, .output = cache_list(caches->store(), SystemClock()), .error = ""};
+  }
+  if (request.action != "refresh") {
+    return refused("unknown caches action \"" + request.action + "\"");
+  }
+  if (config.find_cache(request.name) == nullptr) {
+    return refused("no cache \"" + request.name + "\" is configured");
+  }
+  const auto outcome = caches->refresher().refresh(request.name);
+  if (!outcome.ok) {
+    return {.exit_code = 1, .output = "", .error = outcome.error};
+  }
+  const auto current = caches->store().current(request.name);
+  return {.exit_code = 0,
+          .output = "cache " + request.name + ": generation " +
+                    std::to_string(current ? current->number : 0) +
+                    " is current (the refresh took " +
+                    std::to_string(static_cast<long>(outcome.seconds)) + " s)\n",
+          .error = ""};
 }
 
 }  // namespace
 
 AdminServer::Handler admin_commands(const AgentConfig& config, InstanceService& service,
-                                    ImageStore* images) {
-  return [&config, &service, images](const AdminRequest& request,
-                                     const AdminServer::Progress& progress) -> AdminResult {
+                                    ImageStore* images, JobCaches* caches) {
+  return [&config, &service, images, caches](const AdminRequest& request,
+                                             const AdminServer::Progress& progress) -> AdminResult {
     if (request.command == "images") {
       return images_command(config, service, images, request, progress);
+    }
+    if (request.command == "caches") {
+      return caches_command(config, caches, request);
     }
     if (request.command == "reconcile") {
       const auto report = service.reconcile();

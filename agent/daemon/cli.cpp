@@ -8,6 +8,7 @@
 
 #include "agent/admin/admin_client.hpp"
 #include "agent/base/config.hpp"
+#include "agent/daemon/caches_command.hpp"
 #include "agent/daemon/demo.hpp"
 #include "agent/daemon/hub_enrolment.hpp"
 #include "agent/daemon/images_command.hpp"
@@ -74,6 +75,11 @@ commands:
                                The images commands and reconcile go to the running agent
                                through <state_dir>/admin.sock (root or the agent's account);
                                with no agent running, they work on the state directory alone.
+  caches list --config FILE    the job caches, their generations and last refresh
+                               (docs/caches.md)
+  caches refresh NAME --config FILE
+                               refresh a cache now through the running agent: a builder guest
+                               runs its script, and its result becomes the next generation
   --version                    print the version
   --help                       print this help
 )";
@@ -105,7 +111,7 @@ int serve_command(const Options& options) {
 int reconcile_once(const Options& options) {
   const auto config = load_agent_config(options.require("--config"));
   if (const auto answered = ask_running_agent(
-          config.state_dir, {.command = "reconcile", .action = "", .image = ""}, {})) {
+          config.state_dir, {.command = "reconcile", .action = "", .name = ""}, {})) {
     return print_admin_result(*answered, "reconcile", std::cout, std::cerr);
   }
   hypervisor::LibvirtHypervisor hypervisor(config.libvirt);
@@ -256,6 +262,18 @@ int run_cli(int argc, char** argv) {
         throw UsageError("images " + action + " needs an image name");
       }
       return images_command(action, named ? argv[3] : "",
+                            Options(argc, argv, {"--config"}, named ? 4 : 3), std::cout);
+    }
+    if (command == "caches") {
+      const std::string action = argc > 2 ? argv[2] : "";
+      if (action != "list" && action != "refresh") {
+        throw UsageError("caches needs list or refresh NAME");
+      }
+      const bool named = action == "refresh";
+      if (named && argc < 4) {
+        throw UsageError("caches refresh needs a cache name");
+      }
+      return caches_command(action, named ? argv[3] : "",
                             Options(argc, argv, {"--config"}, named ? 4 : 3), std::cout);
     }
     if (command == "renew") {

@@ -157,7 +157,7 @@ int images_command(const std::string& action, const std::string& image, const Op
   }
   ProgressReport progress(out, ::isatty(STDOUT_FILENO) == 1);
   const auto answered =
-      ask_running_agent(config.state_dir, {.command = "images", .action = action, .image = image},
+      ask_running_agent(config.state_dir, {.command = "images", .action = action, .name = image},
                         [&](std::uint64_t bytes, std::uint64_t total) {
                           ImagePullState state;
                           state.bytes = bytes;

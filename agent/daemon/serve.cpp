@@ -77,6 +77,8 @@ void write_ready_file(const std::filesystem::path& path, const std::string& text
 constexpr std::chrono::seconds kWarmPoolInterval{5};
 /// How often pulls that are due start (and what the images CLI pulled is picked up).
 constexpr std::chrono::seconds kImagePullInterval{5};
+/// How often due cache refreshes start and replaced generations no guest uses go.
+constexpr std::chrono::seconds kCacheInterval{30};
 
 std::unique_ptr<RunnerArchiveCache> make_runner_archive_cache(const AgentConfig& config,
                                                               const Clock& clock, Logger& log) {
@@ -117,6 +119,7 @@ AgentDaemon::AgentDaemon(const AgentConfig& config, Logger& log, ServeOptions op
       store_(config.state_dir),
       service_(config, hypervisor_, store_, clock_, log),
       images_(make_pulled_images(config, log)),
+      caches_(make_job_caches(config, service_, clock_, log)),
       api_workers_(config.api.workers),
       runner_archives_(make_runner_archive_cache(config, clock_, log)),
       guest_access_(config, hypervisor_, log),
@@ -140,6 +143,10 @@ AgentDaemon::~AgentDaemon() {
   }
   warm_loop_.reset();  // no pass starts a create any more
   image_loop_.reset();
+  cache_loop_.reset();
+  if (caches_) {
+    caches_->refresher().stop();  // builders under way are removed; the refresh counts failed
+  }
   if (images_) {
     images_->store().stop();  // the downloads stay to resume at the next start
   }
@@ -160,6 +167,7 @@ int AgentDaemon::run() {
   reconcile_at_startup();
   reconcile_loop_ = std::make_unique<ReconcileLoop>(service_, config_.reconcile_interval, log_);
   start_image_pulls();
+  start_cache_refreshes();
   start_warm_pool();
   start_control_api();
   start_hub_link();
@@ -223,11 +231,33 @@ void AgentDaemon::start_image_pulls() {
   image_loop_ = std::make_unique<PeriodicLoop>(kImagePullInterval, pass);
 }
 
+void AgentDaemon::start_cache_refreshes() {
+  if (!caches_) {
+    return;
+  }
+  service_.use_cache_generations(caches_->store());
+  if (const auto left = service_.remove_builders(); left > 0) {
+    log_.info("removed " + std::to_string(left) + " cache builders an earlier run left");
+  }
+  api_.add_metrics_source([this] { return render_cache_metrics(caches_->store(), clock_); });
+  cache_loop_ = std::make_unique<PeriodicLoop>(kCacheInterval, [this] {
+    try {
+      caches_->store().remove_unused(
+          [this](const std::string& path) { return service_.generation_in_use(path); });
+      caches_->refresher().start_due();
+    } catch (const std::exception& e) {
+      log_.error(std::string("caches: ") + e.what());
+    }
+  });
+}
+
 void AgentDaemon::start_admin_socket() {
   const auto path = admin_socket_path(config_.state_dir);
   try {
     admin_ = std::make_unique<AdminServer>(
-        path, admin_commands(config_, service_, images_ ? &images_->store() : nullptr), log_);
+        path,
+        admin_commands(config_, service_, images_ ? &images_->store() : nullptr, caches_.get()),
+        log_);
   } catch (const std::exception& e) {
     throw std::runtime_error(std::string("the admin socket: ") + e.what());
   }

@@ -14,6 +14,7 @@
 #include "agent/base/clock.hpp"
 #include "agent/base/config.hpp"
 #include "agent/base/log.hpp"
+#include "agent/caches/job_caches.hpp"
 #include "agent/daemon/hub_link.hpp"
 #include "agent/daemon/systemd_notify.hpp"
 #include "agent/guests/garm_relay.hpp"
@@ -68,6 +69,8 @@ class AgentDaemon {
   void start_warm_pool();
   /// With images that have a source: their pulls, and replaced bases removed once unused.
   void start_image_pulls();
+  /// Guests get the caches' current generations; due refreshes start; unused generations go.
+  void start_cache_refreshes();
   /// `<state_dir>/admin.sock`: the images CLI and reconcile talk to this process.
   void start_admin_socket();
   /// The log line, the ready file, the on_listening callback and systemd's READY=1.
@@ -92,6 +95,9 @@ class AgentDaemon {
   /// Null when no image has a source.
   std::unique_ptr<PulledImages> images_;
   std::unique_ptr<PeriodicLoop> image_loop_;
+  /// Null when no cache is configured.
+  std::unique_ptr<JobCaches> caches_;
+  std::unique_ptr<PeriodicLoop> cache_loop_;
 
   asio::io_context io_;
   FairWorkQueue api_workers_;

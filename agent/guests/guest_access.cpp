@@ -158,9 +158,14 @@ GuestPlan GuestAccess::plan(const InstanceRecord& record,
     guest.user_data =
         userdata::render_linux_cloud_config(bootstrap, userdata::warm_guest_script(warm));
   } else {
-    auto seed = userdata::render_seed(
-        bootstrap,
-        {.instance_id = record.domain_uuid, .hostname = record.name, .endpoints = endpoints});
+    std::vector<userdata::CacheMount> caches;
+    for (const auto& disk : record.caches) {
+      caches.push_back({.serial = disk.serial, .path = disk.mount});
+    }
+    auto seed = userdata::render_seed(bootstrap, {.instance_id = record.domain_uuid,
+                                                  .hostname = record.name,
+                                                  .endpoints = endpoints,
+                                                  .caches = caches});
     guest.meta_data = std::move(seed.meta_data);
     guest.user_data = std::move(seed.user_data);
     guest.vendor_data = std::move(seed.vendor_data);

@@ -23,7 +23,8 @@ void GuestIndex::put(const InstanceRecord& record) {
             .last_message = guest.messages.empty() ? std::string() : guest.messages.back().message,
             .warm_token_hash =
                 record.warm && !record.warm->delivered ? record.warm->token_hash : std::string(),
-            .warm_unbound = record.warm && record.warm->state != WarmState::bound};
+            .no_garm = (record.warm && record.warm->state != WarmState::bound) ||
+                       record.controller_id == kCacheBuilderControllerId};
 }
 
 void GuestIndex::remove(std::string_view domain_name) {
@@ -101,7 +102,7 @@ std::string GuestIndex::controller_at(std::string_view ip) const {
 
 std::optional<GuestIndex::Entry> GuestIndex::instance_at(std::string_view source_ip) const {
   auto entry = at_address(source_ip);
-  return entry && !entry->warm_unbound ? entry : std::nullopt;
+  return entry && !entry->no_garm ? entry : std::nullopt;
 }
 
 std::optional<GuestIndex::Entry> GuestIndex::at_address(std::string_view source_ip) const {

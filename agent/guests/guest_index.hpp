@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "agent/instances/cache_generations.hpp"
 #include "agent/instances/instance_store.hpp"
 
 namespace garm_edge::agent {
@@ -30,8 +31,9 @@ class GuestIndex {
     std::string last_message;
     /// A warm guest's own token, until it has fetched its assignment.
     std::string warm_token_hash;
-    /// A warm guest not bound to garm's instance yet: nothing of garm's is served to it.
-    bool warm_unbound = false;
+    /// A warm guest not bound to garm's instance yet, or a cache builder: nothing of garm's is
+    /// served to it.
+    bool no_garm = false;
   };
 
   /// Admits (or updates) `record`'s guest; a record without a guest removes its entry.

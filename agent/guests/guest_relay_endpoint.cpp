@@ -57,7 +57,7 @@ void GuestService::relay(const net::HttpRequest& request, const std::string& sou
   const auto token = bearer_token(request);
   const auto entry = token ? index_.by_bearer_token(net::sha256_hex(*token), source_ip)
                            : std::optional<GuestIndex::Entry>();
-  if (!entry || entry->warm_unbound || (request.method != "GET" && request.method != "POST")) {
+  if (!entry || entry->no_garm || (request.method != "GET" && request.method != "POST")) {
     return respond(refuse(source_ip));  // a warm guest reaches garm only as garm's instance
   }
   const auto record = store_.get(entry->domain_name);

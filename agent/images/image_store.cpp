@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/base/prometheus_text.hpp"
+#include "agent/base/retired_files.hpp"
 #include "common/durable_file.hpp"
 #include "common/hex.hpp"
 #include "common/unique_fd.hpp"
@@ -140,8 +141,7 @@ struct ImageStore::Entry {
   std::string base;
   std::string digest;
   std::string source_url;
-  std::vector<std::string> retired;
-  std::map<std::string, std::int64_t> retired_at;  // unix seconds, by path
+  RetiredFiles retired;
   std::string failure;  // why the last pull failed, in whichever process ran it
   // This process's view of the pull.
   ImagePullState::Phase phase = ImagePullState::Phase::pulling;
@@ -404,8 +404,7 @@ void ImageStore::reload_record(Entry& entry) {
     entry.base.clear();
     entry.digest.clear();
     entry.source_url.clear();
-    entry.retired.clear();
-    entry.retired_at.clear();
+    entry.retired = {};
     entry.failure.clear();
     return;
   }
@@ -414,8 +413,8 @@ void ImageStore::reload_record(Entry& entry) {
     entry.base = record.value("base", std::string());
     entry.digest = record.value("digest", std::string());
     entry.source_url = record.value("source", std::string());
-    entry.retired = record.value("retired", std::vector<std::string>());
-    entry.retired_at = record.value("retired_at", std::map<std::string, std::int64_t>());
+    entry.retired.paths = record.value("retired", std::vector<std::string>());
+    entry.retired.retired_at = record.value("retired_at", std::map<std::string, std::int64_t>());
     entry.failure = record.value("failure", std::string());
   } catch (const nlohmann::json::exception& e) {
     log_.warning("image " + entry.config.name + ": its record " +
@@ -426,9 +425,12 @@ void ImageStore::reload_record(Entry& entry) {
 }
 
 void ImageStore::save_record(const Entry& entry) {
-  const nlohmann::json record{
-      {"source", entry.source_url}, {"digest", entry.digest},         {"base", entry.base},
-      {"retired", entry.retired},   {"retired_at", entry.retired_at}, {"failure", entry.failure}};
+  const nlohmann::json record{{"source", entry.source_url},
+                              {"digest", entry.digest},
+                              {"base", entry.base},
+                              {"retired", entry.retired.paths},
+                              {"retired_at", entry.retired.retired_at},
+                              {"failure", entry.failure}};
   write_atomically(record_path(entry.config.name), record.dump(2) + "\n");
 }
 
@@ -769,10 +771,9 @@ std::uint64_t ImageStore::held_bytes(std::uint64_t except) const {
 void ImageStore::adopt(Entry& entry, const fs::path& base, const ImageDigest& digest) {
   std::lock_guard guard(mutex_);
   if (!entry.base.empty() && entry.base != base.string()) {
-    entry.retired.push_back(entry.base);
-    entry.retired_at[entry.base] = unix_now();
+    entry.retired.retire(entry.base, unix_now());
   }
-  std::erase(entry.retired, base.string());
+  entry.retired.forget(base.string());
   entry.base = base.string();
   entry.digest = digest.text();
   entry.source_url = entry.source().url;
@@ -829,7 +830,7 @@ void ImageStore::remove_unused(const std::function<bool(const std::string& path)
   std::lock_guard lock(mutex_);
   for (auto& [name, owned] : entries_) {
     auto& entry = owned;  // a name the lambda below may capture (clang 14 captures no binding)
-    if (entry->running || entry->retired.empty()) {
+    if (entry->running || entry->retired.paths.empty()) {
       continue;
     }
     const PullLock pull_lock(lock_path(name));
@@ -837,25 +838,12 @@ void ImageStore::remove_unused(const std::function<bool(const std::string& path)
       continue;  // the CLI pulls it: its record is about to change
     }
     reload_record(*entry);
-    const auto before = entry->retired.size();
-    const auto& image = entry->config.name;  // not the binding: clang 14 captures none
-    std::erase_if(entry->retired, [&](const std::string& path) {
-      // A create may have planned onto it just before the swap and still wait at the gate.
-      const auto since = entry->retired_at.find(path);
-      if ((since != entry->retired_at.end() &&
-           unix_now() - since->second < options_.retired_grace.count()) ||
-          in_use(path)) {
-        return false;
-      }
-      std::error_code ec;
-      fs::remove(path, ec);
-      log_.info("image " + image + ": removed the replaced base " + path + ", no guest uses it");
-      if (!ec) {
-        entry->retired_at.erase(path);
-      }
-      return !ec;
-    });
-    if (entry->retired.size() != before) {
+    const auto removed = entry->retired.collect(unix_now(), options_.retired_grace, in_use);
+    for (const auto& path : removed) {
+      log_.info("image " + entry->config.name + ": removed the replaced base " + path +
+                ", no guest uses it");
+    }
+    if (!removed.empty()) {
       save_record(*entry);
     }
   }
@@ -870,7 +858,7 @@ std::vector<std::string> ImageStore::remove(
     throw ImagePullError("image " + image + " is being pulled; remove it when the pull ends");
   }
   reload_record(found);
-  auto bases = found.retired;
+  auto bases = found.retired.paths;
   if (!found.base.empty()) {
     bases.push_back(found.base);
   }
@@ -886,7 +874,7 @@ std::vector<std::string> ImageStore::remove(
   }
   found.base.clear();
   found.digest.clear();
-  found.retired.clear();
+  found.retired = {};
   found.phase = ImagePullState::Phase::pulling;
   fs::remove(record_path(image), ec);
   remove_partials([&](const std::string& file) {

@@ -15,10 +15,8 @@
 #include "net/http_syntax.hpp"
 
 namespace garm_edge::agent {
-namespace {
-
-ProcessResult run_tool(const std::vector<std::string>& argv, std::chrono::seconds timeout,
-                       const std::atomic<bool>& stop, int stdout_fd = -1) {
+ProcessResult run_image_tool(const std::vector<std::string>& argv, std::chrono::seconds timeout,
+                             const std::atomic<bool>& stop, int stdout_fd) {
   ProcessResult result;
   try {
     result = run_process(
@@ -40,12 +38,11 @@ ProcessResult run_tool(const std::vector<std::string>& argv, std::chrono::second
   return result;
 }
 
-}  // namespace
-
 std::uint64_t HostImageTools::unpacked_size(const std::filesystem::path& xz_file,
                                             const std::atomic<bool>& stop) {
   // --robot: "totals<TAB>streams<TAB>blocks<TAB>compressed<TAB>uncompressed<TAB>…"
-  const auto result = run_tool({"xz", "--robot", "--list", "--", xz_file.string()}, timeout_, stop);
+  const auto result =
+      run_image_tool({"xz", "--robot", "--list", "--", xz_file.string()}, timeout_, stop);
   std::istringstream lines(result.output);
   for (std::string line; std::getline(lines, line);) {
     std::vector<std::string> fields;
@@ -75,9 +72,9 @@ void HostImageTools::decompress_xz(const std::filesystem::path& from,
   // --no-sparse: xz skips runs of zeros with a seek, so a stream of zeros would be unpacked
   // whole (gigabytes of CPU) before its one write past the limit; every byte is written now.
   try {
-    run_tool({"prlimit", "--fsize=" + std::to_string(std::max<std::uint64_t>(limit, 1)), "--", "xz",
-              "--decompress", "--stdout", "--no-sparse", "--", from.string()},
-             timeout_, stop, out.get());
+    run_image_tool({"prlimit", "--fsize=" + std::to_string(std::max<std::uint64_t>(limit, 1)), "--",
+                    "xz", "--decompress", "--stdout", "--no-sparse", "--", from.string()},
+                   timeout_, stop, out.get());
   } catch (const ImagePullError& e) {
     throw ImagePullError("unpacking with xz failed, or its data outgrew the " +
                          std::to_string(limit) + " bytes its index gives: " + e.what());
@@ -87,9 +84,9 @@ void HostImageTools::decompress_xz(const std::filesystem::path& from,
 std::uint64_t HostImageTools::converted_size(const std::filesystem::path& file,
                                              const std::string& format,
                                              const std::atomic<bool>& stop) {
-  const auto result = run_tool({"qemu-img", "measure", "--force-share", "--output=json", "-f",
-                                format, "-O", "qcow2", "--", file.string()},
-                               timeout_, stop);
+  const auto result = run_image_tool({"qemu-img", "measure", "--force-share", "--output=json", "-f",
+                                      format, "-O", "qcow2", "--", file.string()},
+                                     timeout_, stop);
   try {
     return nlohmann::json::parse(result.output).at("required").get<std::uint64_t>();
   } catch (const nlohmann::json::exception& e) {
@@ -101,7 +98,7 @@ std::uint64_t HostImageTools::converted_size(const std::filesystem::path& file,
 ImageFacts HostImageTools::inspect(const std::filesystem::path& file, const std::string& format,
                                    const std::atomic<bool>& stop) {
   // --force-share: a read that never waits for a lock another qemu-img may hold.
-  const auto result = run_tool(
+  const auto result = run_image_tool(
       {"qemu-img", "info", "--force-share", "--output=json", "-f", format, "--", file.string()},
       timeout_, stop);
   try {
@@ -123,9 +120,9 @@ void HostImageTools::convert_to_qcow2(const std::filesystem::path& from, const s
                                       const std::atomic<bool>& stop) {
   // -t writeback: flushed when qemu-img closes it (convert's default cache is "unsafe"), so the
   // base is on disk before the record names it.
-  run_tool({"qemu-img", "convert", "-t", "writeback", "-f", format, "-O", "qcow2", "--",
-            from.string(), to.string()},
-           timeout_, stop);
+  run_image_tool({"qemu-img", "convert", "-t", "writeback", "-f", format, "-O", "qcow2", "--",
+                  from.string(), to.string()},
+                 timeout_, stop);
 }
 
 }  // namespace garm_edge::agent

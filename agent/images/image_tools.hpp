@@ -5,6 +5,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
+
+#include "common/subprocess.hpp"
 
 namespace garm_edge::agent {
 
@@ -35,6 +38,11 @@ class ImageTools {
   virtual void convert_to_qcow2(const std::filesystem::path& from, const std::string& format,
                                 const std::filesystem::path& to, const std::atomic<bool>& stop) = 0;
 };
+
+/// Runs a disk image tool from the system's directories; ImagePullError naming the tool and its
+/// own words when it fails, times out or is stopped.
+ProcessResult run_image_tool(const std::vector<std::string>& argv, std::chrono::seconds timeout,
+                             const std::atomic<bool>& stop, int stdout_fd = -1);
 
 /// qemu-img and xz from the host's system directories.
 class HostImageTools final : public ImageTools {

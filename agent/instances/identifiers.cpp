@@ -27,7 +27,13 @@ std::optional<std::string> domain_name_of_volume(std::string_view volume_name) {
       volume_name.substr(volume_name.size() - kSuffix.size()) != kSuffix) {
     return std::nullopt;
   }
-  return std::string(volume_name.substr(0, volume_name.size() - kSuffix.size()));
+  auto stem = volume_name.substr(0, volume_name.size() - kSuffix.size());
+  // A cache overlay's: instance names have no '+', so the first one ends the domain's name.
+  return std::string(stem.substr(0, stem.find('+')));
+}
+
+std::string cache_volume_name_for(std::string_view domain_name, std::string_view cache) {
+  return std::string(domain_name) + "+cache-" + std::string(cache) + ".qcow2";
 }
 
 std::string volume_name_for(std::string_view domain_name) {

@@ -106,6 +106,12 @@ DryRunResult InstanceService::dry_run_create(const ControllerId& controller,
   return guarded("dry run of " + printable_excerpt(bootstrap.name), [&] {
     auto plan = plan_create(controller, bootstrap);
     plan.domain.disk_path = hypervisor_.pool_path(plan.volume.pool) + "/" + plan.volume.name;
+    for (std::size_t i = 0; i < plan.cache_volumes.size(); ++i) {
+      plan.domain.extra_disks.push_back(
+          {.path = hypervisor_.pool_path(plan.volume.pool) + "/" + plan.cache_volumes[i].name,
+           .format = "qcow2",
+           .serial = plan.record.caches[i].serial});
+    }
     const auto existing = find_owned_domain(controller, plan.record.domain_name);
     DryRunResult result;
     result.already_exists = existing.has_value();
@@ -162,6 +168,7 @@ InstanceService::CreatePlan InstanceService::plan_create(const ControllerId& con
   plan.domain.arch = guest_arch_for(image->arch);
   plan.domain.vcpus = flavor->vcpus;
   plan.domain.memory_mib = flavor->memory_mib;
+  plan_caches(plan, b);  // before the guest's seed, which mounts them
   plan.guest = guests_->plan(r, b);
   if (plan.guest) {
     plan.domain.smbios_serial = plan.guest->smbios_serial;
@@ -331,6 +338,8 @@ wire::ProviderInstance InstanceService::run_create(CreatePlan& plan) {
     step = "create the overlay volume";
     const auto volume = hypervisor_.create_overlay(plan.volume);
     plan.domain.disk_path = volume.path;
+    step = "create the cache overlays";
+    create_cache_volumes(plan);
     step = "define the domain";
     hypervisor_.define(plan.domain);
     step = "start the domain";

@@ -116,6 +116,7 @@ void InstanceService::teardown(const InstanceRecord& record) {
     guests_->release(*record.guest);
   }
   hypervisor_.delete_volume(record.volume_pool, record.volume_name);
+  delete_cache_volumes(record);
   store_.remove(record.domain_name);
 }
 

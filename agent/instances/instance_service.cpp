@@ -12,7 +12,7 @@ namespace {
 /// and the host's own.
 EventLog::Limits event_limits(const AgentConfig& config) {
   EventLog::Limits limits;
-  limits.named = {std::string(kWarmControllerId), ""};
+  limits.named = {std::string(kWarmControllerId), std::string(kCacheBuilderControllerId), ""};
   for (const auto& client : config.api.clients) {
     for (const auto& controller : client.controllers) {
       if (controller != "*") {

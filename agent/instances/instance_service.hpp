@@ -15,6 +15,7 @@
 #include "agent/base/clock.hpp"
 #include "agent/base/config.hpp"
 #include "agent/base/log.hpp"
+#include "agent/instances/cache_generations.hpp"
 #include "agent/instances/capacity.hpp"
 #include "agent/instances/create_gate.hpp"
 #include "agent/instances/event_log.hpp"
@@ -51,6 +52,15 @@ struct ReconcileReport {
   std::size_t failures = 0;
 };
 
+/// What a cache builder boots with (InstanceService::create_builder).
+struct BuilderSpec {
+  std::string cache;
+  std::string image;
+  std::string flavor;
+  std::string user_data;
+  std::vector<hypervisor::ExtraDisk> disks;
+};
+
 /// garm's command set over libvirt, free of any transport. Every operation acts only on
 /// domains that carry this agent's tag and the caller's controller ID. Operations on one
 /// instance are serialized; creates beyond the configured cap wait their turn.
@@ -67,9 +77,23 @@ class InstanceService {
   /// Null until use_image_bases.
   const ImageBases* image_bases() const { return images_; }
   ImageBases* image_bases() { return images_; }
+  /// Caches back onto what `caches` has current (agent/caches refreshes them). Without this,
+  /// guests get no cache.
+  void use_cache_generations(CacheGenerations& caches);
+  /// Boots a builder of a cache's refresh (docs/caches.md): a guest of `spec`'s image and
+  /// flavor with its user-data and disks, under kCacheBuilderControllerId, never given anything
+  /// of garm's; counted against the host's capacity. Returns its domain name.
+  std::string create_builder(const BuilderSpec& spec);
+  /// The builder's power state; nothing when it is gone.
+  std::optional<hypervisor::PowerState> builder_state(const std::string& domain_name);
+  void remove_builder(const std::string& domain_name);
+  /// Removes every builder (those an agent that stopped left). Returns how many.
+  std::size_t remove_builders();
   /// Whether an overlay of a recorded instance backs onto `base_path` (a replaced base is
   /// removed only when none does).
   bool base_in_use(const std::string& base_path);
+  /// Whether a cache overlay of a recorded instance backs onto the generation at `path`.
+  bool generation_in_use(const std::string& path);
   /// Under the instance's lock: reads its record, lets `change` edit the guest part, writes it
   /// back when `change` returns true and then tells `recorded`. Never waits for the lock: when
   /// an operation holds the instance (a graceful stop, up to stop_grace), the edit runs as that
@@ -164,6 +188,7 @@ class InstanceService {
     hypervisor::DomainSpec domain;
     std::optional<GuestPlan> guest;
     Resources resources;  // the flavor's, counted against the host's capacity
+    std::vector<hypervisor::VolumeSpec> cache_volumes;  // one per record.caches entry
   };
 
   CreatePlan plan_create(const ControllerId& controller, const wire::BootstrapInstance& bootstrap);
@@ -199,6 +224,13 @@ class InstanceService {
   /// garm's retry of a create that finished: the running instance. Leftovers of one that did
   /// not finish are removed first; a domain of that name that is not ours is a conflict.
   std::optional<wire::ProviderInstance> reuse_existing(const CreatePlan& plan);
+  /// The caches a guest of the plan gets (its controller's, for its image or pool or asked for
+  /// in its extra specs), each with a current generation: into the record, volumes and domain.
+  /// Throws ServiceError (invalid_argument) for a request of a cache the pool may not have.
+  void plan_caches(CreatePlan& plan, const wire::BootstrapInstance& bootstrap);
+  /// The cache overlays of a planned create, each backed by its generation.
+  void create_cache_volumes(CreatePlan& plan);
+  void delete_cache_volumes(const InstanceRecord& record);
   /// Records the intent, then volume, domain and start; on any failure removes what it made.
   wire::ProviderInstance run_create(CreatePlan& plan);
   /// Gives the guest its address and records the intent, atomically with respect to other
@@ -274,6 +306,7 @@ class InstanceService {
   NoGuests no_guests_;
   GuestSide* guests_ = &no_guests_;
   ImageBases* images_ = nullptr;
+  CacheGenerations* caches_ = nullptr;
   std::atomic<std::size_t> warm_bound_{0};
   std::mutex tools_mutex_;
   /// Whose runner tool for which OS and arch: one controller's tools reach its own warm

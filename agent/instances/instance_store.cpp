@@ -190,6 +190,37 @@ WarmRecord warm_from_json(const nlohmann::json& document) {
   return w;
 }
 
+nlohmann::ordered_json caches_to_json(const std::vector<CacheDiskRecord>& caches) {
+  auto out = nlohmann::ordered_json::array();
+  for (const auto& c : caches) {
+    out.push_back({{"cache", c.cache},
+                   {"generation", c.generation},
+                   {"generation_path", c.generation_path},
+                   {"volume_name", c.volume_name},
+                   {"serial", c.serial},
+                   {"mount", c.mount}});
+  }
+  return out;
+}
+
+std::vector<CacheDiskRecord> caches_from_json(const nlohmann::json& document) {
+  std::vector<CacheDiskRecord> caches;
+  for (const auto& item : document) {
+    const wire::ObjectReader in(item, "caches[]");
+    const auto* generation = in.find("generation");
+    if (generation == nullptr || !generation->is_number_unsigned()) {
+      throw wire::WireError("caches[].generation", "must be a number");
+    }
+    caches.push_back({.cache = in.required_string("cache"),
+                      .generation = generation->get<std::uint64_t>(),
+                      .generation_path = in.required_string("generation_path"),
+                      .volume_name = in.required_string("volume_name"),
+                      .serial = in.required_string("serial"),
+                      .mount = in.required_string("mount")});
+  }
+  return caches;
+}
+
 nlohmann::ordered_json guest_to_json(const GuestRecord& g) {
   auto messages = nlohmann::ordered_json::array();
   for (const auto& m : g.messages) {
@@ -290,6 +321,9 @@ std::string serialize_record(const InstanceRecord& r) {
   if (r.warm) {
     out["warm"] = warm_to_json(*r.warm);
   }
+  if (!r.caches.empty()) {
+    out["caches"] = caches_to_json(r.caches);
+  }
   return out.dump(2) + "\n";
 }
 
@@ -324,6 +358,9 @@ InstanceRecord parse_record(std::string_view text) {
     }
     if (const auto* warm = in.find("warm"); warm && warm->is_object()) {
       r.warm = warm_from_json(*warm);
+    }
+    if (const auto* caches = in.find("caches"); caches && caches->is_array()) {
+      r.caches = caches_from_json(*caches);
     }
     return r;
   } catch (const wire::WireError& e) {

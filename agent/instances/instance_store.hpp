@@ -97,6 +97,19 @@ struct WarmRecord {
   bool operator==(const WarmRecord&) const = default;
 };
 
+/// A cache an instance got: a copy-on-write overlay in its storage pool on one generation of
+/// the cache (docs/caches.md); the guest's writes go to the overlay and go with it.
+struct CacheDiskRecord {
+  std::string cache;  // its [[caches]] name
+  std::uint64_t generation = 0;
+  std::string generation_path;  // what the overlay backs onto
+  std::string volume_name;      // the overlay, in the record's volume_pool
+  std::string serial;           // the guest's /dev/disk/by-id/virtio-<serial>
+  std::string mount;
+
+  bool operator==(const CacheDiskRecord&) const = default;
+};
+
 struct InstanceRecord {
   std::string domain_name;
   std::string domain_uuid;  // also garm's provider_id
@@ -116,6 +129,7 @@ struct InstanceRecord {
   Intent intent = Intent::creating;
   std::optional<GuestRecord> guest;
   std::optional<WarmRecord> warm;  // only for warm guests, bound or not
+  std::vector<CacheDiskRecord> caches;
 
   bool operator==(const InstanceRecord&) const = default;
 };

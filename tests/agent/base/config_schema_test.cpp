@@ -1,6 +1,7 @@
 // The agent's config schema (served at /v1/schemas/config) and its reader are written apart:
 // these tests hold them to each other key by key, so neither can drift.
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -34,6 +35,18 @@ std::string config_with(const std::map<std::string, Section>& overrides) {
                         {"flavor", "\"small\""}};
     sections["guests"];
   }
+  if (overrides.contains("caches")) {  // a cache names its mount, script and controller
+    static const auto script = [] {
+      const auto path = std::filesystem::temp_directory_path() / "garm-edge-schema-refresh.sh";
+      std::ofstream(path) << "#!/bin/sh\n";
+      return path.string();
+    }();
+    sections["caches"] = {{"name", "\"docker\""},
+                          {"mount", "\"/var/lib/docker\""},
+                          {"refresh_script", "\"" + script + "\""},
+                          {"controller", "\"9dcf590a-1192-4a9c-b3e4-e0902974c2c0\""}};
+    sections["guests"];
+  }
   if (overrides.contains("images") && overrides.at("images").contains("source_format")) {
     sections["images"]["source"] = "\"https://images.example/d.img\"";  // what it describes
     sections["images"]["sha256"] = "\"" + std::string(64, 'a') + "\"";
@@ -45,7 +58,8 @@ std::string config_with(const std::map<std::string, Section>& overrides) {
   }
   std::ostringstream text;
   for (const auto& [section, keys] : sections) {
-    const bool array = section == "images" || section == "flavors" || section == "warm";
+    const bool array =
+        section == "images" || section == "flavors" || section == "warm" || section == "caches";
     text << (array ? "[[" : "[") << section << (array ? "]]" : "]") << "\n";
     for (const auto& [key, value] : keys) {
       text << key << " = " << value << "\n";

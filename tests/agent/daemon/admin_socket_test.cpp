@@ -32,7 +32,7 @@ class QuietLogger final : public Logger {
 };
 
 AdminRequest images(const std::string& action, const std::string& image = "") {
-  return {.command = "images", .action = action, .image = image};
+  return {.command = "images", .action = action, .name = image};
 }
 
 /// What a raw client gets for sending `bytes` on the socket at `path`.
@@ -59,12 +59,12 @@ TEST_CASE("the admin socket answers its owner's commands, with progress, and ref
   AdminServer server(
       admin_socket_path(dir.path()),
       [&](const AdminRequest& request, const AdminServer::Progress& progress) {
-        asked.push_back(request.command + " " + request.action + " " + request.image);
+        asked.push_back(request.command + " " + request.action + " " + request.name);
         progress(1, 4);
         progress(4, 4);
-        return AdminResult{.exit_code = request.image == "bad" ? 1 : 0,
-                           .output = "done " + request.image + "\n",
-                           .error = request.image == "bad" ? "it failed" : ""};
+        return AdminResult{.exit_code = request.name == "bad" ? 1 : 0,
+                           .output = "done " + request.name + "\n",
+                           .error = request.name == "bad" ? "it failed" : ""};
       },
       log);
   server.start();

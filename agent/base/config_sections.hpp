@@ -1,0 +1,27 @@
+#pragma once
+
+// What the section readers of agent.toml share (agent/base only).
+
+#include <string>
+#include <string_view>
+
+#include <toml++/toml.h>
+
+#include "agent/base/config.hpp"
+#include "common/toml_reader.hpp"
+
+namespace garm_edge::agent {
+
+/// Whose `owned` (warm guests, a cache) an entry makes: its `controller`, which an agent
+/// serving more than one controller must name (what was prepared for one must never reach
+/// another), else the one controller [[api.clients]] name.
+std::string read_owner_controller(TomlTableReader& in, const ApiConfig& api,
+                                  std::string_view owned);
+
+CacheConfig read_cache(const toml::table& table, const std::string& source, std::size_t index,
+                       const ApiConfig& api);
+/// Each [[caches]] entry names configured images and a refresh script there is, and needs the
+/// guest service (guests mount it from their seed).
+void check_caches(TomlTableReader& root, AgentConfig& config);
+
+}  // namespace garm_edge::agent
