@@ -4,6 +4,7 @@
 #include <cctype>
 #include <stdexcept>
 
+#include "agent/instances/cache_generations.hpp"
 #include "agent/instances/service_error.hpp"
 #include "agent/instances/warm_spec.hpp"
 #include "common/text.hpp"
@@ -147,7 +148,10 @@ GuestPlan GuestAccess::plan(const InstanceRecord& record,
   guest.seed_token_hash = net::sha256_hex(seed_token);
   const auto endpoints = attach_garm(guest, bootstrap);
 
-  if (record.controller_id == kWarmControllerId) {
+  if (record.controller_id == kCacheBuilderControllerId) {
+    // Its user-data is the builder's own (InstanceService::create_builder): nothing of garm's.
+    guest.meta_data = userdata::render_meta_data(record.domain_uuid, record.name);
+  } else if (record.controller_id == kWarmControllerId) {
     // No garm yet: its install script is the warm one, and its "instance token" its own.
     const userdata::WarmGuestValues warm{
         .agent_url = base_url(),

@@ -20,24 +20,40 @@ std::string domain_name_for(std::string_view controller_id, std::string_view ins
          std::string(instance_name);
 }
 
+namespace {
+
+constexpr std::string_view kCacheSuffix = ".cache";
+
+}  // namespace
+
 std::optional<std::string> domain_name_of_volume(std::string_view volume_name) {
   constexpr std::string_view kSuffix = ".qcow2";
-  if (volume_name.size() <= kDomainNamePrefix.size() + kSuffix.size() ||
-      volume_name.substr(0, kDomainNamePrefix.size()) != kDomainNamePrefix ||
-      volume_name.substr(volume_name.size() - kSuffix.size()) != kSuffix) {
+  auto stem = volume_name;
+  if (stem.ends_with(kCacheSuffix)) {
+    // "<domain>.<cache>.cache": cache names have no '.', so the last one ends the domain's name.
+    stem.remove_suffix(kCacheSuffix.size());
+    const auto dot = stem.rfind('.');
+    if (dot == std::string_view::npos) {
+      return std::nullopt;
+    }
+    stem = stem.substr(0, dot);
+  } else if (stem.ends_with(kSuffix)) {
+    stem.remove_suffix(kSuffix.size());
+  } else {
     return std::nullopt;
   }
-  auto stem = volume_name.substr(0, volume_name.size() - kSuffix.size());
-  // A cache overlay's: instance names have no '+', so the first one ends the domain's name.
-  return std::string(stem.substr(0, stem.find('+')));
-}
-
-std::string cache_volume_name_for(std::string_view domain_name, std::string_view cache) {
-  return std::string(domain_name) + "+cache-" + std::string(cache) + ".qcow2";
+  if (stem.size() <= kDomainNamePrefix.size() || !stem.starts_with(kDomainNamePrefix)) {
+    return std::nullopt;
+  }
+  return std::string(stem);
 }
 
 std::string volume_name_for(std::string_view domain_name) {
   return std::string(domain_name) + ".qcow2";
+}
+
+std::string cache_volume_name_for(std::string_view domain_name, std::string_view cache) {
+  return std::string(domain_name) + "." + std::string(cache) + std::string(kCacheSuffix);
 }
 
 }  // namespace garm_edge::agent

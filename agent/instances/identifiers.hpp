@@ -18,7 +18,8 @@ std::string domain_name_for(std::string_view controller_id, std::string_view ins
 
 /// The overlay volume of a domain.
 std::string volume_name_for(std::string_view domain_name);
-/// The overlay of cache `cache` for the domain (domain_name_of_volume finds the domain).
+/// The overlay of cache `cache` for the domain, "<domain>.<cache>.cache" (domain_name_of_volume
+/// finds the domain).
 std::string cache_volume_name_for(std::string_view domain_name, std::string_view cache);
 /// The domain an overlay volume was made for, when the name follows volume_name_for.
 std::optional<std::string> domain_name_of_volume(std::string_view volume_name);

@@ -17,7 +17,7 @@ extern char** environ;
 namespace garm_edge::testing {
 namespace {
 
-std::string read_file(const std::filesystem::path& path) {
+std::string read_text_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream text;
   text << in.rdbuf();
@@ -36,7 +36,7 @@ constexpr auto kStartTimeout = std::chrono::seconds(30);  // Python starts slowl
 }  // namespace
 
 std::string TestPki::ca_pem() const {
-  return read_file(ca_certificate);
+  return read_text_file(ca_certificate);
 }
 
 TestPki make_test_pki(const std::filesystem::path& directory, const std::string& dns_name) {
@@ -120,14 +120,14 @@ void FakeGarm::wait_until_listening() {
     if (::waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
       throw std::runtime_error("fake_garm.py exited: " +
-                               read_file(directory_.path() / "output.log"));
+                               read_text_file(directory_.path() / "output.log"));
     }
     if (std::chrono::steady_clock::now() > deadline) {
       throw std::runtime_error("fake_garm.py did not start listening");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  port_ = static_cast<std::uint16_t>(std::stoi(read_file(port_file)));
+  port_ = static_cast<std::uint16_t>(std::stoi(read_text_file(port_file)));
 }
 
 FakeGarm::~FakeGarm() {

@@ -168,3 +168,26 @@ TEST_CASE("guests get no USB controller, balloon or NIC boot ROM", "[xml]") {
           "no");
   }
 }
+
+TEST_CASE("extra disks follow the root disk as vdb, vdc, ... with their serials", "[xml]") {
+  auto spec = sample_spec();
+  spec.extra_disks = {
+      {.path = "/pool/a.docker.cache", .format = "qcow2", .serial = "garm-cache-0"},
+      {.path = "/caches/status-1.raw", .format = "raw", .serial = "garm-refresh-status"}};
+  const auto document = parse(render_domain_xml(spec, VirtType::kvm));
+  std::vector<std::string> seen;
+  for (const auto disk : document.child("domain").child("devices").children("disk")) {
+    seen.push_back(std::string(disk.child("target").attribute("dev").value()) + " " +
+                   disk.child("driver").attribute("type").value() + " " +
+                   disk.child("source").attribute("file").value() + " " +
+                   disk.child("serial").text().get());
+  }
+  CHECK(seen == std::vector<std::string>{
+                    "vda qcow2 /var/lib/libvirt/images/garm-edge-9dcf590a-garm-abc.qcow2 ",
+                    "vdb qcow2 /pool/a.docker.cache garm-cache-0",
+                    "vdc raw /caches/status-1.raw garm-refresh-status"});
+  spec.extra_disks = {{.path = "/x.qcow2", .format = "qcow2", .serial = "a-serial-past-20-bytes"}};
+  CHECK_THROWS_AS(render_domain_xml(spec, VirtType::kvm), HypervisorError);
+  spec.extra_disks = {{.path = "relative.qcow2", .format = "qcow2", .serial = "ok"}};
+  CHECK_THROWS_AS(render_domain_xml(spec, VirtType::kvm), HypervisorError);
+}

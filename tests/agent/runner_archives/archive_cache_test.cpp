@@ -14,20 +14,14 @@
 
 #include "common/temp_dir.hpp"
 #include "net/secret_token.hpp"
+#include "support/settable_clock.hpp"
 
 using namespace garm_edge;
 using agent::RunnerArchiveCache;
 
 namespace {
 
-class SettableClock final : public agent::Clock {
- public:
-  std::chrono::system_clock::time_point now() const override { return now_.load(); }
-  void advance(std::chrono::seconds by) { now_ = now_.load() + by; }
-
- private:
-  std::atomic<std::chrono::system_clock::time_point> now_{std::chrono::system_clock::now()};
-};
+using garm_edge::testing::SettableClock;
 
 const std::string kControllerA = "controller-a";
 const std::string kControllerB = "controller-b";
