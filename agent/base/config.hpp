@@ -180,6 +180,9 @@ struct AgentConfig {
   std::size_t max_concurrent_creates = 8;
   std::chrono::seconds reconcile_interval{60};
   std::chrono::seconds stop_grace{30};
+  /// How long a replaced image base or cache generation stays at least, even unused: a create
+  /// may have planned onto it just before the swap.
+  std::chrono::seconds replaced_grace{std::chrono::minutes(15)};
   /// Takes no new creates (deletes, lookups and everything else go on); also settable at
   /// runtime through the API, kept in the state directory.
   bool draining = false;

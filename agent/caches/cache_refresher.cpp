@@ -81,13 +81,13 @@ CacheRefresher::~CacheRefresher() {
 
 void CacheRefresher::stop() {
   stopping_ = true;
-  std::vector<std::thread> threads;
+  std::vector<Running> threads;
   {
     std::lock_guard lock(threads_mutex_);
     threads.swap(threads_);
   }
-  for (auto& thread : threads) {
-    thread.join();
+  for (auto& running : threads) {
+    running.thread.join();
   }
 }
 
@@ -119,6 +119,16 @@ bool CacheRefresher::due(const CacheConfig& cache) const {
 }
 
 void CacheRefresher::start_due() {
+  {
+    std::lock_guard lock(threads_mutex_);
+    std::erase_if(threads_, [](Running& running) {
+      if (!running.done->load()) {
+        return false;
+      }
+      running.thread.join();
+      return true;
+    });
+  }
   for (const auto& cache : config_.caches) {
     if (stopping_ || !due(cache)) {
       continue;
@@ -129,8 +139,17 @@ void CacheRefresher::start_due() {
         })) {
       continue;
     }
+    auto done = std::make_shared<std::atomic<bool>>(false);
     std::lock_guard lock(threads_mutex_);
-    threads_.emplace_back([this, &cache] { run(cache, {}); });
+    threads_.push_back({.thread = std::thread([this, &cache, done] {
+                          try {
+                            run(cache, {});
+                          } catch (const std::exception& e) {  // run says why itself; never end
+                            log_.error("cache " + cache.name + ": " + e.what());
+                          }
+                          *done = true;
+                        }),
+                        .done = done});
   }
 }
 

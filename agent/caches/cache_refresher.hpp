@@ -4,6 +4,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -68,8 +69,13 @@ class CacheRefresher {
   Logger& log_;
   Options options_;
   std::atomic<bool> stopping_{false};
+  /// A refresh on its own thread; joined once done, at the next start_due or at stop.
+  struct Running {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
   std::mutex threads_mutex_;
-  std::vector<std::thread> threads_;
+  std::vector<Running> threads_;
 };
 
 }  // namespace garm_edge::agent

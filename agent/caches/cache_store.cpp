@@ -60,7 +60,11 @@ std::int64_t unix_seconds(std::chrono::system_clock::time_point time) {
 
 CacheStore::CacheStore(const AgentConfig& config, CacheDiskTools& tools, const Clock& clock,
                        Logger& log)
-    : directory_(config.cache_directory()), tools_(tools), clock_(clock), log_(log) {
+    : directory_(config.cache_directory()),
+      tools_(tools),
+      clock_(clock),
+      log_(log),
+      retired_grace_(config.replaced_grace) {
   if (config.caches.empty()) {
     return;
   }

@@ -97,7 +97,7 @@ class CacheStore final : public CacheGenerations {
   CacheDiskTools& tools_;
   const Clock& clock_;
   Logger& log_;
-  std::chrono::seconds retired_grace_{std::chrono::minutes(15)};
+  std::chrono::seconds retired_grace_;
   mutable std::mutex mutex_;
   std::map<std::string, Entry, std::less<>> entries_;
 };

@@ -240,7 +240,7 @@ void AgentDaemon::start_cache_refreshes() {
     log_.info("removed " + std::to_string(left) + " cache builders an earlier run left");
   }
   api_.add_metrics_source([this] { return render_cache_metrics(caches_->store(), clock_); });
-  cache_loop_ = std::make_unique<PeriodicLoop>(kCacheInterval, [this] {
+  const auto pass = [this] {
     try {
       caches_->store().remove_unused(
           [this](const std::string& path) { return service_.generation_in_use(path); });
@@ -248,7 +248,9 @@ void AgentDaemon::start_cache_refreshes() {
     } catch (const std::exception& e) {
       log_.error(std::string("caches: ") + e.what());
     }
-  });
+  };
+  pass();  // a cache with no generation yet is refreshed now, not a pass later
+  cache_loop_ = std::make_unique<PeriodicLoop>(kCacheInterval, pass);
 }
 
 void AgentDaemon::start_admin_socket() {

@@ -17,7 +17,8 @@ PulledImages::PulledImages(const AgentConfig& config, const std::filesystem::pat
                                .base_dir = base_dir,
                                .bytes_per_second = config.pull.bytes_per_second,
                                .recheck = config.pull.recheck,
-                               .retry_after_failure = std::chrono::minutes(1)},
+                               .retry_after_failure = std::chrono::minutes(1),
+                               .retired_grace = config.replaced_grace},
              fetcher_, tools_, disk_, log) {}
 
 std::filesystem::path default_base_directory(const AgentConfig& config) {

@@ -316,4 +316,69 @@ expect "$(leftovers "garm-edge-$controller-")" "" "DeleteInstance removes domain
 expect "$(compgen -G "$work/state/instances/*.json" || true)" "" "no instance record is left"
 garm ListInstances GARM_POOL_ID="$pool_id"
 expect "$out" "[]" "ListInstances of the emptied pool"
+# ---- job caches: a builder makes each generation, jobs write only to their own overlay -------
+echo "== a job cache"
+cat > "$work/cache-refresh.sh" <<'SH'
+#!/bin/bash
+set -eu
+echo "refreshed by $(hostname)" >> "$GARM_EDGE_CACHE_PATH/marker"
+SH
+cat >> "$work/agent.toml" <<TOML
+[[caches]]
+name = "tools"
+size_gib = 1
+mount = "/opt/hostedtoolcache"
+controller = "$controller"
+images = ["debian-12"]
+refresh_script = "$work/cache-refresh.sh"
+refresh_every_hours = 0
+refresh_timeout_minutes = 15
+TOML
+sed -i "s#^\[agent\]\$#[agent]\nreplaced_grace_seconds = 0\ncaches_dir = \"$caches_dir\"#" "$work/agent.toml"
+cache_list() { "$agent" caches list --config "$work/agent.toml"; }
+restart_agent "$work/agent-5.log"
+first_generation() {
+  local listed
+  listed=$(cache_list)
+  case "$listed" in *"the last refresh failed"*) fail "the first refresh failed: $listed" ;; esac
+  printf '%s\n' "$listed" | grep -q '^tools: generation 1,'
+}
+wait_for "the agent's first refresh of the cache (a builder guest)" "$deadline_seconds" first_generation
+expect "$(virsh list --all --name | grep -c 6761726d-6564-6765-6361 || true)" 0 "the builder is gone once its generation is in"
+# What a job sees at the cache's path when its install script runs, and what it leaves there.
+cache_probe=$(cat <<'SH'
+lines=$(wc -l < /opt/hostedtoolcache/marker 2>/dev/null || echo none)
+source=$(findmnt -n -o SOURCE /opt/hostedtoolcache || echo none)
+jobs=$(ls /opt/hostedtoolcache | grep -c '^job-' || true)
+sudo touch "/opt/hostedtoolcache/job-$(hostname)"
+post /status "{\"status\": \"installing\", \"message\": \"cache: $lines marker lines on $source, $jobs job files\"}"
+SH
+)
+cache_report() { garm_requests "$1" | grep -o 'cache: [^"]*' | head -1; }
+token4=jwt-fourth-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
+create_guest garm-cache00004 "$token4" "$(vm_helpers garm-instance-data "$(install_script "$token4" 104 "$cache_probe")")"
+wait_for "the first cached guest to report idle" "$deadline_seconds" reported_idle "$token4"
+expect "$(cache_report "$token4")" "cache: 1 marker lines on /dev/vdb, 0 job files" \
+  "the guest finds generation 1 mounted before its install script runs"
+cache_overlay4=$(virsh domblklist "$(domain_of garm-cache00004)" | awk '$1 == "vdb" {print $2}')
+expect "$(base_of "$cache_overlay4")" "$caches_dir/tools/gen-1.qcow2" "the guest's cache disk is an overlay on generation 1"
+refreshed=$("$agent" caches refresh tools --config "$work/agent.toml") || fail "caches refresh: $refreshed"
+echo "$refreshed"
+case "$refreshed" in "cache tools: generation 2 is current"*) ;; *) fail "the refresh made no generation 2: $refreshed" ;; esac
+[ -f "$caches_dir/tools/gen-1.qcow2" ] || fail "generation 1 went while a guest backs onto it"
+token5=jwt-fifth-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
+create_guest garm-cache00005 "$token5" "$(vm_helpers garm-instance-data "$(install_script "$token5" 105 "$cache_probe")")"
+wait_for "the second cached guest to report idle" "$deadline_seconds" reported_idle "$token5"
+expect "$(cache_report "$token5")" "cache: 2 marker lines on /dev/vdb, 0 job files" \
+  "the next guest gets generation 2, without the first job's file"
+garm DeleteInstance GARM_INSTANCE_ID=garm-cache00004
+first_gone() { [ ! -e "$caches_dir/tools/gen-1.qcow2" ]; }
+wait_for "generation 1 to go after its last guest" 120 first_gone
+printf '#!/bin/bash\necho "the registry refused us"\nexit 3\n' > "$work/cache-refresh.sh"
+failed_refresh=$("$agent" caches refresh tools --config "$work/agent.toml" 2>&1) && fail "a failing script made a generation: $failed_refresh"
+case "$failed_refresh" in *"exited with 3: the registry refused us"*) ;; *) fail "the failed refresh does not say why: $failed_refresh" ;; esac
+cache_list | grep -q '^tools: generation 2,.*the last refresh failed' || fail "the last generation did not stay: $(cache_list)"
+garm DeleteInstance GARM_INSTANCE_ID=garm-cache00005
+expect "$(leftovers "garm-edge-$controller-")" "" "the cached guests leave nothing behind"
+echo "job cache: generations 1 and 2 made by builders, each job on its own overlay, the replaced generation gone after its guest, a failed refresh kept generation 2"
 echo "system tier: real guests booted, reported idle through the relay, and were deleted without a trace"

@@ -34,6 +34,7 @@ vm_name=${GARM_EDGE_VM_NAME:-vmtest}
 vm_subnet=192.168.${GARM_EDGE_VM_SUBNET:-152}
 pool_dir=/var/lib/garm-edge-$vm_name
 pulled_dir=$pool_dir-images
+caches_dir=$pool_dir-caches  # QEMU opens generations there: not under the 0700 $work
 network=garm-edge-$vm_name-net
 storage_pool=garm-edge-$vm_name
 bridge=ge${vm_name:0:8}br0
@@ -67,7 +68,7 @@ vm_fixture_cleanup() {
   if [ -n "$made_pool" ]; then
     virsh pool-destroy "$storage_pool" >/dev/null 2>&1 || true
     virsh pool-undefine "$storage_pool" >/dev/null 2>&1 || true
-    rm -rf "$pool_dir" "$pulled_dir"
+    rm -rf "$pool_dir" "$pulled_dir" "$caches_dir"
   fi
   if [ -n "${GARM_EDGE_KEEP_WORK:-}" ]; then echo "work directory kept: $work"; else rm -rf "$work"; fi
 }
