@@ -108,6 +108,9 @@ set(CPACK_DEBIAN_AGENT_PACKAGE_SECTION admin)
 set(CPACK_DEBIAN_AGENT_PACKAGE_DEPENDS
     "libc6 (>= 2.36), libvirt0 (>= 9.0.0), libcurl4 (>= 7.88.0), adduser, procps")
 set(CPACK_DEBIAN_AGENT_PACKAGE_RECOMMENDS "libvirt-daemon-system, qemu-system, qemu-utils, xz-utils")
+# [mirror] runs its registry (docs/caches.md). Only suggested: its package starts a registry
+# of its own on :5000, which a host that only needs the mirror disables.
+set(CPACK_DEBIAN_AGENT_PACKAGE_SUGGESTS "docker-registry")
 set(CPACK_DEBIAN_AGENT_PACKAGE_CONTROL_EXTRA
     ${PROJECT_SOURCE_DIR}/packaging/agent/postinst ${PROJECT_SOURCE_DIR}/packaging/agent/prerm
     ${PROJECT_SOURCE_DIR}/packaging/agent/postrm ${PROJECT_SOURCE_DIR}/packaging/agent/conffiles)

@@ -56,7 +56,9 @@ std::string serialize(const HttpResponse& response, bool keep_alive, bool client
                     std::string(reason_phrase(response.status)) + "\r\n";
   if (!response.upgrade) {
     out += "Content-Type: " + response.content_type + "\r\n";
-    if (!response.stream) {
+    if (response.head_length) {
+      out += "Content-Length: " + std::to_string(*response.head_length) + "\r\n";
+    } else if (!response.stream) {
       out += "Content-Length: " +
              std::to_string(response.file ? response.file->size : response.body.size()) + "\r\n";
     } else if (client_reads_chunked) {
@@ -68,7 +70,7 @@ std::string serialize(const HttpResponse& response, bool keep_alive, bool client
     out += name + ": " + value + "\r\n";
   }
   out += "\r\n";
-  if (!response.file && !response.stream && !response.upgrade) {
+  if (!response.file && !response.stream && !response.upgrade && !response.head_length) {
     out += response.body;
   }
   return out;

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -41,6 +42,9 @@ struct HttpResponse {
   /// TLS servers only: after this answer, the connection's established session is handed here
   /// and the server forgets the connection (a hub turns an agent's dial-out connection around).
   std::function<void(std::shared_ptr<TlsStream>)> take_over_tls = nullptr;
+  /// An answer to HEAD: Content-Length says this (the length a GET would have) and no body
+  /// follows; `body`, `file` and `stream` are ignored.
+  std::optional<std::uint64_t> head_length = std::nullopt;
   /// The connection closes after this answer, whatever the client asked for (a client that
   /// may not be served has no reason to keep a connection).
   bool close_connection = false;

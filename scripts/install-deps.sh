@@ -22,6 +22,8 @@ packages=(
   debootstrap debian-archive-keyring grub-pc-bin fdisk e2fsprogs
   # The aarch64 guest: its emulator and UEFI firmware, and the image's EFI system partition.
   qemu-system-arm qemu-efi-aarch64 dosfstools mtools
+  # The registry mirror's tests: Debian's docker-registry as mirror and upstream, skopeo pushes.
+  docker-registry skopeo
   # garm, built by the garm tiers against Debian's SQLite (Go itself is unpacked privately).
   libsqlite3-dev
   # The cross tiers' compilers and emulators (the target's libraries come from a sysroot).

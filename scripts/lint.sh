@@ -35,7 +35,8 @@ declare -A allowed=(
   [agent/api]="agent/instances agent/base hypervisor wire net common"
   [agent/admin]="agent/base common"
   [agent/caches]="agent/images agent/instances agent/base hypervisor userdata net common"
-  [agent/daemon]="agent/admin agent/caches agent/api agent/guests agent/images agent/runner_archives agent/instances agent/base hypervisor userdata wire net common"
+  [agent/mirror]="agent/base net common"
+  [agent/daemon]="agent/admin agent/caches agent/mirror agent/api agent/guests agent/images agent/runner_archives agent/instances agent/base hypervisor userdata wire net common"
   [provider]="wire net common"
   [hub]="wire net common"
 )

@@ -255,7 +255,8 @@ void set_unless_empty(ordered_json& config, const char* key, ordered_json value)
 std::string render_linux_cloud_config(const wire::BootstrapInstance& bootstrap,
                                       std::string_view install_script,
                                       const RunnerPrefetch& prefetch,
-                                      const std::vector<CacheMount>& caches) {
+                                      const std::vector<CacheMount>& caches,
+                                      const std::string& mirror_url) {
   const auto specs = detail::parse_extra_specs(bootstrap);
   const auto options = detail::effective_user_data_options(bootstrap, specs);
 
@@ -286,7 +287,11 @@ std::string render_linux_cloud_config(const wire::BootstrapInstance& bootstrap,
   config["ssh"] = {{"emit_keys_to_console", false}};
   config["runcmd"] = std::move(commands.runcmd);
   config["write_files"] = std::move(commands.write_files);
-  set_unless_empty(config, "bootcmd", early_steps(bootstrap, prefetch, runner_starts_early));
+  auto early = early_steps(bootstrap, prefetch, runner_starts_early);
+  if (!mirror_url.empty()) {
+    early.insert(early.begin(), registry_mirror_bootcmd(mirror_url));  // before Docker starts
+  }
+  set_unless_empty(config, "bootcmd", std::move(early));
   return "#cloud-config\n" + to_yaml(config);
 }
 

@@ -83,6 +83,8 @@ struct SeedRequest {
   std::string hostname;     // local-hostname (garm's instance name)
   GuestEndpoints endpoints;
   std::vector<CacheMount> caches = {};
+  /// The host's registry mirror as guests reach it ("http://<address>:<port>"); empty: none.
+  std::string mirror_url = "";
 };
 
 /// meta-data, user-data (cloud-config for Linux, cloudbase-init PowerShell for Windows) and
@@ -103,7 +105,13 @@ std::string install_script(const wire::BootstrapInstance& bootstrap,
 std::string render_linux_cloud_config(const wire::BootstrapInstance& bootstrap,
                                       std::string_view install_script,
                                       const RunnerPrefetch& prefetch = {},
-                                      const std::vector<CacheMount>& caches = {});
+                                      const std::vector<CacheMount>& caches = {},
+                                      const std::string& mirror_url = "");
+
+/// Early in boot: Docker's, podman's and containerd's mirror settings for docker.io pointing at
+/// `mirror_url` (http), for whichever of them the image has; an image's own daemon.json is kept
+/// (the mirror added to it). A cloud-init bootcmd entry.
+nlohmann::ordered_json registry_mirror_bootcmd(const std::string& mirror_url);
 
 /// `#ps1_sysnative` user-data for cloudbase-init that performs the same steps.
 std::string render_windows_user_data(const wire::BootstrapInstance& bootstrap,

@@ -541,13 +541,25 @@ const CacheConfig* AgentConfig::find_cache(std::string_view name) const {
   return found == caches.end() ? nullptr : &*found;
 }
 
-std::filesystem::path AgentConfig::cache_directory() const {
-  if (!caches_dir.empty()) {
-    return caches_dir;
-  }
+namespace {
+
+/// "/var/lib/garm-edge" -> "/var/lib/garm-edge-<suffix>": beside the state directory, which
+/// is private (0700) while QEMU or other processes open what is kept here.
+std::filesystem::path beside_state_dir(const std::filesystem::path& state_dir,
+                                       std::string_view suffix) {
   const auto state = state_dir.lexically_normal();
   const auto name = state.has_filename() ? state.filename() : state.parent_path().filename();
-  return state.parent_path() / (name.string() + "-caches");
+  return state.parent_path() / (name.string() + "-" + std::string(suffix));
+}
+
+}  // namespace
+
+std::filesystem::path AgentConfig::cache_directory() const {
+  return caches_dir.empty() ? beside_state_dir(state_dir, "caches") : caches_dir;
+}
+
+std::filesystem::path AgentConfig::mirror_directory() const {
+  return mirror.directory.empty() ? beside_state_dir(state_dir, "mirror") : mirror.directory;
 }
 
 AgentConfig parse_agent_config(std::string_view toml_text, const std::string& source_name) {
@@ -568,6 +580,7 @@ AgentConfig parse_agent_config(std::string_view toml_text, const std::string& so
       [&api = config.api](const toml::table& table, const std::string& source, std::size_t index) {
         return read_warm(table, source, index, api);
       });
+  read_mirror_section(root, config);
   config.caches = read_list<CacheConfig>(
       root, "caches",
       [&api = config.api](const toml::table& table, const std::string& source, std::size_t index) {
@@ -647,6 +660,10 @@ std::string agent_config_json_schema() {
          R"json("image":{"type":"string"},)json"
          R"json("flavor":{"type":"string"},"count":{"type":"integer","minimum":0,"maximum":256},)json"
          R"json("ready_timeout_seconds":{"type":"integer","minimum":30,"maximum":86400}}}},)json"
+         R"json("mirror":{"type":"object","additionalProperties":false,"properties":{)json"
+         R"json("upstream":{"type":"string","pattern":"^https?://"},"credentials":{"type":"string"},)json"
+         R"json("directory":{"type":"string"},"max_gib":{"type":"integer","minimum":1,"maximum":65536},)json"
+         R"json("registry":{"type":"string"},"port":{"type":"integer","minimum":0,"maximum":65535}}},)json"
          R"json("caches":{"type":"array","items":{"type":"object","additionalProperties":false,)json"
          R"json("required":["name","mount","refresh_script"],"properties":{)json"
          R"json("name":{"type":"string","pattern":"^[a-z0-9][a-z0-9-]{0,23}$"},)json"

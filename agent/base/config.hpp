@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "agent/base/cache_config.hpp"
+#include "agent/base/mirror_config.hpp"
 #include "common/config_error.hpp"
 #include "hypervisor/libvirt_options.hpp"
 #include "net/address_range.hpp"
@@ -199,6 +200,7 @@ struct AgentConfig {
   std::vector<CacheConfig> caches;
   /// Where cache generations are kept; empty: beside state_dir, "<state_dir>-caches".
   std::filesystem::path caches_dir;
+  MirrorConfig mirror;
   ApiConfig api;
   GuestConfig guests;
 
@@ -207,6 +209,8 @@ struct AgentConfig {
   const CacheConfig* find_cache(std::string_view name) const;
   /// caches_dir, or its default.
   std::filesystem::path cache_directory() const;
+  /// mirror.directory, or its default.
+  std::filesystem::path mirror_directory() const;
 };
 
 /// Parses and validates agent TOML. Unknown keys are errors: a typo must not silently fall

@@ -18,6 +18,9 @@ namespace garm_edge::agent {
 std::string read_owner_controller(TomlTableReader& in, const ApiConfig& api,
                                   std::string_view owned);
 
+/// [mirror]: checked here, started by the daemon (agent/mirror).
+void read_mirror_section(TomlTableReader& root, AgentConfig& config);
+
 CacheConfig read_cache(const toml::table& table, const std::string& source, std::size_t index,
                        const ApiConfig& api);
 /// Each [[caches]] entry names configured images and a refresh script there is, and needs the

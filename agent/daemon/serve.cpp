@@ -119,6 +119,7 @@ AgentDaemon::AgentDaemon(const AgentConfig& config, Logger& log, ServeOptions op
       store_(config.state_dir),
       service_(config, hypervisor_, store_, clock_, log),
       images_(make_pulled_images(config, log)),
+      mirror_(config.mirror.enabled ? std::make_unique<RegistryMirror>(config, log) : nullptr),
       caches_(make_job_caches(config, service_, clock_, log)),
       api_workers_(config.api.workers),
       runner_archives_(make_runner_archive_cache(config, clock_, log)),
@@ -132,6 +133,11 @@ AgentDaemon::AgentDaemon(const AgentConfig& config, Logger& log, ServeOptions op
       api_(config, service_),
       watchdog_timer_(io_),
       drain_timer_(io_) {
+  if (mirror_) {
+    mirror_->start();
+    guests_.serve_mirror({.base_url = mirror_->base_url(), .blob_root = mirror_->blob_root()});
+    api_.add_metrics_source([this] { return mirror_->render_metrics(); });
+  }
   if (config.guests.enabled) {
     start_guest_service();
   }
@@ -160,6 +166,9 @@ AgentDaemon::~AgentDaemon() {
   }
   // No request can reach the cache now; downloads still under way call no one.
   runner_archives_.reset();
+  if (mirror_) {
+    mirror_->stop();  // no guest request reaches it any more
+  }
 }
 
 int AgentDaemon::run() {

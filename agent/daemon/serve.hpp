@@ -28,6 +28,7 @@
 #include "agent/instances/instance_store.hpp"
 #include "agent/instances/reconcile_loop.hpp"
 #include "agent/instances/warm_pool.hpp"
+#include "agent/mirror/registry_mirror.hpp"
 #include "hypervisor/libvirt_hypervisor.hpp"
 #include "net/http_server.hpp"
 #include "net/tls_server.hpp"
@@ -95,6 +96,8 @@ class AgentDaemon {
   /// Null when no image has a source.
   std::unique_ptr<PulledImages> images_;
   std::unique_ptr<PeriodicLoop> image_loop_;
+  /// Null without [mirror]. Before the guest service: it serves the mirror from its start.
+  std::unique_ptr<RegistryMirror> mirror_;
   /// Null when no cache is configured.
   std::unique_ptr<JobCaches> caches_;
   std::unique_ptr<PeriodicLoop> cache_loop_;

@@ -138,6 +138,10 @@ userdata::GuestEndpoints GuestAccess::attach_garm(GuestRecord& guest,
   return endpoints;
 }
 
+std::string GuestAccess::mirror_url() const {
+  return config_.mirror.enabled ? base_url() : std::string();
+}
+
 GuestPlan GuestAccess::plan(const InstanceRecord& record,
                             const wire::BootstrapInstance& bootstrap) {
   GuestPlan plan;
@@ -159,8 +163,8 @@ GuestPlan GuestAccess::plan(const InstanceRecord& record,
         .archive_url = endpoints.runner_archive_url,
         .archive_sha256 = guest.runner_archive ? guest.runner_archive->sha256 : ""};
     guest.meta_data = userdata::render_meta_data(record.domain_uuid, record.name);
-    guest.user_data =
-        userdata::render_linux_cloud_config(bootstrap, userdata::warm_guest_script(warm));
+    guest.user_data = userdata::render_linux_cloud_config(
+        bootstrap, userdata::warm_guest_script(warm), {}, {}, mirror_url());
   } else {
     std::vector<userdata::CacheMount> caches;
     for (const auto& disk : record.caches) {
@@ -169,7 +173,8 @@ GuestPlan GuestAccess::plan(const InstanceRecord& record,
     auto seed = userdata::render_seed(bootstrap, {.instance_id = record.domain_uuid,
                                                   .hostname = record.name,
                                                   .endpoints = endpoints,
-                                                  .caches = caches});
+                                                  .caches = caches,
+                                                  .mirror_url = mirror_url()});
     guest.meta_data = std::move(seed.meta_data);
     guest.user_data = std::move(seed.user_data);
     guest.vendor_data = std::move(seed.vendor_data);

@@ -41,6 +41,8 @@ class GuestAccess {
   std::uint16_t port() const { return port_; }
   /// http://address:port
   std::string base_url() const;
+  /// The registry mirror as guests reach it (the guest service, /v2/); empty without [mirror].
+  std::string mirror_url() const;
 
   /// Everything `bootstrap`'s guest needs but its address; nothing is reserved. Throws
   /// userdata::UserDataError for a bootstrap that cannot become user-data.

@@ -17,6 +17,9 @@ FairWorkQueue::Limits per_guest(std::size_t share, std::chrono::milliseconds dea
 }
 
 bool is_download(const net::HttpRequest& request) {
+  if (request.path.starts_with("/v2/")) {
+    return true;  // a registry mirror pull: layers are hundreds of MB
+  }
   return (request.path.starts_with("/api/") || request.path.starts_with("/agent")) &&
          (request.path.ends_with("/download") || request.path.ends_with("/download/"));
 }

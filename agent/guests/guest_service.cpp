@@ -106,6 +106,10 @@ bool GuestService::dispatch(const net::HttpRequest& request, const std::string& 
     return false;  // handle() says so
   }
   const std::string_view path = request.path;
+  if (mirror_ && (path == "/v2" || path.starts_with("/v2/"))) {
+    relay_to_mirror(request, source_ip, respond);
+    return true;
+  }
   if (path == "/agent" || path == "/agent/") {
     if (!config_.guests.relay || sockets_ == nullptr) {
       return false;
@@ -176,6 +180,22 @@ std::string GuestService::render_metrics() const {
     text.family("garm_edge_guest_agent_sockets", "gauge",
                 "garm-agent WebSockets relayed to garm now.");
     text.sample("garm_edge_guest_agent_sockets", {}, std::uint64_t{sockets_->open()});
+  }
+  if (mirror_) {
+    text.family("garm_edge_mirror_requests_total", "counter",
+                "Guests' requests to the registry mirror.");
+    text.sample("garm_edge_mirror_requests_total", {}, counters_.mirror_requests.load());
+    text.family("garm_edge_mirror_blobs_total", "counter",
+                "Blobs guests pulled through the mirror: held already (hit) or fetched (miss).");
+    text.sample("garm_edge_mirror_blobs_total", {{"outcome", "hit"}}, counters_.mirror_hits.load());
+    text.sample("garm_edge_mirror_blobs_total", {{"outcome", "miss"}},
+                counters_.mirror_misses.load());
+    text.family("garm_edge_mirror_served_bytes_total", "counter",
+                "Bytes the mirror sent to guests.");
+    text.sample("garm_edge_mirror_served_bytes_total", {}, counters_.mirror_bytes_served.load());
+    text.family("garm_edge_mirror_saved_bytes_total", "counter",
+                "Bytes of blobs guests got from the mirror that upstream did not send again.");
+    text.sample("garm_edge_mirror_saved_bytes_total", {}, counters_.mirror_bytes_saved.load());
   }
   return text.str();
 }

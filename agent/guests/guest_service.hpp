@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -57,6 +58,12 @@ class MissLimiter {
 net::HttpServerOptions guest_server_options(const AgentConfig& config, const GuestAccess& access,
                                             const GuestIndex& index);
 
+/// The host's registry mirror as the guest service reaches it (agent/mirror runs it).
+struct MirrorEndpoint {
+  std::string base_url;             // http://127.0.0.1:<port>
+  std::filesystem::path blob_root;  // a blob there before a guest asks for it is a hit
+};
+
 /// What guests can ask of the agent over plain HTTP: their NoCloud seed at
 /// `/<seed token>/{meta-data,user-data,vendor-data}`, and (relay mode) garm's callback and
 /// metadata endpoints under /api/v1/callbacks and /api/v1/metadata, forwarded to the garm that
@@ -79,6 +86,10 @@ class GuestService {
   /// by switching the connection over to garm's.
   void handle_async(const net::HttpRequest& request, const std::string& source_ip, Respond respond);
 
+  /// Guests' `GET`/`HEAD /v2/...` go to the host's registry mirror from now on (before the
+  /// guest server starts).
+  void serve_mirror(MirrorEndpoint mirror) { mirror_ = std::move(mirror); }
+
   struct Counters {
     std::atomic<std::uint64_t> seed_served{0};
     std::atomic<std::uint64_t> relayed{0};
@@ -91,6 +102,12 @@ class GuestService {
     std::atomic<std::uint64_t> agent_sockets{0};
     /// Status reports relayed to garm but not recorded (repeats, or too many of one guest's).
     std::atomic<std::uint64_t> reports_coalesced{0};
+    /// Blobs the mirror held before a guest asked (hits) or fetched for it (misses), and bytes.
+    std::atomic<std::uint64_t> mirror_hits{0};
+    std::atomic<std::uint64_t> mirror_misses{0};
+    std::atomic<std::uint64_t> mirror_requests{0};
+    std::atomic<std::uint64_t> mirror_bytes_served{0};
+    std::atomic<std::uint64_t> mirror_bytes_saved{0};  // of the hits: what upstream did not send
   };
   const Counters& counters() const { return counters_; }
   /// The counters as Prometheus text.
@@ -124,6 +141,10 @@ class GuestService {
                             const Respond& respond);
   void record_report(const std::string& domain_name, std::string_view suffix,
                      const std::string& body);
+  /// A guest's pull through the host's registry mirror: any instance's address (warm guests and
+  /// builders too), GET and HEAD only, nothing of the guest's credentials passed on.
+  void relay_to_mirror(const net::HttpRequest& request, const std::string& source_ip,
+                       const Respond& respond);
   /// The uniform 404, counted as a miss of `source_ip`.
   net::HttpResponse refuse(const std::string& source_ip);
 
@@ -141,6 +162,7 @@ class GuestService {
   ReportLimiter reports_;
   ReportLimiter system_reports_;  // system-info, apart: it never makes a status report a repeat
   Counters counters_;
+  std::optional<MirrorEndpoint> mirror_;
 };
 
 }  // namespace garm_edge::agent
