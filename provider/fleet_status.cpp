@@ -23,6 +23,9 @@ constexpr const char* kUsage =
     "       garm-provider-edge images pull NAME --config FILE\n"
     "  Every agent with a source for image NAME pulls it now, ahead of demand (the config's\n"
     "  client must be allowed every controller: controllers = [\"*\"]).\n"
+    "       garm-provider-edge caches refresh NAME --config FILE\n"
+    "  Every agent with cache NAME of a controller the config's client may act for refreshes\n"
+    "  it now, in the background (docs/caches.md).\n"
     "  (Run by garm, with GARM_COMMAND set, it is garm's external provider.)\n";
 
 std::string joined(const std::vector<std::string>& items, const std::string& separator) {
@@ -231,8 +234,9 @@ ProviderConfig load_fleet_view(const std::string& config_file, TlsConfigCache& t
   return config;
 }
 
-/// One line per agent: the pull started, under way, not configured there, or the error.
-std::string pull_line(const AgentReply& reply, bool& failed) {
+/// One line per agent: the `action` ("pull", "refresh") started, under way, not configured
+/// there, or the error.
+std::string action_line(const AgentReply& reply, const std::string& action, bool& failed) {
   if (!reply.response) {
     failed = true;
     return "error: " + printable_excerpt(reply.error, 400);
@@ -241,19 +245,43 @@ std::string pull_line(const AgentReply& reply, bool& failed) {
   std::string detail;
   try {
     const auto body = nlohmann::json::parse(response.body);
-    detail = body.contains("pull") ? body.at("pull").get<std::string>()
+    detail = body.contains(action) ? body.at(action).get<std::string>()
                                    : body.at("message").get<std::string>();
   } catch (const nlohmann::json::exception&) {
     detail = printable_excerpt(response.body, 200);
   }
   if (response.status == 202) {
-    return "pull " + detail;
+    return action + " " + detail;
   }
   if (response.status == 400 && error_code_of(response) == "invalid_argument") {
-    return "skipped: " + detail;  // the image is not one this agent pulls
+    return "skipped: " + detail;  // not one this agent has
   }
   failed = true;
   return "error: HTTP " + std::to_string(response.status) + ": " + detail;
+}
+
+/// POST `path` to every agent of the config (direct or through a hub) at once: a line each.
+Outcome ask_every_agent(const std::string& config_file, const std::string& path,
+                        const std::string& action) {
+  TlsConfigCache tls;
+  std::vector<std::pair<std::string, std::string>> hub_errors;
+  ProviderConfig config;
+  try {
+    config = load_fleet_view(config_file, tls, hub_errors);
+  } catch (const std::exception& e) {
+    return {1, "", std::string("garm-provider-edge: ") + e.what() + "\n"};
+  }
+  Fleet fleet(config, &tls);
+  const auto replies = fleet.request_all("POST", path, CallKind::request);
+  bool failed = !hub_errors.empty();
+  std::ostringstream out;
+  for (std::size_t i = 0; i < replies.size(); ++i) {
+    out << config.agents[i].name << ": " << action_line(replies[i], action, failed) << "\n";
+  }
+  for (const auto& [hub, error] : hub_errors) {
+    out << "hub " << hub << ": error: " << printable_excerpt(error, 400) << "\n";
+  }
+  return {failed ? 1 : 0, out.str(), ""};
 }
 
 }  // namespace
@@ -268,26 +296,19 @@ Outcome run_images(const std::vector<std::string>& arguments) {
   } catch (const std::exception& e) {
     return {2, "", std::string("garm-provider-edge: ") + e.what() + "\n"};
   }
-  TlsConfigCache tls;
-  std::vector<std::pair<std::string, std::string>> hub_errors;
-  ProviderConfig config;
-  try {
-    config = load_fleet_view(arguments[3], tls, hub_errors);
-  } catch (const std::exception& e) {
-    return {1, "", std::string("garm-provider-edge: ") + e.what() + "\n"};
+  return ask_every_agent(arguments[3], "/v1/images/" + image + "/pull", "pull");
+}
+
+Outcome run_caches(const std::vector<std::string>& arguments) {
+  if (arguments.size() != 4 || arguments[0] != "refresh" || arguments[2] != "--config") {
+    return {2, "", kUsage};
   }
-  Fleet fleet(config, &tls);
-  const auto replies =
-      fleet.request_all("POST", "/v1/images/" + image + "/pull", CallKind::request);
-  bool failed = !hub_errors.empty();
-  std::ostringstream out;
-  for (std::size_t i = 0; i < replies.size(); ++i) {
-    out << config.agents[i].name << ": " << pull_line(replies[i], failed) << "\n";
+  const auto& cache = arguments[1];
+  if (cache.empty() || cache.size() > 24 ||
+      cache.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") != std::string::npos) {
+    return {2, "", "garm-provider-edge: a cache's name is 1-24 of a-z, 0-9 and '-'\n"};
   }
-  for (const auto& [hub, error] : hub_errors) {
-    out << "hub " << hub << ": error: " << printable_excerpt(error, 400) << "\n";
-  }
-  return {failed ? 1 : 0, out.str(), ""};
+  return ask_every_agent(arguments[3], "/v1/caches/" + cache + "/refresh", "refresh");
 }
 
 Outcome run_status(const std::vector<std::string>& arguments) {

@@ -18,4 +18,9 @@ Outcome run_status(const std::vector<std::string>& arguments);
 /// agent or hub could not be asked or refused, 2 for a usage error.
 Outcome run_images(const std::vector<std::string>& arguments);
 
+/// `garm-provider-edge caches refresh NAME --config FILE`: every agent with the cache, of a
+/// controller the config's client may act for, refreshes it now in the background. A line per
+/// agent; exit codes as run_images.
+Outcome run_caches(const std::vector<std::string>& arguments);
+
 }  // namespace garm_edge::provider

@@ -23,6 +23,8 @@ int main(int argc, char** argv) {
     outcome = garm_edge::provider::run_status(std::vector<std::string>(argv + 2, argv + argc));
   } else if (operator_command && std::string(argv[1]) == "images") {
     outcome = garm_edge::provider::run_images(std::vector<std::string>(argv + 2, argv + argc));
+  } else if (operator_command && std::string(argv[1]) == "caches") {
+    outcome = garm_edge::provider::run_caches(std::vector<std::string>(argv + 2, argv + argc));
   } else {
     outcome = garm_edge::provider::run_command(environment, [] {
       return std::string(std::istreambuf_iterator<char>(std::cin),

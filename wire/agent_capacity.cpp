@@ -160,6 +160,15 @@ ordered_json to_json(const AgentCapacity& capacity) {
                     {"ready", offer.ready},
                     {"warming", offer.warming}});
   }
+  ordered_json caches = ordered_json::array();
+  for (const auto& offer : capacity.caches) {
+    caches.push_back({{"name", offer.name},
+                      {"controller", offer.controller},
+                      {"generation", offer.generation},
+                      {"made_at", offer.made_at},
+                      {"refreshing", offer.refreshing},
+                      {"error", offer.error}});
+  }
   return {{"agent_id", capacity.agent_id},
           {"version", capacity.version},
           {"machine", capacity.machine},
@@ -174,6 +183,7 @@ ordered_json to_json(const AgentCapacity& capacity) {
           {"images", to_json(capacity.images)},
           {"flavors", to_json(capacity.flavors)},
           {"warm", warm},
+          {"caches", caches},
           {"features", capacity.features}};
 }
 
@@ -241,6 +251,14 @@ AgentCapacity agent_capacity_from_json(const nlohmann::json& document, const std
                      .flavor = item.string_or_empty("flavor"),
                      .ready = item.unsigned_integer("ready"),
                      .warming = item.unsigned_integer("warming")};
+  });
+  capacity.caches = items_from<CacheOffer>(in, "caches", [](const ObjectReader& item) {
+    return CacheOffer{.name = item.string_or_empty("name"),
+                      .controller = item.string_or_empty("controller"),
+                      .generation = item.unsigned_integer("generation"),
+                      .made_at = item.string_or_empty("made_at"),
+                      .refreshing = item.boolean("refreshing"),
+                      .error = item.string_or_empty("error")};
   });
   capacity.features = in.string_list("features").value_or(std::vector<std::string>{});
   return capacity;

@@ -57,6 +57,16 @@ struct WarmOffer {
   std::uint64_t warming = 0;
 };
 
+/// A job cache of the agent (docs/caches.md), shown to its controller's clients only.
+struct CacheOffer {
+  std::string name;
+  std::string controller;
+  std::uint64_t generation = 0;  // 0: none yet: its guests start without it
+  std::string made_at;           // of the current generation
+  bool refreshing = false;
+  std::string error;  // why the last refresh failed (the last generation stays)
+};
+
 /// The guest addresses of an agent with `[guests]`: every instance holds one, and one given
 /// back rests before another guest gets it.
 struct AddressAmount {
@@ -71,8 +81,8 @@ struct AddressAmount {
 /// The additions to the agent API since its baseline that this build's agent offers. A provider
 /// uses an addition only with agents that list it; an agent that lists nothing is older than
 /// the list and offers the baseline (which includes binding warm guests: "warm-bind").
-inline const std::vector<std::string> kAgentFeatures = {"warm-bind", "hub-tunnel",
-                                                        "capacity-features", "image-pull"};
+inline const std::vector<std::string> kAgentFeatures = {
+    "warm-bind", "hub-tunnel", "capacity-features", "image-pull", "caches"};
 
 /// What an agent tells placement and the fleet view in one answer (`GET /v1/capacity`).
 struct AgentCapacity {
@@ -91,6 +101,7 @@ struct AgentCapacity {
   std::vector<ImageOffer> images;
   std::vector<FlavorOffer> flavors;
   std::vector<WarmOffer> warm;
+  std::vector<CacheOffer> caches;
   /// What the agent offers beyond the API's baseline (docs/fleet.md, version skew); empty
   /// from an agent older than the list.
   std::vector<std::string> features;

@@ -2,6 +2,7 @@
 
 #include <array>
 
+#include "agent/base/cache_config.hpp"
 #include "common/hex.hpp"
 #include "common/text.hpp"
 #include "wire/error.hpp"
@@ -99,6 +100,13 @@ const std::array kRoutes{
           [](const RouteArgs& args, const net::HttpRequest&) -> ApiCommand {
             wire::validate_resource_name(args.text.at(0), "image");
             return PullImage{.image = args.text.at(0)};
+          }},
+    Route{"POST", "/v1/caches/{cache}/refresh", "refresh_cache",
+          [](const RouteArgs& args, const net::HttpRequest&) -> ApiCommand {
+            if (!is_cache_name(args.text.at(0))) {
+              throw wire::WireError("cache", "must be a cache's name: 1-24 of a-z, 0-9 and '-'");
+            }
+            return RefreshCache{.cache = args.text.at(0)};
           }},
     Route{
         "GET", "/v1/schemas/extra-specs", "schemas",

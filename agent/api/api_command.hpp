@@ -45,6 +45,12 @@ struct PullImage {
   static constexpr std::string_view kRoute = "pull_image";
   std::string image;
 };
+/// Refresh a cache now (docs/caches.md), in the background: a client allowed for the cache's
+/// controller may.
+struct RefreshCache {
+  static constexpr std::string_view kRoute = "refresh_cache";
+  std::string cache;
+};
 struct ExtraSpecsSchema {
   static constexpr std::string_view kRoute = "schemas";
 };
@@ -116,9 +122,9 @@ struct ValidatePool {
 
 using ApiCommand =
     std::variant<Health, ShowMetrics, ListImages, ListFlavors, ShowCapacity, ListWarm, SetDraining,
-                 PullImage, ExtraSpecsSchema, ConfigSchema, CreateInstance, DryRunCreate,
-                 GetInstance, ShowPlacement, GetGuest, ListInstances, ListEvents, DeleteInstance,
-                 DeleteAllInstances, StartInstance, StopInstance, ValidatePool>;
+                 PullImage, RefreshCache, ExtraSpecsSchema, ConfigSchema, CreateInstance,
+                 DryRunCreate, GetInstance, ShowPlacement, GetGuest, ListInstances, ListEvents,
+                 DeleteInstance, DeleteAllInstances, StartInstance, StopInstance, ValidatePool>;
 
 /// The route name of a command, for /metrics.
 std::string_view route_of(const ApiCommand& command);

@@ -137,8 +137,29 @@ std::optional<wire::AddressAmount> address_amount(const std::optional<AddressCou
 /// The host's capacity; its warm offers only of the controllers `shown` lets through: the
 /// asking controller's for a placement (no other controller's create may take them), those a
 /// client may act for otherwise (other controllers' IDs are not a tenant's to see).
+/// The caches of the controllers `shown` lets through, and where each stands.
+std::vector<wire::CacheOffer> cache_offers(const CacheGenerations* caches,
+                                           const ControllerFilter& shown) {
+  std::vector<wire::CacheOffer> offers;
+  if (caches == nullptr) {
+    return offers;
+  }
+  for (const auto& status : caches->statuses()) {
+    if (shown(status.controller)) {
+      offers.push_back({.name = status.name,
+                        .controller = status.controller,
+                        .generation = status.generation,
+                        .made_at = status.made_at,
+                        .refreshing = status.refreshing,
+                        .error = status.error});
+    }
+  }
+  return offers;
+}
+
 wire::AgentCapacity capacity_answer(const AgentConfig& config, const CapacityReport& report,
-                                    const ImageBases* images, const ControllerFilter& shown) {
+                                    const ImageBases* images, const CacheGenerations* caches,
+                                    const ControllerFilter& shown) {
   const auto amount = [](const Resources& r) {
     return wire::ResourceAmount{
         .vcpus = r.vcpus, .memory_mib = r.memory_mib, .instances = r.instances};
@@ -157,6 +178,7 @@ wire::AgentCapacity capacity_answer(const AgentConfig& config, const CapacityRep
                              .images = image_offers(config, images),
                              .flavors = flavor_offers(config),
                              .warm = {},
+                             .caches = cache_offers(caches, shown),
                              .features = wire::kAgentFeatures};
   for (const auto& [state, count] : report.by_state) {
     answer.instances_by_state[state] = count;
@@ -335,7 +357,8 @@ net::HttpResponse ControlApi::route(const net::HttpRequest& request, const net::
   return std::visit(
       [&](const auto& c) {
         using Command = std::decay_t<decltype(c)>;
-        if constexpr (std::is_same_v<Command, ShowCapacity> || std::is_same_v<Command, ListWarm>) {
+        if constexpr (std::is_same_v<Command, ShowCapacity> || std::is_same_v<Command, ListWarm> ||
+                      std::is_same_v<Command, RefreshCache>) {
           return run(c, may_see);
         } else {
           return run(c);
@@ -373,8 +396,9 @@ net::HttpResponse ControlApi::run(const ListFlavors&) {
 }
 
 net::HttpResponse ControlApi::run(const ShowCapacity&, const ControllerFilter& shown) {
-  return json_response(200, wire::to_json(capacity_answer(config_, service_.capacity(),
-                                                          service_.image_bases(), shown)));
+  return json_response(
+      200, wire::to_json(capacity_answer(config_, service_.capacity(), service_.image_bases(),
+                                         service_.cache_generations(), shown)));
 }
 
 net::HttpResponse ControlApi::run(const ListWarm&, const ControllerFilter& shown) {
@@ -410,6 +434,19 @@ net::HttpResponse ControlApi::run(const PullImage& command) {
   const bool started = images->pull(command.image);
   return json_response(
       202, {{"image", command.image}, {"pull", started ? "started" : "under way already"}});
+}
+
+net::HttpResponse ControlApi::run(const RefreshCache& command, const ControllerFilter& allowed) {
+  auto* caches = service_.cache_generations();
+  const auto* cache = config_.find_cache(command.cache);
+  if (caches == nullptr || cache == nullptr || !allowed(cache->controller)) {
+    // The same answer for another controller's cache: a client learns nothing of theirs.
+    return error_response(400, "invalid_argument",
+                          "this agent has no cache \"" + command.cache + "\" for this client");
+  }
+  const bool started = caches->refresh(command.cache);
+  return json_response(
+      202, {{"cache", command.cache}, {"refresh", started ? "started" : "under way already"}});
 }
 
 net::HttpResponse ControlApi::run(const ExtraSpecsSchema&) {
@@ -456,7 +493,7 @@ net::HttpResponse ControlApi::run(const ShowPlacement& command) {
       .instance = service_.get(command.controller, command.instance),
       .create_under_way = service_.create_under_way(command.controller, command.instance.str()),
       .capacity = capacity_answer(
-          config_, service_.capacity(), service_.image_bases(),
+          config_, service_.capacity(), service_.image_bases(), service_.cache_generations(),
           [&](const std::string& controller) { return controller == command.controller.str(); })};
   return json_response(200, wire::to_json(answer));
 }

@@ -53,6 +53,7 @@ class ControlApi {
   net::HttpResponse run(const ListWarm&, const ControllerFilter& shown);
   net::HttpResponse run(const SetDraining& command);
   net::HttpResponse run(const PullImage& command);
+  net::HttpResponse run(const RefreshCache& command, const ControllerFilter& allowed);
   net::HttpResponse run(const ExtraSpecsSchema&);
   net::HttpResponse run(const ConfigSchema&);
   net::HttpResponse run(const CreateInstance& command);

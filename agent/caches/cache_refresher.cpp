@@ -1,5 +1,6 @@
 #include "agent/caches/cache_refresher.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <stdexcept>
 
@@ -97,6 +98,12 @@ RefreshOutcome CacheRefresher::refresh(const std::string& cache,
   if (configured == nullptr) {
     throw std::invalid_argument("no cache \"" + printable_excerpt(cache) + "\" is configured");
   }
+  if (!store_.begin_refresh(configured->name)) {
+    return {.ok = false,
+            .finished_at = "",
+            .seconds = 0,
+            .error = "a refresh of cache " + cache + " is under way already"};
+  }
   return run(*configured, waiting);
 }
 
@@ -118,48 +125,48 @@ bool CacheRefresher::due(const CacheConfig& cache) const {
   return clock_.now() - *last >= wait;
 }
 
+void CacheRefresher::launch(const CacheConfig& cache) {
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  std::lock_guard lock(threads_mutex_);
+  std::erase_if(threads_, [](Running& running) {
+    if (!running.done->load()) {
+      return false;
+    }
+    running.thread.join();
+    return true;
+  });
+  threads_.push_back({.thread = std::thread([this, &cache, done] {
+                        try {
+                          run(cache, {});
+                        } catch (const std::exception& e) {  // run says why itself; never end
+                          log_.error("cache " + cache.name + ": " + e.what());
+                        }
+                        *done = true;
+                      }),
+                      .done = done});
+}
+
 void CacheRefresher::start_due() {
-  {
-    std::lock_guard lock(threads_mutex_);
-    std::erase_if(threads_, [](Running& running) {
-      if (!running.done->load()) {
-        return false;
-      }
-      running.thread.join();
-      return true;
-    });
-  }
   for (const auto& cache : config_.caches) {
-    if (stopping_ || !due(cache)) {
-      continue;
+    if (!stopping_ && due(cache) && store_.begin_refresh(cache.name)) {
+      launch(cache);
     }
-    const auto states = store_.states();
-    if (std::any_of(states.begin(), states.end(), [&](const CacheState& state) {
-          return state.name == cache.name && state.refreshing;
-        })) {
-      continue;
-    }
-    auto done = std::make_shared<std::atomic<bool>>(false);
-    std::lock_guard lock(threads_mutex_);
-    threads_.push_back({.thread = std::thread([this, &cache, done] {
-                          try {
-                            run(cache, {});
-                          } catch (const std::exception& e) {  // run says why itself; never end
-                            log_.error("cache " + cache.name + ": " + e.what());
-                          }
-                          *done = true;
-                        }),
-                        .done = done});
   }
 }
 
-RefreshOutcome CacheRefresher::run(const CacheConfig& cache, const std::function<void()>& waiting) {
-  if (!store_.begin_refresh(cache.name)) {
-    return {.ok = false,
-            .finished_at = "",
-            .seconds = 0,
-            .error = "a refresh of cache " + cache.name + " is under way already"};
+bool CacheRefresher::start(const std::string& cache) {
+  const auto* configured = config_.find_cache(cache);
+  if (configured == nullptr) {
+    throw std::invalid_argument("no cache \"" + printable_excerpt(cache) + "\" is configured");
   }
+  if (stopping_ || !store_.begin_refresh(cache)) {
+    return false;
+  }
+  launch(*configured);
+  return true;
+}
+
+RefreshOutcome CacheRefresher::run(const CacheConfig& cache, const std::function<void()>& waiting) {
   const auto began = std::chrono::steady_clock::now();
   log_.info("cache " + cache.name + ": refreshing with " + cache.refresh.script.string() +
             " in a builder of image " + cache.refresh.image);

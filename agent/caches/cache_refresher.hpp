@@ -52,15 +52,22 @@ class CacheRefresher {
   RefreshOutcome refresh(const std::string& cache, const std::function<void()>& waiting = {});
   /// Starts each refresh that is due on its own thread (the daemon's loop calls it).
   void start_due();
+  /// Starts a refresh of `cache` on its own thread now; false when one is under way already.
+  /// Throws std::invalid_argument for an unknown cache.
+  bool start(const std::string& cache);
   /// Stops the builders under way (they count as failed) and waits for their threads.
   void stop();
 
  private:
+  /// A refresh begun (store_.begin_refresh), to its end.
   RefreshOutcome run(const CacheConfig& cache, const std::function<void()>& waiting);
   /// Boots the builder and waits until it powers off; throws when it does not in time.
   void build(const CacheConfig& cache, const RefreshDisks& disks,
              const std::function<void()>& waiting);
   bool due(const CacheConfig& cache) const;
+  /// Runs a refresh of `cache` (begun: marked refreshing) on a thread of its own; joins the
+  /// threads of finished ones.
+  void launch(const CacheConfig& cache);
 
   const AgentConfig& config_;
   CacheStore& store_;

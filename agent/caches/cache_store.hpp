@@ -52,13 +52,15 @@ struct RefreshDisks {
 /// after they are made, and `generations.json`, the record of which one new guests get. A
 /// generation is swapped in atomically; replaced ones are removed by the same rule as replaced
 /// image bases (RetiredFiles): once no overlay backs onto them.
-class CacheStore final : public CacheGenerations {
+class CacheStore {
  public:
   /// Reads every cache's record; throws ConfigError when the directory cannot be made.
   CacheStore(const AgentConfig& config, CacheDiskTools& tools, const Clock& clock, Logger& log);
 
-  std::optional<CacheGeneration> current(const std::string& cache) const override;
-  void remove_unused(const std::function<bool(const std::string& path)>& in_use) override;
+  /// The generation new guests get; nothing while the cache has none.
+  std::optional<CacheGeneration> current(const std::string& cache) const;
+  /// Removes replaced generations no overlay backs onto; `in_use` says which do.
+  void remove_unused(const std::function<bool(const std::string& path)>& in_use);
 
   std::vector<CacheState> states() const;
   /// Marks `cache` refreshing; false when a refresh of it is under way already.

@@ -25,9 +25,25 @@ std::uint64_t age_seconds(const std::string& made_at, const Clock& clock) {
 
 JobCaches::JobCaches(const AgentConfig& config, InstanceService& instances, const Clock& clock,
                      Logger& log)
-    : tools_(kDiskToolTimeout),
+    : config_(config),
+      tools_(kDiskToolTimeout),
       store_(config, tools_, clock, log),
       refresher_(config, store_, instances, clock, log) {}
+
+std::vector<CacheStatus> JobCaches::statuses() const {
+  std::vector<CacheStatus> statuses;
+  for (const auto& state : store_.states()) {
+    const auto* cache = config_.find_cache(state.name);
+    statuses.push_back(
+        {.name = state.name,
+         .controller = cache != nullptr ? cache->controller : std::string(),
+         .generation = state.current ? state.current->number : 0,
+         .made_at = state.current_made_at,
+         .refreshing = state.refreshing,
+         .error = state.last_refresh && !state.last_refresh->ok ? state.last_refresh->error : ""});
+  }
+  return statuses;
+}
 
 std::unique_ptr<JobCaches> make_job_caches(const AgentConfig& config, InstanceService& instances,
                                            const Clock& clock, Logger& log) {

@@ -13,14 +13,25 @@
 
 namespace garm_edge::agent {
 
-/// The caches with their real boundaries: qemu-img, the host's disk, builder guests.
-class JobCaches {
+/// The caches with their real boundaries (qemu-img, the host's disk, builder guests), as the
+/// instance service and the control API see them.
+class JobCaches final : public CacheGenerations {
  public:
   JobCaches(const AgentConfig& config, InstanceService& instances, const Clock& clock, Logger& log);
   CacheStore& store() { return store_; }
   CacheRefresher& refresher() { return refresher_; }
 
+  std::optional<CacheGeneration> current(const std::string& cache) const override {
+    return store_.current(cache);
+  }
+  void remove_unused(const std::function<bool(const std::string& path)>& in_use) override {
+    store_.remove_unused(in_use);
+  }
+  std::vector<CacheStatus> statuses() const override;
+  bool refresh(const std::string& cache) override { return refresher_.start(cache); }
+
  private:
+  const AgentConfig& config_;
   HostCacheDiskTools tools_;
   CacheStore store_;
   CacheRefresher refresher_;

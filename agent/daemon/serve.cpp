@@ -244,7 +244,7 @@ void AgentDaemon::start_cache_refreshes() {
   if (!caches_) {
     return;
   }
-  service_.use_cache_generations(caches_->store());
+  service_.use_cache_generations(*caches_);
   if (const auto left = service_.remove_builders(); left > 0) {
     log_.info("removed " + std::to_string(left) + " cache builders an earlier run left");
   }

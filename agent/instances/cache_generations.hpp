@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace garm_edge::agent {
 
@@ -20,7 +21,18 @@ struct CacheGeneration {
   std::string path;
 };
 
-/// The caches' generations as the instance service sees them (agent/caches implements it).
+/// Where one cache stands, as the control API tells its controller's clients.
+struct CacheStatus {
+  std::string name;
+  std::string controller;
+  std::uint64_t generation = 0;  // 0: none yet
+  std::string made_at;           // of the current generation, RFC 3339
+  bool refreshing = false;
+  std::string error;  // why the last refresh failed; empty when it did not
+};
+
+/// The caches as the instance service and the control API see them (agent/caches implements
+/// it).
 class CacheGenerations {
  public:
   virtual ~CacheGenerations() = default;
@@ -28,6 +40,9 @@ class CacheGenerations {
   virtual std::optional<CacheGeneration> current(const std::string& cache) const = 0;
   /// Removes replaced generations no overlay backs onto; `in_use` says which do.
   virtual void remove_unused(const std::function<bool(const std::string& path)>& in_use) = 0;
+  virtual std::vector<CacheStatus> statuses() const = 0;
+  /// Starts a refresh of `cache` now, in the background; false when one is under way already.
+  virtual bool refresh(const std::string& cache) = 0;
 };
 
 }  // namespace garm_edge::agent

@@ -80,6 +80,8 @@ class InstanceService {
   /// Caches back onto what `caches` has current (agent/caches refreshes them). Without this,
   /// guests get no cache.
   void use_cache_generations(CacheGenerations& caches);
+  /// Null until use_cache_generations.
+  CacheGenerations* cache_generations() { return caches_; }
   /// Boots a builder of a cache's refresh (docs/caches.md): a guest of `spec`'s image and
   /// flavor with its user-data and disks, under kCacheBuilderControllerId, never given anything
   /// of garm's; counted against the host's capacity. Returns its domain name.

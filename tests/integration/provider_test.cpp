@@ -470,3 +470,26 @@ TEST_CASE("the provider takes a direct agent only under its own host name, and n
   std::ofstream(garm.config(), std::ios::app) << "require_host_identity = true\n";
   CHECK_THAT(list().err, Catch::Contains("names no host"));
 }
+
+TEST_CASE("the operator refreshes a cache on every agent that has it for the client",
+          "[provider][caches]") {
+  ApiServer server("api.xml", [](agent::AgentConfig& config) {
+    agent::CacheConfig docker;
+    docker.name = "docker";
+    docker.controller = kController;
+    config.caches = {docker};
+  });
+  FakeCacheGenerations caches;
+  server.service().use_cache_generations(caches);
+  const Garm garm(server);
+  const auto config = (garm.dir() / "provider.toml").string();
+  const auto refreshed =
+      run_program(kProvider, {"caches", "refresh", "docker", "--config", config});
+  INFO(refreshed.out << refreshed.err);
+  CHECK(refreshed.exit_code == 0);
+  CHECK_THAT(refreshed.out, Catch::EndsWith(": refresh started\n"));
+  CHECK(caches.refreshes_asked == 1);
+  const auto unknown = run_program(kProvider, {"caches", "refresh", "nope", "--config", config});
+  CHECK_THAT(unknown.out, Catch::Contains("skipped: this agent has no cache \"nope\""));
+  CHECK(run_program(kProvider, {"caches", "refresh", "../x", "--config", config}).exit_code == 2);
+}

@@ -11,6 +11,7 @@
 #include "agent/guests/guest_access.hpp"
 #include "agent/guests/guest_attachments.hpp"
 #include "agent/guests/guest_index.hpp"
+#include "agent/instances/cache_generations.hpp"
 #include "agent/instances/image_bases.hpp"
 #include "agent/instances/instance_service.hpp"
 #include "agent/instances/instance_store.hpp"
@@ -95,6 +96,42 @@ class FakeImageBases final : public agent::ImageBases {
   int pulls_asked = 0;
   bool pull(const std::string&) override { return ++pulls_asked == 1; }
   void remove_unused(const std::function<bool(const std::string&)>&) override {}
+};
+
+/// Caches as if agent/caches refreshed them: "docker" at generation 3, "tools" at 1 (while
+/// `tools_ready`), both of kController; counts the refreshes asked for.
+class FakeCacheGenerations final : public agent::CacheGenerations {
+ public:
+  static constexpr const char* kDockerGeneration = "/srv/caches/docker/gen-3.qcow2";
+  bool tools_ready = true;
+  int refreshes_asked = 0;
+
+  std::optional<agent::CacheGeneration> current(const std::string& cache) const override {
+    if (cache == "docker") {
+      return agent::CacheGeneration{.cache = cache, .number = 3, .path = kDockerGeneration};
+    }
+    if (cache == "tools" && tools_ready) {
+      return agent::CacheGeneration{
+          .cache = cache, .number = 1, .path = "/srv/caches/tools/gen-1.qcow2"};
+    }
+    return std::nullopt;
+  }
+  void remove_unused(const std::function<bool(const std::string&)>&) override {}
+  std::vector<agent::CacheStatus> statuses() const override {
+    return {{.name = "docker",
+             .controller = kController,
+             .generation = 3,
+             .made_at = "2026-11-28T06:00:00Z",
+             .refreshing = refreshes_asked > 0,
+             .error = ""},
+            {.name = "tools",
+             .controller = kController,
+             .generation = tools_ready ? 1U : 0U,
+             .made_at = "",
+             .refreshing = false,
+             .error = tools_ready ? "" : "the refresh script exited with 1: no network"}};
+  }
+  bool refresh(const std::string&) override { return ++refreshes_asked == 1; }
 };
 
 class Host {

@@ -336,3 +336,40 @@ TEST_CASE("control API: the operator pulls an image ahead of demand, and sees it
   CHECK(offered.at(0).at("error") == "HTTP 503 from images.example:443");
   CHECK(offered.at(1).at("state") == "ready");  // not pulled: always ready
 }
+
+TEST_CASE("control API: a cache's controller refreshes it and sees it, no other client does",
+          "[api][caches]") {
+  Api api([](agent::AgentConfig& config) {
+    config.api.clients.push_back({.identity = "other", .controllers = {kOtherController}});
+    agent::CacheConfig docker;
+    docker.name = "docker";
+    docker.controller = kController;
+    config.caches = {docker};
+  });
+  const net::PeerIdentity kOtherClient{.common_name = "other", .uri_names = {}};
+  FakeCacheGenerations caches;
+  api.service->use_cache_generations(caches);
+
+  const auto started = api.call("POST", "/v1/caches/docker/refresh");
+  CHECK(started.status == 202);
+  CHECK(json::parse(started.body).at("refresh") == "started");
+  CHECK(json::parse(api.call("POST", "/v1/caches/docker/refresh").body).at("refresh") ==
+        "under way already");
+  // Another controller's client gets the answer an unknown cache gets, and starts nothing.
+  const auto foreign = api.call("POST", "/v1/caches/docker/refresh", "", kOtherClient);
+  const auto unknown = api.call("POST", "/v1/caches/nope/refresh", "", kOtherClient);
+  CHECK(foreign.status == 400);
+  CHECK(json::parse(foreign.body).at("message") ==
+        "this agent has no cache \"docker\" for this client");
+  CHECK(unknown.status == 400);
+  CHECK(api.call("POST", "/v1/caches/Bad..Name/refresh").status == 400);
+  CHECK(caches.refreshes_asked == 2);
+
+  const auto shown = json::parse(api.call("GET", "/v1/capacity").body).at("caches");
+  REQUIRE(shown.size() == 2);
+  CHECK(shown.at(0).at("name") == "docker");
+  CHECK(shown.at(0).at("generation") == 3);
+  CHECK(shown.at(0).at("refreshing") == true);
+  CHECK(shown.at(1).at("error") == "");
+  CHECK(json::parse(api.call("GET", "/v1/capacity", "", kOtherClient).body).at("caches").empty());
+}

@@ -20,7 +20,7 @@ using namespace garm_edge::testing;
 
 namespace {
 
-const std::string kGeneration = "/srv/caches/docker/gen-3.qcow2";
+const std::string kGeneration = FakeCacheGenerations::kDockerGeneration;
 
 void with_caches(agent::AgentConfig& config, const std::filesystem::path& scratch) {
   enable_guest_addresses(config, "192.168.150.10-192.168.150.40");
@@ -45,23 +45,6 @@ void with_caches(agent::AgentConfig& config, const std::filesystem::path& scratc
   config.caches = {docker, tools};
 }
 
-/// Generations as agent/caches would have them: `docker` at generation 3, `tools` at 1.
-class FakeGenerations final : public agent::CacheGenerations {
- public:
-  std::optional<agent::CacheGeneration> current(const std::string& cache) const override {
-    if (cache == "docker") {
-      return agent::CacheGeneration{.cache = cache, .number = 3, .path = kGeneration};
-    }
-    if (cache == "tools" && tools_ready) {
-      return agent::CacheGeneration{
-          .cache = cache, .number = 1, .path = "/srv/caches/tools/gen-1.qcow2"};
-    }
-    return std::nullopt;
-  }
-  void remove_unused(const std::function<bool(const std::string&)>&) override {}
-  bool tools_ready = true;
-};
-
 struct CacheHost {
   CacheHost()
       : host("reconcile.xml",
@@ -75,7 +58,7 @@ struct CacheHost {
   Host host;
   ServedGuests guests;
   std::unique_ptr<agent::InstanceService> service;
-  FakeGenerations generations;
+  FakeCacheGenerations generations;
 };
 
 wire::BootstrapInstance asking_for(const std::string& name, const nlohmann::json& caches) {
@@ -227,6 +210,7 @@ TEST_CASE("a refresh boots a builder with the script and both disks, and adopts 
   REQUIRE(disks.size() == 3);
   CHECK(disks.at(1) == (refresh.scratch_caches() / "docker" / "work-1.qcow2").string());
   CHECK(disks.at(2) == (refresh.scratch_caches() / "docker" / "status-1.raw").string());
+  CHECK_FALSE(refresh.refresher.start("docker"));  // one refresh of a cache at a time
   // garm never sees it: it is no controller's instance.
   CHECK(refresh.cache.service->list(kControllerId, pool_id(kPool)).empty());
 
