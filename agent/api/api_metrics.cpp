@@ -1,6 +1,6 @@
 #include "agent/api/api_metrics.hpp"
 
-#include "agent/base/prometheus_text.hpp"
+#include "common/prometheus_text.hpp"
 
 namespace garm_edge::agent {
 

@@ -2,7 +2,7 @@
 
 #include <sstream>
 
-#include "agent/base/prometheus_text.hpp"
+#include "common/prometheus_text.hpp"
 #include "common/config_error.hpp"
 #include "common/subprocess.hpp"
 

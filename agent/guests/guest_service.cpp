@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/base/prometheus_text.hpp"
+#include "common/prometheus_text.hpp"
 #include "agent/guests/garm_agent.hpp"
 #include "agent/guests/guest_endpoint_support.hpp"
 #include "common/text.hpp"

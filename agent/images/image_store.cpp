@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/base/prometheus_text.hpp"
+#include "common/prometheus_text.hpp"
 #include "agent/base/retired_files.hpp"
 #include "common/durable_file.hpp"
 #include "common/hex.hpp"

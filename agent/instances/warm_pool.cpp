@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "agent/base/prometheus_text.hpp"
+#include "common/prometheus_text.hpp"
 #include "agent/instances/warm_spec.hpp"
 
 namespace garm_edge::agent {

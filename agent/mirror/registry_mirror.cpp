@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/base/prometheus_text.hpp"
+#include "common/prometheus_text.hpp"
 #include "common/config_error.hpp"
 #include "common/durable_file.hpp"
 #include "common/subprocess.hpp"

@@ -10,7 +10,7 @@
 #include <thread>
 #include <unistd.h>
 
-#include "agent/base/prometheus_text.hpp"
+#include "common/prometheus_text.hpp"
 #include "net/secret_token.hpp"
 
 namespace garm_edge::agent {
