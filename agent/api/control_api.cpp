@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/api/host_metrics.hpp"
 #include "agent/instances/cache_generations.hpp"
 #include "agent/instances/warm_spec.hpp"
 #include "common/text.hpp"
@@ -57,6 +58,22 @@ ordered_json guest_json(const GuestRecord& guest) {
           {"os_name", guest.os_name},
           {"os_version", guest.os_version},
           {"messages", messages}};
+}
+
+/// Each phase with its time and its seconds from the start.
+ordered_json startup_json(const StartupTimeline& timeline) {
+  auto phases = ordered_json::array();
+  for (const auto& [phase, at] : timeline.marks) {
+    phases.push_back({{"phase", to_string(phase)},
+                      {"time", format_rfc3339(at)},
+                      {"after_seconds",
+                       std::chrono::duration<double>(at - timeline.marks.front().second).count()}});
+  }
+  return {
+      {"start", timeline.labels.warm ? "warm" : "cold"},
+      {"phases", phases},
+      {"failure", timeline.failure ? ordered_json(to_string(*timeline.failure)) : ordered_json()},
+      {"summary", timeline.summary()}};
 }
 
 int status_for(ServiceError::Code code) {
@@ -378,6 +395,8 @@ net::HttpResponse ControlApi::run(const Health&) {
 
 net::HttpResponse ControlApi::run(const ShowMetrics&) {
   auto text = metrics_.render(service_.count_by_state());
+  text += render_host_metrics(service_);
+  text += service_.startup().render_metrics();
   for (const auto& source : metrics_sources_) {
     text += source();
   }
@@ -504,7 +523,11 @@ net::HttpResponse ControlApi::run(const GetGuest& command) {
     return error_response(404, "not_found",
                           "no instance " + command.instance.str() + " with guest access");
   }
-  return json_response(200, guest_json(*guest));
+  auto body = guest_json(*guest);
+  if (const auto startup = service_.startup_timeline(command.controller, command.instance)) {
+    body["startup"] = startup_json(*startup);
+  }
+  return json_response(200, body);
 }
 
 net::HttpResponse ControlApi::run(const ListInstances& command) {

@@ -10,8 +10,10 @@
 #include <thread>
 #include <unistd.h>
 
+#include "agent/api/host_metrics.hpp"
 #include "agent/daemon/admin_commands.hpp"
 #include "agent/daemon/descriptor_budget.hpp"
+#include "common/prometheus_text.hpp"
 #include "wire/agent_capacity.hpp"
 
 #ifndef GARM_EDGE_VERSION
@@ -141,6 +143,33 @@ AgentDaemon::AgentDaemon(const AgentConfig& config, Logger& log, ServeOptions op
   if (config.guests.enabled) {
     start_guest_service();
   }
+  api_.add_metrics_source([this] { return render_link_metrics(); });
+}
+
+std::string AgentDaemon::render_link_metrics() const {
+  std::vector<WatchedCertificate> certificates;
+  if (config_.api.enabled) {
+    certificates = {{.name = "api", .path = config_.api.certificate},
+                    {.name = "api_ca", .path = config_.api.ca}};
+  }
+  const auto hub = hub_directory(config_.state_dir);
+  certificates.push_back({.name = "hub_link", .path = hub / "agent.pem"});
+  certificates.push_back({.name = "hub_ca", .path = hub / "ca.crt"});
+  auto text = render_certificate_metrics(certificates);
+  if (hub_link_) {
+    const auto status = hub_link_->status();
+    PrometheusText link;
+    link.family("garm_edge_hub_link_tunnels", "gauge",
+                "Tunnels this agent holds open to its hub: idle and carrying a request.");
+    link.sample("garm_edge_hub_link_tunnels", {{"state", "idle"}},
+                static_cast<std::uint64_t>(status.open - std::min(status.open, status.busy)));
+    link.sample("garm_edge_hub_link_tunnels", {{"state", "busy"}},
+                static_cast<std::uint64_t>(status.busy));
+    link.family("garm_edge_hub_link_enrolled", "gauge", "1 when this host joined a hub.");
+    link.sample("garm_edge_hub_link_enrolled", {}, std::uint64_t{status.enrolled ? 1u : 0u});
+    text += link.str();
+  }
+  return text;
 }
 
 AgentDaemon::~AgentDaemon() {

@@ -76,6 +76,8 @@ class AgentDaemon {
   void start_admin_socket();
   /// The log line, the ready file, the on_listening callback and systemd's READY=1.
   void announce_ready();
+  /// /metrics of the link to the hub and of the certificates the agent serves and trusts.
+  std::string render_link_metrics() const;
   void wait_for_signal();
   /// SIGHUP reloads the certificates; SIGINT and SIGTERM stop.
   void on_signal(int signal);

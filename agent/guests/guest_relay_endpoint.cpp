@@ -193,10 +193,11 @@ void GuestService::record_report(const std::string& domain_name, std::string_vie
       [report, status_update, system_info, now = format_rfc3339(clock_.now())](GuestRecord& guest) {
         return apply_report(guest, report, status_update, system_info, now);
       },
-      [&events = instances_.events(), status_update, suppressed](const InstanceRecord& recorded) {
+      [&instances = instances_, status_update, suppressed](const InstanceRecord& recorded) {
         if (!status_update) {
           return;
         }
+        auto& events = instances.events();
         const auto& guest = *recorded.guest;
         events.record(
             "guest-" + (guest.runner_status.empty() ? std::string("message") : guest.runner_status),
@@ -205,6 +206,7 @@ void GuestService::record_report(const std::string& domain_name, std::string_vie
                 (suppressed > 0
                      ? " (" + std::to_string(suppressed) + " reports not recorded before)"
                      : std::string()));
+        instances.record_startup_report(recorded, guest.runner_status);
       });
 }
 

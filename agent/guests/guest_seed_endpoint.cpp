@@ -24,6 +24,7 @@ net::HttpResponse GuestService::serve_seed(const net::HttpRequest&, const std::s
   }
   const auto& guest = *record->guest;
   if (guest.seed_served_at.empty()) {
+    instances_.startup().mark(entry->domain_name, StartupPhase::seed_fetched);
     instances_.update_guest(
         entry->domain_name,
         [served_at = format_rfc3339(clock_.now())](GuestRecord& stored) {

@@ -2,9 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/prometheus_text.hpp"
 #include "agent/guests/garm_agent.hpp"
 #include "agent/guests/guest_endpoint_support.hpp"
+#include "common/prometheus_text.hpp"
 #include "common/text.hpp"
 #include "net/http_syntax.hpp"
 #include "net/secret_token.hpp"

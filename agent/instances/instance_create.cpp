@@ -72,7 +72,13 @@ wire::ProviderInstance InstanceService::create_as(const ControllerId& controller
         return *existing;
       }
       if (warm == nullptr) {
+        startup_.begin(plan.record.domain_name, plan.record.name, plan.record.controller_id,
+                       {.pool = plan.record.pool_id,
+                        .image = plan.record.image,
+                        .flavor = plan.record.flavor,
+                        .warm = false});
         if (auto bound = bind_warm(bootstrap, plan)) {
+          startup_.discard(plan.record.domain_name);  // the warm guest's own start began
           remember_tool(controller, bootstrap);
           return *bound;
         }
@@ -342,8 +348,10 @@ wire::ProviderInstance InstanceService::run_create(CreatePlan& plan) {
     create_cache_volumes(plan);
     step = "define the domain";
     hypervisor_.define(plan.domain);
+    startup_.mark(record.domain_name, StartupPhase::defined);
     step = "start the domain";
     hypervisor_.start(record.domain_uuid);
+    startup_.mark(record.domain_name, StartupPhase::started);
     step = "confirm the domain runs";
     const auto domain = hypervisor_.find_by_uuid(record.domain_uuid);
     if (!domain || domain->state != hypervisor::PowerState::running) {
@@ -357,6 +365,7 @@ wire::ProviderInstance InstanceService::run_create(CreatePlan& plan) {
                        (record.guest ? ", address " + record.guest->ip : ""));
     return describe(*domain);
   } catch (const std::exception& error) {
+    startup_.fail(record.domain_name, StartupFailure::create_failed);
     std::string reason = "failed to " + step + ": " + error.what();
     try {
       teardown(record);

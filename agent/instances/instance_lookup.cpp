@@ -149,6 +149,17 @@ std::optional<GuestRecord> InstanceService::guest_status(const ControllerId& con
   });
 }
 
+std::optional<StartupTimeline> InstanceService::startup_timeline(const ControllerId& controller,
+                                                                 const InstanceRef& instance) {
+  return guarded("start-up of " + instance.str(), [&]() -> std::optional<StartupTimeline> {
+    auto timeline = startup_.timeline(resolve(controller, instance).domain_name);
+    if (!timeline || timeline->controller != controller.str()) {
+      return std::nullopt;
+    }
+    return timeline;
+  });
+}
+
 std::map<std::string, std::size_t> InstanceService::count_by_state() {
   return counts_by_state(hypervisor_.list({{tag::kAgent, config_.agent_id}}));
 }

@@ -36,6 +36,7 @@ bool InstanceService::remove_locked(const ControllerId& controller, const Target
   if (domain && domain->uuid != doomed.domain_uuid) {
     teardown(record_for_orphan(*domain, config_.storage_pool));
   }
+  startup_.forget(doomed.domain_name);
   events_.record("destroyed", doomed.name, doomed.controller_id, "domain " + doomed.domain_name);
   return true;
 }

@@ -34,7 +34,8 @@ InstanceService::InstanceService(const AgentConfig& config, hypervisor::Hypervis
       log_(logger),
       create_gate_(config.max_concurrent_creates),
       drain_(config.state_dir / "draining"),
-      events_(clock, logger, event_limits(config)) {}
+      events_(clock, logger, event_limits(config)),
+      startup_(clock) {}
 
 void InstanceService::use_image_bases(ImageBases& images) {
   images_ = &images;
@@ -83,6 +84,22 @@ hypervisor::Tags InstanceService::tags_for(const InstanceRecord& record) const {
 
 wire::ProviderInstance InstanceService::describe(const hypervisor::Domain& domain) const {
   return agent::describe(domain, guests_->view(domain.name));
+}
+
+}  // namespace garm_edge::agent
+
+namespace garm_edge::agent {
+
+void InstanceService::record_startup_report(const InstanceRecord& record, std::string_view status) {
+  const auto& domain = record.domain_name;
+  startup_.mark(domain, StartupPhase::first_status);
+  if (status == "failed") {
+    startup_.fail(domain, StartupFailure::guest_error);
+  } else if (status == "idle") {
+    if (const auto finished = startup_.mark(domain, StartupPhase::idle)) {
+      events_.record("startup", record.name, record.controller_id, finished->summary());
+    }
+  }
 }
 
 }  // namespace garm_edge::agent

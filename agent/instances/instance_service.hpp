@@ -25,6 +25,7 @@
 #include "agent/instances/instance_store.hpp"
 #include "agent/instances/keyed_mutex.hpp"
 #include "agent/instances/service_error.hpp"
+#include "agent/instances/startup_tracker.hpp"
 #include "hypervisor/hypervisor.hpp"
 #include "wire/bootstrap.hpp"
 #include "wire/provider_instance.hpp"
@@ -104,10 +105,19 @@ class InstanceService {
   void update_guest(std::string_view domain_name, std::function<bool(GuestRecord&)> change,
                     std::function<void(const InstanceRecord&)> recorded = {});
   EventLog& events() { return events_; }
+  /// Each instance's start-up timeline and their histograms (docs/observability.md).
+  StartupTracker& startup() { return startup_; }
+  /// A status report of the guest moves its start on: first status, then idle (with the whole
+  /// timeline in the event history) or failed.
+  void record_startup_report(const InstanceRecord& record, std::string_view status);
   /// What the instance's guest reported and how it reaches the agent, without its seed or
   /// token hashes. Nothing when there is no such instance or it has no guest access.
   std::optional<GuestRecord> guest_status(const ControllerId& controller,
                                           const InstanceRef& instance);
+  /// The instance's start-up timeline, while the agent tracks it (since its create or binding
+  /// in this run of the agent, until it is deleted).
+  std::optional<StartupTimeline> startup_timeline(const ControllerId& controller,
+                                                  const InstanceRef& instance);
 
   /// Whether a create may boot a new guest when no warm guest of its image and flavor is ready.
   enum class WarmUse {
@@ -171,6 +181,8 @@ class InstanceService {
   /// Warm guests bound to garm's creates since the agent started.
   std::size_t warm_bound() const { return warm_bound_.load(); }
 
+  /// Where the storage pool keeps its volumes. Throws HypervisorError.
+  std::string storage_pool_path() { return hypervisor_.pool_path(config_.storage_pool); }
   /// Whether libvirt answers, for /healthz.
   hypervisor::HypervisorHealth health();
 
@@ -305,6 +317,7 @@ class InstanceService {
   CapacityLedger capacity_ledger_;
   DrainSwitch drain_;
   EventLog events_;
+  StartupTracker startup_;
   NoGuests no_guests_;
   GuestSide* guests_ = &no_guests_;
   ImageBases* images_ = nullptr;

@@ -352,6 +352,9 @@ std::optional<wire::ProviderInstance> InstanceService::bind_warm(
     }
     guests_->admit(bound);
     ++warm_bound_;
+    startup_.begin(
+        bound.domain_name, bound.name, bound.controller_id,
+        {.pool = bound.pool_id, .image = bound.image, .flavor = bound.flavor, .warm = true});
     events_.record("created", bound.name, bound.controller_id,
                    "warm guest " + bound.domain_name + " (" + bound.domain_uuid + ") bound" +
                        (bound.guest ? ", address " + bound.guest->ip : ""));

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "common/prometheus_text.hpp"
 #include "agent/instances/warm_spec.hpp"
+#include "common/prometheus_text.hpp"
 
 namespace garm_edge::agent {
 namespace {

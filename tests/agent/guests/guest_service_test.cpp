@@ -154,6 +154,7 @@ TEST_CASE("the relay passes a guest's garm calls through and closes access after
   const auto callbacks = agent.base_url() + "/api/v1/callbacks";
   const auto metadata = agent.base_url() + "/api/v1/metadata";
   const auto json_body = std::string("-H 'Content-Type: application/json' ");
+  REQUIRE(read_seed(agent.seed_url("garm-guest-a"), "127.0.0.2").ok);
 
   const auto installing =
       curl_from("127.0.0.2", callbacks + "/status",
@@ -212,6 +213,25 @@ TEST_CASE("the relay passes a guest's garm calls through and closes access after
     CHECK(guest->agent_id == std::optional<std::int64_t>(7));
     CHECK(guest->closed);
     CHECK(guest->user_data.empty());
+
+    // Its start, phase by phase, in its details, the event history and the histograms.
+    const auto startup =
+        agent.service->startup_timeline(kControllerId, instance_ref("garm-guest-a"));
+    REQUIRE(startup);
+    std::vector<std::string> phases;
+    for (const auto& mark : startup->marks) {
+      phases.emplace_back(garm_edge::agent::to_string(mark.first));
+      CHECK(mark.second >= startup->marks.front().second);
+    }
+    CHECK(phases == std::vector<std::string>{"received", "defined", "started", "seed_fetched",
+                                             "first_status", "idle"});
+    const auto events = agent.service->events().recent(kControllerId.str(), "garm-guest-a");
+    CHECK(std::any_of(events.begin(), events.end(), [](const auto& event) {
+      return event.event == "startup" && event.detail.starts_with("ready in ");
+    }));
+    const auto metrics = agent.service->startup().render_metrics();
+    CHECK_THAT(metrics, Catch::Contains("garm_edge_startup_seconds_count{start=\"cold\""));
+    CHECK_THAT(metrics, Catch::Contains("garm_edge_startups_in_progress 1\n"));  // B
 
     CHECK(curl_from("127.0.0.2", metadata + "/credentials/runner", bearer(kTokenA)).status == 404);
     CHECK_FALSE(read_seed(agent.seed_url("garm-guest-a"), "127.0.0.2").ok);

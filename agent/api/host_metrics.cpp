@@ -1,0 +1,101 @@
+#include "agent/api/host_metrics.hpp"
+
+#include <fstream>
+#include <sstream>
+#include <sys/statvfs.h>
+
+#include "common/prometheus_text.hpp"
+#include "net/pki.hpp"
+
+namespace garm_edge::agent {
+namespace {
+
+constexpr std::uint64_t kMib = 1024 * 1024;
+
+void render_capacity(PrometheusText& text, const CapacityReport& report) {
+  const std::pair<const char*, const Resources*> kinds[] = {
+      {"limit", &report.limit}, {"used", &report.used}, {"free", &report.free}};
+  text.family("garm_edge_capacity_vcpus", "gauge",
+              "vCPUs the agent gives out (limit, with overcommit), takes and has free.");
+  for (const auto& [kind, resources] : kinds) {
+    text.sample("garm_edge_capacity_vcpus", {{"kind", kind}}, resources->vcpus);
+  }
+  text.family("garm_edge_capacity_memory_bytes", "gauge",
+              "Memory the agent gives out (limit), takes and has free.");
+  for (const auto& [kind, resources] : kinds) {
+    text.sample("garm_edge_capacity_memory_bytes", {{"kind", kind}}, resources->memory_mib * kMib);
+  }
+  text.family("garm_edge_capacity_instances", "gauge",
+              "Instances the agent may hold (limit), holds and may still create.");
+  for (const auto& [kind, resources] : kinds) {
+    text.sample("garm_edge_capacity_instances", {{"kind", kind}},
+                static_cast<std::uint64_t>(resources->instances));
+  }
+  if (report.addresses) {
+    text.family("garm_edge_guest_addresses", "gauge",
+                "Guest addresses of the agent's range: held, resting after release, free.");
+    text.sample("garm_edge_guest_addresses", {{"state", "held"}},
+                static_cast<std::uint64_t>(report.addresses->held));
+    text.sample("garm_edge_guest_addresses", {{"state", "resting"}},
+                static_cast<std::uint64_t>(report.addresses->resting));
+    text.sample("garm_edge_guest_addresses", {{"state", "free"}},
+                static_cast<std::uint64_t>(report.addresses->free));
+  }
+  text.family("garm_edge_draining", "gauge", "1 while the host refuses creates (draining).");
+  text.sample("garm_edge_draining", {}, std::uint64_t{report.draining ? 1u : 0u});
+}
+
+void render_disk(PrometheusText& text, const std::string& pool, const std::string& path) {
+  struct statvfs space {};
+  if (path.empty() || ::statvfs(path.c_str(), &space) != 0) {
+    return;
+  }
+  text.family("garm_edge_storage_pool_bytes", "gauge",
+              "The storage pool's file system: its size and what is free for the agent.");
+  text.sample("garm_edge_storage_pool_bytes", {{"pool", pool}, {"kind", "size"}},
+              static_cast<std::uint64_t>(space.f_blocks) * space.f_frsize);
+  text.sample("garm_edge_storage_pool_bytes", {{"pool", pool}, {"kind", "free"}},
+              static_cast<std::uint64_t>(space.f_bavail) * space.f_frsize);
+}
+
+}  // namespace
+
+std::string render_host_metrics(InstanceService& service) {
+  PrometheusText text;
+  const auto health = service.health();
+  text.family("garm_edge_libvirt_up", "gauge", "1 when libvirt answers the agent.");
+  text.sample("garm_edge_libvirt_up", {}, std::uint64_t{health.reachable ? 1u : 0u});
+  if (!health.reachable) {
+    return text.str();
+  }
+  try {
+    render_capacity(text, service.capacity());
+    const auto& pool = service.config().storage_pool;
+    render_disk(text, pool, service.storage_pool_path());
+  } catch (const std::exception&) {
+    // libvirt went away between the two calls: the next scrape says so.
+  }
+  return text.str();
+}
+
+std::string render_certificate_metrics(const std::vector<WatchedCertificate>& certificates) {
+  PrometheusText text;
+  text.family("garm_edge_certificate_expiry_timestamp_seconds", "gauge",
+              "When a certificate the agent serves or trusts expires (Unix time).");
+  for (const auto& certificate : certificates) {
+    std::ifstream in(certificate.path);
+    std::ostringstream pem;
+    pem << in.rdbuf();
+    try {
+      const auto facts = net::certificate_facts(pem.str());
+      text.sample("garm_edge_certificate_expiry_timestamp_seconds",
+                  {{"certificate", certificate.name}},
+                  static_cast<std::uint64_t>(std::max<std::int64_t>(0, facts.not_after_unix)));
+    } catch (const std::exception&) {
+      continue;
+    }
+  }
+  return text.str();
+}
+
+}  // namespace garm_edge::agent

@@ -1,0 +1,101 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include "agent/base/clock.hpp"
+#include "common/prometheus_text.hpp"
+
+namespace garm_edge::agent {
+
+/// Where a runner's start stands. A cold guest: garm's CreateInstance received, its domain
+/// defined and started, its seed fetched, its first status report, its runner idle. A warm
+/// guest: bound to garm's create, its first status report, idle.
+enum class StartupPhase { received, bound, defined, started, seed_fetched, first_status, idle };
+std::string_view to_string(StartupPhase phase);
+
+/// Why a start never reached idle.
+enum class StartupFailure { create_failed, guest_error, deleted_first, bootstrap_timeout };
+std::string_view to_string(StartupFailure failure);
+
+/// What a start is labelled with in /metrics (bounded: images and flavors are the config's;
+/// pools beyond the first `max_pools` seen are folded into "other").
+struct StartupLabels {
+  std::string pool;
+  std::string image;
+  std::string flavor;
+  bool warm = false;
+};
+
+struct StartupTimeline {
+  std::string instance;  // garm's name
+  std::string controller;
+  StartupLabels labels;
+  std::vector<std::pair<StartupPhase, std::chrono::system_clock::time_point>> marks;
+  std::optional<StartupFailure> failure;
+  bool finished() const {
+    return failure || (!marks.empty() && marks.back().first == StartupPhase::idle);
+  }
+  /// "ready in 25.1 s: defined +0.4 s, started +1.2 s, ..." (each phase from the start).
+  std::string summary() const;
+};
+
+/// Each instance's start-up timeline, by domain name, and the histograms and counters of every
+/// finished one (docs/observability.md). Thread-safe; memory bounded by `max_tracked`.
+class StartupTracker {
+ public:
+  struct Options {
+    /// A start open this long is counted as a bootstrap timeout (garm's default
+    /// runner_bootstrap_timeout is 20 minutes).
+    std::chrono::seconds bootstrap_timeout{std::chrono::minutes(20)};
+    std::size_t max_pools = 64;
+    std::size_t max_tracked = 4096;
+  };
+  explicit StartupTracker(const Clock& clock) : StartupTracker(clock, Options{}) {}
+  StartupTracker(const Clock& clock, Options options);
+
+  /// A start from now (received for a cold guest, bound for a warm one); replaces any earlier.
+  void begin(const std::string& domain, const std::string& instance, const std::string& controller,
+             StartupLabels labels);
+  /// The phase's first mark; ignored for an unknown or finished start, and for a phase it
+  /// passed. Returns the timeline when this mark finished it (idle).
+  std::optional<StartupTimeline> mark(std::string_view domain, StartupPhase phase);
+  /// The start ends without reaching idle, counted by reason (when it had not finished).
+  void fail(std::string_view domain, StartupFailure failure);
+  /// The start is no longer this domain's (garm's create took a warm guest): not counted.
+  void discard(std::string_view domain);
+  /// The instance is gone: its timeline too (a start still open is counted deleted_first).
+  void forget(std::string_view domain);
+  std::optional<StartupTimeline> timeline(std::string_view domain) const;
+  /// Counts the starts past the bootstrap timeout first.
+  std::string render_metrics();
+
+ private:
+  using Key =
+      std::tuple<std::string, std::string, std::string, std::string>;  // start, pool, image, flavor
+  Key key_of(const StartupLabels& labels);
+  void observe(const StartupTimeline& timeline);
+  void count_failure(const StartupTimeline& timeline, StartupFailure failure);
+  /// Open starts past the bootstrap timeout fail; the oldest finished ones go past max_tracked.
+  void expire(std::chrono::system_clock::time_point now);
+
+  const Clock& clock_;
+  Options options_;
+  mutable std::mutex mutex_;
+  std::map<std::string, StartupTimeline, std::less<>> timelines_;
+  std::set<std::string> pools_;
+  std::map<std::pair<Key, std::string>, Histogram> phases_;  // by key and phase
+  std::map<Key, Histogram> totals_;
+  std::map<std::pair<Key, std::string>, std::uint64_t> failures_;  // by key and reason
+};
+
+}  // namespace garm_edge::agent
