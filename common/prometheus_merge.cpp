@@ -233,6 +233,12 @@ bool PrometheusMerge::read_comment(std::string_view line, std::string_view sourc
   }
   const std::string name(rest.substr(0, length));
   rest.remove_prefix(std::min(rest.size(), length + 1));
+  if (!source.empty() && std::any_of(reserved_.begin(), reserved_.end(), [&](const auto& prefix) {
+        return name.starts_with(prefix);
+      })) {
+    current.clear();
+    return false;
+  }
   if (type && !is_known_type(rest)) {
     return false;
   }

@@ -16,7 +16,9 @@ namespace garm_edge {
 /// and one of a family the merger's own samples (added without a source) hold.
 class PrometheusMerge {
  public:
-  explicit PrometheusMerge(std::string label) : label_(std::move(label)) {}
+  /// `reserved`: family names (or their prefixes) only the merger's own text may hold.
+  explicit PrometheusMerge(std::string label, std::vector<std::string> reserved = {})
+      : label_(std::move(label)), reserved_(std::move(reserved)) {}
 
   /// Adds the unlabelled text of whoever merges (its families are closed to the sources).
   void add_own(std::string_view text);
@@ -40,6 +42,7 @@ class PrometheusMerge {
   std::string family_of(std::string_view sample_name, const std::string& current) const;
 
   std::string label_;
+  std::vector<std::string> reserved_;
   std::vector<std::string> order_;
   std::map<std::string, Family, std::less<>> families_;
 };

@@ -13,6 +13,7 @@
 #include "hub/hub_server.hpp"
 #include "hub/hub_store.hpp"
 #include "net/pki.hpp"
+#include "wire/identity.hpp"
 #include "wire/join_token.hpp"
 
 #ifndef GARM_EDGE_VERSION
@@ -45,8 +46,10 @@ commands:
   remove NAME --config FILE
                       forget an agent and revoke its certificates: its tunnels close within a
                       second, and agents and providers that load the CRL refuse it directly
-  issue-client NAME --config FILE
-                      another client certificate for a garm-provider-edge or an operator
+  issue-client NAME [--role client|metrics] --config FILE
+                      another client certificate for a garm-provider-edge or an operator;
+                      --role metrics: one that reads /metrics and nothing else (Prometheus,
+                      docs/observability.md)
   revoke-client NAME --config FILE
                       revoke a client certificate of the hub's CA (it goes into the CRL)
   revoked --config FILE
@@ -202,9 +205,14 @@ int issue_client(int argc, char** argv) {
   if (argc < 3) {
     throw UsageError("issue-client needs a name");
   }
-  const Options options(argc, argv, {"--config"}, 3);
+  const Options options(argc, argv, {"--config", "--role"}, 3);
+  const auto role_name = options.get("--role").value_or("client");
+  if (role_name != "client" && role_name != "metrics") {
+    throw UsageError("--role is client or metrics");
+  }
   auto store = open_hub_store(load_hub_config(options.require("--config")));
-  const auto files = store.issue_client(argv[2]);
+  const auto files = store.issue_client(
+      argv[2], role_name == "metrics" ? wire::Role::metrics : wire::Role::client);
   std::cout << "wrote " << files.certificate.string() << " and " << files.key.string() << "\n";
   return 0;
 }

@@ -73,6 +73,26 @@ void read_tunnels(TableReader& root, TunnelOptions& tunnels) {
   in.reject_unknown_keys();
 }
 
+void read_metrics(TableReader& root, FleetMetricsOptions& metrics) {
+  const auto* table = root.table("metrics");
+  if (table == nullptr) {
+    return;
+  }
+  TableReader in(*table, root.source(), "[metrics]");
+  if (const auto ms = in.integer<long>("agent_timeout_ms", 100, 120000)) {
+    metrics.agent_timeout = std::chrono::milliseconds(*ms);
+  }
+  if (const auto kib = in.integer<std::size_t>("max_agent_kib", 64, 65536)) {
+    metrics.max_agent_bytes = *kib * 1024;
+  }
+  if (const auto mib = in.integer<std::size_t>("max_total_mib", 1, 16384)) {
+    metrics.max_total_bytes = *mib * 1024 * 1024;
+  }
+  metrics.max_in_flight =
+      in.integer<std::size_t>("max_scrapes_at_once", 1, 64).value_or(metrics.max_in_flight);
+  in.reject_unknown_keys();
+}
+
 void read_certificates(TableReader& root, CertificatePolicy& policy) {
   const auto* table = root.table("certificates");
   if (table == nullptr) {
@@ -125,6 +145,7 @@ HubConfig parse_hub_config(std::string_view text, const std::string& source) {
   }
   read_tunnels(root, config.tunnels);
   read_certificates(root, config.certificates);
+  read_metrics(root, config.metrics);
   config.enrolment_failures_per_minute =
       root.integer<unsigned>("enrolment_failures_per_minute", 1, 1000)
           .value_or(config.enrolment_failures_per_minute);

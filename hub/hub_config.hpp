@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "hub/fleet_metrics.hpp"
 #include "hub/hub_store.hpp"
 #include "hub/tunnels.hpp"
 #include "net/address_range.hpp"
@@ -44,6 +45,8 @@ struct HubConfig {
   unsigned enrolment_failures_per_minute = 5;
   /// A request relayed to an agent (the wait for a tunnel included).
   std::chrono::milliseconds relay_timeout{std::chrono::seconds(330)};
+  /// The fleet scrape, GET /metrics for a metrics reader (docs/observability.md).
+  FleetMetricsOptions metrics;
 
   const HubClient* find_client(std::string_view identity) const;
 };

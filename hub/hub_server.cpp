@@ -367,6 +367,14 @@ void HubServer::on_provider_request(HttpRequest request, const net::PeerIdentity
   if (request.method == "GET" && request.path == "/v1/crl") {
     return respond(crl_answer());
   }
+  if (request.method == "GET" && request.path == "/metrics") {
+    if (const auto reader = wire::metrics_reader(peer.uri_names)) {
+      return scrape_fleet(*reader, respond);
+    }
+    return respond(error_answer(403, "forbidden",
+                                "/metrics is for a metrics reader's certificate (garm-edge-hub "
+                                "issue-client NAME --role metrics)"));
+  }
   // A host's certificate (or the hub's own) is no client, whatever its CN says.
   if (const auto refusal = wire::refusal_as_client(peer.uri_names)) {
     auto refused = error_answer(403, "forbidden", "this is " + *refusal);
@@ -603,6 +611,34 @@ HttpResponse HubServer::list_agents() const {
     agents.push_back(std::move(entry));
   }
   return json_answer(200, {{"agents", agents}});
+}
+
+void HubServer::scrape_fleet(const std::string& reader, const net::TlsServer::Respond& respond) {
+  if (++scrapes_in_flight_ > config_.metrics.max_in_flight) {
+    --scrapes_in_flight_;
+    return respond(error_answer(429, "too_many_scrapes",
+                                "the hub is answering as many scrapes as [metrics] allows"));
+  }
+  FleetView view{.enrolled = enrolled(), .presence = tunnels_.presence(), .pki = store_.pki()};
+  std::vector<std::string> connected;
+  for (const auto& presence : view.presence) {
+    const bool enrolled_now =
+        std::any_of(view.enrolled.begin(), view.enrolled.end(),
+                    [&](const auto& agent) { return agent.name == presence.name; });
+    if (presence.tunnels > 0 && enrolled_now) {
+      connected.push_back(presence.name);
+    }
+  }
+  scrape_agents(
+      tunnels_, connected, reader, config_.metrics,
+      [this, respond, view = std::move(view)](std::map<std::string, AgentScrape> scrapes) {
+        auto text = render_fleet_metrics(view, scrapes);
+        --scrapes_in_flight_;
+        respond({.status = 200,
+                 .content_type = "text/plain; version=0.0.4",
+                 .body = std::move(text),
+                 .headers = {}});
+      });
 }
 
 void HubServer::forget_enrolled() {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -66,6 +67,9 @@ class HubServer {
   net::HttpResponse renew(const net::HttpRequest& request, const net::PeerIdentity& peer);
   net::HttpResponse open_tunnel(const net::HttpRequest& request, const net::PeerIdentity& peer);
   net::HttpResponse list_agents() const;
+  /// GET /metrics for a metrics reader: the hub's series and every connected agent's, asked
+  /// through the tunnels (hub/fleet_metrics.hpp).
+  void scrape_fleet(const std::string& reader, const net::TlsServer::Respond& respond);
   /// GET /v1/crl on both listeners: the CA's CRL (signed, so anyone may fetch it).
   net::HttpResponse crl_answer() const;
   void relay(const net::HttpRequest& request, const HubClient& caller,
@@ -99,6 +103,7 @@ class HubServer {
   Tunnels tunnels_;
   EnrolmentLimiter limiter_;
   std::string ca_pem_;
+  std::atomic<std::size_t> scrapes_in_flight_{0};
   std::unique_ptr<net::TlsServer> agent_server_;
   std::unique_ptr<net::TlsServer> provider_server_;
   asio::steady_timer watch_timer_;

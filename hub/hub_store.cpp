@@ -458,7 +458,10 @@ bool HubStore::remove(const std::string& name, UnixSeconds now) {
   return true;
 }
 
-net::IssuedFiles HubStore::issue_client(const std::string& name) {
+net::IssuedFiles HubStore::issue_client(const std::string& name, wire::Role role) {
+  if (role != wire::Role::client && role != wire::Role::metrics) {
+    throw Refused("issue-client makes client and metrics certificates only");
+  }
   const auto held = lock();
   const auto lowered = ascii_lower(name);
   const auto hosts = agents();
@@ -474,7 +477,7 @@ net::IssuedFiles HubStore::issue_client(const std::string& name) {
     }
   }
   try {
-    return net::pki_issue_client(pki(), name, {wire::role_uri(wire::Role::client, name)});
+    return net::pki_issue_client(pki(), name, {wire::role_uri(role, name)});
   } catch (const net::PkiError& e) {
     throw Refused(e.what());
   }

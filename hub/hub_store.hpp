@@ -12,6 +12,7 @@
 #include "common/unique_fd.hpp"
 #include "hub/host_names.hpp"
 #include "net/pki.hpp"
+#include "wire/identity.hpp"
 #include "wire/join_token.hpp"
 #include "wire/validate.hpp"
 
@@ -147,7 +148,8 @@ class HubStore {
 
   /// A client certificate (pki/clients/NAME.crt, .key) with the client role, for a name no host
   /// has or may be given by a token.
-  net::IssuedFiles issue_client(const std::string& name);
+  /// `role`: client, or metrics for a certificate that reads /metrics only (Prometheus's).
+  net::IssuedFiles issue_client(const std::string& name, wire::Role role = wire::Role::client);
   /// Revokes the client certificate pki/clients/NAME.crt and removes its files. False if none.
   bool revoke_client(const std::string& name, UnixSeconds now);
   std::vector<RevokedRecord> revoked() const;

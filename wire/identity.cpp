@@ -9,10 +9,11 @@
 namespace garm_edge::wire {
 namespace {
 
-constexpr std::array<std::pair<Role, std::string_view>, 3> kPrefixes{{
+constexpr std::array<std::pair<Role, std::string_view>, 4> kPrefixes{{
     {Role::host, kHostUriPrefix},
     {Role::client, kClientUriPrefix},
     {Role::hub, kHubUriPrefix},
+    {Role::metrics, kMetricsUriPrefix},
 }};
 
 /// The name comes from the peer's certificate: printable, bounded, before it reaches a message
@@ -31,6 +32,8 @@ std::string_view to_string(Role role) {
       return "client";
     case Role::hub:
       return "hub";
+    case Role::metrics:
+      return "metrics reader";
   }
   return "unknown";
 }
@@ -65,6 +68,14 @@ std::optional<std::string> refusal_as_client(const std::vector<std::string>& uri
     return "the certificate of " + describe(claims.front()) + ", which is no client";
   }
   return std::nullopt;
+}
+
+std::optional<std::string> metrics_reader(const std::vector<std::string>& uri_names) {
+  const auto claims = role_claims(uri_names);
+  if (claims.size() != 1 || claims.front().role != Role::metrics || claims.front().name.empty()) {
+    return std::nullopt;
+  }
+  return claims.front().name;
 }
 
 std::optional<std::string> refusal_as_hub(const std::vector<std::string>& uri_names,

@@ -9,14 +9,16 @@ namespace garm_edge::wire {
 
 /// What the holder of a certificate of the fleet CA is, written into the certificate as one URI
 /// SAN (SPIFFE-like): a host runs an agent, a client calls agents and the hub (garm, a tenant,
-/// an operator), the hub relays between them. Each side checks the role it expects before it
-/// sends or answers anything (docs/fleet.md, "Roles").
-enum class Role { host, client, hub };
+/// an operator), the hub relays between them, a metrics reader (Prometheus) reads /metrics and
+/// nothing else. Each side checks the role it expects before it sends or answers anything
+/// (docs/fleet.md, "Roles").
+enum class Role { host, client, hub, metrics };
 
 /// "urn:garm-edge:agent:<name>" (hosts keep the prefix their certificates always carried).
 inline constexpr std::string_view kHostUriPrefix = "urn:garm-edge:agent:";
 inline constexpr std::string_view kClientUriPrefix = "urn:garm-edge:client:";
 inline constexpr std::string_view kHubUriPrefix = "urn:garm-edge:hub:";
+inline constexpr std::string_view kMetricsUriPrefix = "urn:garm-edge:metrics:";
 
 std::string_view to_string(Role role);
 std::string role_uri(Role role, std::string_view name);
@@ -33,6 +35,10 @@ std::vector<RoleClaim> role_claims(const std::vector<std::string>& uri_names);
 /// or one claiming two roles); nothing when it may. A certificate without a claim is a client
 /// certificate made before roles existed (`pki init`, `issue-client`): the CA's operator made it.
 std::optional<std::string> refusal_as_client(const std::vector<std::string>& uri_names);
+
+/// The name of a metrics reader: a certificate that claims the metrics role and nothing else
+/// (`garm-edge-hub issue-client NAME --role metrics`); nothing for any other.
+std::optional<std::string> metrics_reader(const std::vector<std::string>& uri_names);
 
 /// Why a peer may not act as the hub: only a certificate that claims the hub role, and nothing
 /// else, may; or, from a hub made before roles existed, one that claims none with the CN only

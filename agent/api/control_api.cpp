@@ -305,6 +305,13 @@ net::HttpResponse ControlApi::route(const net::HttpRequest& request, const net::
   // endpoint exists; a host's or the hub's certificate is no client whatever its CN says (a
   // join token must not make garm).
   const bool under_v1 = !parts->empty() && parts->front() == "v1";
+  // A metrics reader (Prometheus, directly or through the hub's fleet scrape) reads /metrics
+  // and nothing else, without an [[api.clients]] entry.
+  if (request.method == "GET" && request.path == "/metrics" &&
+      wire::metrics_reader(peer.uri_names)) {
+    route_name = "metrics";
+    return run(ShowMetrics{});
+  }
   const bool for_clients = under_v1 || request.path == "/metrics";
   if (const auto refusal = wire::refusal_as_client(peer.uri_names); for_clients && refusal) {
     route_name = "forbidden";

@@ -7,6 +7,7 @@
 #include "common/text.hpp"
 #include "common/unix_time.hpp"
 #include "net/tls_dial.hpp"
+#include "wire/identity.hpp"
 #include "wire/join_token.hpp"
 
 namespace garm_edge::agent {
@@ -36,6 +37,11 @@ net::PeerIdentity caller_through_hub(const net::HttpRequest& request) {
                              .uri_names = {std::string(kThroughHubIdentity)},
                              .serial = {},
                              .address = {}};
+  // The hub's fleet scrape: its metrics reader reads /metrics, and nothing else.
+  if (request.header("x-garm-edge-caller-role").value_or("") == "metrics") {
+    identity.uri_names = {wire::role_uri(wire::Role::metrics, caller)};
+    return identity;
+  }
   // A hub older than this header vouches for nothing more: the agent's own config decides.
   if (const auto controllers = request.header("x-garm-edge-caller-controllers")) {
     identity.uri_names.push_back(std::string(wire::kThroughHubControllersPrefix) +

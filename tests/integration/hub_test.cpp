@@ -136,6 +136,16 @@ struct LinkedAgent {
                                                        {"through_hub", caller.uri_names}})
                                                      .dump(),
                                          .headers = {}};
+                if (request.target == "/metrics") {
+                  // Who asked, and an attempt to pass for the hub's own series.
+                  answer.content_type = "text/plain; version=0.0.4";
+                  answer.body =
+                      "# TYPE garm_edge_test_scrapes_total counter\n"
+                      "garm_edge_test_scrapes_total{caller=\"" +
+                      caller.common_name + "\",role=\"" + caller.uri_names.front() +
+                      "\"} 1\n"
+                      "# TYPE garm_edge_agent_up gauge\ngarm_edge_agent_up 1\n";
+                }
                 answer.close_connection = request.target.ends_with("/close");  // as a refusal does
                 respond(std::move(answer));
               });
@@ -603,4 +613,58 @@ TEST_CASE("a relay names each agent once, however often it is asked to", "[hub][
                                          .dump());
   CHECK(fanned.status == 400);
   CHECK(fleet.agent->served == 1);
+}
+
+TEST_CASE("one scrape of the hub: every agent's series under its name, a silent one down",
+          "[hub][metrics]") {
+  HubWithAgent fleet(std::chrono::milliseconds(0), [](hub::HubConfig& config) {
+    config.metrics.agent_timeout = std::chrono::milliseconds(700);
+  });
+  hub::HubStore store(fleet.state);
+  store.issue_client("prometheus", wire::Role::metrics);
+  // Enrolled, never connected.
+  const auto [record, secret] =
+      store.create_token(std::chrono::hours(1), 1, {}, {.name = "lab-board-8"}, unix_now());
+  agent::join_hub(
+      {.token = wire::JoinToken{.hub_url = "https://127.0.0.1:" +
+                                           std::to_string(fleet.running->server->agent_port()),
+                                .ca_fingerprint = store.ca_fingerprint(),
+                                .id = record.id,
+                                .secret = secret}
+                    .encode(),
+       .state_dir = fleet.dir.path() / "agent-8",
+       .name = "lab-board-8"});
+
+  const auto scrape = fleet.call("/metrics", "clients/prometheus");
+  REQUIRE(scrape.status == 200);
+  const auto& text = scrape.body;
+  CHECK_THAT(text, Catch::Contains("garm_edge_agent_up{agent=\"lab-board-7\"} 1\n") &&
+                       Catch::Contains("garm_edge_agent_up{agent=\"lab-board-8\"} 0\n") &&
+                       Catch::Contains("garm_edge_hub_agent_tunnels{agent=\"lab-board-7\"} "));
+  // The agent was asked as the metrics reader, and nothing of it passes for the hub's series.
+  CHECK_THAT(text, Catch::Contains("garm_edge_test_scrapes_total{agent=\"lab-board-7\","
+                                   "caller=\"prometheus\",role=\"urn:garm-edge:metrics:"
+                                   "prometheus\"} 1\n"));
+  CHECK(text.find("# TYPE garm_edge_agent_up gauge") == text.rfind("# TYPE garm_edge_agent_up"));
+  CHECK(text.find("garm_edge_agent_up{agent=\"lab-board-7\"} 1") ==
+        text.rfind("garm_edge_agent_up{agent=\"lab-board-7\""));
+  CHECK_THAT(text, Catch::Contains("garm_edge_hub_certificate_expiry_timestamp_seconds{"
+                                   "certificate=\"client\",name=\"prometheus\"}"));
+
+  SECTION("an agent that does not answer in time is down, and the scrape still answers") {
+    fleet.agent->close_gate();
+    const auto started = std::chrono::steady_clock::now();
+    const auto slow = fleet.call("/metrics", "clients/prometheus");
+    CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(5));
+    REQUIRE(slow.status == 200);
+    CHECK_THAT(slow.body, Catch::Contains("garm_edge_agent_up{agent=\"lab-board-7\"} 0\n"));
+    CHECK(slow.body.find("garm_edge_test_scrapes_total") == std::string::npos);
+    fleet.agent->open_gate();
+  }
+  SECTION("only a metrics reader scrapes, and a metrics reader does nothing else") {
+    CHECK(fleet.call("/metrics").status == 403);  // garm's client
+    CHECK(fleet.call("/v1/agents", "clients/prometheus").status == 403);
+    CHECK(fleet.call("/v1/agents/lab-board-7/relay/v1/capacity", "clients/prometheus").status ==
+          403);
+  }
 }

@@ -676,4 +676,9 @@ TEST_CASE("a host's or the hub's certificate is no client, whatever name it carr
   CHECK(status_of("/v1/images", "clients/garm") == "200");
   CHECK(status_of("/metrics", "clients/garm") == "200");
   CHECK(status_of("/metrics", "clients/stranger") == "403");  // of the CA, but not a client
+  // A metrics reader (Prometheus's certificate) reads /metrics and nothing else.
+  issue("metrics", "urn:garm-edge:metrics:prometheus");
+  CHECK(status_of("/metrics", "roles/metrics") == "200");
+  CHECK(status_of("/v1/images", "roles/metrics") == "403");
+  CHECK(status_of("/v1/capacity", "roles/metrics") == "403");
 }
