@@ -7,6 +7,7 @@
 
 #include "provider/commands.hpp"
 #include "provider/fleet_status.hpp"
+#include "provider/provider_metrics.hpp"
 
 int main(int argc, char** argv) {
   std::map<std::string, std::string> environment;
@@ -23,6 +24,8 @@ int main(int argc, char** argv) {
     outcome = garm_edge::provider::run_status(std::vector<std::string>(argv + 2, argv + argc));
   } else if (operator_command && std::string(argv[1]) == "images") {
     outcome = garm_edge::provider::run_images(std::vector<std::string>(argv + 2, argv + argc));
+  } else if (operator_command && std::string(argv[1]) == "metrics") {
+    outcome = garm_edge::provider::run_metrics(std::vector<std::string>(argv + 2, argv + argc));
   } else if (operator_command && std::string(argv[1]) == "caches") {
     outcome = garm_edge::provider::run_caches(std::vector<std::string>(argv + 2, argv + argc));
   } else {

@@ -11,6 +11,7 @@
 
 #include "common/durable_file.hpp"
 #include "common/temp_dir.hpp"
+#include "provider/provider_metrics.hpp"
 
 using garm_edge::DurableFileError;
 using garm_edge::TempDir;
@@ -151,4 +152,21 @@ TEST_CASE("deferred deletes: a session directory others can write or own is refu
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);
   }
+}
+
+TEST_CASE("kept deletes in Prometheus text: per controller and agent, with the oldest's time",
+          "[provider][metrics]") {
+  const TempDir dir;
+  DeferredDeletes kept(dir.path() / "sessions");
+  kept.record(entry("b", "garm-two", 200));
+  kept.record(entry("b", "garm-one", 100));
+  kept.record(entry("a", "garm-three", 300));
+  const auto text = garm_edge::provider::render_provider_metrics(kept.all());
+  const auto labels = "{controller=\"" + kController + "\",agent=";
+  CHECK_THAT(text, Catch::Contains("garm_edge_provider_kept_deletes" + labels + "\"b\"} 2\n") &&
+                       Catch::Contains("garm_edge_provider_kept_deletes" + labels + "\"a\"} 1\n") &&
+                       Catch::Contains("garm_edge_provider_oldest_kept_delete_timestamp_seconds" +
+                                       labels + "\"b\"} 100\n"));
+  CHECK_THAT(garm_edge::provider::render_provider_metrics({}),
+             Catch::Contains("# TYPE garm_edge_provider_kept_deletes gauge"));
 }
