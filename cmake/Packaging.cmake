@@ -25,6 +25,10 @@ foreach(component IN ITEMS agent provider)
     set(package garm-provider-edge)
     set(tool garm-provider-edge)
   endif()
+  # What operators import into Prometheus and Grafana (docs/observability.md): in both packages,
+  # a host scraped directly and a hub beside garm each have them.
+  install(FILES monitoring/garm-edge.rules.yml monitoring/garm-edge-fleet.dashboard.json
+          docs/observability.md DESTINATION share/${package}/monitoring COMPONENT ${component})
   install(FILES ${CMAKE_CURRENT_BINARY_DIR}/packaging/${tool}.8.gz DESTINATION share/man/man8
           COMPONENT ${component})
   install(FILES packaging/lintian/${package} DESTINATION share/lintian/overrides

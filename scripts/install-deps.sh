@@ -24,6 +24,8 @@ packages=(
   qemu-system-arm qemu-efi-aarch64 dosfstools mtools
   # The registry mirror's tests: Debian's docker-registry as mirror and upstream, skopeo pushes.
   docker-registry skopeo
+  # The alert rules' tests (promtool) and the hub tier's real scrape (prometheus).
+  prometheus python3-yaml
   # garm, built by the garm tiers against Debian's SQLite (Go itself is unpacked privately).
   libsqlite3-dev
   # The cross tiers' compilers and emulators (the target's libraries come from a sysroot).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The lint tier: clang-format over the tree, shellcheck over every shell script, the layering
-# rules (which folder may include which), and clang-tidy's agreed checks (.clang-tidy) over the
-# product code. Prints every finding and fails when there is one.
+# rules (which folder may include which), clang-tidy's agreed checks (.clang-tidy) over the
+# product code, and the shipped alert rules and dashboard (promtool). Prints every finding and fails when there is one.
 # Usage: scripts/lint.sh SOURCE_DIR BUILD_DIR   (BUILD_DIR holds compile_commands.json)
 set -euo pipefail
 source_dir=$(cd "$1" && pwd)
@@ -76,6 +76,9 @@ else
     echo "no findings"
   fi
 fi
+
+section "alert rules and dashboard (promtool, metric names the code exports)"
+python3 tests/monitoring/check_monitoring.py "$source_dir" || failed+=(monitoring)
 
 if [ "${#failed[@]}" -gt 0 ]; then
   echo "FAILED: ${failed[*]}"

@@ -118,6 +118,11 @@ readelf -d "$root/usr/bin/garm-edge-agent" | grep NEEDED
 file "$root/usr/bin/garm-provider-edge" | grep -q 'statically linked' || fail "the provider is not static"
 file "$root/usr/bin/garm-edge-hub" | grep -q 'statically linked' || fail "the hub is not static"
 [ -f "$root/lib/systemd/system/garm-edge-hub.service" ] || fail "the hub's unit is missing"
+for package in garm-edge-agent garm-provider-edge; do
+  for file in garm-edge.rules.yml garm-edge-fleet.dashboard.json observability.md; do
+    [ -f "$root/usr/share/$package/monitoring/$file" ] || fail "$package does not ship monitoring/$file"
+  done
+done
 # shellcheck disable=SC2016  # dpkg-query's own field syntax
 in_root dpkg-query -W -f='${Conffiles}\n' garm-provider-edge | grep -q '/etc/garm-edge-hub/hub.toml' ||
   fail "hub.toml is not a conffile"
