@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""The hub tier: a fleet behind NAT, run from one place (docs/fleet.md).
+"""The hub tier: a fleet behind NAT, run from one place (docs/fleet.md, docs/observability.md).
 
 Network namespaces made here: the hub stays in the test's own namespace on 10.77.0.1; a router
 namespace masquerades two agent namespaces (10.78.1.2, 10.78.2.2) and drops every connection
 that starts on the hub's side, so nothing can reach the agents. The agents (libvirt's test
 driver; a2 an arm64 host) join the hub with tokens and serve garm's whole command set through it,
 run by garm-provider-edge exactly as garm runs it, beside an agent garm reaches directly (a
-certificate of the same CA) in the same provider entry. Then: token refusals, the fleet checks
+certificate of the same CA) in the same provider entry. A real Prometheus scrapes the hub and
+sees every agent's series under its name, and a killed one down. Then: token refusals, the fleet checks
 (spread, arch, a killed agent, a black-holed one), revocation, renewal without a restart, and the
 hub killed in the middle of a burst of creates and started again.
 
@@ -430,6 +431,90 @@ def revocation_reaches_the_direct_path(hub, direct, provider, work):
           + status.stdout[-400:])
 
 
+class Prometheus:
+    """Debian's Prometheus, scraping the hub every second with the metrics reader's certificate
+    and loading the shipped rules (docs/observability.md)."""
+
+    def __init__(self, work, hub):
+        self.dir = os.path.join(work, "prometheus")
+        os.makedirs(self.dir)
+        made = hub.cli("issue-client", "prometheus", "--role", "metrics")
+        if made.returncode != 0:
+            raise Failure("issue-client --role metrics: " + made.stderr)
+        self.port = free_port()
+        config = os.path.join(self.dir, "prometheus.yml")
+        with open(config, "w") as f:
+            f.write("""global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+  evaluation_interval: 1s
+rule_files: ["%(rules)s"]
+scrape_configs:
+  - job_name: garm-edge-hub
+    scheme: https
+    tls_config:
+      ca_file: %(pki)s/ca.crt
+      cert_file: %(pki)s/clients/prometheus.crt
+      key_file: %(pki)s/clients/prometheus.key
+      server_name: localhost
+    static_configs:
+      - targets: ["127.0.0.1:%(port)d"]
+""" % {"rules": os.path.join(REPO_ROOT, "monitoring/garm-edge.rules.yml"),
+       "pki": hub.pki(""), "port": hub.provider_port})
+        self.process = Process(("prometheus", "--config.file", config, "--storage.tsdb.path",
+                                os.path.join(self.dir, "data"), "--web.listen-address",
+                                "127.0.0.1:%d" % self.port), os.path.join(self.dir, "log"))
+        wait_for("Prometheus ready", lambda: self.get("/-/ready") is not None, 30, 0.2)
+
+    def get(self, path):
+        import urllib.request
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d%s" % (self.port, path),
+                                        timeout=5) as answer:
+                return answer.read().decode()
+        except OSError:
+            return None
+
+    def query(self, expr):
+        """{labels-as-tuple: value} of an instant query."""
+        import urllib.parse
+        text = self.get("/api/v1/query?query=" + urllib.parse.quote(expr))
+        if text is None:
+            return {}
+        return {tuple(sorted(r["metric"].items())): float(r["value"][1])
+                for r in json.loads(text)["data"]["result"]}
+
+    def values_by(self, expr, label):
+        return {dict(labels).get(label): value for labels, value in self.query(expr).items()}
+
+    def stop(self):
+        self.process.stop()
+
+
+def fleet_scraped_by_prometheus(prometheus, created):
+    """One scrape of the hub gives every NAT'd agent's series under its name."""
+    wait_for("Prometheus sees a1, a2 and direct up through the hub",
+             lambda: prometheus.values_by("garm_edge_agent_up", "agent")
+             == {"a1": 1.0, "a2": 1.0, "direct": 1.0}, 30, 0.5)
+    check(prometheus.values_by('up{job="garm-edge-hub"}', "job") == {"garm-edge-hub": 1.0},
+          "Prometheus parses the hub's whole answer (its scrape is up)")
+    libvirt = prometheus.values_by('garm_edge_libvirt_up{job="garm-edge-hub"}', "agent")
+    check(libvirt == {"a1": 1.0, "a2": 1.0, "direct": 1.0},
+          "each agent's own series reach Prometheus labelled with its name: %s" % libvirt)
+    on_a1 = sum(1 for agent in created.values() if agent == "a1")
+    started = prometheus.values_by(
+        'sum by (agent) (garm_edge_startup_phase_seconds_count{phase="started"})', "agent")
+    check(started.get("a1", 0) >= on_a1 > 0,
+          "the start-up phases of a1's %d instances arrive through the hub: %s" % (on_a1, started))
+    rules = json.loads(prometheus.get("/api/v1/rules"))["data"]["groups"]
+    unhealthy = [r["name"] for g in rules for r in g["rules"] if r.get("health") != "ok"]
+    check(rules and not unhealthy, "the shipped rules load and evaluate on the fleet's series: %s"
+          % (unhealthy or [g["name"] for g in rules]))
+    figures.append(("hub scrape by Prometheus (3 agents)", "%.3f s, %d samples" % (
+        list(prometheus.query('scrape_duration_seconds{job="garm-edge-hub"}').values())[0],
+        list(prometheus.query('scrape_samples_scraped{job="garm-edge-hub"}').values())[0])))
+
+
 def tokens_are_refused(hub, agent, work):
     before = set(os.listdir(os.path.join(hub.state, "agents")))
     expired = hub.token("--ttl-seconds", "1")
@@ -481,6 +566,7 @@ def main():
     work = tempfile.mkdtemp(prefix="garm-edge-hub-tier-")
     network = None
     hub = None
+    prometheus = None
     agents = {}
     try:
         network = Network(["a1", "a2"])
@@ -562,9 +648,18 @@ def main():
         gone = provider.call("GetInstance", instance=through_hub)
         check(gone.returncode == 30, "GetInstance of the deleted instance is not found (30)")
 
+        prometheus = Prometheus(work, hub)
+        fleet_scraped_by_prometheus(prometheus, created)
+
         # A killed agent: its tunnels close; creates go elsewhere; lists fail naming it.
         agents["a1"].stop(signal.SIGKILL)
         wait_for("a1 disconnected", lambda: not hub.connected("a1"), 10, 0.1)
+        wait_for("Prometheus sees a1 down at the next scrape",
+                 lambda: prometheus.values_by("garm_edge_agent_up", "agent").get("a1") == 0.0,
+                 10, 0.2)
+        check(prometheus.values_by('up{job="garm-edge-hub"}', "job") == {"garm-edge-hub": 1.0},
+              "a killed agent is garm_edge_agent_up 0, and the hub's scrape still succeeds")
+        prometheus.stop()
         result = provider.create("garm-after-kill")
         check(result.returncode == 0 and agent_of(result) == "direct",
               "with a1 killed, a create goes to the direct agent")
@@ -678,6 +773,8 @@ def main():
             log("--- hub log tail:\n%s" % open(os.path.join(hub.dir, "hub.log")).read()[-3000:])
         return 1
     finally:
+        if prometheus:
+            prometheus.stop()
         for agent in agents.values():
             if agent.process:
                 agent.stop()
