@@ -278,6 +278,23 @@ agent_saw_idle() { [ "$(control instances/garm-guest00001/guest | json_field run
 wait_for "the agent to record the first guest's idle" 60 agent_saw_idle
 guest1=$(control instances/garm-guest00001/guest)
 expect "$(printf '%s' "$guest1" | json_field access_closed)" True "the first guest's access closed after idle"
+# Its start, phase by phase, in order (docs/observability.md), in its details and in /metrics.
+phases=$(printf '%s' "$guest1" | python3 -c '
+import json, sys
+phases = json.load(sys.stdin)["startup"]["phases"]
+seconds = [p["after_seconds"] for p in phases]
+print(" ".join(p["phase"] for p in phases), "in-order" if seconds == sorted(seconds) else "out-of-order")
+print(" ".join("%s=%.1f" % (p["phase"], p["after_seconds"]) for p in phases), file=sys.stderr)')
+expect "$phases" "received defined started seed_fetched first_status idle in-order" \
+  "the first guest's start-up timeline has every phase, in order"
+startup_metrics=$(curl -sS --cacert "$work/pki/ca.crt" --cert "$work/pki/clients/garm.crt" \
+  --key "$work/pki/clients/garm.key" "https://localhost:$api_port/metrics" | grep '^garm_edge_startup')
+for phase in defined started seed_fetched first_status idle; do
+  printf '%s\n' "$startup_metrics" | grep -q "^garm_edge_startup_phase_seconds_count{start=\"cold\".*phase=\"$phase\"} [1-9]" ||
+    fail "no start-up histogram of phase $phase in /metrics"
+done
+printf '%s\n' "$startup_metrics" | grep -q '^garm_edge_startup_seconds_count{start="cold".*} [1-9]' ||
+  fail "no whole start-up histogram in /metrics"
 seed_served=$(curl -sS --cacert "$work/pki/ca.crt" --cert "$work/pki/clients/garm.crt" \
   --key "$work/pki/clients/garm.key" "https://localhost:$api_port/metrics" |
   sed -n 's/^garm_edge_guest_requests_total{outcome="seed_served"} //p')
