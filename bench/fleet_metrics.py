@@ -63,7 +63,7 @@ def fill_through_hub(bench, names, per_agent):
 
 def agent_cost(bench, agent_binary, label):
     """RSS and GetInstance latency of one direct agent with 200 instances."""
-    name = "cost-%s" % label
+    name = "cost-" + "".join(c if c.isalnum() else "-" for c in label)
     original = hub_bench.AGENT
     hub_bench.AGENT = agent_binary
     try:
@@ -71,7 +71,17 @@ def agent_cost(bench, agent_binary, label):
     finally:
         hub_bench.AGENT = original
     process = bench.processes[-1]
-    wait_for(name, lambda: bench.fill(name, 0) is None, 30, 0.1)
+
+    def listening():
+        try:
+            conn = connection(bench, bench.agents[name], "garm")
+            get(conn, "/healthz")
+            conn.close()
+            return True
+        except (OSError, RuntimeError):
+            return False
+
+    wait_for(name + " listening", listening, 30, 0.1)
     bench.fill(name, 200)
     conn = connection(bench, bench.agents[name], "garm")
     path = "/v1/controllers/%s/instances/garm-%s-100" % (hub_bench.CONTROLLER, name)

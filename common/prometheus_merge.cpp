@@ -1,10 +1,20 @@
 #include "common/prometheus_merge.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdint>
 #include <cstdlib>
+#include <vector>
+
+#include "common/text.hpp"
 
 namespace garm_edge {
 namespace {
+
+constexpr std::size_t kMaxHelpBytes = 1024;
+/// A source's samples beyond this are dropped: a short line grows by the label the merge adds.
+constexpr std::size_t kMaxSamplesPerSource = 100000;
 
 bool is_name_start(char c, bool metric) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (metric && c == ':');
@@ -36,33 +46,39 @@ bool is_number(std::string_view text) {
   }
   const std::string copy(text);
   char* end = nullptr;
-  std::strtod(copy.c_str(), &end);
-  return end == copy.c_str() + copy.size();
+  errno = 0;
+  const double value = std::strtod(copy.c_str(), &end);
+  // Out of a double's range Prometheus refuses the whole scrape, not the line.
+  return end == copy.c_str() + copy.size() && errno != ERANGE && value == value;
 }
 
 bool is_integer(std::string_view text) {
-  if (!text.empty() && text.front() == '-') {
-    text.remove_prefix(1);
-  }
-  return !text.empty() && text.size() <= 19 &&
-         text.find_first_not_of("0123456789") == std::string_view::npos;
+  std::int64_t value = 0;
+  const auto* end = text.data() + text.size();
+  const auto parsed = std::from_chars(text.data(), end, value);
+  return !text.empty() && parsed.ec == std::errc() && parsed.ptr == end;
 }
 
 /// Reads `{name="value",...}` from the front of `text`; returns its length, 0 when malformed.
 std::size_t label_set_length(std::string_view text, std::string_view forbidden,
                              bool& has_forbidden) {
-  std::size_t at = 1;  // past '{'
+  std::size_t at = 1;                   // past '{'
+  std::vector<std::string_view> names;  // a name twice makes Prometheus refuse the whole scrape
   while (at < text.size() && text[at] != '}') {
     const auto length = name_length(text.substr(at), false);
-    if (length == 0) {
+    const auto name = text.substr(at, length);
+    if (length == 0 || std::find(names.begin(), names.end(), name) != names.end() ||
+        names.size() >= 64) {
       return 0;
     }
-    has_forbidden = has_forbidden || text.substr(at, length) == forbidden;
+    names.push_back(name);
+    has_forbidden = has_forbidden || name == forbidden;
     at += length;
     if (at + 1 >= text.size() || text[at] != '=' || text[at + 1] != '"') {
       return 0;
     }
     at += 2;
+    const auto value_start = at;
     while (at < text.size() && text[at] != '"') {
       if (text[at] == '\\') {
         if (at + 1 >= text.size() ||
@@ -73,7 +89,7 @@ std::size_t label_set_length(std::string_view text, std::string_view forbidden,
       }
       ++at;
     }
-    if (at >= text.size()) {
+    if (at >= text.size() || !is_plain_text(text.substr(value_start, at - value_start))) {
       return 0;
     }
     ++at;  // the closing quote
@@ -166,6 +182,7 @@ std::size_t PrometheusMerge::add(std::string_view source, std::string_view text)
 std::size_t PrometheusMerge::add_text(std::string_view source, std::string_view text) {
   const bool own = source.empty();
   std::size_t dropped = 0;
+  std::size_t samples = 0;
   std::string current;
   std::map<std::string, std::string> types_seen;  // this source's TYPE lines
   while (!text.empty()) {
@@ -182,7 +199,8 @@ std::size_t PrometheusMerge::add_text(std::string_view source, std::string_view 
     std::string_view name;
     std::string_view labels;
     std::string_view rest;
-    if (!parse_sample_line(line, name, labels, rest) || (!own && has_label(labels, label_))) {
+    if (!parse_sample_line(line, name, labels, rest) || (!own && has_label(labels, label_)) ||
+        (!own && ++samples > kMaxSamplesPerSource)) {
       ++dropped;
       continue;
     }
@@ -200,7 +218,7 @@ std::size_t PrometheusMerge::add_text(std::string_view source, std::string_view 
     if (!own) {
       out.append("{").append(label_).append("=\"");
       for (const char c : source) {
-        if (c == '\\' || c == '"') {
+        if (c == '\\' || c == '"' || c == '\n') {
           out += '\\';
         }
         out += c == '\n' ? 'n' : c;
@@ -249,8 +267,11 @@ bool PrometheusMerge::read_comment(std::string_view line, std::string_view sourc
     family.own = source.empty();
   }
   current = name;
-  if (help && family.help.empty()) {
-    family.help = std::string(rest.substr(0, 1024));
+  if (help && family.help.empty() && is_plain_text(rest)) {
+    family.help = std::string(rest.substr(0, std::min(rest.size(), kMaxHelpBytes)));
+    while (!family.help.empty() && !is_plain_text(family.help)) {
+      family.help.pop_back();  // cut inside a character
+    }
   }
   if (type) {
     types_seen[name] = std::string(rest);

@@ -1,6 +1,7 @@
 #include "hub/fleet_metrics.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <fstream>
 #include <memory>
 #include <mutex>
@@ -13,8 +14,10 @@
 namespace garm_edge::hub {
 namespace {
 
-/// The families only the hub writes: no agent's series may take their names.
-const std::vector<std::string> kHubFamilies = {"garm_edge_agent_up", "garm_edge_hub_"};
+/// The families only the hub writes: no agent's series may take their names (an agent's own
+/// garm_edge_hub_link_* are its view of its link, and stay).
+const std::vector<std::string> kHubFamilies = {"garm_edge_agent_up", "garm_edge_hub_agent_",
+                                               "garm_edge_hub_certificate_"};
 
 std::string metrics_request(const std::string& agent, const std::string& reader) {
   return "GET /metrics HTTP/1.1\r\nHost: " + agent + "\r\nX-Garm-Edge-Caller: " + reader +
@@ -26,7 +29,8 @@ double unix_seconds(std::chrono::system_clock::time_point at) {
 }
 
 void render_agents(PrometheusText& text, const FleetView& view,
-                   const std::map<std::string, AgentScrape>& scrapes) {
+                   const std::map<std::string, AgentScrape>& scrapes,
+                   const std::map<std::string, std::size_t>& dropped) {
   std::map<std::string, const AgentPresence*> present;
   for (const auto& presence : view.presence) {
     present[presence.name] = &presence;
@@ -42,6 +46,13 @@ void render_agents(PrometheusText& text, const FleetView& view,
               "How long the agent took to answer this scrape.");
   for (const auto& [name, scrape] : scrapes) {
     text.sample("garm_edge_hub_agent_scrape_seconds", {{"agent", name}}, scrape.seconds);
+  }
+  text.family("garm_edge_hub_agent_dropped_lines", "gauge",
+              "Lines of the agent's answer to this scrape the hub dropped (not exposition text, "
+              "a label or family not the agent's to write).");
+  for (const auto& [name, count] : dropped) {
+    text.sample("garm_edge_hub_agent_dropped_lines", {{"agent", name}},
+                static_cast<std::uint64_t>(count));
   }
   text.family("garm_edge_hub_agent_tunnels", "gauge", "Tunnels the agent holds open to the hub.");
   text.family("garm_edge_hub_agent_last_seen_timestamp_seconds", "gauge",
@@ -154,13 +165,14 @@ void scrape_agents(Tunnels& tunnels, const std::vector<std::string>& connected,
 std::string render_fleet_metrics(const FleetView& view,
                                  const std::map<std::string, AgentScrape>& scrapes) {
   PrometheusMerge merge("agent", kHubFamilies);
+  std::map<std::string, std::size_t> dropped;
   for (const auto& [name, scrape] : scrapes) {
     if (scrape.up) {
-      merge.add(name, scrape.text);
+      dropped[name] = merge.add(name, scrape.text);
     }
   }
   PrometheusText own;
-  render_agents(own, view, scrapes);
+  render_agents(own, view, scrapes, dropped);
   render_certificates(own, view.pki);
   merge.add_own(own.str());
   return merge.str();

@@ -619,6 +619,8 @@ void HubServer::scrape_fleet(const std::string& reader, const net::TlsServer::Re
     return respond(error_answer(429, "too_many_scrapes",
                                 "the hub is answering as many scrapes as [metrics] allows"));
   }
+  // Counted out however the scrape ends: answered, or an exception on the way.
+  const auto in_flight = std::shared_ptr<void>(nullptr, [this](void*) { --scrapes_in_flight_; });
   FleetView view{.enrolled = enrolled(), .presence = tunnels_.presence(), .pki = store_.pki()};
   std::vector<std::string> connected;
   for (const auto& presence : view.presence) {
@@ -631,9 +633,8 @@ void HubServer::scrape_fleet(const std::string& reader, const net::TlsServer::Re
   }
   scrape_agents(
       tunnels_, connected, reader, config_.metrics,
-      [this, respond, view = std::move(view)](std::map<std::string, AgentScrape> scrapes) {
+      [respond, view = std::move(view), in_flight](std::map<std::string, AgentScrape> scrapes) {
         auto text = render_fleet_metrics(view, scrapes);
-        --scrapes_in_flight_;
         respond({.status = 200,
                  .content_type = "text/plain; version=0.0.4",
                  .body = std::move(text),

@@ -100,10 +100,11 @@ class HubServer {
   HubConfig config_;
   Logger& log_;
   HubStore store_;
+  /// Before tunnels_: a scrape's callback, held by the tunnels, counts itself out of it.
+  std::atomic<std::size_t> scrapes_in_flight_{0};
   Tunnels tunnels_;
   EnrolmentLimiter limiter_;
   std::string ca_pem_;
-  std::atomic<std::size_t> scrapes_in_flight_{0};
   std::unique_ptr<net::TlsServer> agent_server_;
   std::unique_ptr<net::TlsServer> provider_server_;
   asio::steady_timer watch_timer_;

@@ -1,5 +1,6 @@
 #include "provider/provider_metrics.hpp"
 
+#include <algorithm>
 #include <map>
 
 #include "common/durable_file.hpp"

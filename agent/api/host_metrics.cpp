@@ -1,5 +1,6 @@
 #include "agent/api/host_metrics.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <sys/statvfs.h>

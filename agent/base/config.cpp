@@ -67,6 +67,9 @@ void read_agent_section(TableReader& root, AgentConfig& config) {
   config.draining = in.boolean("draining").value_or(config.draining);
   config.replaced_grace = std::chrono::seconds(
       in.integer<long>("replaced_grace_seconds", 0, 86400).value_or(config.replaced_grace.count()));
+  config.startup_timeout =
+      std::chrono::seconds(in.integer<long>("startup_timeout_seconds", 60, 86400)
+                               .value_or(config.startup_timeout.count()));
   try {
     wire::validate_instance_name(config.agent_id, "id");
   } catch (const wire::WireError& e) {
@@ -606,7 +609,8 @@ std::string agent_config_json_schema() {
          R"json("state_dir":{"type":"string"},"caches_dir":{"type":"string"},"max_concurrent_creates":{"type":"integer","minimum":1,"maximum":1024},)json"
          R"json("reconcile_interval_seconds":{"type":"integer","minimum":5,"maximum":86400},)json"
          R"json("stop_grace_seconds":{"type":"integer","minimum":0,"maximum":3600},"draining":{"type":"boolean"},)json"
-         R"json("replaced_grace_seconds":{"type":"integer","minimum":0,"maximum":86400}}},)json"
+         R"json("replaced_grace_seconds":{"type":"integer","minimum":0,"maximum":86400},)json"
+         R"json("startup_timeout_seconds":{"type":"integer","minimum":60,"maximum":86400}}},)json"
          R"json("capacity":{"type":"object","additionalProperties":false,"properties":{)json"
          R"json("cpu_overcommit":{"type":"number","minimum":0.1,"maximum":1000},)json"
          R"json("memory_overcommit":{"type":"number","minimum":0.1,"maximum":1000},)json"

@@ -184,6 +184,9 @@ struct AgentConfig {
   /// How long a replaced image base or cache generation stays at least, even unused: a create
   /// may have planned onto it just before the swap.
   std::chrono::seconds replaced_grace{std::chrono::minutes(15)};
+  /// A runner start not idle after this long counts as a bootstrap timeout in /metrics: garm's
+  /// pool runner_bootstrap_timeout (20 minutes by default).
+  std::chrono::seconds startup_timeout{std::chrono::minutes(20)};
   /// Takes no new creates (deletes, lookups and everything else go on); also settable at
   /// runtime through the API, kept in the state directory.
   bool draining = false;

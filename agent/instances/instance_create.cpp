@@ -43,6 +43,7 @@ wire::ProviderInstance InstanceService::create_as(const ControllerId& controller
                                                   const WarmRecord* warm, WarmUse warm_use) {
   try {
     const auto began = deletes_.now();
+    const auto received = clock_.now();
     return guarded("create " + printable_excerpt(bootstrap.name), [&] {
       auto plan = plan_create(controller, bootstrap);
       auto lock = instance_locks_.lock(plan.record.domain_name);
@@ -72,13 +73,7 @@ wire::ProviderInstance InstanceService::create_as(const ControllerId& controller
         return *existing;
       }
       if (warm == nullptr) {
-        startup_.begin(plan.record.domain_name, plan.record.name, plan.record.controller_id,
-                       {.pool = plan.record.pool_id,
-                        .image = plan.record.image,
-                        .flavor = plan.record.flavor,
-                        .warm = false});
         if (auto bound = bind_warm(bootstrap, plan)) {
-          startup_.discard(plan.record.domain_name);  // the warm guest's own start began
           remember_tool(controller, bootstrap);
           return *bound;
         }
@@ -89,6 +84,15 @@ wire::ProviderInstance InstanceService::create_as(const ControllerId& controller
         }
       }
       const auto hold = admit_create(plan);
+      if (warm == nullptr) {
+        // Timed from the moment garm asked; a create refused before here is no start.
+        startup_.begin(plan.record.domain_name, plan.record.name, plan.record.controller_id,
+                       {.pool = plan.record.pool_id,
+                        .image = plan.record.image,
+                        .flavor = plan.record.flavor,
+                        .warm = false},
+                       received);
+      }
       events_.record("creating", plan.record.name, plan.record.controller_id,
                      "image " + plan.record.image + ", flavor " + plan.record.flavor);
       auto slot = create_gate_.acquire();

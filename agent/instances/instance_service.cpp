@@ -35,7 +35,7 @@ InstanceService::InstanceService(const AgentConfig& config, hypervisor::Hypervis
       create_gate_(config.max_concurrent_creates),
       drain_(config.state_dir / "draining"),
       events_(clock, logger, event_limits(config)),
-      startup_(clock) {}
+      startup_(clock, {.bootstrap_timeout = config.startup_timeout}) {}
 
 void InstanceService::use_image_bases(ImageBases& images) {
   images_ = &images;

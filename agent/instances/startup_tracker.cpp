@@ -89,15 +89,15 @@ StartupTracker::Key StartupTracker::key_of(const StartupLabels& labels) {
 }
 
 void StartupTracker::begin(const std::string& domain, const std::string& instance,
-                           const std::string& controller, StartupLabels labels) {
-  const auto now = clock_.now();
+                           const std::string& controller, StartupLabels labels,
+                           std::chrono::system_clock::time_point at) {
   std::lock_guard lock(mutex_);
-  expire(now);
+  expire(clock_.now());
   const auto first = labels.warm ? StartupPhase::bound : StartupPhase::received;
   timelines_[domain] = StartupTimeline{.instance = instance,
                                        .controller = controller,
                                        .labels = std::move(labels),
-                                       .marks = {{first, now}},
+                                       .marks = {{first, at}},
                                        .failure = std::nullopt};
 }
 
@@ -132,13 +132,6 @@ void StartupTracker::fail(std::string_view domain, StartupFailure failure) {
   }
   found->second.failure = failure;
   count_failure(found->second, failure);
-}
-
-void StartupTracker::discard(std::string_view domain) {
-  std::lock_guard lock(mutex_);
-  if (const auto found = timelines_.find(domain); found != timelines_.end()) {
-    timelines_.erase(found);
-  }
 }
 
 void StartupTracker::forget(std::string_view domain) {

@@ -63,16 +63,14 @@ class StartupTracker {
   explicit StartupTracker(const Clock& clock) : StartupTracker(clock, Options{}) {}
   StartupTracker(const Clock& clock, Options options);
 
-  /// A start from now (received for a cold guest, bound for a warm one); replaces any earlier.
+  /// A start at `at` (received for a cold guest, bound for a warm one); replaces any earlier.
   void begin(const std::string& domain, const std::string& instance, const std::string& controller,
-             StartupLabels labels);
+             StartupLabels labels, std::chrono::system_clock::time_point at);
   /// The phase's first mark; ignored for an unknown or finished start, and for a phase it
   /// passed. Returns the timeline when this mark finished it (idle).
   std::optional<StartupTimeline> mark(std::string_view domain, StartupPhase phase);
   /// The start ends without reaching idle, counted by reason (when it had not finished).
   void fail(std::string_view domain, StartupFailure failure);
-  /// The start is no longer this domain's (garm's create took a warm guest): not counted.
-  void discard(std::string_view domain);
   /// The instance is gone: its timeline too (a start still open is counted deleted_first).
   void forget(std::string_view domain);
   std::optional<StartupTimeline> timeline(std::string_view domain) const;

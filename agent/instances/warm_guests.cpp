@@ -350,11 +350,12 @@ std::optional<wire::ProviderInstance> InstanceService::bind_warm(
                    " (" + e.what() + "); creating a guest instead");
       return std::nullopt;
     }
-    guests_->admit(bound);
-    ++warm_bound_;
     startup_.begin(
         bound.domain_name, bound.name, bound.controller_id,
-        {.pool = bound.pool_id, .image = bound.image, .flavor = bound.flavor, .warm = true});
+        {.pool = bound.pool_id, .image = bound.image, .flavor = bound.flavor, .warm = true},
+        clock_.now());
+    guests_->admit(bound);
+    ++warm_bound_;
     events_.record("created", bound.name, bound.controller_id,
                    "warm guest " + bound.domain_name + " (" + bound.domain_uuid + ") bound" +
                        (bound.guest ? ", address " + bound.guest->ip : ""));

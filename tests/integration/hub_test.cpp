@@ -144,7 +144,8 @@ struct LinkedAgent {
                       "garm_edge_test_scrapes_total{caller=\"" +
                       caller.common_name + "\",role=\"" + caller.uri_names.front() +
                       "\"} 1\n"
-                      "# TYPE garm_edge_agent_up gauge\ngarm_edge_agent_up 1\n";
+                      "# TYPE garm_edge_agent_up gauge\ngarm_edge_agent_up 1\n"
+                      "# TYPE garm_edge_hub_link_enrolled gauge\ngarm_edge_hub_link_enrolled 1\n";
                 }
                 answer.close_connection = request.target.ends_with("/close");  // as a refusal does
                 respond(std::move(answer));
@@ -648,6 +649,10 @@ TEST_CASE("one scrape of the hub: every agent's series under its name, a silent 
   CHECK(text.find("# TYPE garm_edge_agent_up gauge") == text.rfind("# TYPE garm_edge_agent_up"));
   CHECK(text.find("garm_edge_agent_up{agent=\"lab-board-7\"} 1") ==
         text.rfind("garm_edge_agent_up{agent=\"lab-board-7\""));
+  // The agent's own view of its link stays; what it may not write is dropped, and counted.
+  CHECK_THAT(text,
+             Catch::Contains("garm_edge_hub_link_enrolled{agent=\"lab-board-7\"} 1\n") &&
+                 Catch::Contains("garm_edge_hub_agent_dropped_lines{agent=\"lab-board-7\"} 2\n"));
   CHECK_THAT(text, Catch::Contains("garm_edge_hub_certificate_expiry_timestamp_seconds{"
                                    "certificate=\"client\",name=\"prometheus\"}"));
 

@@ -77,8 +77,13 @@ TEST_CASE("merged metrics: a source cannot break the whole or pass for another",
                 "garm_edge_y one\n"
                 "garm_edge_untyped 1\n"
                 "# TYPE bad name gauge\n"
+                // Each of these would make Prometheus refuse the whole scrape.
+                "garm_edge_y{x=\"1\",x=\"2\"} 1\n"
+                "garm_edge_y{x=\"\xff\"} 1\n"
+                "garm_edge_y 1e400\n"
+                "garm_edge_y 1 99999999999999999999\n"
                 "garm_edge_y{x=\"ok\\n\"} +Inf\n");
-  CHECK(dropped == 9);
+  CHECK(dropped == 13);
   const auto text = merge.str();
   CHECK(text.find("garm_edge_y{agent=\"b\",x=\"ok\\n\"} +Inf\n") != std::string::npos);
   CHECK(text.find("garm_edge_agent_up{agent=\"b\"}") == std::string::npos);

@@ -215,6 +215,11 @@ TEST_CASE("control API: the capacity answer and the draining switch", "[api]") {
   CHECK(create.status == 503);
   CHECK(code_of(create) == "draining");
   CHECK(api.call("DELETE", instances("/garm-cap01")).status == 200);
+  // A refused create is no start: nothing left in progress to time out later.
+  CHECK_THAT(api.call("GET", "/metrics").body,
+             Catch::Contains("garm_edge_startups_in_progress 0\n") &&
+                 Catch::Contains("reason=\"deleted_first\"} 1\n") &&
+                 !Catch::Contains("reason=\"bootstrap_timeout\""));
   CHECK(api.call("DELETE", "/v1/draining", "", kOperator).status == 200);
   CHECK(api.call("POST", instances(), wire::to_json(bootstrap_for("garm-cap02")).dump()).status ==
         200);
