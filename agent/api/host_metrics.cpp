@@ -46,6 +46,24 @@ void render_capacity(PrometheusText& text, const CapacityReport& report) {
   text.sample("garm_edge_draining", {}, std::uint64_t{report.draining ? 1u : 0u});
 }
 
+/// How many more guests of each flavor fit now: what a pool of that flavor can still get here.
+void render_flavor_room(PrometheusText& text, const CapacityReport& report,
+                        const std::vector<FlavorConfig>& flavors) {
+  text.family("garm_edge_capacity_flavor_instances", "gauge",
+              "How many more guests of the flavor fit now (vCPUs, memory, instance slots and "
+              "guest addresses free).");
+  for (const auto& flavor : flavors) {
+    auto room = static_cast<std::uint64_t>(report.free.instances);
+    if (flavor.vcpus > 0) {
+      room = std::min<std::uint64_t>(room, report.free.vcpus / flavor.vcpus);
+    }
+    if (flavor.memory_mib > 0) {
+      room = std::min<std::uint64_t>(room, report.free.memory_mib / flavor.memory_mib);
+    }
+    text.sample("garm_edge_capacity_flavor_instances", {{"flavor", flavor.name}}, room);
+  }
+}
+
 void render_disk(PrometheusText& text, const std::string& pool, const std::string& path) {
   struct statvfs space {};
   if (path.empty() || ::statvfs(path.c_str(), &space) != 0) {
@@ -70,7 +88,9 @@ std::string render_host_metrics(InstanceService& service) {
     return text.str();
   }
   try {
-    render_capacity(text, service.capacity());
+    const auto report = service.capacity();
+    render_capacity(text, report);
+    render_flavor_room(text, report, service.config().flavors);
     const auto& pool = service.config().storage_pool;
     render_disk(text, pool, service.storage_pool_path());
   } catch (const std::exception&) {

@@ -195,14 +195,16 @@ TEST_CASE("control API: the capacity answer and the draining switch", "[api]") {
   CHECK(capacity.at("draining") == false);
   // What may run out, for alerts: the same figures in /metrics, and the create's start.
   const auto metrics = api.call("GET", "/metrics").body;
-  CHECK_THAT(metrics, Catch::Contains("garm_edge_libvirt_up 1\n") &&
-                          Catch::Contains("garm_edge_capacity_vcpus{kind=\"free\"} " +
-                                          capacity.at("free").at("vcpus").dump() + "\n") &&
-                          Catch::Contains("garm_edge_capacity_instances{kind=\"used\"} 1\n") &&
-                          Catch::Contains("garm_edge_draining 0\n") &&
-                          Catch::Contains("garm_edge_startups_in_progress 1\n") &&
-                          Catch::Contains("garm_edge_startup_phase_seconds_count{start=\"cold\"") &&
-                          Catch::Contains("phase=\"started\"} 1\n"));
+  CHECK_THAT(metrics,
+             Catch::Contains("garm_edge_libvirt_up 1\n") &&
+                 Catch::Contains("garm_edge_capacity_vcpus{kind=\"free\"} " +
+                                 capacity.at("free").at("vcpus").dump() + "\n") &&
+                 Catch::Contains("garm_edge_capacity_instances{kind=\"used\"} 1\n") &&
+                 Catch::Contains("garm_edge_draining 0\n") &&
+                 Catch::Contains("garm_edge_capacity_flavor_instances{flavor=\"small\"} ") &&
+                 Catch::Contains("garm_edge_startups_in_progress 1\n") &&
+                 Catch::Contains("garm_edge_startup_phase_seconds_count{start=\"cold\"") &&
+                 Catch::Contains("phase=\"started\"} 1\n"));
 
   // Draining acts on every controller's creates: garm's own client may not switch it.
   const auto refused = api.call("POST", "/v1/draining");
