@@ -2,8 +2,8 @@
 
 #include <sstream>
 
-#include "common/prometheus_text.hpp"
 #include "common/config_error.hpp"
+#include "common/prometheus_text.hpp"
 #include "common/subprocess.hpp"
 
 namespace garm_edge::agent {

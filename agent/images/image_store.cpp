@@ -14,10 +14,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/prometheus_text.hpp"
 #include "agent/base/retired_files.hpp"
 #include "common/durable_file.hpp"
 #include "common/hex.hpp"
+#include "common/prometheus_text.hpp"
 #include "common/unique_fd.hpp"
 #include "common/unix_time.hpp"
 

@@ -9,9 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/prometheus_text.hpp"
 #include "common/config_error.hpp"
 #include "common/durable_file.hpp"
+#include "common/prometheus_text.hpp"
 #include "common/subprocess.hpp"
 #include "common/text.hpp"
 #include "common/unique_fd.hpp"
