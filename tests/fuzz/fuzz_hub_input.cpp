@@ -1,14 +1,18 @@
 // What reaches the hub and its clients from outside: a join token as an operator pastes it, a
-// hub's framed answer as a provider reads it, and hub.toml. None of them ends the process: a
-// token or an answer is taken or refused, a config is read or refused with ConfigError; a
-// framed answer never yields more body bytes than it holds.
+// hub's framed answer as a provider reads it, hub.toml, and agents' /metrics as the fleet scrape
+// merges them. None of them ends the process: a token or an answer is taken or refused, a
+// config is read or refused with ConfigError; a framed answer never yields more body bytes than
+// it holds; every line the merge writes is exposition text, each family's HELP and TYPE once.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <set>
 #include <string>
 #include <string_view>
 
 #include "common/config_error.hpp"
+#include "common/prometheus_merge.hpp"
 #include "hub/hub_config.hpp"
 #include "wire/join_token.hpp"
 #include "wire/relay_framing.hpp"
@@ -19,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;
   }
   const std::string_view input(reinterpret_cast<const char*>(data) + 1, size - 1);
-  switch (data[0] % 3) {
+  switch (data[0] % 4) {
     case 0:
       if (const auto token = wire::JoinToken::decode(input);
           token && wire::JoinToken::decode(token->encode())->secret != token->secret) {
@@ -37,6 +41,30 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         }
       }
       break;
+    case 3: {
+      // Two agents' answers, split at the first NUL.
+      const auto split = std::min(input.find('\0'), input.size());
+      PrometheusMerge merge("agent", {"garm_edge_agent_up"});
+      merge.add_own("# TYPE garm_edge_agent_up gauge\ngarm_edge_agent_up{agent=\"a\"} 1\n");
+      merge.add("a", input.substr(0, split));
+      merge.add("b\"\\\n", input.substr(std::min(split + 1, input.size())));
+      const auto text = merge.str();
+      std::set<std::string> typed;
+      for (std::size_t at = 0; at < text.size();) {
+        const auto end = text.find('\n', at);
+        const auto line = std::string_view(text).substr(at, end - at);
+        at = end + 1;
+        std::string_view name, labels, rest;
+        if (line.starts_with("# TYPE ")) {
+          if (!typed.insert(std::string(line.substr(7, line.find(' ', 7) - 7))).second) {
+            std::abort();  // a family typed twice: Prometheus refuses the scrape
+          }
+        } else if (!line.starts_with("# HELP ") && !parse_sample_line(line, name, labels, rest)) {
+          std::abort();
+        }
+      }
+      break;
+    }
     default:
       try {
         hub::parse_hub_config(input, "hub.toml");
