@@ -1,8 +1,9 @@
 #include "common/prometheus_text.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 namespace garm_edge {
 namespace {
@@ -20,6 +21,17 @@ std::string escaped_label_value(std::string_view value) {
     }
   }
   return out;
+}
+
+/// The shortest of 15 or 17 significant digits that reads back as the same double: byte counts
+/// stay exact. (Not std::to_chars: its tables would add a tenth to the agent's binary.)
+std::string shortest(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.15g", value);
+  if (std::strtod(text, nullptr) != value) {
+    std::snprintf(text, sizeof text, "%.17g", value);
+  }
+  return text;
 }
 
 }  // namespace
@@ -62,10 +74,7 @@ void PrometheusText::write(double value) {
   } else if (std::isinf(value)) {
     out_ << (value > 0 ? "+Inf\n" : "-Inf\n");
   } else {
-    // The shortest text that reads back as the same double: byte counts stay exact.
-    char text[32];
-    const auto written = std::to_chars(text, text + sizeof text, value);
-    out_ << std::string_view(text, static_cast<std::size_t>(written.ptr - text)) << '\n';
+    out_ << shortest(value) << '\n';
   }
 }
 
@@ -105,9 +114,7 @@ void Histogram::render(PrometheusText& text, std::string_view name,
   for (std::size_t i = 0; i <= bounds_.size(); ++i) {
     cumulative += counts_[i];
     if (i < bounds_.size()) {
-      char bound[32];
-      const auto written = std::to_chars(bound, bound + sizeof bound, bounds_[i]);
-      with_le.back().second.assign(bound, written.ptr);
+      with_le.back().second = shortest(bounds_[i]);
     } else {
       with_le.back().second = "+Inf";
     }

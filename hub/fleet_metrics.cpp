@@ -7,8 +7,8 @@
 #include <mutex>
 #include <sstream>
 
-#include "common/prometheus_merge.hpp"
 #include "common/prometheus_text.hpp"
+#include "hub/prometheus_merge.hpp"
 #include "net/pki.hpp"
 
 namespace garm_edge::hub {

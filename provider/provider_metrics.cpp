@@ -10,7 +10,8 @@
 namespace garm_edge::provider {
 namespace {
 
-constexpr const char* kUsage = "usage: garm-provider-edge metrics --config FILE [--output FILE]\n";
+constexpr const char* kMetricsUsage =
+    "usage: garm-provider-edge metrics --config FILE [--output FILE]\n";
 
 struct KeptFor {
   std::uint64_t count = 0;
@@ -52,11 +53,11 @@ Outcome run_metrics(const std::vector<std::string>& arguments) {
     } else if (arguments[i] == "--output") {
       output = arguments[i + 1];
     } else {
-      return {2, "", kUsage};
+      return {2, "", kMetricsUsage};
     }
   }
   if (config_file.empty() || arguments.size() % 2 != 0) {
-    return {2, "", kUsage};
+    return {2, "", kMetricsUsage};
   }
   try {
     const auto config = load_provider_config(config_file);

@@ -12,8 +12,8 @@
 #include <string_view>
 
 #include "common/config_error.hpp"
-#include "common/prometheus_merge.hpp"
 #include "hub/hub_config.hpp"
+#include "hub/prometheus_merge.hpp"
 #include "wire/join_token.hpp"
 #include "wire/relay_framing.hpp"
 
@@ -44,7 +44,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     case 3: {
       // Two agents' answers, split at the first NUL.
       const auto split = std::min(input.find('\0'), input.size());
-      PrometheusMerge merge("agent", {"garm_edge_agent_up"});
+      hub::PrometheusMerge merge("agent", {"garm_edge_agent_up"});
       merge.add_own("# TYPE garm_edge_agent_up gauge\ngarm_edge_agent_up{agent=\"a\"} 1\n");
       merge.add("a", input.substr(0, split));
       merge.add("b\"\\\n", input.substr(std::min(split + 1, input.size())));
@@ -59,7 +59,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           if (!typed.insert(std::string(line.substr(7, line.find(' ', 7) - 7))).second) {
             std::abort();  // a family typed twice: Prometheus refuses the scrape
           }
-        } else if (!line.starts_with("# HELP ") && !parse_sample_line(line, name, labels, rest)) {
+        } else if (!line.starts_with("# HELP ") &&
+                   !hub::parse_sample_line(line, name, labels, rest)) {
           std::abort();
         }
       }

@@ -2,7 +2,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "common/prometheus_merge.hpp"
+#include "hub/prometheus_merge.hpp"
 
 using garm_edge::PrometheusText;
 
@@ -44,7 +44,7 @@ TEST_CASE("doubles keep every digit: a byte count is exact", "[metrics]") {
 
 TEST_CASE("merged metrics: each source's samples under its label, one HELP and TYPE per family",
           "[metrics]") {
-  garm_edge::PrometheusMerge merge("agent");
+  garm_edge::hub::PrometheusMerge merge("agent");
   merge.add_own(
       "# HELP garm_edge_agent_up Whether it answered.\n# TYPE garm_edge_agent_up gauge\n"
       "garm_edge_agent_up{agent=\"a\"} 1\ngarm_edge_agent_up{agent=\"b\"} 0\n");
@@ -60,7 +60,7 @@ TEST_CASE("merged metrics: each source's samples under its label, one HELP and T
 }
 
 TEST_CASE("merged metrics: a source cannot break the whole or pass for another", "[metrics]") {
-  garm_edge::PrometheusMerge merge("agent");
+  garm_edge::hub::PrometheusMerge merge("agent");
   merge.add_own("# TYPE garm_edge_agent_up gauge\ngarm_edge_agent_up{agent=\"a\"} 1\n");
   merge.add("a",
             "# TYPE garm_edge_h histogram\ngarm_edge_h_bucket{le=\"+Inf\"} 1\n"

@@ -1,4 +1,4 @@
-#include "common/prometheus_merge.hpp"
+#include "hub/prometheus_merge.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -9,7 +9,7 @@
 
 #include "common/text.hpp"
 
-namespace garm_edge {
+namespace garm_edge::hub {
 namespace {
 
 constexpr std::size_t kMaxHelpBytes = 1024;
@@ -312,4 +312,4 @@ std::string PrometheusMerge::str() const {
   return out;
 }
 
-}  // namespace garm_edge
+}  // namespace garm_edge::hub

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-namespace garm_edge {
+namespace garm_edge::hub {
 
 /// Many sources' /metrics as one exposition (the hub's scrape of its agents): every sample of a
 /// source gets `label="source"` first, and the families are grouped, one HELP and TYPE each, as
@@ -52,4 +52,4 @@ class PrometheusMerge {
 bool parse_sample_line(std::string_view line, std::string_view& name, std::string_view& labels,
                        std::string_view& rest);
 
-}  // namespace garm_edge
+}  // namespace garm_edge::hub
