@@ -2,11 +2,10 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <fstream>
 #include <memory>
 #include <mutex>
-#include <sstream>
 
+#include "common/durable_file.hpp"
 #include "common/prometheus_text.hpp"
 #include "hub/prometheus_merge.hpp"
 #include "net/pki.hpp"
@@ -79,13 +78,6 @@ void render_agents(PrometheusText& text, const FleetView& view,
   }
 }
 
-std::string read_small_file(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 void render_certificates(PrometheusText& text, const std::filesystem::path& pki) {
   std::vector<std::pair<std::string, std::filesystem::path>> files = {{"hub", pki / "hub.crt"},
                                                                       {"ca", pki / "ca.crt"}};
@@ -100,7 +92,7 @@ void render_certificates(PrometheusText& text, const std::filesystem::path& pki)
               "When the hub's certificate, its CA's or a client's it issued expires, Unix time.");
   for (const auto& [kind, path] : files) {
     try {
-      const auto facts = net::certificate_facts(read_small_file(path));
+      const auto facts = net::certificate_facts(read_file(path).value_or(""));
       text.sample("garm_edge_hub_certificate_expiry_timestamp_seconds",
                   {{"certificate", kind}, {"name", facts.common_name}},
                   static_cast<std::uint64_t>(std::max<std::int64_t>(0, facts.not_after_unix)));

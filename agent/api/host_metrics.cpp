@@ -1,10 +1,9 @@
 #include "agent/api/host_metrics.hpp"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 #include <sys/statvfs.h>
 
+#include "common/durable_file.hpp"
 #include "common/prometheus_text.hpp"
 #include "net/pki.hpp"
 
@@ -104,11 +103,8 @@ std::string render_certificate_metrics(const std::vector<WatchedCertificate>& ce
   text.family("garm_edge_certificate_expiry_timestamp_seconds", "gauge",
               "When a certificate the agent serves or trusts expires (Unix time).");
   for (const auto& certificate : certificates) {
-    std::ifstream in(certificate.path);
-    std::ostringstream pem;
-    pem << in.rdbuf();
     try {
-      const auto facts = net::certificate_facts(pem.str());
+      const auto facts = net::certificate_facts(read_file(certificate.path).value_or(""));
       text.sample("garm_edge_certificate_expiry_timestamp_seconds",
                   {{"certificate", certificate.name}},
                   static_cast<std::uint64_t>(std::max<std::int64_t>(0, facts.not_after_unix)));
