@@ -12,6 +12,19 @@ inline bool is_hex_digit(char c) {
   return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
 
+/// "xx:xx:xx:xx:xx:xx" of hex digits: a MAC address as libvirt and the guest's sysfs write it.
+inline bool is_mac_address(std::string_view mac) {
+  if (mac.size() != 17) {
+    return false;
+  }
+  for (std::size_t i = 0; i < mac.size(); ++i) {
+    if (i % 3 == 2 ? mac[i] != ':' : !is_hex_digit(mac[i])) {
+      return false;
+    }
+  }
+  return true;
+}
+
 /// Exactly `length` lower-case hex digits: a digest or fingerprint as this project writes them.
 inline bool is_lower_hex(std::string_view text, std::size_t length) {
   return text.size() == length &&

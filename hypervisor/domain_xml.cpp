@@ -79,13 +79,23 @@ void append_os(pugi::xml_node domain, const DomainSpec& spec) {
   }
 }
 
-void append_cpu(pugi::xml_node domain, VirtType virt_type) {
+void append_cpu(pugi::xml_node domain, const DomainSpec& spec, VirtType virt_type) {
   if (virt_type == VirtType::test) {
     return;
   }
   // KVM guests see the host CPU; TCG guests get every feature QEMU can emulate.
-  domain.append_child("cpu").append_attribute("mode").set_value(
-      virt_type == VirtType::kvm ? "host-passthrough" : "maximum");
+  auto cpu = domain.append_child("cpu");
+  cpu.append_attribute("mode").set_value(virt_type == VirtType::kvm ? "host-passthrough"
+                                                                    : "maximum");
+  if (spec.arch != GuestArch::x86_64 || spec.nested_virtualization) {
+    return;
+  }
+  // Both vendors' names: QEMU drops the one the host's CPU does not have.
+  for (const char* feature : {"vmx", "svm"}) {
+    auto element = cpu.append_child("feature");
+    element.append_attribute("policy").set_value("disable");
+    element.append_attribute("name").set_value(feature);
+  }
 }
 
 void append_sysinfo(pugi::xml_node domain, const DomainSpec& spec) {
@@ -165,13 +175,20 @@ void append_filter(pugi::xml_node interface, const NetworkInterface& nic) {
 
 void append_interfaces(pugi::xml_node devices, const DomainSpec& spec) {
   for (const auto& nic : spec.interfaces) {
-    require_xml_text(nic.network, "network name");
+    const bool bridged = !nic.bridge.empty();
+    const auto& source = bridged ? nic.bridge : nic.network;
+    require_xml_text(source, bridged ? "bridge name" : "network name");
     if (!nic.mac.empty() && !is_mac_address(nic.mac)) {
       reject("MAC address \"" + printable_excerpt(nic.mac) + "\"", "is not xx:xx:xx:xx:xx:xx");
     }
+    if (bridged && !nic.network.empty()) {
+      reject("interface on bridge " + printable_excerpt(nic.bridge), "cannot name a network too");
+    }
     auto interface = devices.append_child("interface");
-    interface.append_attribute("type").set_value("network");
-    interface.append_child("source").append_attribute("network").set_value(nic.network.c_str());
+    interface.append_attribute("type").set_value(bridged ? "bridge" : "network");
+    interface.append_child("source")
+        .append_attribute(bridged ? "bridge" : "network")
+        .set_value(source.c_str());
     if (!nic.mac.empty()) {
       interface.append_child("mac").append_attribute("address").set_value(nic.mac.c_str());
     }
@@ -275,7 +292,7 @@ std::string render_domain_xml(const DomainSpec& spec, VirtType virt_type) {
   if (spec.arch == GuestArch::x86_64) {
     features.append_child("apic");
   }
-  append_cpu(domain, virt_type);
+  append_cpu(domain, spec, virt_type);
   append_text(domain, "on_poweroff", "destroy");
   append_text(domain, "on_reboot", "restart");
   append_text(domain, "on_crash", "destroy");
@@ -286,7 +303,7 @@ std::string render_domain_xml(const DomainSpec& spec, VirtType virt_type) {
 std::string render_overlay_volume_xml(const VolumeSpec& spec) {
   require_object_name(spec.name, "volume name");
   require_xml_text(spec.backing_path, "backing store path");
-  if (spec.backing_path.empty() || spec.backing_path.front() != '/') {
+  if (!spec.backing_path.empty() && spec.backing_path.front() != '/') {
     reject("backing store path", "must be an absolute path");
   }
   pugi::xml_document document;
@@ -302,6 +319,9 @@ std::string render_overlay_volume_xml(const VolumeSpec& spec) {
   auto target = volume.append_child("target");
   target.append_child("format").append_attribute("type").set_value("qcow2");
   append_text(target.append_child("permissions"), "mode", "0600");
+  if (spec.backing_path.empty()) {
+    return to_indented_text(document);  // an empty disk: a scratch disk the guest formats
+  }
   auto backing = volume.append_child("backingStore");
   append_text(backing, "path", spec.backing_path);
   backing.append_child("format").append_attribute("type").set_value(spec.backing_format.c_str());

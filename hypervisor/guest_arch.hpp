@@ -19,9 +19,6 @@ std::optional<GuestArch> parse_guest_arch(std::string_view libvirt_arch);
 /// The architecture this agent was compiled for; KVM only helps guests of this architecture.
 GuestArch native_guest_arch();
 
-/// The libvirt <domain type=...>: "test" on the test driver, "kvm" when /dev/kvm can run this
-/// guest, else "qemu" (TCG emulation).
-enum class VirtType { test, kvm, qemu };
 std::string_view to_string(VirtType type);
 std::optional<VirtType> parse_virt_type(std::string_view text);
 

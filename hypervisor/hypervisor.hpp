@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdint>
 #include <initializer_list>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -38,6 +39,9 @@ class HypervisorError : public std::runtime_error {
 
 enum class GuestArch { x86_64, aarch64, armv7l };
 enum class PowerState { running, paused, shutoff, crashed, other };
+/// The libvirt <domain type=...>: "test" on the test driver, "kvm" when /dev/kvm can run the
+/// guest, else "qemu" (TCG emulation).
+enum class VirtType { test, kvm, qemu };
 
 std::string_view to_string(GuestArch arch);
 std::string_view to_string(PowerState state);
@@ -64,7 +68,8 @@ class Tags {
 };
 
 struct NetworkInterface {
-  std::string network;  // a libvirt network name
+  std::string network;  // a libvirt network name, or
+  std::string bridge;   // a host bridge (then `network` is empty)
   std::string mac;      // empty: libvirt chooses
   /// An nwfilter bound to the interface with `filter_ip` as its IP parameter, so the guest can
   /// send only from that address. Empty: no filter.
@@ -91,6 +96,10 @@ struct DomainSpec {
   std::vector<ExtraDisk> extra_disks;  // vdb, vdc, ... in this order; at most 16
   std::vector<NetworkInterface> interfaces;
   std::string smbios_serial;  // e.g. a cloud-init NoCloud seed line; empty: none
+  /// May the guest run a hypervisor itself? Off: the CPU hides VMX and SVM from it.
+  bool nested_virtualization = false;
+  /// Emulation (TCG) even where KVM could run the guest; unset: the host's best.
+  bool emulated = false;
   Tags tags;
 };
 
@@ -116,7 +125,7 @@ struct VolumeSpec {
   std::string pool;
   std::string name;
   std::uint64_t capacity_bytes = 0;
-  std::string backing_path;
+  std::string backing_path;  // empty: an empty (sparse) qcow2 volume
   std::string backing_format = "qcow2";
 };
 
@@ -155,6 +164,10 @@ struct HostCapacity {
   unsigned cpus = 0;
   std::uint64_t memory_mib = 0;
   std::string machine;  // the host's CPU architecture as libvirt names it: x86_64, aarch64, ...
+  /// How guests of each architecture the host can run are run (kvm, qemu, test).
+  std::map<GuestArch, VirtType> virt_types;
+  /// Does the host's KVM let guests run KVM themselves (the kvm module's `nested`)?
+  bool nested_virtualization = false;
 };
 
 /// Whether the hypervisor answers now, and if not, why (for health checks and operators).
@@ -192,7 +205,7 @@ class Hypervisor {
   /// the new ones as soon as this returns. Throws not_found for no such domain.
   virtual void set_tags(std::string_view uuid, const Tags& tags) = 0;
 
-  /// Creates a copy-on-write volume backed by `spec.backing_path`.
+  /// Creates a copy-on-write volume backed by `spec.backing_path`, or an empty one without.
   virtual Volume create_overlay(const VolumeSpec& spec) = 0;
   virtual std::optional<Volume> find_volume(std::string_view pool, std::string_view name) = 0;
   /// False when there was no such volume.

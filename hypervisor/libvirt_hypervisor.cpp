@@ -176,7 +176,8 @@ VirtType LibvirtHypervisor::virt_type_for(GuestArch arch) const {
 }
 
 std::string LibvirtHypervisor::domain_xml(const DomainSpec& spec) const {
-  return render_domain_xml(spec, virt_type_for(spec.arch));
+  const auto type = virt_type_for(spec.arch);
+  return render_domain_xml(spec, spec.emulated && type == VirtType::kvm ? VirtType::qemu : type);
 }
 
 Domain LibvirtHypervisor::define(const DomainSpec& spec) {
@@ -438,15 +439,20 @@ std::string LibvirtHypervisor::pool_path(std::string_view pool) {
 }
 
 HostCapacity LibvirtHypervisor::capacity() {
-  return call("read host capacity", [](Session&, virConnectPtr conn) {
+  auto host = call("read host capacity", [](Session&, virConnectPtr conn) {
     virNodeInfo info{};
     if (virNodeGetInfo(conn, &info) < 0) {
       throw_last_error("read host capacity");
     }
     return HostCapacity{.cpus = info.cpus,
                         .memory_mib = info.memory / 1024,
-                        .machine = std::string(info.model, strnlen(info.model, sizeof info.model))};
+                        .machine = std::string(info.model, strnlen(info.model, sizeof info.model)),
+                        .virt_types = {},
+                        .nested_virtualization = false};
   });
+  host.virt_types = virt_types_;
+  host.nested_virtualization = kvm_offers_nested(options_.kernel_modules);
+  return host;
 }
 
 }  // namespace garm_edge::hypervisor

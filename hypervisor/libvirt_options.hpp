@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
@@ -18,6 +19,9 @@ struct LibvirtOptions {
   /// Unset: kvm where the host's capabilities offer it for the guest's architecture, else qemu
   /// (TCG); the test driver always gets "test".
   std::optional<VirtType> virt_type;
+  /// Where the kvm_intel and kvm_amd modules' parameters are read from: their `nested` says
+  /// whether guests may run KVM themselves. The agent runs on the host it manages.
+  std::filesystem::path kernel_modules = "/sys/module";
   /// The deadline of each hypervisor operation, queueing included.
   std::chrono::milliseconds call_timeout{std::chrono::seconds(30)};
   std::size_t workers = 8;

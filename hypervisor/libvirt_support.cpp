@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <fstream>
 #include <set>
 
 #include <pugixml.hpp>
@@ -247,6 +248,17 @@ std::map<GuestArch, VirtType> virt_types_from_capabilities(std::string_view caps
     }
   }
   return result;
+}
+
+bool kvm_offers_nested(const std::filesystem::path& kernel_modules) {
+  for (const char* module : {"kvm_intel", "kvm_amd"}) {
+    std::ifstream in(kernel_modules / module / "parameters" / "nested");
+    char flag = 0;
+    if (in.get(flag) && (flag == 'Y' || flag == 'y' || flag == '1')) {
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace garm_edge::hypervisor::libvirt

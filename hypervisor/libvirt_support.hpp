@@ -3,6 +3,7 @@
 // Small pieces over the libvirt C API shared by the libvirt Hypervisor: owning handles, error
 // capture and mapping, and reads of one domain. Internal to hypervisor/.
 
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -81,5 +82,8 @@ std::string path_of(virStorageVolPtr volume);
 
 /// The virt type for each architecture the host's capabilities offer.
 std::map<GuestArch, VirtType> virt_types_from_capabilities(std::string_view caps_xml);
+
+/// Does kvm_intel's or kvm_amd's `nested` parameter (under `kernel_modules`) say Y or 1?
+bool kvm_offers_nested(const std::filesystem::path& kernel_modules);
 
 }  // namespace garm_edge::hypervisor::libvirt

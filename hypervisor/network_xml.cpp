@@ -36,19 +36,6 @@ bool is_ipv4_element(const pugi::xml_node& ip) {
 
 }  // namespace
 
-bool is_mac_address(std::string_view mac) {
-  if (mac.size() != 17) {
-    return false;
-  }
-  for (std::size_t i = 0; i < mac.size(); ++i) {
-    const char c = mac[i];
-    if (i % 3 == 2 ? c != ':' : !is_hex_digit(c)) {
-      return false;
-    }
-  }
-  return true;
-}
-
 bool is_ipv4_address(std::string_view address) {
   in_addr parsed{};
   return address.size() <= 15 && ::inet_pton(AF_INET, std::string(address).c_str(), &parsed) == 1;

@@ -4,6 +4,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/hex.hpp"
 #include "hypervisor/hypervisor.hpp"
 
 namespace garm_edge::hypervisor {
@@ -30,7 +31,7 @@ std::vector<NamedFilter> render_anti_spoofing_filters(std::string_view name);
 /// existing nwfilter needs its UUID.
 std::string with_filter_uuid(const std::string& filter_xml, const std::string& uuid);
 
-bool is_mac_address(std::string_view mac);
+using garm_edge::is_mac_address;
 bool is_ipv4_address(std::string_view address);
 
 }  // namespace garm_edge::hypervisor

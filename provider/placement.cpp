@@ -30,6 +30,71 @@ std::string pull_text(const wire::ImageOffer& image) {
          "%)";
 }
 
+std::string os_arch_of(const wire::ImageOffer& image) {
+  return std::string(wire::to_string(image.arch.value_or(wire::OsArch::amd64)));
+}
+
+/// Does the agent run guests of the image's architecture with KVM (the test driver counts)?
+bool runs_on_kvm(const wire::AgentCapacity& capacity, const wire::ImageOffer& image) {
+  const auto type = capacity.shapes.virt_types.find(os_arch_of(image));
+  return type != capacity.shapes.virt_types.end() &&
+         (type->second == "kvm" || type->second == "test");
+}
+
+std::uint64_t root_disk_gib(const wire::PoolShape& shape, const wire::FlavorOffer& flavor) {
+  return std::max(shape.root_disk_gib.value_or(0), flavor.disk_gib);
+}
+
+/// Why the agent cannot give the pool its shape (docs/extra-specs.md); nothing when it can.
+std::optional<std::string> unfit_shape(const wire::PoolShape& shape,
+                                       const wire::AgentCapacity& capacity,
+                                       const wire::ImageOffer& image,
+                                       const wire::FlavorOffer& flavor) {
+  if (shape.is_default()) {
+    return std::nullopt;
+  }
+  const auto& offer = capacity.shapes;
+  if (!capacity.offers("pool-shapes", false)) {
+    return "agent version " + printable_excerpt(capacity.version, 40) +
+           " knows no pool shapes (root_disk_gib, scratch_disks, networks, ...)";
+  }
+  if (root_disk_gib(shape, flavor) > std::max(flavor.disk_gib, offer.max_root_disk_gib)) {
+    return "root disk of " + std::to_string(*shape.root_disk_gib) + " GiB is more than it allows";
+  }
+  for (const auto& disk : shape.scratch_disks) {
+    const auto pool = std::find_if(offer.scratch_pools.begin(), offer.scratch_pools.end(),
+                                   [&](const auto& p) { return p.name == disk.pool; });
+    if (pool == offer.scratch_pools.end()) {
+      return "no scratch pool \"" + disk.pool + "\"";
+    }
+    if (disk.size_gib > pool->max_disk_gib) {
+      return "scratch pool " + disk.pool + " takes disks of at most " +
+             std::to_string(pool->max_disk_gib) + " GiB";
+    }
+  }
+  for (const auto& network : shape.networks) {
+    if (std::find(offer.networks.begin(), offer.networks.end(), network) == offer.networks.end()) {
+      return "no network \"" + network + "\"";
+    }
+  }
+  if (shape.virt_type == wire::VirtTypeRequest::kvm && !runs_on_kvm(capacity, image)) {
+    return "no KVM for " + os_arch_of(image) + " guests";
+  }
+  if (shape.nested_virtualization &&
+      (!offer.nested_virtualization || !runs_on_kvm(capacity, image))) {
+    return "no nested virtualization";
+  }
+  return std::nullopt;
+}
+
+std::uint64_t disk_gib_wanted(const wire::PoolShape& shape, const wire::FlavorOffer& flavor) {
+  auto total = root_disk_gib(shape, flavor);
+  for (const auto& disk : shape.scratch_disks) {
+    total += disk.size_gib;
+  }
+  return total;
+}
+
 std::optional<std::string> unfit_reason(const PlacementRequest& request, const AgentEndpoint& agent,
                                         const wire::AgentCapacity& capacity, bool need_room) {
   if (capacity.draining) {
@@ -57,6 +122,9 @@ std::optional<std::string> unfit_reason(const PlacementRequest& request, const A
   if (flavor == nullptr) {
     return "no flavor \"" + printable_excerpt(request.flavor) + "\"";
   }
+  if (auto reason = unfit_shape(request.shape, capacity, *image, *flavor)) {
+    return reason;
+  }
   if (!need_room) {
     return std::nullopt;  // a warm guest has booted from its base already
   }
@@ -78,7 +146,25 @@ std::optional<std::string> unfit_reason(const PlacementRequest& request, const A
                 ? std::string()
                 : ", no instance slot left of " + std::to_string(capacity.limit.instances));
   }
+  if (const auto disk = disk_gib_wanted(request.shape, *flavor);
+      capacity.limit.disk_gib != 0 && disk > free.disk_gib) {
+    return "no capacity: disks of " + std::to_string(disk) + " GiB, free " +
+           std::to_string(free.disk_gib) + " GiB";
+  }
   return std::nullopt;
+}
+
+/// Agents that emulate the image's architecture after those that run it on KVM: one fleet may
+/// mix both, and an emulated runner is many times slower.
+void kvm_first(const PlacementRequest& request, const std::vector<PlacementInput>& inputs,
+               std::vector<std::size_t>& order) {
+  if (request.shape.virt_type == wire::VirtTypeRequest::qemu) {
+    return;
+  }
+  std::stable_partition(order.begin(), order.end(), [&](std::size_t i) {
+    const auto* image = inputs[i].capacity->find_image(request.image);
+    return image != nullptr && runs_on_kvm(*inputs[i].capacity, *image);
+  });
 }
 
 /// FNV-1a: the same on every host and every run, so a name's choice never changes.
@@ -124,7 +210,8 @@ PlacementRequest placement_request_for(const wire::BootstrapInstance& bootstrap)
                            .flavor = bootstrap.flavor,
                            .arch = bootstrap.arch,
                            .os_type = bootstrap.os_type,
-                           .labels = {}};
+                           .labels = {},
+                           .shape = wire::parse_pool_shape(bootstrap.extra_specs)};
   if (!bootstrap.extra_specs || !bootstrap.extra_specs->is_object()) {
     return request;
   }
@@ -172,6 +259,7 @@ PlacementPlan plan_placement(const PlacementRequest& request,
     } else {
       order_for_spread(request, inputs, *agents);
     }
+    kvm_first(request, inputs, *agents);
   }
   return plan;
 }

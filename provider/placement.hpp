@@ -8,6 +8,7 @@
 #include "provider/provider_config.hpp"
 #include "wire/agent_capacity.hpp"
 #include "wire/bootstrap.hpp"
+#include "wire/pool_shape.hpp"
 
 namespace garm_edge::provider {
 
@@ -19,9 +20,11 @@ struct PlacementRequest {
   std::optional<wire::OsArch> arch;
   std::optional<wire::OsType> os_type;
   std::vector<std::string> labels;  // the pool's extra spec agent_labels: all are needed
+  wire::PoolShape shape;            // root disk, scratch disks, networks, virt type
 };
 
-/// From garm's bootstrap; throws wire::WireError when agent_labels is not a list of strings.
+/// From garm's bootstrap; throws wire::WireError when agent_labels is not a list of strings or
+/// a pool-shape key is wrong.
 PlacementRequest placement_request_for(const wire::BootstrapInstance& bootstrap);
 
 /// One agent as placement sees it: its config entry and its capacity answer, or why there is
@@ -50,7 +53,8 @@ struct PlacementPlan {
 /// The agents that can take the instance, ordered by `policy`: spread takes the most free
 /// memory times weight/100 first (agents within one instance's memory of each other are tied,
 /// and ties go by a hash of the instance and agent names), pack the highest weight and then
-/// config order. Every other agent is skipped with its reason. Agents that could take it but
+/// config order; either way agents that run the image's architecture with KVM come before those
+/// that emulate it. Every other agent is skipped with its reason. Agents that could take it but
 /// for room, with a warm guest of the image and flavor ready, are also in `warm_first`.
 PlacementPlan plan_placement(const PlacementRequest& request,
                              const std::vector<PlacementInput>& inputs, Placement policy);

@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <string>
 
+#include "common/hex.hpp"
 #include "userdata/internal.hpp"
 #include "wire/base64.hpp"
+#include "wire/pool_shape.hpp"
 
 namespace garm_edge::userdata {
 namespace {
@@ -223,25 +225,80 @@ void add_prefetched_runner(Commands& commands, const RunnerPrefetch& prefetch) {
 /// cloud-init's mounts module writes them to fstab and mounts them in its init stage: before
 /// runcmd, and before Docker (After=network-online.target) starts on its cache. `nofail`: a
 /// guest whose cache disk is missing still boots, and runs its job cold.
-bool plain_guest_path(std::string_view path) {
-  return path.size() > 1 && path.front() == '/' && path.find("..") == std::string_view::npos &&
-         path.find_first_not_of(
-             "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._/-") ==
-             std::string_view::npos;
+bool plain_disk_mount(std::string_view serial, std::string_view path) {
+  return wire::is_plain_guest_path(path) && !serial.empty() &&
+         serial.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") == std::string::npos;
 }
 
 ordered_json cache_mounts(const std::vector<CacheMount>& caches) {
   auto mounts = ordered_json::array();
   for (const auto& cache : caches) {
-    if (!plain_guest_path(cache.path) || cache.serial.empty() ||
-        cache.serial.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") !=
-            std::string::npos) {
+    if (!plain_disk_mount(cache.serial, cache.path)) {
       throw UserDataError("a cache mount must be a plain absolute path on a plain disk serial");
     }
     mounts.push_back(ordered_json::array({"/dev/disk/by-id/virtio-" + cache.serial, cache.path,
                                           "auto", "defaults,nofail,noatime", "0", "2"}));
   }
   return mounts;
+}
+
+/// $1: the disk's serial, $2: its mount. On every boot, before the runner: formatted once (an
+/// empty disk has no filesystem), mounted, and writable by the runner's user whatever its name.
+constexpr std::string_view kScratchDisk = R"bash(set -u
+dev=/dev/disk/by-id/virtio-$1
+for _ in $(seq 50); do [ -e "$dev" ] && break; sleep 0.2; done
+[ -e "$dev" ] || { echo "garm-edge: scratch disk $1 is missing" >&2; exit 0; }
+blkid "$dev" >/dev/null 2>&1 || mkfs.ext4 -q -E nodiscard -L "${1#garm-}" "$dev" || exit 0
+mkdir -p "$2"
+mountpoint -q "$2" || mount -o noatime,discard "$dev" "$2" || exit 0
+chmod 1777 "$2"
+)bash";
+
+/// $@: the further NICs' MACs. DHCP on each, its default route (if any) behind the first NIC's,
+/// with dhclient (Debian's ifupdown) or systemd-networkd, whichever the image has.
+constexpr std::string_view kExtraNics = R"bash(set -u
+for mac in "$@"; do
+  for dev in /sys/class/net/*; do
+    [ "$(cat "$dev/address" 2>/dev/null)" = "$mac" ] || continue
+    name=${dev##*/}
+    ip link set "$name" up
+    if command -v networkctl >/dev/null && systemctl -q is-active systemd-networkd; then
+      mkdir -p /run/systemd/network
+      printf '[Match]
+MACAddress=%s
+[Network]
+DHCP=ipv4
+[DHCPv4]
+RouteMetric=2048
+' "$mac"         >"/run/systemd/network/10-garm-edge-$name.network"
+      networkctl reload
+    elif command -v dhclient >/dev/null; then
+      dhclient -nw -e IF_METRIC=2048 "$name"
+    fi
+  done
+done
+)bash";
+
+ordered_json device_steps(const GuestDevices& devices) {
+  auto steps = ordered_json::array();
+  for (const auto& disk : devices.scratch) {
+    if (!plain_disk_mount(disk.serial, disk.path)) {
+      throw UserDataError("a scratch mount must be a plain absolute path on a plain disk serial");
+    }
+    steps.push_back(ordered_json::array(
+        {"bash", "-c", kScratchDisk, "garm-edge-scratch", disk.serial, disk.path}));
+  }
+  if (!devices.extra_nic_macs.empty()) {
+    auto step = ordered_json::array({"bash", "-c", kExtraNics, "garm-edge-nics"});
+    for (const auto& mac : devices.extra_nic_macs) {
+      if (!is_mac_address(mac)) {
+        throw UserDataError("a further NIC's MAC must be xx:xx:xx:xx:xx:xx");
+      }
+      step.push_back(mac);
+    }
+    steps.push_back(std::move(step));
+  }
+  return steps;
 }
 
 void set_unless_empty(ordered_json& config, const char* key, ordered_json value) {
@@ -254,8 +311,7 @@ void set_unless_empty(ordered_json& config, const char* key, ordered_json value)
 
 std::string render_linux_cloud_config(const wire::BootstrapInstance& bootstrap,
                                       std::string_view install_script,
-                                      const RunnerPrefetch& prefetch,
-                                      const std::vector<CacheMount>& caches,
+                                      const RunnerPrefetch& prefetch, const GuestDevices& devices,
                                       const std::string& mirror_url) {
   const auto specs = detail::parse_extra_specs(bootstrap);
   const auto options = detail::effective_user_data_options(bootstrap, specs);
@@ -277,7 +333,7 @@ std::string render_linux_cloud_config(const wire::BootstrapInstance& bootstrap,
   config["package_upgrade"] = !options.disable_updates_on_boot;
   set_unless_empty(config, "packages", std::move(package_names));
   set_unless_empty(config, "ssh_authorized_keys", detail::checked_ssh_keys(bootstrap));
-  set_unless_empty(config, "mounts", cache_mounts(caches));
+  set_unless_empty(config, "mounts", cache_mounts(devices.caches));
   config["system_info"] = system_info();
   // sudo looks the host name up: without it in /etc/hosts, every sudo of the install script
   // asks DNS and warns "unable to resolve host" (warm guests keep /etc/hosts the same way).
@@ -287,7 +343,10 @@ std::string render_linux_cloud_config(const wire::BootstrapInstance& bootstrap,
   config["ssh"] = {{"emit_keys_to_console", false}};
   config["runcmd"] = std::move(commands.runcmd);
   config["write_files"] = std::move(commands.write_files);
-  auto early = early_steps(bootstrap, prefetch, runner_starts_early);
+  auto early = device_steps(devices);
+  for (auto& step : early_steps(bootstrap, prefetch, runner_starts_early)) {
+    early.push_back(std::move(step));
+  }
   if (!mirror_url.empty()) {
     early.insert(early.begin(), registry_mirror_bootcmd(mirror_url));  // before Docker starts
   }

@@ -158,7 +158,7 @@ Seed render_seed(const wire::BootstrapInstance& bootstrap, const SeedRequest& re
           : render_linux_cloud_config(bootstrap, script,
                                       {.url = request.endpoints.runner_archive_url,
                                        .sha256 = request.endpoints.runner_archive_sha256},
-                                      request.caches, request.mirror_url);
+                                      request.devices, request.mirror_url);
   // Empty vendor-data is valid and costs nothing; a missing one costs cloud-init 10 s of retries.
   seed.vendor_data = "";
   return seed;

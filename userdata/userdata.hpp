@@ -47,6 +47,21 @@ struct CacheMount {
   std::string path;    // checked by the agent's config: absolute, plain characters
 };
 
+/// An empty disk the guest formats (ext4) on its first boot and mounts, writable by every
+/// user (mode 1777), before the runner starts (docs/extra-specs.md).
+struct ScratchMount {
+  std::string serial;  // the disk is /dev/disk/by-id/virtio-<serial>
+  std::string path;    // absolute, plain characters (wire::is_plain_guest_path)
+};
+
+/// What the agent gave the guest beyond its root disk and first NIC.
+struct GuestDevices {
+  std::vector<CacheMount> caches = {};
+  std::vector<ScratchMount> scratch = {};
+  /// Further NICs, by MAC: brought up with DHCP, their routes behind the first NIC's.
+  std::vector<std::string> extra_nic_macs = {};
+};
+
 /// What a cache builder runs (docs/caches.md).
 struct CacheBuilderValues {
   std::string script;      // the operator's refresh script
@@ -82,7 +97,7 @@ struct SeedRequest {
   std::string instance_id;  // cloud-init's instance-id: unique per created instance
   std::string hostname;     // local-hostname (garm's instance name)
   GuestEndpoints endpoints;
-  std::vector<CacheMount> caches = {};
+  GuestDevices devices = {};
   /// The host's registry mirror as guests reach it ("http://<address>:<port>"); empty: none.
   std::string mirror_url = "";
 };
@@ -105,7 +120,7 @@ std::string install_script(const wire::BootstrapInstance& bootstrap,
 std::string render_linux_cloud_config(const wire::BootstrapInstance& bootstrap,
                                       std::string_view install_script,
                                       const RunnerPrefetch& prefetch = {},
-                                      const std::vector<CacheMount>& caches = {},
+                                      const GuestDevices& devices = {},
                                       const std::string& mirror_url = "");
 
 /// Early in boot: Docker's, podman's and containerd's mirror settings for docker.io pointing at

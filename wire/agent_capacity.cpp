@@ -10,9 +10,25 @@ namespace {
 using ordered_json = nlohmann::ordered_json;
 
 ordered_json amount_json(const ResourceAmount& amount) {
-  return {
-      {"vcpus", amount.vcpus}, {"memory_mib", amount.memory_mib}, {"instances", amount.instances}};
+  return {{"vcpus", amount.vcpus},
+          {"memory_mib", amount.memory_mib},
+          {"instances", amount.instances},
+          {"disk_gib", amount.disk_gib}};
 }
+
+ordered_json shapes_json(const ShapeOffer& shapes) {
+  ordered_json pools = ordered_json::array();
+  for (const auto& pool : shapes.scratch_pools) {
+    pools.push_back({{"name", pool.name}, {"max_disk_gib", pool.max_disk_gib}});
+  }
+  return {{"virt_types", shapes.virt_types},
+          {"nested_virtualization", shapes.nested_virtualization},
+          {"max_root_disk_gib", shapes.max_root_disk_gib},
+          {"scratch_pools", pools},
+          {"networks", shapes.networks}};
+}
+
+ShapeOffer shapes_from(const ObjectReader& in, std::string_view key);
 
 ResourceAmount amount_from(const ObjectReader& in, std::string_view key) {
   const auto* value = in.find(key);
@@ -22,7 +38,8 @@ ResourceAmount amount_from(const ObjectReader& in, std::string_view key) {
   const ObjectReader amount(*value, in.path_of(key));
   return {.vcpus = amount.unsigned_integer("vcpus"),
           .memory_mib = amount.unsigned_integer("memory_mib"),
-          .instances = amount.unsigned_integer("instances")};
+          .instances = amount.unsigned_integer("instances"),
+          .disk_gib = amount.unsigned_integer("disk_gib")};
 }
 
 ordered_json addresses_json(const std::optional<AddressAmount>& addresses) {
@@ -79,6 +96,30 @@ std::map<std::string, std::uint64_t> counts_from(const ObjectReader& in, std::st
     counts[item.key()] = object.unsigned_integer(item.key());
   }
   return counts;
+}
+
+ShapeOffer shapes_from(const ObjectReader& in, std::string_view key) {
+  const auto* value = in.find(key);
+  if (value == nullptr || value->is_null()) {
+    return {};
+  }
+  const ObjectReader shapes(*value, in.path_of(key));
+  ShapeOffer offer;
+  if (const auto* types = shapes.find("virt_types"); types != nullptr && types->is_object()) {
+    const ObjectReader by_arch(*types, shapes.path_of("virt_types"));
+    for (const auto& item : types->items()) {
+      offer.virt_types[item.key()] = by_arch.string_or_empty(item.key());
+    }
+  }
+  offer.nested_virtualization = shapes.boolean("nested_virtualization");
+  offer.max_root_disk_gib = shapes.unsigned_integer("max_root_disk_gib");
+  offer.scratch_pools =
+      items_from<ScratchPoolOffer>(shapes, "scratch_pools", [](const ObjectReader& item) {
+        return ScratchPoolOffer{.name = item.string_or_empty("name"),
+                                .max_disk_gib = item.unsigned_integer("max_disk_gib")};
+      });
+  offer.networks = shapes.string_list("networks").value_or(std::vector<std::string>{});
+  return offer;
 }
 
 template <class Offer>
@@ -184,6 +225,7 @@ ordered_json to_json(const AgentCapacity& capacity) {
           {"flavors", to_json(capacity.flavors)},
           {"warm", warm},
           {"caches", caches},
+          {"shapes", shapes_json(capacity.shapes)},
           {"features", capacity.features}};
 }
 
@@ -260,6 +302,7 @@ AgentCapacity agent_capacity_from_json(const nlohmann::json& document, const std
                       .refreshing = item.boolean("refreshing"),
                       .error = item.string_or_empty("error")};
   });
+  capacity.shapes = shapes_from(in, "shapes");
   capacity.features = in.string_list("features").value_or(std::vector<std::string>{});
   return capacity;
 }

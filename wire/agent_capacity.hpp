@@ -20,6 +20,7 @@ struct ResourceAmount {
   std::uint64_t vcpus = 0;
   std::uint64_t memory_mib = 0;
   std::uint64_t instances = 0;  // in a limit: 0 means none
+  std::uint64_t disk_gib = 0;   // guests' disks at full size; in a limit: 0 means not counted
 
   bool operator==(const ResourceAmount&) const = default;
 };
@@ -78,11 +79,32 @@ struct AddressAmount {
   bool operator==(const AddressAmount&) const = default;
 };
 
+/// A storage pool of the agent that pools may put scratch disks on, by the name they use.
+struct ScratchPoolOffer {
+  std::string name;
+  std::uint64_t max_disk_gib = 0;
+
+  bool operator==(const ScratchPoolOffer&) const = default;
+};
+
+/// What a pool may ask of the agent beyond its flavor (docs/extra-specs.md).
+struct ShapeOffer {
+  /// How guests of each OS arch (amd64, arm64, arm) are run: kvm, qemu (emulated) or test.
+  std::map<std::string, std::string> virt_types;
+  /// Allowed by the operator and offered by the host's KVM.
+  bool nested_virtualization = false;
+  std::uint64_t max_root_disk_gib = 0;  // 0: none larger than the flavor's
+  std::vector<ScratchPoolOffer> scratch_pools;
+  std::vector<std::string> networks;
+
+  bool operator==(const ShapeOffer&) const = default;
+};
+
 /// The additions to the agent API since its baseline that this build's agent offers. A provider
 /// uses an addition only with agents that list it; an agent that lists nothing is older than
 /// the list and offers the baseline (which includes binding warm guests: "warm-bind").
 inline const std::vector<std::string> kAgentFeatures = {
-    "warm-bind", "hub-tunnel", "capacity-features", "image-pull", "caches"};
+    "warm-bind", "hub-tunnel", "capacity-features", "image-pull", "caches", "pool-shapes"};
 
 /// What an agent tells placement and the fleet view in one answer (`GET /v1/capacity`).
 struct AgentCapacity {
@@ -102,6 +124,7 @@ struct AgentCapacity {
   std::vector<FlavorOffer> flavors;
   std::vector<WarmOffer> warm;
   std::vector<CacheOffer> caches;
+  ShapeOffer shapes;
   /// What the agent offers beyond the API's baseline (docs/fleet.md, version skew); empty
   /// from an agent older than the list.
   std::vector<std::string> features;

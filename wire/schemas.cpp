@@ -3,6 +3,7 @@
 #include <set>
 
 #include "wire/error.hpp"
+#include "wire/pool_shape.hpp"
 
 namespace garm_edge::wire {
 
@@ -14,7 +15,15 @@ std::string extra_specs_json_schema() {
          R"("enable_boot_debug":{"type":"boolean"},"disable_updates":{"type":"boolean"},)"
          R"("extra_packages":{"type":"array","items":{"type":"string"}},)"
          R"("caches":{"type":"array","maxItems":8,"items":{"type":"string","pattern":"^[a-z0-9][a-z0-9-]{0,23}$"},"description":"[[caches]] of the agent, by name, this pool's guests also get; only caches of the pool's own controller"},)"
-         R"("agent_labels":{"type":"array","items":{"type":"string"},"description":"garm-provider-edge places the pool's instances only on agents with every one of these labels"}},)"
+         R"("agent_labels":{"type":"array","items":{"type":"string"},"description":"garm-provider-edge places the pool's instances only on agents with every one of these labels"},)"
+         R"("root_disk_gib":{"type":"integer","minimum":1,"maximum":65536,"description":"the root disk's size (at least the flavor's, at most the agent's [extra_specs] max_root_disk_gib); the guest grows its filesystem"},)"
+         R"("scratch_disks":{"type":"array","maxItems":4,"items":{"type":"object","additionalProperties":false,"required":["pool","size_gib"],)"
+         R"("properties":{"pool":{"type":"string","pattern":"^[a-z0-9][a-z0-9-]{0,23}$","description":"a [[scratch_pools]] name of the agent"},)"
+         R"("size_gib":{"type":"integer","minimum":1,"maximum":65536},"mount":{"type":"string","pattern":"^/[A-Za-z0-9._/-]+$","description":"default /mnt/scratch, /mnt/scratch-1, ..."}}},)"
+         R"("description":"empty disks, formatted (ext4) and mounted before the runner starts; they go with the guest"},)"
+         R"("networks":{"type":"array","maxItems":4,"items":{"type":"string","pattern":"^[a-z0-9][a-z0-9-]{0,23}$"},"description":"further NICs on [[networks]] of the agent, by name"},)"
+         R"("nested_virtualization":{"type":"boolean","description":"the guest may run KVM itself; needs a KVM host with nested on and [extra_specs] nested_virtualization = true"},)"
+         R"("virt_type":{"enum":["any","kvm","qemu"],"description":"kvm: only hosts with KVM for the image's architecture; qemu: emulated (TCG) even there"}},)"
          R"("additionalProperties":false})";
 }
 
@@ -36,6 +45,7 @@ void validate_extra_spec_keys(const nlohmann::json& extra_specs) {
       throw WireError("extra_specs." + key, "unknown key (see the extra-specs JSON schema)");
     }
   }
+  parse_pool_shape(extra_specs);  // a pool-shape value that is wrong fails here too
 }
 
 }  // namespace garm_edge::wire

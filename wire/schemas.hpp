@@ -11,7 +11,8 @@ namespace garm_edge::wire {
 std::string extra_specs_json_schema();
 
 /// Refuses extra_specs keys the schema does not list (WireError naming the key): a typo in a
-/// pool's extra specs should fail validation, not be ignored silently.
+/// pool's extra specs should fail validation, not be ignored silently. The pool-shape keys'
+/// values are checked too (parse_pool_shape).
 void validate_extra_spec_keys(const nlohmann::json& extra_specs);
 
 }  // namespace garm_edge::wire

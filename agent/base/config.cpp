@@ -93,6 +93,8 @@ void read_capacity_section(TableReader& root, AgentConfig& config) {
                                      .value_or(capacity.reserved_memory_mib);
   capacity.max_instances =
       in.integer<std::size_t>("max_instances", 0, 100000).value_or(capacity.max_instances);
+  capacity.disk_gib =
+      in.integer<std::uint64_t>("disk_gib", 0, std::int64_t{1} << 30).value_or(capacity.disk_gib);
   in.reject_unknown_keys();
 }
 
@@ -538,6 +540,18 @@ const FlavorConfig* AgentConfig::find_flavor(std::string_view name) const {
   return nullptr;
 }
 
+const ScratchPoolConfig* AgentConfig::find_scratch_pool(std::string_view name) const {
+  const auto found = std::find_if(scratch_pools.begin(), scratch_pools.end(),
+                                  [&](const ScratchPoolConfig& pool) { return pool.name == name; });
+  return found == scratch_pools.end() ? nullptr : &*found;
+}
+
+const NetworkConfig* AgentConfig::find_network(std::string_view name) const {
+  const auto found = std::find_if(networks.begin(), networks.end(),
+                                  [&](const NetworkConfig& entry) { return entry.name == name; });
+  return found == networks.end() ? nullptr : &*found;
+}
+
 const CacheConfig* AgentConfig::find_cache(std::string_view name) const {
   const auto found = std::find_if(caches.begin(), caches.end(),
                                   [&](const CacheConfig& cache) { return cache.name == name; });
@@ -589,12 +603,22 @@ AgentConfig parse_agent_config(std::string_view toml_text, const std::string& so
       [&api = config.api](const toml::table& table, const std::string& source, std::size_t index) {
         return read_cache(table, source, index, api);
       });
+  read_extra_specs_section(root, config);
+  const auto read_with_api = [&api = config.api](auto read) {
+    return [&api, read](const toml::table& table, const std::string& source, std::size_t index) {
+      return read(table, source, index, api);
+    };
+  };
+  config.scratch_pools =
+      read_list<ScratchPoolConfig>(root, "scratch_pools", read_with_api(read_scratch_pool));
+  config.networks = read_list<NetworkConfig>(root, "networks", read_with_api(read_network));
   root.reject_unknown_keys();
   if (config.images.empty() || config.flavors.empty()) {
     root.fail(nullptr, "at least one [[images]] and one [[flavors]] entry are required");
   }
   check_warm(root, config);
   check_caches(root, config);
+  check_networks(root, config);
   return config;
 }
 
@@ -615,7 +639,19 @@ std::string agent_config_json_schema() {
          R"json("cpu_overcommit":{"type":"number","minimum":0.1,"maximum":1000},)json"
          R"json("memory_overcommit":{"type":"number","minimum":0.1,"maximum":1000},)json"
          R"json("reserved_memory_mib":{"type":"integer","minimum":0,"maximum":1073741824},)json"
-         R"json("max_instances":{"type":"integer","minimum":0,"maximum":100000}}},)json"
+         R"json("max_instances":{"type":"integer","minimum":0,"maximum":100000},)json"
+         R"json("disk_gib":{"type":"integer","minimum":0,"maximum":1073741824}}},)json"
+         R"json("extra_specs":{"type":"object","additionalProperties":false,"properties":{)json"
+         R"json("max_root_disk_gib":{"type":"integer","minimum":0,"maximum":65536},)json"
+         R"json("nested_virtualization":{"type":"boolean"}}},)json"
+         R"json("scratch_pools":{"type":"array","items":{"type":"object","additionalProperties":false,)json"
+         R"json("required":["name","storage_pool"],"properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9-]{0,23}$"},)json"
+         R"json("storage_pool":{"type":"string"},"max_disk_gib":{"type":"integer","minimum":1,"maximum":65536},)json"
+         R"json("controllers":{"type":"array","items":{"type":"string"}}}}},)json"
+         R"json("networks":{"type":"array","items":{"type":"object","additionalProperties":false,)json"
+         R"json("required":["name"],"properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9-]{0,23}$"},)json"
+         R"json("network":{"type":"string"},"bridge":{"type":"string"},)json"
+         R"json("controllers":{"type":"array","items":{"type":"string"}}}}},)json"
          R"json("libvirt":{"type":"object","additionalProperties":false,"properties":{"uri":{"type":"string"},)json"
          R"json("virt_type":{"enum":["auto","kvm","qemu","test"]},)json"
          R"json("call_timeout_seconds":{"type":"integer","minimum":1,"maximum":3600},)json"

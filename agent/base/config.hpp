@@ -11,6 +11,7 @@
 
 #include "agent/base/cache_config.hpp"
 #include "agent/base/mirror_config.hpp"
+#include "agent/base/shape_config.hpp"
 #include "common/config_error.hpp"
 #include "hypervisor/libvirt_options.hpp"
 #include "net/address_range.hpp"
@@ -154,6 +155,8 @@ struct CapacityConfig {
   std::uint64_t reserved_memory_mib = 1024;
   /// 0: no limit beyond CPUs and memory.
   std::size_t max_instances = 0;
+  /// What guests' disks (root and scratch, at their full size) may add up to; 0: not counted.
+  std::uint64_t disk_gib = 0;
 };
 
 /// How images with a `source` are pulled: one pull per image at a time, the bases kept in
@@ -201,6 +204,9 @@ struct AgentConfig {
   std::vector<FlavorConfig> flavors;
   std::vector<WarmConfig> warm;
   std::vector<CacheConfig> caches;
+  ExtraSpecLimits extra_specs;
+  std::vector<ScratchPoolConfig> scratch_pools;
+  std::vector<NetworkConfig> networks;
   /// Where cache generations are kept; empty: beside state_dir, "<state_dir>-caches".
   std::filesystem::path caches_dir;
   MirrorConfig mirror;
@@ -210,6 +216,8 @@ struct AgentConfig {
   const ImageConfig* find_image(std::string_view name) const;
   const FlavorConfig* find_flavor(std::string_view name) const;
   const CacheConfig* find_cache(std::string_view name) const;
+  const ScratchPoolConfig* find_scratch_pool(std::string_view name) const;
+  const NetworkConfig* find_network(std::string_view name) const;
   /// caches_dir, or its default.
   std::filesystem::path cache_directory() const;
   /// mirror.directory, or its default.

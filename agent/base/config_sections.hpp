@@ -27,4 +27,13 @@ CacheConfig read_cache(const toml::table& table, const std::string& source, std:
 /// guest service (guests mount it from their seed).
 void check_caches(TomlTableReader& root, AgentConfig& config);
 
+/// [extra_specs], [[scratch_pools]] and [[networks]] (agent/base/shape_config.cpp).
+void read_extra_specs_section(TomlTableReader& root, AgentConfig& config);
+ScratchPoolConfig read_scratch_pool(const toml::table& table, const std::string& source,
+                                    std::size_t index, const ApiConfig& api);
+NetworkConfig read_network(const toml::table& table, const std::string& source, std::size_t index,
+                           const ApiConfig& api);
+/// [[networks]] need the guests' own network ([libvirt] network).
+void check_networks(TomlTableReader& root, const AgentConfig& config);
+
 }  // namespace garm_edge::agent

@@ -15,6 +15,20 @@
 namespace garm_edge::agent {
 namespace {
 
+userdata::GuestDevices guest_devices(const InstanceRecord& record) {
+  userdata::GuestDevices devices;
+  for (const auto& disk : record.caches) {
+    devices.caches.push_back({.serial = disk.serial, .path = disk.mount});
+  }
+  for (const auto& disk : record.scratch_disks) {
+    devices.scratch.push_back({.serial = disk.serial, .path = disk.mount});
+  }
+  for (const auto& nic : record.extra_nics) {
+    devices.extra_nic_macs.push_back(nic.mac);
+  }
+  return devices;
+}
+
 constexpr const char* kCleanTraffic = "clean-traffic";
 constexpr const char* kSourceIpFilter = "garm-edge-source-ip";
 
@@ -166,14 +180,10 @@ GuestPlan GuestAccess::plan(const InstanceRecord& record,
     guest.user_data = userdata::render_linux_cloud_config(
         bootstrap, userdata::warm_guest_script(warm), {}, {}, mirror_url());
   } else {
-    std::vector<userdata::CacheMount> caches;
-    for (const auto& disk : record.caches) {
-      caches.push_back({.serial = disk.serial, .path = disk.mount});
-    }
     auto seed = userdata::render_seed(bootstrap, {.instance_id = record.domain_uuid,
                                                   .hostname = record.name,
                                                   .endpoints = endpoints,
-                                                  .caches = caches,
+                                                  .devices = guest_devices(record),
                                                   .mirror_url = mirror_url()});
     guest.meta_data = std::move(seed.meta_data);
     guest.user_data = std::move(seed.user_data);
@@ -182,7 +192,8 @@ GuestPlan GuestAccess::plan(const InstanceRecord& record,
 
   // cloud-init 22.4 needs nocloud-net for an http seed, and the trailing slash.
   plan.smbios_serial = "ds=nocloud-net;s=" + base_url() + "/" + seed_token + "/";
-  plan.interface = {.network = config_.network, .mac = guest.mac, .filter = "", .filter_ip = ""};
+  plan.interface = {
+      .network = config_.network, .bridge = "", .mac = guest.mac, .filter = "", .filter_ip = ""};
   return plan;
 }
 

@@ -122,12 +122,6 @@ std::string mac_with(std::string_view prefix, const std::array<unsigned char, 3>
 
 }  // namespace
 
-std::string random_mac() {
-  std::array<unsigned char, 3> bytes{};
-  net::random_bytes(bytes);
-  return mac_with("52:54:00", bytes);
-}
-
 std::string mac_for_address(std::uint32_t address) {
   return mac_with("52:47:45",
                   {static_cast<unsigned char>(address >> 16U),

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "agent/instances/capacity.hpp"
+#include "agent/instances/identifiers.hpp"  // random_mac
 #include "hypervisor/hypervisor.hpp"
 
 namespace garm_edge::agent {
@@ -39,9 +40,6 @@ std::string format_ipv4(std::uint32_t address);
 /// what to change.
 AddressRange reservable_addresses(const hypervisor::NetworkInfo& network,
                                   std::string_view configured);
-
-/// A MAC in QEMU's 52:54:00 block with three random bytes.
-std::string random_mac();
 
 /// The MAC every guest at `address` gets: garm-edge's locally administered block 52:47:45 and
 /// the address's low three bytes. One MAC per address means a new guest takes over the lease

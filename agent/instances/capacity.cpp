@@ -33,6 +33,7 @@ Resources& Resources::operator+=(const Resources& other) {
   vcpus += other.vcpus;
   memory_mib += other.memory_mib;
   instances += other.instances;
+  disk_gib += other.disk_gib;
   return *this;
 }
 
@@ -40,6 +41,7 @@ Resources& Resources::operator-=(const Resources& other) {
   vcpus = floor_at_zero(vcpus, other.vcpus);
   memory_mib = floor_at_zero(memory_mib, other.memory_mib);
   instances = instances > other.instances ? instances - other.instances : 0;
+  disk_gib = floor_at_zero(disk_gib, other.disk_gib);
   return *this;
 }
 
@@ -50,13 +52,15 @@ Resources limits_of(const hypervisor::HostCapacity& host, const CapacityConfig& 
       .memory_mib =
           static_cast<std::uint64_t>(static_cast<double>(usable_memory) * config.memory_overcommit),
       .instances = config.max_instances,
+      .disk_gib = config.disk_gib,
   };
 }
 
 bool fits(const Resources& used, const Resources& wanted, const Resources& limit) {
   return used.vcpus + wanted.vcpus <= limit.vcpus &&
          used.memory_mib + wanted.memory_mib <= limit.memory_mib &&
-         (limit.instances == 0 || used.instances + wanted.instances <= limit.instances);
+         (limit.instances == 0 || used.instances + wanted.instances <= limit.instances) &&
+         (limit.disk_gib == 0 || used.disk_gib + wanted.disk_gib <= limit.disk_gib);
 }
 
 Resources free_of(const Resources& used, const Resources& limit) {

@@ -20,6 +20,8 @@ struct Resources {
   std::uint64_t vcpus = 0;
   std::uint64_t memory_mib = 0;
   std::size_t instances = 0;
+  /// Guests' disks at their full size: root and scratch (0 in a limit: not counted).
+  std::uint64_t disk_gib = 0;
 
   Resources& operator+=(const Resources& other);
   Resources& operator-=(const Resources& other);
@@ -33,7 +35,7 @@ Resources limits_of(const hypervisor::HostCapacity& host, const CapacityConfig& 
 /// Does `used` plus `wanted` stay within `limit`?
 bool fits(const Resources& used, const Resources& wanted, const Resources& limit);
 
-/// `limit` minus `used`, each floored at 0 (instances: 0 when there is no instance limit).
+/// `limit` minus `used`, each floored at 0 (instances and disk: 0 when there is no limit).
 Resources free_of(const Resources& used, const Resources& limit);
 
 /// The guest addresses of the agent's range (`[guests]`): every instance holds one, and one

@@ -26,6 +26,7 @@ inline constexpr const char* kImage = "image";
 inline constexpr const char* kFlavor = "flavor";
 inline constexpr const char* kVcpus = "vcpus";           // the flavor's, when created
 inline constexpr const char* kMemoryMib = "memory-mib";  // the flavor's, when created
+inline constexpr const char* kDiskGib = "disk-gib";      // root and scratch disks, when created
 inline constexpr const char* kCreatedAt = "created-at";
 inline constexpr const char* kStateId = "state-id";
 /// A warm guest's owner (docs/warm-guests.md): the controller whose create alone may bind it.

@@ -15,6 +15,17 @@ std::string random_uuid() {
   return format_uuid(bytes);
 }
 
+std::string random_mac() {
+  std::array<unsigned char, 3> bytes{};
+  net::random_bytes(bytes);
+  std::string mac = "52:54:00";
+  for (const unsigned char byte : bytes) {
+    mac += ':';
+    append_hex(mac, byte);
+  }
+  return mac;
+}
+
 std::string domain_name_for(std::string_view controller_id, std::string_view instance_name) {
   return std::string(kDomainNamePrefix) + std::string(controller_id) + "-" +
          std::string(instance_name);
@@ -23,15 +34,17 @@ std::string domain_name_for(std::string_view controller_id, std::string_view ins
 namespace {
 
 constexpr std::string_view kCacheSuffix = ".cache";
+constexpr std::string_view kScratchSuffix = ".scratch";
 
 }  // namespace
 
 std::optional<std::string> domain_name_of_volume(std::string_view volume_name) {
   constexpr std::string_view kSuffix = ".qcow2";
   auto stem = volume_name;
-  if (stem.ends_with(kCacheSuffix)) {
-    // "<domain>.<cache>.cache": cache names have no '.', so the last one ends the domain's name.
-    stem.remove_suffix(kCacheSuffix.size());
+  if (stem.ends_with(kCacheSuffix) || stem.ends_with(kScratchSuffix)) {
+    // "<domain>.<cache>.cache", "<domain>.<n>.scratch": neither part has a '.', so the last one
+    // ends the domain's name.
+    stem.remove_suffix(stem.ends_with(kCacheSuffix) ? kCacheSuffix.size() : kScratchSuffix.size());
     const auto dot = stem.rfind('.');
     if (dot == std::string_view::npos) {
       return std::nullopt;
@@ -54,6 +67,10 @@ std::string volume_name_for(std::string_view domain_name) {
 
 std::string cache_volume_name_for(std::string_view domain_name, std::string_view cache) {
   return std::string(domain_name) + "." + std::string(cache) + std::string(kCacheSuffix);
+}
+
+std::string scratch_volume_name_for(std::string_view domain_name, std::size_t index) {
+  return std::string(domain_name) + "." + std::to_string(index) + std::string(kScratchSuffix);
 }
 
 }  // namespace garm_edge::agent

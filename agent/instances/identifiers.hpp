@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -8,6 +9,8 @@ namespace garm_edge::agent {
 
 /// A random (version 4) UUID from the kernel's CSPRNG.
 std::string random_uuid();
+/// A MAC in QEMU's 52:54:00 block with three random bytes.
+std::string random_mac();
 
 inline constexpr std::string_view kDomainNamePrefix = "garm-edge-";
 
@@ -21,6 +24,8 @@ std::string volume_name_for(std::string_view domain_name);
 /// The overlay of cache `cache` for the domain, "<domain>.<cache>.cache" (domain_name_of_volume
 /// finds the domain).
 std::string cache_volume_name_for(std::string_view domain_name, std::string_view cache);
+/// Scratch disk `index` of the domain, "<domain>.<index>.scratch", in its scratch pool.
+std::string scratch_volume_name_for(std::string_view domain_name, std::size_t index);
 /// The domain an overlay volume was made for, when the name follows volume_name_for.
 std::optional<std::string> domain_name_of_volume(std::string_view volume_name);
 

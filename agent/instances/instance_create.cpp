@@ -122,6 +122,13 @@ DryRunResult InstanceService::dry_run_create(const ControllerId& controller,
            .format = "qcow2",
            .serial = plan.record.caches[i].serial});
     }
+    for (std::size_t i = 0; i < plan.scratch_volumes.size(); ++i) {
+      const auto& disk = plan.record.scratch_disks[i];
+      plan.domain.extra_disks.push_back(
+          {.path = hypervisor_.pool_path(disk.storage_pool) + "/" + disk.volume_name,
+           .format = "qcow2",
+           .serial = disk.serial});
+    }
     const auto existing = find_owned_domain(controller, plan.record.domain_name);
     DryRunResult result;
     result.already_exists = existing.has_value();
@@ -178,6 +185,8 @@ InstanceService::CreatePlan InstanceService::plan_create(const ControllerId& con
   plan.domain.arch = guest_arch_for(image->arch);
   plan.domain.vcpus = flavor->vcpus;
   plan.domain.memory_mib = flavor->memory_mib;
+  plan.resources = {.vcpus = flavor->vcpus, .memory_mib = flavor->memory_mib, .instances = 1};
+  plan_shape(plan, b, *flavor);
   plan_caches(plan, b);  // before the guest's seed, which mounts them
   plan.guest = guests_->plan(r, b);
   if (plan.guest) {
@@ -185,12 +194,14 @@ InstanceService::CreatePlan InstanceService::plan_create(const ControllerId& con
     plan.domain.interfaces = {plan.guest->interface};  // the filter follows with the address
   } else if (!config_.network.empty()) {
     plan.domain.interfaces.push_back(
-        {.network = config_.network, .mac = "", .filter = "", .filter_ip = ""});
+        {.network = config_.network, .bridge = "", .mac = "", .filter = "", .filter_ip = ""});
   }
+  plan.domain.interfaces.insert(plan.domain.interfaces.end(), plan.extra_interfaces.begin(),
+                                plan.extra_interfaces.end());
   plan.domain.tags = tags_for(r);
   plan.domain.tags.set(tag::kVcpus, std::to_string(flavor->vcpus));
   plan.domain.tags.set(tag::kMemoryMib, std::to_string(flavor->memory_mib));
-  plan.resources = {.vcpus = flavor->vcpus, .memory_mib = flavor->memory_mib, .instances = 1};
+  plan.domain.tags.set(tag::kDiskGib, std::to_string(plan.resources.disk_gib));
   return plan;
 }
 
@@ -329,6 +340,8 @@ void InstanceService::record_create_intent(CreatePlan& plan) {
   guests_->assign_address(*plan.guest, [&](const GuestPlan& guest) {
     plan.record.guest = guest.record;
     plan.domain.interfaces = {guest.interface};
+    plan.domain.interfaces.insert(plan.domain.interfaces.end(), plan.extra_interfaces.begin(),
+                                  plan.extra_interfaces.end());
     store_.put(plan.record);
     return plan.record;
   });
@@ -350,6 +363,8 @@ wire::ProviderInstance InstanceService::run_create(CreatePlan& plan) {
     plan.domain.disk_path = volume.path;
     step = "create the cache overlays";
     create_cache_volumes(plan);
+    step = "create the scratch disks";
+    create_scratch_volumes(plan);
     step = "define the domain";
     hypervisor_.define(plan.domain);
     startup_.mark(record.domain_name, StartupPhase::defined);

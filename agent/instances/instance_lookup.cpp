@@ -43,6 +43,8 @@ Resources resources_of(const hypervisor::Domain& domain, const AgentConfig& conf
       .memory_mib =
           number_tag(domain, tag::kMemoryMib).value_or(flavor != nullptr ? flavor->memory_mib : 0),
       .instances = 1,
+      .disk_gib =
+          number_tag(domain, tag::kDiskGib).value_or(flavor != nullptr ? flavor->disk_gib : 0),
   };
 }
 

@@ -90,9 +90,16 @@ void InstanceService::reconcile_domains(ReconcileReport& report) {
 }
 
 void InstanceService::reconcile_volumes(ReconcileReport& report) {
-  for (const auto& volume : hypervisor_.list_volumes(config_.storage_pool)) {
-    if (const auto domain_name = domain_name_of_volume(volume)) {
-      run_if_idle(*domain_name, report, [&] { reconcile_volume(volume, *domain_name, report); });
+  std::set<std::string> pools{config_.storage_pool};
+  for (const auto& scratch : config_.scratch_pools) {
+    pools.insert(scratch.storage_pool);
+  }
+  for (const auto& pool : pools) {
+    for (const auto& volume : hypervisor_.list_volumes(pool)) {
+      if (const auto domain_name = domain_name_of_volume(volume)) {
+        run_if_idle(*domain_name, report,
+                    [&] { reconcile_volume(pool, volume, *domain_name, report); });
+      }
     }
   }
 }
@@ -157,14 +164,14 @@ void InstanceService::reconcile_domain(const hypervisor::Domain& domain, Reconci
                ", which carried this agent's tag but had no record");
 }
 
-void InstanceService::reconcile_volume(const std::string& volume_name,
+void InstanceService::reconcile_volume(const std::string& pool, const std::string& volume_name,
                                        const std::string& domain_name, ReconcileReport& report) {
   if (store_.get(domain_name) || hypervisor_.find_by_name(domain_name)) {
     return;
   }
   // A create's overlay whose record was already rolled back: e.g. a volume call that
   // finished after its deadline had passed.
-  hypervisor_.delete_volume(config_.storage_pool, volume_name);
+  hypervisor_.delete_volume(pool, volume_name);
   ++report.orphan_volumes;
   log_.warning("reconcile: removed overlay volume " + volume_name + ", which no instance uses");
 }

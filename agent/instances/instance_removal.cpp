@@ -118,6 +118,7 @@ void InstanceService::teardown(const InstanceRecord& record) {
   }
   hypervisor_.delete_volume(record.volume_pool, record.volume_name);
   delete_cache_volumes(record);
+  delete_scratch_volumes(record);
   store_.remove(record.domain_name);
 }
 

@@ -28,6 +28,7 @@
 #include "agent/instances/startup_tracker.hpp"
 #include "hypervisor/hypervisor.hpp"
 #include "wire/bootstrap.hpp"
+#include "wire/pool_shape.hpp"
 #include "wire/provider_instance.hpp"
 
 namespace garm_edge::agent {
@@ -202,7 +203,10 @@ class InstanceService {
     hypervisor::DomainSpec domain;
     std::optional<GuestPlan> guest;
     Resources resources;  // the flavor's, counted against the host's capacity
-    std::vector<hypervisor::VolumeSpec> cache_volumes;  // one per record.caches entry
+    std::vector<hypervisor::VolumeSpec> cache_volumes;    // one per record.caches entry
+    wire::PoolShape shape;                                // what the pool's extra specs ask
+    std::vector<hypervisor::VolumeSpec> scratch_volumes;  // one per record.scratch_disks entry
+    std::vector<hypervisor::NetworkInterface> extra_interfaces;  // after the guest's own
   };
 
   CreatePlan plan_create(const ControllerId& controller, const wire::BootstrapInstance& bootstrap);
@@ -242,6 +246,17 @@ class InstanceService {
   /// in its extra specs), each with a current generation: into the record, volumes and domain.
   /// Throws ServiceError (invalid_argument) for a request of a cache the pool may not have.
   void plan_caches(CreatePlan& plan, const wire::BootstrapInstance& bootstrap);
+  /// The pool's shape (agent/instances/instance_shape.cpp): root disk, scratch disks, further
+  /// NICs, nested virtualization, virt type; into the plan's record, volumes, domain and
+  /// resources. Throws ServiceError (invalid_argument) for what the agent does not allow.
+  void plan_shape(CreatePlan& plan, const wire::BootstrapInstance& bootstrap,
+                  const FlavorConfig& flavor);
+  void plan_scratch_disks(CreatePlan& plan);
+  void plan_extra_nics(CreatePlan& plan);
+  /// Nested virtualization and `virt_type = kvm` against what the host offers.
+  void check_hypervisor_shape(const CreatePlan& plan);
+  void create_scratch_volumes(CreatePlan& plan);
+  void delete_scratch_volumes(const InstanceRecord& record);
   /// The cache overlays of a planned create, each backed by its generation.
   void create_cache_volumes(CreatePlan& plan);
   void delete_cache_volumes(const InstanceRecord& record);
@@ -297,8 +312,8 @@ class InstanceService {
   void release_unheld_addresses(ReconcileReport& report);
   void reconcile_record(const InstanceRecord& record, ReconcileReport& report);
   void reconcile_domain(const hypervisor::Domain& domain, ReconcileReport& report);
-  void reconcile_volume(const std::string& volume_name, const std::string& domain_name,
-                        ReconcileReport& report);
+  void reconcile_volume(const std::string& pool, const std::string& volume_name,
+                        const std::string& domain_name, ReconcileReport& report);
   /// Logs the unreadable records when their set differs from the last one logged.
   void report_unreadable(const std::vector<std::string>& unreadable);
 

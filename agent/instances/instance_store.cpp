@@ -221,6 +221,50 @@ std::vector<CacheDiskRecord> caches_from_json(const nlohmann::json& document) {
   return caches;
 }
 
+nlohmann::ordered_json scratch_to_json(const std::vector<ScratchDiskRecord>& disks) {
+  auto out = nlohmann::ordered_json::array();
+  for (const auto& d : disks) {
+    out.push_back({{"pool", d.pool},
+                   {"storage_pool", d.storage_pool},
+                   {"volume_name", d.volume_name},
+                   {"size_gib", d.size_gib},
+                   {"serial", d.serial},
+                   {"mount", d.mount}});
+  }
+  return out;
+}
+
+std::vector<ScratchDiskRecord> scratch_from_json(const nlohmann::json& document) {
+  std::vector<ScratchDiskRecord> disks;
+  for (const auto& item : document) {
+    const wire::ObjectReader in(item, "scratch_disks[]");
+    disks.push_back({.pool = in.required_string("pool"),
+                     .storage_pool = in.required_string("storage_pool"),
+                     .volume_name = in.required_string("volume_name"),
+                     .size_gib = in.unsigned_integer("size_gib"),
+                     .serial = in.required_string("serial"),
+                     .mount = in.required_string("mount")});
+  }
+  return disks;
+}
+
+nlohmann::ordered_json nics_to_json(const std::vector<ExtraNicRecord>& nics) {
+  auto out = nlohmann::ordered_json::array();
+  for (const auto& nic : nics) {
+    out.push_back({{"network", nic.network}, {"mac", nic.mac}});
+  }
+  return out;
+}
+
+std::vector<ExtraNicRecord> nics_from_json(const nlohmann::json& document) {
+  std::vector<ExtraNicRecord> nics;
+  for (const auto& item : document) {
+    const wire::ObjectReader in(item, "extra_nics[]");
+    nics.push_back({.network = in.required_string("network"), .mac = in.required_string("mac")});
+  }
+  return nics;
+}
+
 nlohmann::ordered_json guest_to_json(const GuestRecord& g) {
   auto messages = nlohmann::ordered_json::array();
   for (const auto& m : g.messages) {
@@ -324,6 +368,15 @@ std::string serialize_record(const InstanceRecord& r) {
   if (!r.caches.empty()) {
     out["caches"] = caches_to_json(r.caches);
   }
+  if (r.root_disk_gib != 0) {
+    out["root_disk_gib"] = r.root_disk_gib;
+  }
+  if (!r.scratch_disks.empty()) {
+    out["scratch_disks"] = scratch_to_json(r.scratch_disks);
+  }
+  if (!r.extra_nics.empty()) {
+    out["extra_nics"] = nics_to_json(r.extra_nics);
+  }
   return out.dump(2) + "\n";
 }
 
@@ -361,6 +414,13 @@ InstanceRecord parse_record(std::string_view text) {
     }
     if (const auto* caches = in.find("caches"); caches && caches->is_array()) {
       r.caches = caches_from_json(*caches);
+    }
+    r.root_disk_gib = in.unsigned_integer("root_disk_gib");
+    if (const auto* disks = in.find("scratch_disks"); disks && disks->is_array()) {
+      r.scratch_disks = scratch_from_json(*disks);
+    }
+    if (const auto* nics = in.find("extra_nics"); nics && nics->is_array()) {
+      r.extra_nics = nics_from_json(*nics);
     }
     return r;
   } catch (const wire::WireError& e) {

@@ -110,6 +110,27 @@ struct CacheDiskRecord {
   bool operator==(const CacheDiskRecord&) const = default;
 };
 
+/// An empty disk on a [[scratch_pools]] storage pool the guest formats and mounts; it goes
+/// with the guest (docs/extra-specs.md).
+struct ScratchDiskRecord {
+  std::string pool;          // its [[scratch_pools]] name
+  std::string storage_pool;  // the libvirt storage pool the volume is in
+  std::string volume_name;
+  std::uint64_t size_gib = 0;
+  std::string serial;  // the guest's /dev/disk/by-id/virtio-<serial>
+  std::string mount;
+
+  bool operator==(const ScratchDiskRecord&) const = default;
+};
+
+/// A further NIC on one of the agent's [[networks]].
+struct ExtraNicRecord {
+  std::string network;  // its [[networks]] name
+  std::string mac;
+
+  bool operator==(const ExtraNicRecord&) const = default;
+};
+
 struct InstanceRecord {
   std::string domain_name;
   std::string domain_uuid;  // also garm's provider_id
@@ -130,6 +151,9 @@ struct InstanceRecord {
   std::optional<GuestRecord> guest;
   std::optional<WarmRecord> warm;  // only for warm guests, bound or not
   std::vector<CacheDiskRecord> caches;
+  std::uint64_t root_disk_gib = 0;  // 0: the flavor's (records before pool shapes)
+  std::vector<ScratchDiskRecord> scratch_disks;
+  std::vector<ExtraNicRecord> extra_nics;
 
   bool operator==(const InstanceRecord&) const = default;
 };

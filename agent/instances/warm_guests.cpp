@@ -269,7 +269,7 @@ std::optional<hypervisor::Domain> InstanceService::find_bound(const ControllerId
 hypervisor::Tags InstanceService::bound_tags(const InstanceRecord& bound,
                                              const hypervisor::Domain& domain) const {
   auto tags = tags_for(bound);
-  for (const char* key : {tag::kVcpus, tag::kMemoryMib}) {
+  for (const char* key : {tag::kVcpus, tag::kMemoryMib, tag::kDiskGib}) {
     if (const auto value = domain.tags.get(key)) {
       tags.set(key, std::string(*value));
     }
@@ -310,7 +310,8 @@ std::optional<wire::ProviderInstance> InstanceService::bind_warm(
     return w.controller == controller && w.image == plan.record.image &&
            w.flavor == plan.record.flavor;
   });
-  if (warm == config_.warm.end() || draining()) {
+  // A warm guest has its flavor's shape: a pool that asks for more gets a guest of its own.
+  if (warm == config_.warm.end() || draining() || !plan.shape.is_default()) {
     return std::nullopt;
   }
   const auto spec = warm_spec_of(config_, *warm);

@@ -16,8 +16,11 @@ DomainSpec sample_spec() {
   spec.vcpus = 2;
   spec.memory_mib = 2048;
   spec.disk_path = "/var/lib/libvirt/images/garm-edge-9dcf590a-garm-abc.qcow2";
-  spec.interfaces.push_back(
-      {.network = "default", .mac = "52:54:00:12:34:56", .filter = "", .filter_ip = ""});
+  spec.interfaces.push_back({.network = "default",
+                             .bridge = "",
+                             .mac = "52:54:00:12:34:56",
+                             .filter = "",
+                             .filter_ip = ""});
   spec.tags = Tags{{"controller-id", "c"}, {"pool-id", "p"}};
   return spec;
 }

@@ -48,7 +48,8 @@ PlacementRequest small_debian(std::optional<wire::OsArch> arch = wire::OsArch::a
           .flavor = "small",
           .arch = arch,
           .os_type = wire::OsType::linux,
-          .labels = {}};
+          .labels = {},
+          .shape = {}};
 }
 
 std::vector<std::string> names(const PlacementPlan& plan, const std::vector<PlacementInput>& in) {

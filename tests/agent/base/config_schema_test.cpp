@@ -47,6 +47,12 @@ std::string config_with(const std::map<std::string, Section>& overrides) {
                           {"controller", "\"9dcf590a-1192-4a9c-b3e4-e0902974c2c0\""}};
     sections["guests"];
   }
+  if (overrides.contains("scratch_pools")) {  // a scratch pool names its storage pool
+    sections["scratch_pools"] = {{"name", "\"nvme\""}, {"storage_pool", "\"nvme\""}};
+  }
+  if (overrides.contains("networks")) {  // a further network names a libvirt network
+    sections["networks"] = {{"name", "\"lab\""}, {"network", "\"lab\""}};
+  }
   if (overrides.contains("mirror")) {  // the mirror runs a registry that must be there
     sections["mirror"]["registry"] = "\"/bin/sh\"";
     sections["guests"];
@@ -62,8 +68,8 @@ std::string config_with(const std::map<std::string, Section>& overrides) {
   }
   std::ostringstream text;
   for (const auto& [section, keys] : sections) {
-    const bool array =
-        section == "images" || section == "flavors" || section == "warm" || section == "caches";
+    const bool array = section == "images" || section == "flavors" || section == "warm" ||
+                       section == "caches" || section == "scratch_pools" || section == "networks";
     text << (array ? "[[" : "[") << section << (array ? "]]" : "]") << "\n";
     for (const auto& [key, value] : keys) {
       text << key << " = " << value << "\n";

@@ -156,6 +156,7 @@ TEST_CASE("DHCP host and filter XML refuse what is not an address", "[guests]") 
   spec.name = "garm-edge-x";
   spec.disk_path = "/var/lib/x.qcow2";
   spec.interfaces.push_back({.network = "default",
+                             .bridge = "",
                              .mac = "52:54:00:00:00:01",
                              .filter = "clean-traffic",
                              .filter_ip = "192.168.122.5"});

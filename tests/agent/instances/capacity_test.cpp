@@ -58,7 +58,8 @@ TEST_CASE("creates beyond the host's vCPUs times overcommit are refused with no_
   CHECK(service->create(kControllerId, bootstrap_for(name_of(3))).name == name_of(3));
   // Every controller's instances take room on the host.
   report = service->capacity();
-  CHECK(report.used == agent::Resources{.vcpus = 8, .memory_mib = 8192, .instances = 4});
+  CHECK(report.used ==
+        agent::Resources{.vcpus = 8, .memory_mib = 8192, .instances = 4, .disk_gib = 80});
   CHECK(agent::free_of(report.used, report.limit).vcpus == 0);
   CHECK(report.by_state.at("running") == 4);
 
@@ -191,7 +192,7 @@ TEST_CASE(
   at_start.get_future().wait();
   // Defined and still under way: one instance, not its domain and its hold.
   CHECK(service->capacity().used ==
-        agent::Resources{.vcpus = 2, .memory_mib = 2048, .instances = 1});
+        agent::Resources{.vcpus = 2, .memory_mib = 2048, .instances = 1, .disk_gib = 20});
   go_on_start.set_value();
   create.join();
   hypervisor.before = nullptr;

@@ -1,0 +1,178 @@
+// What an agent tells placement and the fleet view of itself (`GET /v1/capacity`).
+#include "agent/api/capacity_answer.hpp"
+
+#include <algorithm>
+
+#include "agent/instances/cache_generations.hpp"
+#include "hypervisor/guest_arch.hpp"
+
+#ifndef GARM_EDGE_VERSION
+#define GARM_EDGE_VERSION "0.0.0"
+#endif
+
+namespace garm_edge::agent {
+namespace {
+
+const char* offer_state(const ImagePullState& pull) {
+  if (pull.has_base) {
+    return "ready";
+  }
+  return pull.phase == ImagePullState::Phase::failed ? "failed" : "pulling";
+}
+
+std::optional<wire::AddressAmount> address_amount(const std::optional<AddressCount>& addresses) {
+  if (!addresses) {
+    return std::nullopt;
+  }
+  return wire::AddressAmount{.total = addresses->total,
+                             .held = addresses->held,
+                             .resting = addresses->resting,
+                             .free = addresses->free};
+}
+
+/// The host's capacity; its warm offers only of the controllers `shown` lets through: the
+/// asking controller's for a placement (no other controller's create may take them), those a
+/// client may act for otherwise (other controllers' IDs are not a tenant's to see).
+/// The caches of the controllers `shown` lets through, and where each stands.
+std::vector<wire::CacheOffer> cache_offers(const CacheGenerations* caches,
+                                           const ControllerFilter& shown) {
+  std::vector<wire::CacheOffer> offers;
+  if (caches == nullptr) {
+    return offers;
+  }
+  for (const auto& status : caches->statuses()) {
+    if (shown(status.controller)) {
+      offers.push_back({.name = status.name,
+                        .controller = status.controller,
+                        .generation = status.generation,
+                        .made_at = status.made_at,
+                        .refreshing = status.refreshing,
+                        .error = status.error});
+    }
+  }
+  return offers;
+}
+
+std::string os_arch_name(hypervisor::GuestArch arch) {
+  switch (arch) {
+    case hypervisor::GuestArch::aarch64:
+      return "arm64";
+    case hypervisor::GuestArch::armv7l:
+      return "arm";
+    default:
+      return "amd64";
+  }
+}
+
+bool shown_scope(const ControllerScope& scope, const ControllerFilter& shown) {
+  return scope.controllers.empty() ||
+         std::any_of(scope.controllers.begin(), scope.controllers.end(), shown);
+}
+
+/// What pools may ask for beyond their flavor; scratch pools and networks kept for some
+/// controllers only when `shown` lets one of them through.
+wire::ShapeOffer shape_offer(const AgentConfig& config, const hypervisor::HostCapacity& host,
+                             const ControllerFilter& shown) {
+  wire::ShapeOffer offer;
+  for (const auto& [arch, type] : host.virt_types) {
+    offer.virt_types[os_arch_name(arch)] = std::string(hypervisor::to_string(type));
+  }
+  offer.nested_virtualization =
+      config.extra_specs.nested_virtualization && host.nested_virtualization;
+  offer.max_root_disk_gib = config.extra_specs.max_root_disk_gib;
+  for (const auto& pool : config.scratch_pools) {
+    if (shown_scope(pool.scope, shown)) {
+      offer.scratch_pools.push_back({.name = pool.name, .max_disk_gib = pool.max_disk_gib});
+    }
+  }
+  for (const auto& network : config.networks) {
+    if (shown_scope(network.scope, shown)) {
+      offer.networks.push_back(network.name);
+    }
+  }
+  return offer;
+}
+
+}  // namespace
+
+std::vector<wire::FlavorOffer> flavor_offers(const AgentConfig& config) {
+  std::vector<wire::FlavorOffer> offers;
+  for (const auto& flavor : config.flavors) {
+    offers.push_back({.name = flavor.name,
+                      .vcpus = flavor.vcpus,
+                      .memory_mib = flavor.memory_mib,
+                      .disk_gib = flavor.disk_gib});
+  }
+  return offers;
+}
+
+/// The configured images; those the agent pulls with where their pull stands.
+std::vector<wire::ImageOffer> image_offers(const AgentConfig& config, const ImageBases* pulled) {
+  std::vector<wire::ImageOffer> offers;
+  for (const auto& image : config.images) {
+    wire::ImageOffer offer{.name = image.name,
+                           .os_type = image.os_type,
+                           .os_name = image.os_name,
+                           .os_version = image.os_version,
+                           .arch = image.arch,
+                           .state = "ready",
+                           .pulled_bytes = 0,
+                           .total_bytes = 0,
+                           .error = ""};
+    if (const auto pull = pulled != nullptr ? pulled->state(image.name) : std::nullopt) {
+      const bool local_serves = !image.base_path.empty() || !image.base_volume.empty();
+      offer.state = local_serves ? "ready" : offer_state(*pull);
+      if (pull->phase != ImagePullState::Phase::ready) {
+        offer.pulled_bytes = pull->bytes;
+        offer.total_bytes = pull->total;
+      }
+      offer.error = pull->error;
+    }
+    offers.push_back(std::move(offer));
+  }
+  return offers;
+}
+
+wire::AgentCapacity capacity_answer(const AgentConfig& config, const CapacityReport& report,
+                                    const ImageBases* images, const CacheGenerations* caches,
+                                    const ControllerFilter& shown) {
+  const auto amount = [](const Resources& r) {
+    return wire::ResourceAmount{.vcpus = r.vcpus,
+                                .memory_mib = r.memory_mib,
+                                .instances = r.instances,
+                                .disk_gib = r.disk_gib};
+  };
+  wire::AgentCapacity answer{.agent_id = config.agent_id,
+                             .version = GARM_EDGE_VERSION,
+                             .machine = report.host.machine,
+                             .cpus = report.host.cpus,
+                             .memory_mib = report.host.memory_mib,
+                             .limit = amount(report.limit),
+                             .used = amount(report.used),
+                             .free = amount(report.free),
+                             .addresses = address_amount(report.addresses),
+                             .draining = report.draining,
+                             .instances_by_state = {},
+                             .images = image_offers(config, images),
+                             .flavors = flavor_offers(config),
+                             .warm = {},
+                             .caches = cache_offers(caches, shown),
+                             .shapes = shape_offer(config, report.host, shown),
+                             .features = wire::kAgentFeatures};
+  for (const auto& [state, count] : report.by_state) {
+    answer.instances_by_state[state] = count;
+  }
+  for (const auto& warm : report.warm) {
+    if (!shown(warm.controller)) {
+      continue;
+    }
+    answer.warm.push_back({.controller = warm.controller,
+                           .image = warm.image,
+                           .flavor = warm.flavor,
+                           .ready = warm.ready,
+                           .warming = warm.warming});
+  }
+  return answer;
+}
+
+}  // namespace garm_edge::agent
