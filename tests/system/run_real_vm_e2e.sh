@@ -37,6 +37,15 @@ leftovers() {  # what is left of instances named like NAME: domain, overlay, res
   echo "${found[*]}"
 }
 
+# The second guest's pool asks for a root disk 2 GiB larger than its flavor's and a scratch disk.
+cat >> "$work/agent.toml" <<TOML
+[extra_specs]
+max_root_disk_gib = 8
+[[scratch_pools]]
+name = "scratch"
+storage_pool = "$storage_pool"
+max_disk_gib = 2
+TOML
 start_agent "$work/agent-1.log"
 echo "agent serving on 127.0.0.1:$api_port; guests reach it at $guest_url"
 case "$guest_url" in "http://$gateway:"*) ;; *) fail "the guest service is not on the gateway address" ;; esac
@@ -147,6 +156,10 @@ grep -q "<controller type='usb' index='0' model='none'" "$work/domain1.xml" ||
   fail "the first guest has a USB controller: $(grep -o "<controller type='usb'[^>]*>" "$work/domain1.xml")"
 grep -q "<memballoon model='none'" "$work/domain1.xml" || fail "the first guest has a memory balloon"
 grep -q "<rom enabled='no'/>" "$work/domain1.xml" || fail "the first guest's NIC has a boot ROM"
+if [ "$image_arch" = amd64 ]; then
+  grep -q "<feature policy='disable' name='vmx'/>" "$work/domain1.xml" ||
+    fail "the first guest's CPU offers nested virtualization though its pool did not ask for it"
+fi
 
 # The second guest's install script makes its attempts on the first guest and reports them.
 probe=$(cat <<SH
@@ -166,10 +179,17 @@ echo '$(vm_helpers arp-claim-program)' | base64 -d | sudo /usr/bin/python3 - "\$
 sudo ip addr add '$warm_address/32' dev "\$dev"
 spoofed_warm=\$(curl --interface '$warm_address' "\${warm[@]}" || true)
 sudo ip addr del '$warm_address/32' dev "\$dev"
+root_disk=\$(lsblk -bdno SIZE /dev/vda)
+root_fs=\$(df -B1 --output=size / | tail -1 | tr -d ' ')
+scratch_disk=\$(lsblk -bdno SIZE /dev/disk/by-id/virtio-garm-scratch-0 || echo none)
+scratch_fs=\$(findmnt -no FSTYPE /mnt/scratch || echo unmounted)
+scratch_rw=\$(touch /mnt/scratch/probe 2>/dev/null && echo writable || echo read-only)
+post /status "{\"status\": \"installing\", \"message\": \"shape: root disk \$root_disk root fs \$root_fs scratch \$scratch_disk \$scratch_fs \$scratch_rw\"}"
 post /status "{\"status\": \"installing\", \"message\": \"probe: peer seed HTTP \$peer_seed, from the peer address HTTP \$spoofed; warm assignment HTTP \$peer_warm, from its address HTTP \$spoofed_warm\"}"
 SH
 )
-create_guest garm-guest00002 "$token2" "$(vm_helpers garm-instance-data "$(install_script "$token2" 102 "$probe")")"
+guest_shape='{"root_disk_gib": 6, "scratch_disks": [{"pool": "scratch", "size_gib": 1}]}' \
+  create_guest garm-guest00002 "$token2" "$(vm_helpers garm-instance-data "$(install_script "$token2" 102 "$probe")")"
 create2_seconds=$create_seconds
 address2=$(printf '%s' "$out" | json_field addresses.0.address)
 domain2=$(domain_of garm-guest00002)
@@ -213,6 +233,12 @@ echo "second guest: $probe_report"
 neighbour=$(ip neigh show "$address1" dev "$bridge" | awk '{print $3}')
 mac1=$(sed -n "s/.*<mac address='\([^']*\)'.*/\1/p" "$work/domain1.xml" | head -1)
 touch "$work/second-guest-done"
+shape_report=$(garm_requests "$token2" | grep -o 'shape: [^"]*' | head -1)
+echo "second guest: $shape_report"
+read -r _ _ _ root_disk _ _ root_fs _ scratch_disk scratch_fs scratch_rw <<<"$shape_report"
+expect "$root_disk $scratch_disk $scratch_fs $scratch_rw" "$((6 << 30)) $((1 << 30)) ext4 writable" \
+  "the second guest has its pool's 6 GiB root disk (the flavor's 4 + 2) and a writable 1 GiB scratch disk"
+[ "${root_fs:-0}" -gt $((5 << 30)) ] || fail "the second guest's root filesystem did not grow: $root_fs bytes"
 expect "$probe_report" "probe: peer seed HTTP 404, from the peer address HTTP 000; warm assignment HTTP 404, from its address HTTP 000" \
   "the second guest cannot read the first one's seed nor the warm guest's assignment, from its own address or theirs"
 expect "$neighbour" "$mac1" "the host still reaches the first guest's address at the first guest's MAC"

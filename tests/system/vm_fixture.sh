@@ -263,11 +263,13 @@ garm() {
 # A BootstrapInstance as garm sends it: NAME, TOKEN, then the runner_install_template script
 # (garm's wrapper). URLs point at the fake garm; its CA is the ca-cert-bundle.
 bootstrap_json() {
-  vm_helpers bootstrap-json "$1" "$2" "$3" "$fake_garm_url" "$work/garm-pki/ca.crt" "$pool_id" "$image_arch"
+  vm_helpers bootstrap-json "$1" "$2" "$3" "$fake_garm_url" "$work/garm-pki/ca.crt" "$pool_id" "$image_arch" \
+    "${guest_shape:-{\}}"
 }
 
 # garm's CreateInstance of NAME with garm's wrapper for TOKEN, whose instance the fake garm
-# knows as INSTANCE_DATA (vm_helpers garm-instance-data). Sets $out, $created (when garm called
+# knows as INSTANCE_DATA (vm_helpers garm-instance-data); $guest_shape (a JSON object) adds
+# pool-shape extra specs. Sets $out, $created (when garm called
 # the provider) and $create_seconds; fails the test unless the provider succeeded.
 create_guest() {  # NAME TOKEN INSTANCE_DATA
   local name=$1 token=$2

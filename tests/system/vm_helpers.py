@@ -60,17 +60,20 @@ def agent_frames(log):
             print(base64.b64decode(r["body"]).decode(errors="replace"))
 
 
-def bootstrap_json(name, token, wrapper, garm_url, ca_path, pool, arch="amd64"):
-    """A BootstrapInstance as garm sends it for a pool of ARCH; URLs point at the fake garm, its
-    CA is the bundle."""
+def bootstrap_json(name, token, wrapper, garm_url, ca_path, pool, arch="amd64", shape="{}"):
+    """A BootstrapInstance as garm sends it for a pool of ARCH whose extra specs add SHAPE (a JSON
+    object: root_disk_gib, scratch_disks, ...); URLs point at the fake garm, its CA is the
+    bundle."""
     with open(ca_path, "rb") as f:
         ca = f.read()
+    extra_specs = {"runner_install_template": base64.b64encode(wrapper.encode()).decode()}
+    extra_specs.update(json.loads(shape))
     print(json.dumps({
         "name": name, "tools": [], "repo_url": "https://github.com/example-org/example",
         "callback-url": garm_url + "/api/v1/callbacks",
         "metadata-url": garm_url + "/api/v1/metadata",
         "instance-token": token, "ssh-keys": None,
-        "extra_specs": {"runner_install_template": base64.b64encode(wrapper.encode()).decode()},
+        "extra_specs": extra_specs,
         "github-runner-group": "", "ca-cert-bundle": base64.b64encode(ca).decode(),
         "arch": arch, "os_type": "linux", "flavor": "small", "image": "debian-12",
         "labels": ["self-hosted", "edge"], "pool_id": pool,

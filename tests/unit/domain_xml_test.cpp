@@ -194,3 +194,56 @@ TEST_CASE("extra disks follow the root disk as vdb, vdc, ... with their serials"
   spec.extra_disks = {{.path = "relative.qcow2", .format = "qcow2", .serial = "ok"}};
   CHECK_THROWS_AS(render_domain_xml(spec, VirtType::kvm), HypervisorError);
 }
+
+TEST_CASE("x86 guests see no VMX or SVM unless their pool asks for nested virtualization",
+          "[xml][shapes]") {
+  auto spec = sample_spec();
+  const auto disabled = [](const DomainSpec& s, VirtType type) {
+    std::map<std::string, std::string> features;
+    const auto document = parse(render_domain_xml(s, type));
+    for (auto feature : document.child("domain").child("cpu").children("feature")) {
+      features[feature.attribute("name").value()] = feature.attribute("policy").value();
+    }
+    return features;
+  };
+  const std::map<std::string, std::string> hidden{{"svm", "disable"}, {"vmx", "disable"}};
+  CHECK(disabled(spec, VirtType::kvm) == hidden);
+  CHECK(disabled(spec, VirtType::qemu) == hidden);
+  spec.nested_virtualization = true;
+  CHECK(disabled(spec, VirtType::kvm).empty());
+  spec.nested_virtualization = false;
+  spec.arch = GuestArch::aarch64;  // no such features to hide
+  CHECK(disabled(spec, VirtType::kvm).empty());
+}
+
+TEST_CASE("a further NIC on a host bridge, and a bridge with a network is refused",
+          "[xml][shapes]") {
+  auto spec = sample_spec();
+  spec.interfaces.push_back({.network = "",
+                             .bridge = "br-lan",
+                             .mac = "52:54:00:aa:bb:cc",
+                             .filter = "",
+                             .filter_ip = ""});
+  const auto document = parse(render_domain_xml(spec, VirtType::kvm));
+  const auto nics = document.child("domain").child("devices").children("interface");
+  std::vector<std::string> sources;
+  for (auto nic : nics) {
+    sources.push_back(std::string(nic.attribute("type").value()) + ":" +
+                      nic.child("source").attribute("network").value() +
+                      nic.child("source").attribute("bridge").value());
+  }
+  CHECK(sources == std::vector<std::string>{"network:default", "bridge:br-lan"});
+  spec.interfaces.back().network = "default";
+  CHECK_THROWS_AS(render_domain_xml(spec, VirtType::kvm), HypervisorError);
+}
+
+TEST_CASE("a volume without a backing store is an empty disk", "[xml][shapes]") {
+  const auto xml = render_overlay_volume_xml({.pool = "nvme",
+                                              .name = "d.0.scratch",
+                                              .capacity_bytes = 1ULL << 30U,
+                                              .backing_path = "",
+                                              .backing_format = "qcow2"});
+  const auto volume = parse(xml).child("volume");
+  CHECK(std::string(volume.child("capacity").text().get()) == std::to_string(1ULL << 30U));
+  CHECK_FALSE(volume.child("backingStore"));
+}

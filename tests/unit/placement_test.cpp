@@ -354,3 +354,97 @@ TEST_CASE("the capacity answer reads back as it was written", "[placement]") {
   CHECK(answer_back.capacity.agent_id == "rack1");
   CHECK_THROWS(wire::parse_agent_capacity(R"({"images":{}})"));
 }
+
+namespace {
+
+/// An agent that offers pool shapes: nvme scratch disks up to 100 GiB, network lab, roots up to
+/// 40 GiB, amd64 guests on `virt_type`, nested virtualization when `nested`.
+wire::AgentCapacity shaped_capacity(const std::string& virt_type, bool nested = false) {
+  auto c = capacity(30000);
+  c.features = wire::kAgentFeatures;
+  c.shapes = {.virt_types = {{"amd64", virt_type}},
+              .nested_virtualization = nested,
+              .max_root_disk_gib = 40,
+              .scratch_pools = {{.name = "nvme", .max_disk_gib = 100}},
+              .networks = {"lab"}};
+  return c;
+}
+
+PlacementRequest shaped_request(const nlohmann::json& shape) {
+  auto request = small_debian();
+  request.shape = wire::parse_pool_shape(shape);
+  return request;
+}
+
+}  // namespace
+
+TEST_CASE("a pool's shape goes only to agents that can give it, each other skipped with why",
+          "[placement][shapes]") {
+  const auto kvm = endpoint("kvm");
+  const auto tcg = endpoint("tcg");
+  auto old = shaped_capacity("kvm");
+  old.features = {"warm-bind", "hub-tunnel", "capacity-features", "image-pull", "caches"};
+  const auto old_agent = endpoint("old");
+  const std::vector<PlacementInput> inputs = {{&kvm, shaped_capacity("kvm"), ""},
+                                              {&tcg, shaped_capacity("qemu"), ""},
+                                              {&old_agent, old, ""}};
+  const auto placed = [&](const nlohmann::json& shape) {
+    return plan_placement(shaped_request(shape), inputs, Placement::spread);
+  };
+  auto plan =
+      placed({{"root_disk_gib", 30}, {"scratch_disks", {{{"pool", "nvme"}, {"size_gib", 50}}}}});
+  CHECK(names(plan, inputs) == std::vector<std::string>{"kvm", "tcg"});
+  CHECK_THAT(reason_of(plan, "old"), Catch::Contains("knows no pool shapes"));
+  CHECK_THAT(reason_of(placed({{"root_disk_gib", 41}}), "kvm"), Catch::Contains("root disk of 41"));
+  CHECK_THAT(reason_of(placed({{"scratch_disks", {{{"pool", "sata"}, {"size_gib", 1}}}}}), "kvm"),
+             Catch::Contains("no scratch pool \"sata\""));
+  CHECK_THAT(reason_of(placed({{"scratch_disks", {{{"pool", "nvme"}, {"size_gib", 101}}}}}), "kvm"),
+             Catch::Contains("at most 100 GiB"));
+  CHECK_THAT(reason_of(placed({{"networks", {"dmz"}}}), "kvm"), Catch::Contains("no network"));
+  plan = placed({{"virt_type", "kvm"}});
+  CHECK(names(plan, inputs) == std::vector<std::string>{"kvm"});
+  CHECK_THAT(reason_of(plan, "tcg"), Catch::Contains("no KVM for amd64 guests"));
+  CHECK_THAT(reason_of(placed({{"nested_virtualization", true}}), "kvm"),
+             Catch::Contains("no nested virtualization"));
+}
+
+TEST_CASE("KVM agents come before emulating ones, whatever their free memory",
+          "[placement][shapes]") {
+  const auto kvm = endpoint("kvm");
+  const auto tcg = endpoint("tcg");
+  auto roomy = shaped_capacity("qemu");
+  roomy.free.memory_mib = 60000;
+  const std::vector<PlacementInput> inputs = {{&tcg, roomy, ""},
+                                              {&kvm, shaped_capacity("kvm"), ""}};
+  for (const auto policy : {Placement::spread, Placement::pack}) {
+    CHECK(names(plan_placement(small_debian(), inputs, policy), inputs) ==
+          std::vector<std::string>{"kvm", "tcg"});
+  }
+  // A pool that asks for emulation takes the agents as they come.
+  CHECK(names(plan_placement(shaped_request({{"virt_type", "qemu"}}), inputs, Placement::spread),
+              inputs) == std::vector<std::string>{"tcg", "kvm"});
+}
+
+TEST_CASE("disks count against an agent's disk limit", "[placement][shapes]") {
+  const auto a = endpoint("a");
+  auto c = shaped_capacity("kvm");
+  c.limit.disk_gib = 100;
+  c.free.disk_gib = 45;
+  const std::vector<PlacementInput> inputs = {{&a, c, ""}};
+  CHECK(names(plan_placement(shaped_request({{"root_disk_gib", 40}}), inputs, Placement::spread),
+              inputs) == std::vector<std::string>{"a"});
+  const auto plan =
+      plan_placement(shaped_request({{"root_disk_gib", 40},
+                                     {"scratch_disks", {{{"pool", "nvme"}, {"size_gib", 10}}}}}),
+                     inputs, Placement::spread);
+  CHECK_THAT(reason_of(plan, "a"), Catch::Contains("disks of 50 GiB, free 45 GiB"));
+}
+
+TEST_CASE("the shape offer and disk amounts read back as they were written",
+          "[placement][shapes]") {
+  auto original = shaped_capacity("kvm", true);
+  original.free.disk_gib = 12;
+  const auto back = wire::parse_agent_capacity(wire::to_json(original).dump());
+  CHECK(back.shapes == original.shapes);
+  CHECK(back.free.disk_gib == 12);
+}

@@ -1325,3 +1325,32 @@ esac
     CHECK(std::filesystem::exists(root / "log/assigned"));
   }
 }
+
+TEST_CASE("scratch disks are formatted and mounted, further NICs brought up, early in boot",
+          "[userdata][shapes]") {
+  const GuestDevices devices{.caches = {},
+                             .scratch = {{.serial = "garm-scratch-0", .path = "/mnt/scratch"}},
+                             .extra_nic_macs = {"52:54:00:aa:bb:cc", "52:54:00:dd:ee:ff"}};
+  const auto config =
+      yaml_round_trip(render_linux_cloud_config(garm_bootstrap(), "#!/bin/bash\n", {}, devices));
+  REQUIRE(config["bootcmd"].size() >= 2);
+  const auto scratch = config["bootcmd"][0].get<std::vector<std::string>>();
+  REQUIRE(scratch.size() == 6);
+  CHECK(std::vector<std::string>(scratch.begin() + 3, scratch.end()) ==
+        std::vector<std::string>{"garm-edge-scratch", "garm-scratch-0", "/mnt/scratch"});
+  const auto nics = config["bootcmd"][1].get<std::vector<std::string>>();
+  CHECK(std::vector<std::string>(nics.begin() + 3, nics.end()) ==
+        std::vector<std::string>{"garm-edge-nics", "52:54:00:aa:bb:cc", "52:54:00:dd:ee:ff"});
+  TempDir dir;
+  for (const auto& step : {scratch, nics}) {
+    std::ofstream(dir.path() / "step.sh") << step[2];
+    CHECK(run_command("bash -n " + (dir.path() / "step.sh").string()).exit_code == 0);
+  }
+  for (const auto& bad : {GuestDevices{.caches = {},
+                         .scratch = {{.serial = "x", .path = "/mnt/$(reboot)"}},
+                         .extra_nic_macs = {}},
+                          GuestDevices{.caches = {}, .scratch = {}, .extra_nic_macs = {"eth0"}}}) {
+    CHECK_THROWS_AS(render_linux_cloud_config(garm_bootstrap(), "#!/bin/bash\n", {}, bad),
+                    UserDataError);
+  }
+}

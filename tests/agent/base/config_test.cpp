@@ -353,3 +353,52 @@ TEST_CASE("an image can name a source to pull, proved by a checksum file", "[con
   CHECK(config.pull.bytes_per_second == std::uint64_t{5} << 20U);
   CHECK(config.pull.proxies.https_proxy == "http://proxy:3128");
 }
+
+TEST_CASE("what pools may ask beyond their flavor: limits, scratch pools and further networks",
+          "[config][shapes]") {
+  const auto config = parse_agent_config(with(R"(
+[capacity]
+disk_gib = 2000
+[extra_specs]
+max_root_disk_gib = 100
+nested_virtualization = true
+[[scratch_pools]]
+name = "nvme"
+storage_pool = "nvme0"
+max_disk_gib = 200
+[[networks]]
+name = "lab"
+bridge = "br-lab"
+controllers = ["9DCF590A-1192-4A9C-B3E4-E0902974C2C0"]
+)"),
+                                         "agent.toml");
+  CHECK(config.capacity.disk_gib == 2000);
+  CHECK(config.extra_specs.max_root_disk_gib == 100);
+  CHECK(config.extra_specs.nested_virtualization);
+  REQUIRE(config.find_scratch_pool("nvme") != nullptr);
+  CHECK(config.find_scratch_pool("nvme")->storage_pool == "nvme0");
+  CHECK(config.find_scratch_pool("nvme")->scope.serves("any-controller"));
+  REQUIRE(config.find_network("lab") != nullptr);
+  CHECK(config.find_network("lab")->bridge == "br-lab");
+  CHECK(config.find_network("lab")->scope.serves("9dcf590a-1192-4a9c-b3e4-e0902974c2c0"));
+  CHECK_FALSE(config.find_network("lab")->scope.serves("5a3e2b1c-0d9f-4e8a-b7c6-d5e4f3a2b1c0"));
+  // Defaults: no pool grows its root, nobody gets nested virtualization.
+  const auto plain = parse_agent_config(kValid, "agent.toml");
+  CHECK(plain.extra_specs.max_root_disk_gib == 0);
+  CHECK_FALSE(plain.extra_specs.nested_virtualization);
+
+  CHECK_THAT(error_for(with("[[networks]]\nname = \"lab\"\n")),
+             Catch::Contains("exactly one of network"));
+  CHECK_THAT(error_for(with("[[networks]]\nname = \"lab\"\nnetwork = \"a\"\nbridge = \"b\"\n")),
+             Catch::Contains("exactly one of network"));
+  CHECK_THAT(error_for(with("[[networks]]\nname = \"Lab Net\"\nnetwork = \"a\"\n")),
+             Catch::Contains("name must be 1 to 24"));
+  CHECK_THAT(error_for(with("[[scratch_pools]]\nname = \"nvme\"\n")),
+             Catch::Contains("storage_pool"));
+  CHECK_THAT(error_for(with("[[scratch_pools]]\nname = \"n\"\nstorage_pool = \"p\"\n"
+                            "controllers = [\"not-a-uuid\"]\n")),
+             Catch::Contains("controller's UUID"));
+  CHECK_THAT(error_for(with("[[scratch_pools]]\nname = \"n\"\nstorage_pool = \"p\"\n"
+                            "[[scratch_pools]]\nname = \"n\"\nstorage_pool = \"q\"\n")),
+             Catch::Contains("defined twice"));
+}
