@@ -222,36 +222,44 @@ void add_prefetched_runner(Commands& commands, const RunnerPrefetch& prefetch) {
       ordered_json::array({"bash", "-c", script, "garm-edge-runner", prefetch.sha256}));
 }
 
-/// cloud-init's mounts module writes them to fstab and mounts them in its init stage: before
-/// runcmd, and before Docker (After=network-online.target) starts on its cache. `nofail`: a
-/// guest whose cache disk is missing still boots, and runs its job cold.
 bool plain_disk_mount(std::string_view serial, std::string_view path) {
   return wire::is_plain_guest_path(path) && !serial.empty() &&
          serial.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") == std::string::npos;
 }
 
-ordered_json cache_mounts(const std::vector<CacheMount>& caches) {
+/// cloud-init's mounts module writes them to fstab and mounts them in its init stage: before
+/// runcmd, and before Docker (After=network-online.target) starts on its cache. `nofail`: a
+/// guest whose cache or scratch disk is missing still boots (and runs its job cold).
+ordered_json disk_mounts(const GuestDevices& devices) {
   auto mounts = ordered_json::array();
-  for (const auto& cache : caches) {
+  for (const auto& cache : devices.caches) {
     if (!plain_disk_mount(cache.serial, cache.path)) {
       throw UserDataError("a cache mount must be a plain absolute path on a plain disk serial");
     }
     mounts.push_back(ordered_json::array({"/dev/disk/by-id/virtio-" + cache.serial, cache.path,
                                           "auto", "defaults,nofail,noatime", "0", "2"}));
   }
+  for (const auto& disk : devices.scratch) {
+    if (!plain_disk_mount(disk.serial, disk.path)) {
+      throw UserDataError("a scratch mount must be a plain absolute path on a plain disk serial");
+    }
+    mounts.push_back(ordered_json::array({"/dev/disk/by-id/virtio-" + disk.serial, disk.path,
+                                          "ext4", "defaults,nofail,noatime,discard", "0", "2"}));
+  }
   return mounts;
 }
 
-/// $1: the disk's serial, $2: its mount. On every boot, before the runner: formatted once (an
-/// empty disk has no filesystem), mounted, and writable by the runner's user whatever its name.
+/// $1: the disk's serial. Early in every boot, before cloud-init's mounts module mounts it
+/// (disk_mounts): an empty disk gets its filesystem, whose root every user may write to (mode
+/// 1777, whatever the runner's user is called).
 constexpr std::string_view kScratchDisk = R"bash(set -u
 dev=/dev/disk/by-id/virtio-$1
 for _ in $(seq 50); do [ -e "$dev" ] && break; sleep 0.2; done
 [ -e "$dev" ] || { echo "garm-edge: scratch disk $1 is missing" >&2; exit 0; }
-blkid "$dev" >/dev/null 2>&1 || mkfs.ext4 -q -E nodiscard -L "${1#garm-}" "$dev" || exit 0
-mkdir -p "$2"
-mountpoint -q "$2" || mount -o noatime,discard "$dev" "$2" || exit 0
-chmod 1777 "$2"
+blkid "$dev" >/dev/null 2>&1 && exit 0
+mkfs.ext4 -q -E nodiscard -L "${1#garm-}" "$dev" || exit 0
+root=$(mktemp -d) && mount "$dev" "$root" && chmod 1777 "$root"
+umount "$root"; rmdir "$root"
 )bash";
 
 /// $@: the further NICs' MACs. DHCP on each, its default route (if any) behind the first NIC's,
@@ -282,11 +290,8 @@ done
 ordered_json device_steps(const GuestDevices& devices) {
   auto steps = ordered_json::array();
   for (const auto& disk : devices.scratch) {
-    if (!plain_disk_mount(disk.serial, disk.path)) {
-      throw UserDataError("a scratch mount must be a plain absolute path on a plain disk serial");
-    }
-    steps.push_back(ordered_json::array(
-        {"bash", "-c", kScratchDisk, "garm-edge-scratch", disk.serial, disk.path}));
+    steps.push_back(
+        ordered_json::array({"bash", "-c", kScratchDisk, "garm-edge-scratch", disk.serial}));
   }
   if (!devices.extra_nic_macs.empty()) {
     auto step = ordered_json::array({"bash", "-c", kExtraNics, "garm-edge-nics"});
@@ -333,7 +338,7 @@ std::string render_linux_cloud_config(const wire::BootstrapInstance& bootstrap,
   config["package_upgrade"] = !options.disable_updates_on_boot;
   set_unless_empty(config, "packages", std::move(package_names));
   set_unless_empty(config, "ssh_authorized_keys", detail::checked_ssh_keys(bootstrap));
-  set_unless_empty(config, "mounts", cache_mounts(devices.caches));
+  set_unless_empty(config, "mounts", disk_mounts(devices));
   config["system_info"] = system_info();
   // sudo looks the host name up: without it in /etc/hosts, every sudo of the install script
   // asks DNS and warns "unable to resolve host" (warm guests keep /etc/hosts the same way).

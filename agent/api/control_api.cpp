@@ -455,7 +455,7 @@ net::HttpResponse ControlApi::run(const StopInstance& command) {
 }
 
 net::HttpResponse ControlApi::run(const ValidatePool& command) {
-  service_.validate_pool(command.pool);
+  service_.validate_pool(command.controller, command.pool);
   return json_response(200, {{"valid", true}});
 }
 

@@ -264,10 +264,19 @@ std::pair<const ImageConfig*, const FlavorConfig*> InstanceService::fit_pool(
   return {image, flavor};
 }
 
-void InstanceService::validate_pool(const PoolSpec& pool) {
+void InstanceService::validate_pool(const ControllerId& controller, const PoolSpec& pool) {
   guarded("validate pool", [&] {
     const auto [image, flavor] = fit_pool(pool.image, pool.flavor, pool.os_type, pool.arch);
     base_image(*image);  // the base image must be there, not only named in the config
+    // The pool's shape as a create of it would be given it: refused now, not at its first job.
+    CreatePlan plan;
+    plan.record.controller_id = controller.str();
+    plan.record.domain_name = domain_name_for(controller, "pool-validation");
+    plan.record.os_type = image->os_type;
+    plan.domain.arch = guest_arch_for(image->arch);
+    wire::BootstrapInstance bootstrap;
+    bootstrap.extra_specs = pool.extra_specs;
+    plan_shape(plan, bootstrap, *flavor);
   });
 }
 

@@ -136,7 +136,7 @@ class InstanceService {
 
   /// Would a pool with this image, flavor and extra specs work here? Throws invalid_argument
   /// naming what would not.
-  void validate_pool(const PoolSpec& pool);
+  void validate_pool(const ControllerId& controller, const PoolSpec& pool);
 
   std::optional<wire::ProviderInstance> get(const ControllerId& controller,
                                             const InstanceRef& instance);

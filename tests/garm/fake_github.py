@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """A GitHub Enterprise API on loopback with what a repository's garm pools need: the rate limit,
 runner application downloads (a tiny runner archive it serves itself), registration tokens,
-JIT configs, and the repository's runners (listed, deleted). Every request goes to a JSON-lines
-log. Test-only routes under /_test/ let the tier mark a runner online (what a real runner does
-when run.sh connects) and read the runner list.
+JIT configs, and the repository's runners (listed, deleted); and what its scale sets need of the
+Actions service (read from garm's util/github/scalesets): the admin token exchange, scale sets,
+their JIT configs, the agents list, message sessions and a long-polled message queue that never
+has a job. Every request goes to a JSON-lines log. Test-only routes under /_test/ let the tier
+mark a runner online (what a real runner does when run.sh connects) and read the runner list.
 
 Usage: fake_github.py WORK_DIR   (writes WORK_DIR/github.port, WORK_DIR/github-requests.jsonl)
 """
@@ -17,14 +19,20 @@ import sys
 import tarfile
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import uuid
+from http.server import ThreadingHTTPServer
+
+from fake_forge import JsonHandler, publish_port
 
 WORK = sys.argv[1]
 LOCK = threading.Lock()  # the runners; never held while answering
-LOG_LOCK = threading.Lock()
 RUNNERS = {}  # id -> runner
 NEXT_ID = [1000]
 REPO = r"/api/v3/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)"
+SCALE_SETS = {}  # id -> scale set
+# The Actions service of one repository (its registration names it): /_actions/<owner>/<repo>.
+ACTIONS = r"/_actions/(?P<owner>[^/]+)/(?P<repo>[^/]+)/_apis/(?:runtime|distributedtask)"
+QUEUE_WAIT_SECONDS = 30  # GitHub holds a message poll about 50 s; garm must not spin
 
 # The runner archive: config.sh and run.sh that stand in for GitHub's runner, and the files
 # garm's install template copies (bin/runsvc.sh, svc.sh). run.sh marks the runner online here.
@@ -66,33 +74,143 @@ def runner_json(runner):
                        for i, label in enumerate(runner["labels"])]}
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+def jwt(seconds=3600):
+    """A token garm parses without verifying, for its expiry only."""
+    def part(value):
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
+    return "%s.%s.%s" % (part({"alg": "HS256", "typ": "JWT"}),
+                         part({"exp": int(time.time()) + seconds}), "c2lnbmF0dXJl")
 
-    def log_message(self, *args):
-        pass
 
-    def answer(self, status, body=None, content_type="application/json"):
-        data = b"" if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("X-RateLimit-Limit", "5000")
-        self.send_header("X-RateLimit-Remaining", "4999")
-        self.send_header("X-RateLimit-Reset", str(int(time.time()) + 3600))
-        self.end_headers()
-        self.wfile.write(data)
-        with LOG_LOCK, open(os.path.join(WORK, "github-requests.jsonl"), "a") as log:
-            log.write(json.dumps({"time": round(time.time(), 3), "method": self.command,
-                                  "path": self.path, "status": status}) + "\n")
+def agent_json(runner):
+    """A runner as the Actions service lists it (garm's RunnerReference)."""
+    return {"id": runner["id"], "name": runner["name"], "os": "linux",
+            "runnerScaleSetId": runner.get("scale_set", 0), "runnerGroupId": 1,
+            "runnerGroupName": "Default", "enabled": True, "ephemeral": True,
+            "status": runner["status"], "busy": False, "provisioningState": "Provisioned",
+            "labels": [{"name": label, "type": "System"} for label in runner["labels"]]}
 
-    def body(self):
-        length = int(self.headers.get("Content-Length") or 0)
-        return json.loads(self.rfile.read(length) or b"{}") if length else {}
+
+def statistics():
+    return {"totalAvailableJobs": 0, "totalAcquiredJobs": 0, "totalAssignedJobs": 0,
+            "totalRunningJobs": 0, "totalRegisteredRunners": 0, "totalBusyRunners": 0,
+            "totalIdleRunners": 0}
+
+
+def session_json(handler, scale_set_id, session_id):
+    scale_set = {k: v for k, v in SCALE_SETS.get(scale_set_id, {}).items() if k != "repo"}
+    return {"sessionId": session_id, "ownerName": "garm",
+            "runnerScaleSet": dict(scale_set, id=scale_set_id),
+            "messageQueueUrl": "%s/_mq/%d" % (handler.base_url(), scale_set_id),
+            "messageQueueAccessToken": jwt(), "statistics": statistics()}
+
+
+class Handler(JsonHandler):
+    work = WORK
+    log_name = "github-requests.jsonl"
+
+    def extra_headers(self):
+        return {"X-RateLimit-Limit": "5000", "X-RateLimit-Remaining": "4999",
+                "X-RateLimit-Reset": str(int(time.time()) + 3600)}
+
+    def base_url(self):
+        return "http://%s:%d" % self.server.server_address
+
+    def actions(self, method, path, query):
+        """The Actions service of garm's scale sets; None when `path` is not one of its routes."""
+        if method == "POST" and path == "/actions/runner-registration":
+            forge_url = self.body().get("url", "")  # <base>/<owner>/<repo>
+            owner_repo = "/".join(forge_url.rstrip("/").split("/")[-2:])
+            return 200, {"url": "%s/_actions/%s/" % (self.base_url(), owner_repo), "token": jwt()}
+        match = re.fullmatch(ACTIONS + r"/(?P<rest>.*)", path)
+        if match:
+            return self.actions_of(method, repository(match), match.group("rest"), query)
+        match = re.fullmatch(r"/_mq/(?P<id>\d+)(?:/(?P<message>\d+))?", path)
+        if match:
+            if method == "DELETE":
+                return 204, None
+            time.sleep(QUEUE_WAIT_SECONDS)  # no job comes: 202 after a long poll
+            return 202, None
+        return None
+
+    def actions_of(self, method, repo, rest, query):
+        if rest == "runnerscalesets":
+            if method == "POST":
+                request = self.body()
+                with LOCK:
+                    NEXT_ID[0] += 1
+                    scale_set = dict(request, id=NEXT_ID[0], runnerGroupId=1,
+                                     runnerGroupName="Default", statistics=statistics())
+                    SCALE_SETS[scale_set["id"]] = dict(scale_set, repo=repo)
+                return 200, scale_set
+            with LOCK:
+                found = [{k: v for k, v in s.items() if k != "repo"} for s in SCALE_SETS.values()
+                         if s["repo"] == repo and s.get("name") == query.get("name")]
+            return 200, {"count": len(found), "value": found}
+        match = re.fullmatch(r"runnerscalesets/(?P<id>\d+)(?P<rest>/.*)?", rest)
+        if match:
+            return self.scale_set(method, repo, int(match.group("id")), match.group("rest") or "")
+        if method == "GET" and rest == "pools/0/agents":
+            with LOCK:
+                agents = [agent_json(r) for r in RUNNERS.values() if r["repo"] == repo]
+            return 200, {"count": len(agents), "value": agents}
+        match = re.fullmatch(r"pools/0/agents/(?P<id>\d+)", rest)
+        if match:
+            with LOCK:
+                runner = RUNNERS.get(int(match.group("id")))
+                if runner is not None and runner["repo"] != repo:
+                    runner = None
+                if runner is not None and method == "DELETE":
+                    del RUNNERS[runner["id"]]
+            if runner is None:
+                return 404, {"message": "runner not found"}
+            return (204, None) if method == "DELETE" else (200, agent_json(runner))
+        return 404, {"message": "Not Found"}
+
+    def scale_set(self, method, repo, scale_set_id, rest):
+        with LOCK:
+            known = SCALE_SETS.get(scale_set_id, {}).get("repo") == repo
+        if not known:
+            return 404, {"message": "scale set not found"}
+        if rest == "" and method == "DELETE":
+            with LOCK:
+                SCALE_SETS.pop(scale_set_id, None)
+            return 204, None
+        if rest == "" and method in ("GET", "PATCH"):
+            with LOCK:
+                scale_set = SCALE_SETS[scale_set_id]
+                if method == "PATCH":
+                    scale_set.update(self.body())
+                shown = {k: v for k, v in scale_set.items() if k != "repo"}
+            return 200, shown
+        if rest == "/generatejitconfig" and method == "POST":
+            request = self.body()
+            with LOCK:
+                NEXT_ID[0] += 1
+                runner = {"id": NEXT_ID[0], "name": request.get("name", ""), "status": "offline",
+                          "labels": [], "repo": repo, "scale_set": scale_set_id}
+                RUNNERS[runner["id"]] = runner
+            config = {".runner": base64.b64encode(json.dumps(
+                {"agentId": runner["id"], "agentName": runner["name"]}).encode()).decode()}
+            return 200, {"runner": agent_json(runner), "encodedJITConfig": base64.b64encode(
+                json.dumps(config).encode()).decode()}
+        if rest == "/sessions" and method == "POST":
+            return 200, session_json(self, scale_set_id, str(uuid.uuid4()))
+        match = re.fullmatch(r"/sessions/(?P<session>[0-9a-f-]+)", rest)
+        if match:
+            return (204, None) if method == "DELETE" else (
+                200, session_json(self, scale_set_id, match.group("session")))
+        if rest == "/acquirejobs" and method == "POST":
+            return 200, {"count": 0, "value": []}
+        return 404, {"message": "Not Found"}
 
     def route(self):
         path = self.path.split("?")[0]
         method = self.command
+        query = dict(p.split("=", 1) for p in self.path.partition("?")[2].split("&") if "=" in p)
+        handled = self.actions(method, path, query)
+        if handled is not None:
+            return self.answer(*handled)
         if method == "GET" and path == "/api/v3/rate_limit":
             rate = {"limit": 5000, "remaining": 4999, "used": 1, "reset": int(time.time()) + 3600}
             return self.answer(200, {"resources": {"core": rate}, "rate": rate})
@@ -159,9 +277,7 @@ def main():
     url = "http://127.0.0.1:%d" % server.server_address[1]
     server.archive = runner_archive(url)
     server.archive_sha256 = hashlib.sha256(server.archive).hexdigest()
-    with open(os.path.join(WORK, "github.port.tmp"), "w") as f:
-        f.write(str(server.server_address[1]))
-    os.rename(os.path.join(WORK, "github.port.tmp"), os.path.join(WORK, "github.port"))
+    publish_port(server, WORK, "github")
     server.serve_forever()
 
 

@@ -228,9 +228,11 @@ class SimulatedGuests(threading.Thread):
     online at the fake GitHub first, as run.sh's connection would. Pools in `silent` never
     report (their runners time out)."""
 
-    def __init__(self, tap_dir, agents, github_port, silent):
+    def __init__(self, tap_dir, agents, github_port, silent, gitea_port=None):
         super().__init__(daemon=True)
         self.tap_dir, self.agents, self.github_port, self.silent = tap_dir, agents, github_port, silent
+        self.gitea_port = gitea_port
+        self.gitea_runners = {}  # name -> its ID at the fake Gitea
         self.done = set()
         self.installing = set()
         self.errors = {}  # call id -> the last error of a report not made yet
@@ -265,7 +267,10 @@ class SimulatedGuests(threading.Thread):
         if call["id"] not in self.installing:
             self.callback(agent, address, token, {"status": "installing", "message": "simulated"})
             self.installing.add(call["id"])
-        runner_id = self.mark_online(bootstrap["name"])
+        if self.gitea_port and bootstrap["repo_url"].startswith("http://127.0.0.1:%d" % self.gitea_port):
+            runner_id = self.register_at_gitea(agent, address, token, bootstrap)
+        else:
+            runner_id = self.mark_online(bootstrap["name"])
         if runner_id is None:
             raise Failure("no runner named %s at the fake GitHub" % bootstrap["name"])
         self.callback(agent, address, token, {"status": "idle", "message": "simulated runner",
@@ -285,6 +290,36 @@ class SimulatedGuests(threading.Thread):
                 raise Failure("relay answered %d: %s" % (response.status, body[:200]))
         finally:
             conn.close()
+
+    def register_at_gitea(self, agent, address, token, bootstrap):
+        """What garm's Gitea install template does (gitea_linux_userdata.tmpl): a registration
+        token from garm's metadata (garm asks Gitea for it), then `gitea-runner register` with
+        the bootstrap's name and labels, which Gitea lists from then on. garm gives each
+        instance one token: a retried report reuses the registration."""
+        name = bootstrap["name"]
+        if name in self.gitea_runners:
+            return self.gitea_runners[name]
+        conn = http.client.HTTPConnection("127.0.0.1", agent.guest_port, timeout=15,
+                                          source_address=(address, 0))
+        try:
+            conn.request("GET", "/api/v1/metadata/runner-registration-token/", headers={
+                "Authorization": "Bearer " + token})
+            response = conn.getresponse()
+            registration = response.read().decode()
+            if response.status != 200 or not registration.startswith("gitea-registration-token"):
+                raise Failure("registration token through the relay: %d %s" %
+                              (response.status, registration[:200]))
+        finally:
+            conn.close()
+        conn = http.client.HTTPConnection("127.0.0.1", self.gitea_port, timeout=10)
+        try:
+            conn.request("POST", "/_test/register", json.dumps(
+                {"name": name, "labels": ",".join(bootstrap.get("labels") or [])}),
+                {"Content-Type": "application/json"})
+            self.gitea_runners[name] = json.loads(conn.getresponse().read())
+        finally:
+            conn.close()
+        return self.gitea_runners[name]
 
     def mark_online(self, name):
         conn = http.client.HTTPConnection("127.0.0.1", self.github_port, timeout=10)
@@ -376,14 +411,39 @@ class GarmSite:
             raise Failure("garm-cli %s: %s%s" % (" ".join(args), result.stdout, result.stderr))
         return json.loads(result.stdout) if parse and result.stdout.strip() else result.stdout
 
+    def start_fake(self, forge):
+        """fake_<forge>.py on loopback; its port once it listens."""
+        process = Process([sys.executable, os.path.join(HERE, "fake_%s.py" % forge), self.work],
+                          os.path.join(self.work, "fake-%s.log" % forge))
+        self.processes.append(process)
+        port_file = os.path.join(self.work, forge + ".port")
+        return int(wait_for("the fake " + forge, lambda: os.path.exists(port_file) and
+                            open(port_file).read(), 10, 0.05))
+
     def start_fake_github(self):
-        self.github = Process([sys.executable, os.path.join(HERE, "fake_github.py"), self.work],
-                              os.path.join(self.work, "fake-github.log"))
-        self.processes.append(self.github)
-        port_file = os.path.join(self.work, "github.port")
-        self.github_port = int(wait_for("the fake GitHub", lambda: os.path.exists(port_file) and
-                                        open(port_file).read(), 10, 0.05))
+        self.github_port = self.start_fake("github")
         self.github_url = "http://127.0.0.1:%d" % self.github_port
+
+    def start_fake_gitea(self):
+        self.gitea_port = self.start_fake("gitea")
+        self.gitea_url = "http://127.0.0.1:%d" % self.gitea_port
+
+    def gitea_requests(self):
+        try:
+            return [json.loads(line) for line in open(os.path.join(self.work, "gitea-requests.jsonl"))]
+        except FileNotFoundError:
+            return []
+
+    def add_gitea(self):
+        """A Gitea endpoint whose gitea-runner releases are the fake's (garm reads its tools from
+        there, not from Gitea's API), and a token for it; a repository with these credentials is
+        a Gitea one."""
+        self.cli("gitea", "endpoint", "create", "--name", "fake-gitea", "--description", "loopback",
+                 "--base-url", self.gitea_url, "--api-base-url", self.gitea_url + "/",
+                 "--tools-metadata-url", self.gitea_url + "/_releases")
+        self.cli("gitea", "credentials", "add", "--name", "gitea", "--description", "fake",
+                 "--endpoint", "fake-gitea", "--auth-type", "pat", "--pat-oauth-token",
+                 "fake-gitea-pat")
 
     def start_garm(self):
         self.garm_port = free_port()
@@ -438,9 +498,9 @@ class GarmSite:
         self.cli("github", "credentials", "add", "--name", "fake", "--description", "fake",
                  "--endpoint", "fake-ghes", "--auth-type", "pat", "--pat-oauth-token", "fake-pat")
 
-    def add_repo(self, name):
-        return self.cli("repo", "add", "--owner", "owner", "--name", name, "--credentials", "fake",
-                        "--webhook-secret", WEBHOOK_SECRET)["id"]
+    def add_repo(self, name, credentials="fake"):
+        return self.cli("repo", "add", "--owner", "owner", "--name", name, "--credentials",
+                        credentials, "--webhook-secret", WEBHOOK_SECRET)["id"]
 
     def add_pool(self, repo, name, provider, min_idle, max_runners, bootstrap_timeout):
         pool = self.cli("pool", "add", "--repo", repo, "--provider-name", provider,

@@ -12,6 +12,11 @@ through the agents' relays. Pools, each on its own tags:
                                             c back; then scale down to 0
   reap    (edge, bootstrap timeout 1 min)   guests never report: garm's reaper deletes them
   webhook (edge, min_idle 0)                a queued workflow_job makes a runner; scale down
+  gitea   (edge-gitea, a Gitea repository)   a fake Gitea API and gitea-runner releases: the
+                                            guest registers with the token garm asked Gitea
+                                            for, reports idle; scale down removes it at Gitea
+  edge-ss (a scale set, its own repository)  the fake GitHub's Actions service: a runner idle,
+                                            listed by garm's consolidation, scaled down to 0
 Then agent a is stopped (SIGSTOP) for 30 s, and agent c comes back. garm's reaper runs every 5
 minutes from the repository's start: the first round deletes runners past their bootstrap
 timeout; the second (10 min) looks up runners GitHub shows offline with ListInstances and starts
@@ -85,12 +90,75 @@ class Tier(GarmSite):
             self.add_pool(repo_v011 if name == "v011" else repo, name, provider, min_idle,
                           max_runners, timeout)
         self.repo_created = time.time()
-        log("repositories and pools created: %s" % self.pools)
+        # A Gitea repository with a pool on the same provider: garm's other forge.
+        self.add_gitea()
+        self.add_pool(self.add_repo("gitea-repo", "gitea"), "gitea", "edge", 1, 1, 20)
+        # A scale set, in a repository of its own (its runners are listed by the Actions
+        # service, not by the repository's runners API).
+        self.repo_ss = self.add_repo("repo-ss")
+        self.scale_set = self.cli("scaleset", "add", "--repo", self.repo_ss,
+                                  "--provider-name", "edge", "--name", "edge-ss", "--image",
+                                  "debian-12", "--flavor", "small", "--os-type", "linux",
+                                  "--os-arch", "amd64", "--labels", "edge-ss",
+                                  "--min-idle-runners", "1", "--max-runners", "1",
+                                  "--runner-bootstrap-timeout", "20", "--enabled=true")["id"]
+        log("repositories and pools created: %s, scale set %s" % (self.pools, self.scale_set))
 
     def stop(self):
         for agent in self.agents.values():
             agent.stop()
         super().stop()
+
+
+def scale_set_idle(tier):
+    listed = tier.cli("scaleset", "runner", "list", str(tier.scale_set))
+    return [r for r in listed if r.get("status") == "running" and r.get("runner_status") == "idle"]
+
+
+def check_scale_set(tier, a):
+    """A GitHub scale set's runner idle on garm-edge. garm names the scale set's instances'
+    pool `<scale set name>-<repository ID>`; returns that pool ID and the runner's name."""
+    runner = wait_for("an idle runner of the scale set", lambda: scale_set_idle(tier), 180, 2)[0]
+    log("scale set: %s idle %.1f s after it was created" %
+        (runner["name"], time.time() - tier.repo_created))
+    create = next(c for c in tier.calls(provider="edge", command="CreateInstance")
+                  if c["pool"].startswith("edge-ss-") and c["exit"] == 0)
+    check(create["pool"] == "edge-ss-" + tier.repo_ss,
+          "garm's CreateInstance for the scale set gives GARM_POOL_ID <name>-<repository ID> (%s)"
+          % create["pool"])
+    check(runner["name"] in a.all_instances([create["pool"]]),
+          "agent a lists the scale set's runner under that pool ID")
+    return create["pool"], runner["name"]
+
+
+def check_gitea_pool(tier, a):
+    """garm's Gitea forge: a runner of the Gitea repository's pool idle on garm-edge, made from
+    what garm sends for Gitea. Returns the runner's ID at Gitea."""
+    runner = wait_for("an idle runner in pool gitea", lambda: tier.idle("gitea"), 300, 2)[0]
+    log("pool gitea: %s idle %.1f s after the pool was created" %
+        (runner["name"], time.time() - tier.repo_created))
+    create = next(c for c in tier.calls(provider="edge", command="CreateInstance")
+                  if c["pool"] == tier.pools["gitea"] and c["exit"] == 0)
+    bootstrap = json.load(open(os.path.join(tier.tap, create["id"] + ".stdin")))
+    tool = (bootstrap.get("tools") or [{}])[0]
+    check(tool.get("download_url", "").endswith("/_download/gitea-runner-0.2.13-linux-amd64") and
+          not tool.get("sha256_checksum"),
+          "garm's Gitea bootstrap carries the gitea-runner binary from the endpoint's releases "
+          "(%s, no checksum)" % tool.get("download_url"))
+    check(not bootstrap.get("jit_config_enabled") and
+          "runner-controller-id=" + tier.controller in bootstrap.get("labels", []) and
+          bootstrap.get("repo_url") == tier.gitea_url + "/",
+          "no JIT for Gitea: labels carry runner-controller-id, repo_url is the API base (%s)" %
+          bootstrap.get("repo_url"))
+    requests = tier.gitea_requests()
+    check(any(r["method"] == "POST" and r["path"].endswith(
+        "/repos/owner/gitea-repo/actions/runners/registration-token") and
+        r["authorization"] == "Bearer fake-gitea-pat" for r in requests),
+        "the guest's registration token came through the relay from garm, which asked Gitea")
+    check(sorted(a.all_instances([tier.pools["gitea"]])) ==
+          sorted(r["name"] for r in tier.runners("gitea")),
+          "agent a holds exactly garm's runners of the Gitea pool")
+    return runner["agent_id"]
 
 
 def scenario(tier):
@@ -100,7 +168,7 @@ def scenario(tier):
     c.stop(signal.SIGKILL)
     tier.configure_garm()
     guests = tier.guests = SimulatedGuests(tier.tap, tier.agents, tier.github_port,
-                                           {tier.pools["reap"]})
+                                           {tier.pools["reap"]}, tier.gitea_port)
     guests.start()
 
     idle_main = wait_for("2 idle runners in pool main", lambda: len(tier.idle("main")) >= 2 and
@@ -131,6 +199,10 @@ def scenario(tier):
         (time.time() - undrained))
     check(not c.process.alive(), "agent c is still dead")
     if os.environ.get("GARM_TIER_UNTIL") == "fleet":  # a short run, e.g. against an old provider
+        return
+    if os.environ.get("GARM_TIER_UNTIL") == "forges":
+        check_gitea_pool(tier, a)
+        check_scale_set(tier, a)
         return
 
     # ---- a webhook makes a runner; scale down takes it away --------------------------------
@@ -206,6 +278,9 @@ def scenario(tier):
         check(status == 200, "%s stopped behind garm's back (HTTP %d %s)" % (name, status, body))
         tier.github_test("POST", "/_test/runners/%s/offline" % name)
 
+    gitea_runner = check_gitea_pool(tier, a)
+    scale_set_pool, scale_set_runner = check_scale_set(tier, a)
+
     # ---- garm's reaper: every 5 minutes from the repository's pool manager start -------------
     # First round: the silent runner of pool reap is past its 1-minute bootstrap timeout.
     reap_names = {json.load(open(os.path.join(tier.tap, c["id"] + ".stdin")))["name"]
@@ -220,14 +295,22 @@ def scenario(tier):
              max(60, first_tick - time.time() + 90), 2)
     check(True, "the bootstrap-timeout reaper deleted the runner that never reported (%s)" %
           ", ".join(sorted(reap_names)))
-    # Meanwhile, scale the fleet pool down to 0: garm takes half the surplus each minute.
+    # Meanwhile, scale the fleet and Gitea pools down to 0: garm takes half the surplus each
+    # minute.
     tier.cli("pool", "update", tier.pools["fleet"], "--min-idle-runners", "0")
+    tier.cli("pool", "update", tier.pools["gitea"], "--min-idle-runners", "0")
     scaled = time.time()
     wait_for("scale down to 0 to empty the fleet pool on agents b and c",
              lambda: not tier.runners("fleet") and not b.all_instances([tier.pools["fleet"]]) and
              not c.all_instances([tier.pools["fleet"]]), 200, 2)
     log("scale down to 0: the fleet pool's runners gone from agents b and c %.1f s after "
         "min_idle 2 -> 0" % (time.time() - scaled))
+    wait_for("scale down to 0 to empty the Gitea pool",
+             lambda: not tier.runners("gitea") and not a.all_instances([tier.pools["gitea"]]), 120, 2)
+    check(any(r["method"] == "DELETE" and r["path"].endswith("/actions/runners/%d" % gitea_runner)
+              and r["status"] == 204 for r in tier.gitea_requests()),
+          "scale down: garm removed the Gitea runner (id %d) from Gitea and the guest from agent a"
+          % gitea_runner)
     # Second round: an offline runner whose instance garm has not heard of for 5 minutes is
     # looked up with ListInstances and, being stopped, started again.
     second_tick = tier.repo_created + 10 * 60
@@ -252,6 +335,17 @@ def scenario(tier):
         "stopped behind its back is %s" % (garm_bug, still_stopped))
     check(garm_bug, "garm's v0.1.1 ListInstances bug shows in its log (recorded as garm's)")
 
+    # ---- the scale set after garm's consolidation (its entity worker, every 5 minutes) -------
+    lists = tier.calls(provider="edge", command="ListInstances", pool=scale_set_pool)
+    check(lists and all(c["exit"] == 0 for c in lists),
+          "garm listed the scale set's instances by %s (%d calls, exit 0)" % (scale_set_pool, len(lists)))
+    check(scale_set_runner in a.all_instances([scale_set_pool]) and scale_set_idle(tier),
+          "the scale set's runner survived garm's consolidation")
+    tier.cli("scaleset", "update", str(tier.scale_set), "--min-idle-runners", "0")
+    wait_for("the scale set scaled down to 0", lambda: not a.all_instances([scale_set_pool]) and
+             not tier.cli("scaleset", "runner", "list", str(tier.scale_set)), 120, 2)
+    check(True, "scale down: the scale set's runner left agent a")
+
     # ---- nothing leaked, nothing duplicated --------------------------------------------------
     time.sleep(6)
     for pool in ("main", "v011", "reap", "webhook"):
@@ -273,6 +367,7 @@ def main():
     ok = False
     try:
         tier.start_fake_github()
+        tier.start_fake_gitea()
         tier.start_garm()
         tier.start_agents()
         scenario(tier)

@@ -184,6 +184,10 @@ root_fs=\$(df -B1 --output=size / | tail -1 | tr -d ' ')
 scratch_disk=\$(lsblk -bdno SIZE /dev/disk/by-id/virtio-garm-scratch-0 || echo none)
 scratch_fs=\$(findmnt -no FSTYPE /mnt/scratch || echo unmounted)
 scratch_rw=\$(touch /mnt/scratch/probe 2>/dev/null && echo writable || echo read-only)
+if [ "\$scratch_fs" != ext4 ]; then  # what the scratch step said, for whoever reads the failure
+  why=\$({ sudo grep -a -B2 -A8 'scratch' /var/log/cloud-init-output.log || true; } | tail -c 1500 | tr -dc '[:alnum:] ./:=_-')
+  post /status "{\"status\": \"installing\", \"message\": \"scratch step: \$why\"}"
+fi
 post /status "{\"status\": \"installing\", \"message\": \"shape: root disk \$root_disk root fs \$root_fs scratch \$scratch_disk \$scratch_fs \$scratch_rw\"}"
 post /status "{\"status\": \"installing\", \"message\": \"probe: peer seed HTTP \$peer_seed, from the peer address HTTP \$spoofed; warm assignment HTTP \$peer_warm, from its address HTTP \$spoofed_warm\"}"
 SH

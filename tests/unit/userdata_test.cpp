@@ -1335,9 +1335,13 @@ TEST_CASE("scratch disks are formatted and mounted, further NICs brought up, ear
       yaml_round_trip(render_linux_cloud_config(garm_bootstrap(), "#!/bin/bash\n", {}, devices));
   REQUIRE(config["bootcmd"].size() >= 2);
   const auto scratch = config["bootcmd"][0].get<std::vector<std::string>>();
-  REQUIRE(scratch.size() == 6);
+  REQUIRE(scratch.size() == 5);
   CHECK(std::vector<std::string>(scratch.begin() + 3, scratch.end()) ==
-        std::vector<std::string>{"garm-edge-scratch", "garm-scratch-0", "/mnt/scratch"});
+        std::vector<std::string>{"garm-edge-scratch", "garm-scratch-0"});
+  // Formatted by that step, mounted by cloud-init's mounts module as caches are.
+  CHECK(config["mounts"] ==
+        json::array({{"/dev/disk/by-id/virtio-garm-scratch-0", "/mnt/scratch", "ext4",
+                      "defaults,nofail,noatime,discard", "0", "2"}}));
   const auto nics = config["bootcmd"][1].get<std::vector<std::string>>();
   CHECK(std::vector<std::string>(nics.begin() + 3, nics.end()) ==
         std::vector<std::string>{"garm-edge-nics", "52:54:00:aa:bb:cc", "52:54:00:dd:ee:ff"});

@@ -194,3 +194,23 @@ TEST_CASE("reconcile removes a scratch disk no instance holds", "[shapes][reconc
   CHECK(shapes.scratch_volumes() == std::vector<std::string>{agent::scratch_volume_name_for(
                                         agent::domain_name_for(kController, "garm-kept"), 0)});
 }
+
+TEST_CASE("garm's pool validation refuses a shape the agent would refuse at create",
+          "[shapes]") {
+  ShapeHost shapes;
+  const auto pool = [](const nlohmann::json& shape) {
+    return agent::PoolSpec{.image = "debian-12",
+                           .flavor = "small",
+                           .os_type = wire::OsType::linux,
+                           .arch = wire::OsArch::amd64,
+                           .extra_specs = shape};
+  };
+  CHECK_NOTHROW(shapes.service->validate_pool(kControllerId, pool(kFullShape)));
+  CHECK_THROWS_MATCHES(shapes.service->validate_pool(kControllerId, pool({{"root_disk_gib", 41}})),
+                       agent::ServiceError,
+                       has_code(Code::invalid_argument) && message_contains("root_disk_gib"));
+  const nlohmann::json private_pool = {{"scratch_disks", {{{"pool", "private"}, {"size_gib", 1}}}}};
+  CHECK_THROWS(shapes.service->validate_pool(kControllerId, pool(private_pool)));
+  CHECK_NOTHROW(shapes.service->validate_pool(kOtherControllerId, pool(private_pool)));
+  CHECK(shapes.scratch_volumes().empty());
+}
