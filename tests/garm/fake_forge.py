@@ -17,10 +17,15 @@ class JsonHandler(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
+    def parse_request(self):
+        self._request_body = None  # one handler serves every request of a kept-alive connection
+        return super().parse_request()
+
     def extra_headers(self):
         return {}
 
     def answer(self, status, body=None, content_type="application/json"):
+        self.body()  # read, used or not: the connection is kept alive for the next request
         data = b"" if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
         self.send_response(status)
         self.send_header("Content-Type", content_type)
@@ -35,8 +40,11 @@ class JsonHandler(BaseHTTPRequestHandler):
                                   "authorization": self.headers.get("Authorization", "")}) + "\n")
 
     def body(self):
-        length = int(self.headers.get("Content-Length") or 0)
-        return json.loads(self.rfile.read(length) or b"{}") if length else {}
+        """The request's JSON body, read once."""
+        if getattr(self, "_request_body", None) is None:
+            length = int(self.headers.get("Content-Length") or 0)
+            self._request_body = json.loads(self.rfile.read(length) or b"{}") if length else {}
+        return self._request_body
 
 
 def publish_port(server, work, name):

@@ -437,13 +437,17 @@ class GarmSite:
     def add_gitea(self):
         """A Gitea endpoint whose gitea-runner releases are the fake's (garm reads its tools from
         there, not from Gitea's API), and a token for it; a repository with these credentials is
-        a Gitea one."""
+        a Gitea one. garm (at afda4e76) gives every cached entity whose credentials have the ID
+        of credentials it stores the stored ones, of either forge (cache/entity_cache.go,
+        UpdateCredentialsInAffectedEntities): the Gitea credentials in use get an ID no GitHub
+        credentials in use have (a spare takes ID 1), and all are made before any repository."""
         self.cli("gitea", "endpoint", "create", "--name", "fake-gitea", "--description", "loopback",
                  "--base-url", self.gitea_url, "--api-base-url", self.gitea_url + "/",
                  "--tools-metadata-url", self.gitea_url + "/_releases")
-        self.cli("gitea", "credentials", "add", "--name", "gitea", "--description", "fake",
-                 "--endpoint", "fake-gitea", "--auth-type", "pat", "--pat-oauth-token",
-                 "fake-gitea-pat")
+        for name in ("gitea-spare", "gitea"):
+            self.cli("gitea", "credentials", "add", "--name", name, "--description", "fake",
+                     "--endpoint", "fake-gitea", "--auth-type", "pat", "--pat-oauth-token",
+                     "fake-gitea-pat")
 
     def start_garm(self):
         self.garm_port = free_port()

@@ -80,6 +80,7 @@ class Tier(GarmSite):
 
     def configure_garm(self):
         self.add_github()
+        self.add_gitea()  # before any repository: see add_gitea
         # The v0.1.1 pool has a repository of its own: garm's ListInstances bug there aborts the
         # reaper round of every pool of its repository.
         repo, repo_v011 = self.add_repo("repo"), self.add_repo("repo-v011")
@@ -91,7 +92,6 @@ class Tier(GarmSite):
                           max_runners, timeout)
         self.repo_created = time.time()
         # A Gitea repository with a pool on the same provider: garm's other forge.
-        self.add_gitea()
         self.add_pool(self.add_repo("gitea-repo", "gitea"), "gitea", "edge", 1, 1, 20)
         # A scale set, in a repository of its own (its runners are listed by the Actions
         # service, not by the repository's runners API).

@@ -185,7 +185,9 @@ scratch_disk=\$(lsblk -bdno SIZE /dev/disk/by-id/virtio-garm-scratch-0 || echo n
 scratch_fs=\$(findmnt -no FSTYPE /mnt/scratch || echo unmounted)
 scratch_rw=\$(touch /mnt/scratch/probe 2>/dev/null && echo writable || echo read-only)
 if [ "\$scratch_fs" != ext4 ]; then  # what the scratch step said, for whoever reads the failure
-  why=\$({ sudo grep -a -B2 -A8 'scratch' /var/log/cloud-init-output.log || true; } | tail -c 1500 | tr -dc '[:alnum:] ./:=_-')
+  why=\$({ id -u; grep -a 'vdb\|scratch' /proc/self/mountinfo /etc/fstab; readlink /proc/self/ns/mnt; sudo readlink /proc/1/ns/mnt;
+    sudo systemctl status --no-pager mnt-scratch.mount 2>&1 | head -6; sudo journalctl -b --no-pager 2>&1 | grep -a -i 'scratch\|vdb' | tail -8; } 2>&1 |
+    tail -c 1800 | tr -dc '[:alnum:] ./:=_-[]()')
   post /status "{\"status\": \"installing\", \"message\": \"scratch step: \$why\"}"
 fi
 post /status "{\"status\": \"installing\", \"message\": \"shape: root disk \$root_disk root fs \$root_fs scratch \$scratch_disk \$scratch_fs \$scratch_rw\"}"
