@@ -244,22 +244,18 @@ ordered_json disk_mounts(const GuestDevices& devices) {
       throw UserDataError("a scratch mount must be a plain absolute path on a plain disk serial");
     }
     mounts.push_back(ordered_json::array({"/dev/disk/by-id/virtio-" + disk.serial, disk.path,
-                                          "ext4", "defaults,nofail,noatime,discard", "0", "2"}));
+                                          "auto", "defaults,nofail,noatime", "0", "2"}));
   }
   return mounts;
 }
 
 /// $1: the disk's serial. Early in every boot, before cloud-init's mounts module mounts it
-/// (disk_mounts): an empty disk gets its filesystem, whose root every user may write to (mode
-/// 1777, whatever the runner's user is called).
+/// (disk_mounts): an empty disk gets its filesystem.
 constexpr std::string_view kScratchDisk = R"bash(set -u
 dev=/dev/disk/by-id/virtio-$1
 for _ in $(seq 50); do [ -e "$dev" ] && break; sleep 0.2; done
 [ -e "$dev" ] || { echo "garm-edge: scratch disk $1 is missing" >&2; exit 0; }
-blkid "$dev" >/dev/null 2>&1 && exit 0
-mkfs.ext4 -q -E nodiscard -L "${1#garm-}" "$dev" || exit 0
-root=$(mktemp -d) && mount "$dev" "$root" && chmod 1777 "$root"
-umount "$root"; rmdir "$root"
+blkid "$dev" >/dev/null 2>&1 || mkfs.ext4 -q -E nodiscard -L "${1#garm-}" "$dev" || true
 )bash";
 
 /// $@: the further NICs' MACs. DHCP on each, its default route (if any) behind the first NIC's,
@@ -328,6 +324,11 @@ std::string render_linux_cloud_config(const wire::BootstrapInstance& bootstrap,
   Commands commands;
   if (runner_starts_early) {
     commands.runcmd.push_back(kClaimRuncmd);
+  }
+  for (const auto& disk : devices.scratch) {
+    // Mounted by now (the mounts module runs before runcmd): every user may write there, as in
+    // /tmp, whatever the runner's user is called.
+    commands.runcmd.push_back(ordered_json::array({"chmod", "1777", disk.path}));
   }
   add_pre_install_scripts(commands, specs.pre_install_scripts);
   add_prefetched_runner(commands, prefetch);

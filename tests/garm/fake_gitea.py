@@ -34,14 +34,15 @@ RUNNER_PROGRAM = r"""#!/bin/bash
 set -eu
 case "${1:-}" in
   register)
-    shift; name= labels= instance=
+    shift; name= labels= instance= token=
     while [ $# -gt 0 ]; do
       case "$1" in --name) name=$2; shift ;; --labels) labels=$2; shift ;;
-        --instance) instance=$2; shift ;; esac
+        --instance) instance=$2; shift ;; --token) token=$2; shift ;; esac
       shift
     done
     id=$(curl -fsS -X POST -H 'Content-Type: application/json' \
-      -d "{\"name\": \"$name\", \"labels\": \"$labels\"}" "${instance%/}/_test/register")
+      -d "{\"name\": \"$name\", \"labels\": \"$labels\", \"token\": \"$token\"}" \
+      "${instance%/}/_test/register")
     printf '{\n  "id": %s,\n  "name": "%s",\n  "address": "%s"\n}\n' "$id" "$name" "$instance" > .runner
     ;;
   daemon) exec sleep infinity ;;
@@ -110,12 +111,13 @@ class Handler(JsonHandler):
         # `gitea-runner register --instance <api base URL>`: the repository is the token's.
         if method == "POST" and path == "/_test/register":
             request = self.body()
+            owner = request.get("token", "").partition("gitea-registration-token-")[2]
             labels = [label for label in request.get("labels", "").split(",") if label]
             with LOCK:
                 NEXT_ID[0] += 1
                 RUNNERS[NEXT_ID[0]] = {"id": NEXT_ID[0], "name": request.get("name", ""),
                                        "labels": labels, "status": "online",
-                                       "owner": request.get("owner", "owner/gitea-repo")}
+                                       "owner": owner or "owner/gitea-repo"}
             return self.answer(200, NEXT_ID[0])
         if method == "GET" and path == "/_test/runners":
             with LOCK:

@@ -400,6 +400,7 @@ class GarmSite:
         self.processes = []
         self.pools = {}
         self.pool_names = {}
+        self.no_proxy = ""  # what garm reaches without its (closed) proxy, besides loopback
 
     def cli(self, *args, parse=True):
         env = {"HOME": self.work, "PATH": "/usr/bin:/bin"}
@@ -411,10 +412,10 @@ class GarmSite:
             raise Failure("garm-cli %s: %s%s" % (" ".join(args), result.stdout, result.stderr))
         return json.loads(result.stdout) if parse and result.stdout.strip() else result.stdout
 
-    def start_fake(self, forge):
-        """fake_<forge>.py on loopback; its port once it listens."""
-        process = Process([sys.executable, os.path.join(HERE, "fake_%s.py" % forge), self.work],
-                          os.path.join(self.work, "fake-%s.log" % forge))
+    def start_fake(self, forge, *args):
+        """fake_<forge>.py (on loopback unless `args` say otherwise); its port once it listens."""
+        process = Process([sys.executable, os.path.join(HERE, "fake_%s.py" % forge), self.work,
+                           *args], os.path.join(self.work, "fake-%s.log" % forge))
         self.processes.append(process)
         port_file = os.path.join(self.work, forge + ".port")
         return int(wait_for("the fake " + forge, lambda: os.path.exists(port_file) and
@@ -424,9 +425,10 @@ class GarmSite:
         self.github_port = self.start_fake("github")
         self.github_url = "http://127.0.0.1:%d" % self.github_port
 
-    def start_fake_gitea(self):
-        self.gitea_port = self.start_fake("gitea")
-        self.gitea_url = "http://127.0.0.1:%d" % self.gitea_port
+    def start_fake_gitea(self, address="127.0.0.1"):
+        """On `address`: where real guests reach it too."""
+        self.gitea_port = self.start_fake("gitea", address)
+        self.gitea_url = "http://%s:%d" % (address, self.gitea_port)
 
     def gitea_requests(self):
         try:
@@ -466,7 +468,7 @@ class GarmSite:
                                  "providers": providers})
         env = {"PATH": "/usr/bin:/bin", "HOME": self.work,
                "HTTP_PROXY": "http://127.0.0.1:%d" % closed,
-               "HTTPS_PROXY": "http://127.0.0.1:%d" % closed, "NO_PROXY": ""}
+               "HTTPS_PROXY": "http://127.0.0.1:%d" % closed, "NO_PROXY": self.no_proxy}
         self.garm = Process([os.path.join(self.garm_bin, "garm"), "--config",
                              os.path.join(self.work, "garm.toml")],
                             os.path.join(self.work, "garm.log"), env)

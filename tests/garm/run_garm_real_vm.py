@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""garm itself creates a real QEMU guest through the fleet path and reports its runner idle.
+"""garm itself creates real QEMU guests through the fleet path, for a GitHub and a Gitea pool,
+and reports both runners idle.
 
 Run by run_garm_real_vm.sh after tests/system/vm_fixture.sh has made the host (libvirtd, the
 Debian 12 cloud-init image, a NAT network) and written the agent's config. garm (with its fake
@@ -7,7 +8,10 @@ GitHub on loopback) gets one provider entry of two agents: the fixture's and one
 down, so placement probes both. The pool's guest boots, fetches its seed, runs garm's own install
 template through the agent's relay (the runner archive from the fake GitHub, served by the
 agent's cache; config.sh and run.sh stand in for GitHub's runner) and garm shows the runner idle.
-Then garm deletes it and nothing of it is left on the host.
+The Gitea pool's guest, at the same time, runs garm's Gitea template: it downloads gitea-runner
+(a stand-in) from the fake Gitea's releases on the NAT gateway, registers with the token garm
+asked Gitea for, starts it under systemd and reports idle. Then garm deletes both and nothing of
+them is left on the host.
 
 Usage: run_garm_real_vm.py BUILD_DIR WORK_DIR GARM_BIN_DIR
 """
@@ -57,6 +61,29 @@ def leftovers(domain_prefix, name):
     return found
 
 
+def wait_for_idle(site, pool, created):
+    """garm shows the pool's runner idle, its install template having reported through the
+    agent's relay; returns the runner's name."""
+    idle = wait_for("garm to show the real guest's runner of pool %s idle" % pool,
+                    lambda: site.idle(pool), DEADLINE, 5)
+    runner = idle[0]
+    name = runner["name"]
+    log("garm shows %s (pool %s) idle %.0f s after the pools were created" %
+        (name, pool, time.time() - created))
+    print("  garm's view: status %s, runner_status %s, agent_id %s, provider_id %s" % (
+        runner.get("status"), runner.get("runner_status"), runner.get("agent_id"),
+        runner.get("provider_id")))
+    agent_log = open(os.path.join(WORK, "agent.log"), errors="replace").read()
+    print("  what garm's install template reported through the relay:")
+    for line in agent_log.splitlines():
+        if 'instance="%s"' % name in line and "event=guest-" in line:
+            print("    " + line.split("event=", 1)[1][:160])
+    for status in ("installing", "idle"):
+        if "event=guest-%s instance=\"%s\"" % (status, name) not in agent_log:
+            raise Failure("the agent's relay did not carry the guest's %s report" % status)
+    return name
+
+
 def main():
     site = GarmSite(WORK, GARM_BIN, os.path.join(BUILD, "provider/garm-provider-edge"),
                     [("edge", "v0.1.0")])
@@ -64,6 +91,8 @@ def main():
     ok = False
     try:
         site.start_fake_github()
+        site.start_fake_gitea(os.environ["gateway"])  # the guest registers there itself
+        site.no_proxy = os.environ["gateway"]
         site.start_garm()
         open(os.path.join(WORK, "garm-controller"), "w").write(site.controller)
         agent, api_port = start_agent(site.controller)
@@ -73,38 +102,32 @@ def main():
             f.write(AGENT_ENTRY % {"name": "vm", "port": api_port, "pki": pki})
             f.write(AGENT_ENTRY % {"name": "down", "port": free_port(), "pki": pki})
         site.add_github()
-        repo = site.add_repo("repo")
+        site.add_gitea()
         created = time.time()
-        site.add_pool(repo, "vm", "edge", 1, 1, 20)
-        log("pool created: garm creates a runner on a real QEMU guest (deadline %d s)" % DEADLINE)
-        idle = wait_for("garm to show the real guest's runner idle", lambda: site.idle("vm"),
-                        DEADLINE, 5)
-        name = idle[0]["name"]
-        log("garm shows %s idle %.0f s after the pool was created" % (name, time.time() - created))
-        runner = idle[0]
-        print("  garm's view: status %s, runner_status %s, agent_id %s, provider_id %s" % (
-            runner.get("status"), runner.get("runner_status"), runner.get("agent_id"),
-            runner.get("provider_id")))
-        agent_log = open(os.path.join(WORK, "agent.log"), errors="replace").read()
-        print("  what garm's install template reported through the relay:")
-        for line in agent_log.splitlines():
-            if 'instance="%s"' % name in line and "event=guest-" in line:
-                print("    " + line.split("event=", 1)[1][:160])
-        for status in ("installing", "idle"):
-            if "event=guest-%s instance=\"%s\"" % (status, name) not in agent_log:
-                raise Failure("the agent's relay did not carry the guest's %s report" % status)
+        site.add_pool(site.add_repo("repo"), "vm", "edge", 1, 1, 20)
+        site.add_pool(site.add_repo("gitea-repo", "gitea"), "gitea", "edge", 1, 1, 20)
+        log("pools created: garm creates a GitHub and a Gitea runner on real QEMU guests "
+            "(deadline %d s)" % DEADLINE)
+        names = {pool: wait_for_idle(site, pool, created) for pool in ("vm", "gitea")}
+        registered = [r for r in site.gitea_requests() if r["path"] == "/_test/register"]
+        if not registered:
+            raise Failure("the Gitea guest's gitea-runner never registered at the fake Gitea")
+        log("the Gitea guest downloaded gitea-runner from the endpoint's releases and registered")
         creates = site.calls(command="CreateInstance")
         if not creates or not all(c["exit"] == 0 for c in creates):
             raise Failure("a CreateInstance failed: %s" % creates)
 
-        # garm deletes it: nothing of it is left.
-        site.cli("pool", "update", site.pools["vm"], "--min-idle-runners", "0", "--max-runners", "0")
-        site.cli("runner", "delete", name, parse=False)
+        # garm deletes them: nothing of them is left.
+        for pool, name in names.items():
+            site.cli("pool", "update", site.pools[pool], "--min-idle-runners", "0",
+                     "--max-runners", "0")
+            site.cli("runner", "delete", name, parse=False)
         deleted = time.time()
-        prefix = "garm-edge-%s-%s" % (site.controller, name)
-        wait_for("garm's delete to leave nothing of %s" % name,
-                 lambda: not site.runners("vm") and not leftovers(prefix, name), 180, 2)
-        log("deleted by garm: domain, overlay and record gone %.1f s after `garm-cli runner "
+        for pool, name in names.items():
+            prefix = "garm-edge-%s-%s" % (site.controller, name)
+            wait_for("garm's delete to leave nothing of %s" % name,
+                     lambda: not site.runners(pool) and not leftovers(prefix, name), 180, 2)
+        log("deleted by garm: domains, overlays and records gone %.1f s after `garm-cli runner "
             "delete`" % (time.time() - deleted))
         ok = True
     except Failure as e:
@@ -119,7 +142,8 @@ def main():
             for line in open(os.path.join(WORK, "agent.log"), errors="replace").read().splitlines()[-40:]:
                 print("agent: " + line[:300])
     if ok:
-        print("garm real-VM tier: garm showed a real guest's runner idle and deleted it cleanly")
+        print("garm real-VM tier: garm showed real guests' runners idle (GitHub and Gitea) and "
+              "deleted them cleanly")
     sys.exit(0 if ok else 1)
 
 

@@ -26,4 +26,4 @@ test_cleanup() {
 }
 # shellcheck source-path=SCRIPTDIR source=../system/vm_fixture.sh
 . "$garm_dir/../system/vm_fixture.sh"
-pool_dir=$pool_dir python3 "$garm_dir/run_garm_real_vm.py" "$build" "$work" "$garm_bin"
+pool_dir=$pool_dir gateway=$gateway python3 "$garm_dir/run_garm_real_vm.py" "$build" "$work" "$garm_bin"

@@ -1340,8 +1340,9 @@ TEST_CASE("scratch disks are formatted and mounted, further NICs brought up, ear
         std::vector<std::string>{"garm-edge-scratch", "garm-scratch-0"});
   // Formatted by that step, mounted by cloud-init's mounts module as caches are.
   CHECK(config["mounts"] ==
-        json::array({{"/dev/disk/by-id/virtio-garm-scratch-0", "/mnt/scratch", "ext4",
-                      "defaults,nofail,noatime,discard", "0", "2"}}));
+        json::array({{"/dev/disk/by-id/virtio-garm-scratch-0", "/mnt/scratch", "auto",
+                      "defaults,nofail,noatime", "0", "2"}}));
+  CHECK(config["runcmd"][0] == json{"chmod", "1777", "/mnt/scratch"});
   const auto nics = config["bootcmd"][1].get<std::vector<std::string>>();
   CHECK(std::vector<std::string>(nics.begin() + 3, nics.end()) ==
         std::vector<std::string>{"garm-edge-nics", "52:54:00:aa:bb:cc", "52:54:00:dd:ee:ff"});
