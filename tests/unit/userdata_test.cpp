@@ -1339,9 +1339,8 @@ TEST_CASE("scratch disks are formatted and mounted, further NICs brought up, ear
   CHECK(std::vector<std::string>(scratch.begin() + 3, scratch.end()) ==
         std::vector<std::string>{"garm-edge-scratch", "garm-scratch-0"});
   // Formatted by that step, mounted by cloud-init's mounts module as caches are.
-  CHECK(config["mounts"] ==
-        json::array({{"/dev/disk/by-id/virtio-garm-scratch-0", "/mnt/scratch", "auto",
-                      "defaults,nofail,noatime", "0", "2"}}));
+  CHECK(config["mounts"] == json::array({{"/dev/disk/by-id/virtio-garm-scratch-0", "/mnt/scratch",
+                                          "auto", "defaults,nofail,noatime", "0", "2"}}));
   CHECK(config["runcmd"][0] == json{"chmod", "1777", "/mnt/scratch"});
   const auto nics = config["bootcmd"][1].get<std::vector<std::string>>();
   CHECK(std::vector<std::string>(nics.begin() + 3, nics.end()) ==

@@ -195,8 +195,7 @@ TEST_CASE("reconcile removes a scratch disk no instance holds", "[shapes][reconc
                                         agent::domain_name_for(kController, "garm-kept"), 0)});
 }
 
-TEST_CASE("garm's pool validation refuses a shape the agent would refuse at create",
-          "[shapes]") {
+TEST_CASE("garm's pool validation refuses a shape the agent would refuse at create", "[shapes]") {
   ShapeHost shapes;
   const auto pool = [](const nlohmann::json& shape) {
     return agent::PoolSpec{.image = "debian-12",
