@@ -91,8 +91,7 @@ void append_cpu(pugi::xml_node domain, const DomainSpec& spec, VirtType virt_typ
   // unable to name its mount points (/proc/self/mountinfo showed them as "xxxxxxx"; systemd
   // and findmnt then saw no mount), and an emulated guest's hypervisor runs in QEMU, not in
   // the host's kernel.
-  if (virt_type != VirtType::kvm || spec.arch != GuestArch::x86_64 ||
-      spec.nested_virtualization) {
+  if (virt_type != VirtType::kvm || spec.arch != GuestArch::x86_64 || spec.nested_virtualization) {
     return;
   }
   // Both vendors' names: QEMU drops the one the host's CPU does not have.
