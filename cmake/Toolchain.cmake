@@ -58,12 +58,4 @@ endif()
 if(CMAKE_BUILD_TYPE MATCHES "^(Release|MinSizeRel|RelWithDebInfo)$" AND NOT GARM_EDGE_FUZZ)
   target_compile_options(garm_edge_options INTERFACE -ffunction-sections -fdata-sections)
   target_link_options(garm_edge_options INTERFACE -Wl,--gc-sections)
-  # gold folds identical functions (--icf=safe: only those whose address is never taken), of
-  # which the JSON, Asio and std::function instantiations have many: the stripped agent went
-  # from 4,198,744 bytes with GNU ld to 3,252,536.
-  include(CheckLinkerFlag)
-  check_linker_flag(CXX "-fuse-ld=gold;-Wl,--icf=safe" GARM_EDGE_LINKER_FOLDS_CODE)
-  if(GARM_EDGE_LINKER_FOLDS_CODE)
-    target_link_options(garm_edge_options INTERFACE -fuse-ld=gold -Wl,--icf=safe)
-  endif()
 endif()
