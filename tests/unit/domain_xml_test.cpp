@@ -243,7 +243,8 @@ TEST_CASE("a volume without a backing store is an empty disk", "[xml][shapes]") 
                                               .capacity_bytes = 1ULL << 30U,
                                               .backing_path = "",
                                               .backing_format = "qcow2"});
-  const auto volume = parse(xml).child("volume");
+  const auto document = parse(xml);
+  const auto volume = document.child("volume");
   CHECK(std::string(volume.child("capacity").text().get()) == std::to_string(1ULL << 30U));
   CHECK_FALSE(volume.child("backingStore"));
 }
