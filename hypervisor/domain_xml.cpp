@@ -87,10 +87,10 @@ void append_cpu(pugi::xml_node domain, const DomainSpec& spec, VirtType virt_typ
   auto cpu = domain.append_child("cpu");
   cpu.append_attribute("mode").set_value(virt_type == VirtType::kvm ? "host-passthrough"
                                                                     : "maximum");
-  // Only KVM guests: under TCG, QEMU's "max" CPU without VMX and SVM left the guest kernel
-  // unable to name its mount points (/proc/self/mountinfo showed them as "xxxxxxx"; systemd
-  // and findmnt then saw no mount), and an emulated guest's hypervisor runs in QEMU, not in
-  // the host's kernel.
+  // Only KVM guests: under TCG, QEMU's "max" CPU without VMX and SVM left Debian 12's kernel
+  // unable to name its mount points (/proc/self/mountinfo gave a run of seven 'x' for each;
+  // systemd and findmnt then saw no mount), and an emulated guest's hypervisor runs in QEMU,
+  // not in the host's kernel.
   if (virt_type != VirtType::kvm || spec.arch != GuestArch::x86_64 || spec.nested_virtualization) {
     return;
   }

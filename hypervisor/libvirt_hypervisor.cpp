@@ -150,6 +150,9 @@ LibvirtHypervisor::LibvirtHypervisor(LibvirtOptions options)
     return std::string(xml.get());
   });
   virt_types_ = virt_types_from_capabilities(caps);
+  // A module parameter, fixed until the module is reloaded: read once, not on every capacity
+  // answer.
+  nested_virtualization_ = kvm_offers_nested(options_.kernel_modules);
   monitor_ = std::make_unique<ConnectionMonitor>(session_, options_.reconnect_interval);
   if (options_.virt_type) {
     for (auto arch : kArchitectures) {
@@ -451,7 +454,7 @@ HostCapacity LibvirtHypervisor::capacity() {
                         .nested_virtualization = false};
   });
   host.virt_types = virt_types_;
-  host.nested_virtualization = kvm_offers_nested(options_.kernel_modules);
+  host.nested_virtualization = nested_virtualization_;
   return host;
 }
 

@@ -60,6 +60,7 @@ class LibvirtHypervisor final : public Hypervisor {
 
   LibvirtOptions options_;
   std::map<GuestArch, VirtType> virt_types_;
+  bool nested_virtualization_ = false;
   std::shared_ptr<libvirt::Session> session_;
   CallRunner runner_;
   /// Reopens a lost connection in the background and keeps the health answer fresh.

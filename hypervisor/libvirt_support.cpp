@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <fstream>
 #include <set>
 
 #include <pugixml.hpp>
 
+#include "common/durable_file.hpp"
 #include "common/hex.hpp"
 #include "hypervisor/domain_xml.hpp"
 
@@ -252,9 +252,14 @@ std::map<GuestArch, VirtType> virt_types_from_capabilities(std::string_view caps
 
 bool kvm_offers_nested(const std::filesystem::path& kernel_modules) {
   for (const char* module : {"kvm_intel", "kvm_amd"}) {
-    std::ifstream in(kernel_modules / module / "parameters" / "nested");
-    char flag = 0;
-    if (in.get(flag) && (flag == 'Y' || flag == 'y' || flag == '1')) {
+    std::optional<std::string> flag;
+    try {
+      flag = read_file(kernel_modules / module / "parameters" / "nested");
+    } catch (const std::exception&) {
+      continue;  // unreadable: not offered
+    }
+    if (flag && !flag->empty() &&
+        (flag->front() == 'Y' || flag->front() == 'y' || flag->front() == '1')) {
       return true;
     }
   }

@@ -36,10 +36,25 @@ void with_shapes(agent::AgentConfig& config, const std::filesystem::path& module
   config.libvirt.kernel_modules = modules;
 }
 
+/// The host's kvm module, as the agent reads it when it connects: whether it offers nested
+/// virtualization (`kvm_intel`'s `nested`), or no such module.
+enum class KvmModule { absent, nested_off, nested_on };
+
+void write_kvm_module(const std::filesystem::path& modules, KvmModule kvm) {
+  if (kvm == KvmModule::absent) {
+    return;
+  }
+  std::filesystem::create_directories(modules / "kvm_intel" / "parameters");
+  std::ofstream(modules / "kvm_intel" / "parameters" / "nested")
+      << (kvm == KvmModule::nested_on ? "Y\n" : "N\n");
+}
+
 struct ShapeHost {
-  explicit ShapeHost(const std::function<void(agent::AgentConfig&)>& adjust = {})
+  explicit ShapeHost(const std::function<void(agent::AgentConfig&)>& adjust = {},
+                     KvmModule kvm = KvmModule::absent)
       : host("shapes.xml",
              [&](agent::AgentConfig& config) {
+               write_kvm_module(modules.path(), kvm);
                with_shapes(config, modules.path());
                if (adjust) {
                  adjust(config);
@@ -48,11 +63,6 @@ struct ShapeHost {
         guests(host.config, host.hypervisor, host.log),
         service(host.service()) {
     guests.serve(*service);
-  }
-  /// The host's kvm module says whether it offers nested virtualization.
-  void set_nested(bool on) {
-    std::filesystem::create_directories(modules.path() / "kvm_intel" / "parameters");
-    std::ofstream(modules.path() / "kvm_intel" / "parameters" / "nested") << (on ? "Y\n" : "N\n");
   }
   std::vector<std::string> scratch_volumes() { return host.hypervisor.list_volumes("nvme-pool"); }
 
@@ -113,8 +123,8 @@ TEST_CASE("a pool gets its larger root disk, a scratch disk on the named pool an
 TEST_CASE(
     "whatever the agent does not allow is refused, naming the extra spec, and nothing is made",
     "[shapes]") {
-  ShapeHost shapes([](agent::AgentConfig& config) { config.capacity.disk_gib = 50; });
-  shapes.set_nested(false);
+  ShapeHost shapes([](agent::AgentConfig& config) { config.capacity.disk_gib = 50; },
+                   KvmModule::nested_off);
   const std::vector<std::pair<nlohmann::json, std::string>> refused = {
       {{{"root_disk_gib", 41}}, "more than this agent allows (40 GiB"},
       {{{"root_disk_gib", 10}}, "smaller than flavor small's 20 GiB"},
@@ -155,16 +165,15 @@ TEST_CASE("nested virtualization needs the operator's leave and a host whose KVM
   const nlohmann::json nested = {{"nested_virtualization", true}};
   {
     ShapeHost shapes(
-        [](agent::AgentConfig& config) { config.extra_specs.nested_virtualization = false; });
-    shapes.set_nested(true);
+        [](agent::AgentConfig& config) { config.extra_specs.nested_virtualization = false; },
+        KvmModule::nested_on);
     CHECK_THROWS_MATCHES(shapes.service->create(kControllerId, shaped("garm-nested1", nested)),
                          agent::ServiceError,
                          has_code(Code::invalid_argument) &&
                              message_contains("[extra_specs] nested_virtualization"));
     CHECK(shapes.service->capacity().host.nested_virtualization);
   }
-  ShapeHost shapes;
-  shapes.set_nested(true);
+  ShapeHost shapes({}, KvmModule::nested_on);
   shapes.service->create(kControllerId, shaped("garm-nested1", nested));
   CHECK(shapes.host.store.get(agent::domain_name_for(kController, "garm-nested1")));
 }
