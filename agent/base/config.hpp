@@ -9,139 +9,24 @@
 #include <string_view>
 #include <vector>
 
+#include "agent/base/api_config.hpp"
 #include "agent/base/cache_config.hpp"
+#include "agent/base/guest_config.hpp"
+#include "agent/base/image_config.hpp"
 #include "agent/base/mirror_config.hpp"
 #include "agent/base/shape_config.hpp"
 #include "common/config_error.hpp"
 #include "hypervisor/libvirt_options.hpp"
-#include "net/address_range.hpp"
-#include "net/http_client.hpp"
-#include "wire/enums.hpp"
 
 namespace garm_edge::agent {
 
 using garm_edge::ConfigError;
-
-/// Where the agent pulls an image from (docs/images.md): a URL and the digest that proves it.
-struct ImageSourceConfig {
-  std::string url;               // https:// or http://: a qcow2 or raw image, maybe xz-compressed
-  std::string sha256;            // 64 lower-case hex digits; empty when checksums_url is set
-  std::string checksums_url;     // a SHA256SUMS/SHA512SUMS-style file that lists the URL's file
-  std::string format = "qcow2";  // of the image inside the compression, never probed
-  bool xz = false;               // the URL's file name ends in ".xz"
-
-  /// The last part of the URL's path: the name a checksum file lists.
-  std::string file_name() const;
-  bool operator==(const ImageSourceConfig&) const = default;
-};
-
-/// A base image guests boot from. The agent never writes to it: every guest gets a qcow2
-/// overlay backed by it.
-struct ImageConfig {
-  std::string name;
-  /// At least one of these: a volume in the agent's storage pool or an absolute file path
-  /// (at most one of the two), or a source the agent pulls. With a local base and a source,
-  /// the local base serves until the pulled one is ready.
-  std::string base_volume;
-  std::string base_path;
-  std::string base_format = "qcow2";
-  wire::OsType os_type = wire::OsType::linux;
-  std::string os_name;
-  std::string os_version;
-  wire::OsArch arch = wire::OsArch::amd64;
-  std::optional<ImageSourceConfig> source;
-};
 
 struct FlavorConfig {
   std::string name;
   unsigned vcpus = 1;
   std::uint64_t memory_mib = 1024;
   std::uint64_t disk_gib = 20;
-};
-
-/// Guests of one image and flavor kept booted ahead of demand for one garm controller
-/// (docs/warm-guests.md).
-struct WarmConfig {
-  /// The controller (a UUID) whose creates alone may take these guests: whatever a guest was
-  /// prepared with for one controller never reaches another's instance. Read from the entry, or
-  /// the one controller [[api.clients]] name when the agent serves only one.
-  std::string controller;
-  std::string image;
-  std::string flavor;
-  std::size_t count = 1;
-  /// A warm guest not ready this long after it was created is destroyed (and counted wasted).
-  std::chrono::seconds ready_timeout{900};
-  std::string name;  // "image/flavor for <controller>", unique among [[warm]] entries
-};
-
-/// A client identity (a certificate's CN or URI SAN) and the garm controllers it may act for.
-struct ApiClient {
-  std::string identity;
-  std::vector<std::string> controllers;  // UUIDs; "*" for any
-};
-
-/// The mutual-TLS control API (`serve`).
-struct ApiConfig {
-  bool enabled = false;  // an [api] section is present
-  std::string address = "0.0.0.0";
-  std::uint16_t port = 8443;
-  std::filesystem::path ca;
-  std::filesystem::path crl;
-  std::filesystem::path certificate;
-  std::filesystem::path key;
-  std::size_t max_connections = 256;
-  std::size_t workers = 8;  // threads that run commands (they block on libvirt)
-  /// Only these peers are served; anyone else is closed at accept. Empty: any address.
-  std::vector<net::AddressRange> allow;
-  std::vector<ApiClient> clients;
-
-  /// Is any of `identities` (CN and URI SANs of one certificate) in [[api.clients]]?
-  bool knows(const std::vector<std::string>& identities) const;
-  /// May `identities` (CN and URI SANs of one certificate) act for `controller_id`?
-  bool allows(const std::vector<std::string>& identities, std::string_view controller_id) const;
-  /// May `identities` act for every controller (`controllers = ["*"]`), as host-wide
-  /// operations (draining) need?
-  bool allows_every_controller(const std::vector<std::string>& identities) const;
-  /// May any client act for `controller_id`?
-  bool has_client_for(std::string_view controller_id) const;
-  /// The one controller every client acts for; nothing when the clients name none, more than
-  /// one, or any (`"*"`): then the agent serves more than one controller, or none it can name.
-  std::optional<std::string> sole_controller() const;
-};
-
-/// How a guest proves which instance it is, on top of its unguessable token.
-enum class AntiSpoofing {
-  automatic,      // clean-traffic where the host has it, else source_ip; fails where neither works
-  clean_traffic,  // libvirt's stock filter (MAC, IP and ARP spoofing)
-  source_ip,      // the agent's own filter: IPv4 only from the reserved address
-  off,            // no filter: any guest on the network can claim another's address
-};
-
-/// The plain-HTTP service guests reach at first boot: their NoCloud seed and garm's
-/// callback and metadata endpoints.
-struct GuestConfig {
-  bool enabled = false;  // a [guests] section is present
-  /// Where the service listens, and the host part of the URLs guests are given. Empty: the
-  /// network's gateway address (the host's own address on the guests' bridge).
-  std::string address;
-  std::uint16_t port = 8775;
-  /// relay: guests call the agent, which forwards to garm; direct: guests call garm.
-  bool relay = true;
-  /// Addresses the agent reserves for guests, "first-last". Empty: the network's subnet
-  /// outside its DHCP ranges.
-  std::string addresses;
-  AntiSpoofing anti_spoofing = AntiSpoofing::automatic;
-  std::chrono::seconds relay_timeout{30};
-  std::size_t max_connections = 512;
-  /// How long a deleted guest's address rests before another guest gets it. ARP and DHCP need
-  /// no rest (every guest at an address has its MAC); the guest service's state per source
-  /// address does: a guest that guessed tokens is refused for up to 60 s, and its successor
-  /// must not inherit that (docs/guests.md).
-  std::chrono::seconds address_quarantine{60};
-  /// The runner archive cache under `<state_dir>/runner-archives`: each archive downloaded once
-  /// per host and served to guests. 0: off (guests download from garm's URL themselves).
-  std::uint64_t runner_cache_mib = 4096;
-  std::chrono::seconds runner_download_timeout{900};
 };
 
 /// How much of the host the agent's instances may take. Every instance the agent holds counts,
@@ -157,23 +42,6 @@ struct CapacityConfig {
   std::size_t max_instances = 0;
   /// What guests' disks (root and scratch, at their full size) may add up to; 0: not counted.
   std::uint64_t disk_gib = 0;
-};
-
-/// How images with a `source` are pulled: one pull per image at a time, the bases kept in
-/// `directory`.
-struct PullConfig {
-  std::filesystem::path directory;  // empty: beside state_dir, "<state_dir>-images"
-  /// What pulled bases and downloads under way may take together; 0: the disk's free space.
-  std::uint64_t quota_bytes = 0;
-  std::uint64_t bytes_per_second = 0;  // 0: as fast as the network allows
-  net::ProxySettings proxies;
-  std::filesystem::path ca_bundle;  // PEM file trusted besides the system's CAs
-  /// How often a checksum file is fetched again to find a new version.
-  std::chrono::seconds recheck{std::chrono::hours(6)};
-  /// One pull: the download, its verification and the conversion.
-  std::chrono::seconds timeout{std::chrono::hours(2)};
-  /// A source that sends no byte for this long is given up (and retried a minute later).
-  std::chrono::seconds stall{60};
 };
 
 struct AgentConfig {

@@ -8,9 +8,40 @@
 #include <toml++/toml.h>
 
 #include "agent/base/config.hpp"
+#include "common/text.hpp"
 #include "common/toml_reader.hpp"
+#include "wire/enums.hpp"
 
 namespace garm_edge::agent {
+
+/// `key`'s value as an enum of the wire (os_type, arch), or `fallback` when it is absent.
+template <class Enum>
+Enum enum_or_fail(TomlTableReader& in, std::string_view key, Enum fallback) {
+  const auto text = in.string(key);
+  if (!text) {
+    return fallback;
+  }
+  const auto parsed = wire::parse_enum<Enum>(*text);
+  if (!parsed) {
+    in.fail(in.node(key),
+            std::string(key) + " has unknown value \"" + printable_excerpt(*text) + "\"");
+  }
+  return *parsed;
+}
+
+/// [api] and [[api.clients]] (agent/base/api_config.cpp).
+void read_api_section(TomlTableReader& root, AgentConfig& config);
+
+/// [pull] and [[images]] (agent/base/image_config.cpp).
+void read_pull_section(TomlTableReader& root, AgentConfig& config);
+ImageConfig read_image(const toml::table& table, const std::string& source, std::size_t index);
+
+/// [guests] and [[warm]] (agent/base/guest_config.cpp).
+void read_guests_section(TomlTableReader& root, AgentConfig& config);
+WarmConfig read_warm(const toml::table& table, const std::string& source, std::size_t index,
+                     const ApiConfig& api);
+/// Each [[warm]] names a configured image and flavor, and warm guests need the guest service.
+void check_warm(TomlTableReader& root, const AgentConfig& config);
 
 /// Whose `owned` (warm guests, a cache) an entry makes: its `controller`, which an agent
 /// serving more than one controller must name (what was prepared for one must never reach

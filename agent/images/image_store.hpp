@@ -17,30 +17,10 @@
 #include "agent/images/image_digest.hpp"
 #include "agent/images/image_fetcher.hpp"
 #include "agent/images/image_tools.hpp"
+#include "agent/images/pull_room.hpp"
 #include "agent/instances/image_bases.hpp"
 
 namespace garm_edge::agent {
-
-/// The disk the pulls may take, asked before and during a download.
-class PullDisk {
- public:
-  virtual ~PullDisk() = default;
-  /// Bytes that may still be written under `directory` (free space, less the quota's use).
-  virtual std::uint64_t room(const std::filesystem::path& directory) const = 0;
-};
-
-/// statvfs's free space, capped by [pull] quota_gib less what the pulled bases and downloads
-/// under the two directories hold.
-class HostPullDisk final : public PullDisk {
- public:
-  HostPullDisk(std::uint64_t quota_bytes, std::vector<std::filesystem::path> counted)
-      : quota_(quota_bytes), counted_(std::move(counted)) {}
-  std::uint64_t room(const std::filesystem::path& directory) const override;
-
- private:
-  std::uint64_t quota_;
-  std::vector<std::filesystem::path> counted_;
-};
 
 struct ImageStoreOptions {
   std::filesystem::path state_dir;  // <state_dir>/images: records, locks, downloads
@@ -103,7 +83,6 @@ class ImageStore final : public ImageBases {
 
  private:
   struct Entry;
-  class Download;
 
   Entry& entry(const std::string& image);
   const Entry& entry(const std::string& image) const;
@@ -117,6 +96,8 @@ class ImageStore final : public ImageBases {
   void record_failure(Entry& entry);
   ImageDigest expected_digest(Entry& entry);
   std::filesystem::path download(Entry& entry, const ImageDigest& expected);
+  /// Calls the progress callback of the CLI's pull, if any.
+  void report_progress(const Entry& entry) const;
   /// "downloaded and hashed 400 MiB in 0.52 s, 770 MiB/s": the figure an operator compares
   /// with the link (and bench/images.sh with curl's).
   void log_download_rate(const Entry& entry, std::uint64_t bytes,
@@ -124,38 +105,6 @@ class ImageStore final : public ImageBases {
   std::filesystem::path convert(Entry& entry, const std::filesystem::path& downloaded,
                                 const ImageDigest& digest);
   void adopt(Entry& entry, const std::filesystem::path& base, const ImageDigest& digest);
-  /// Bytes one pull is about to write into `file` (a download, an unpacked image, a converted
-  /// base), held against the room the other pulls see until the hold ends. What the file holds
-  /// already is no longer held: the disk counts it. Two pulls never count the same free bytes.
-  class RoomHold {
-   public:
-    RoomHold(ImageStore& store, std::uint64_t id) : store_(&store), id_(id) {}
-    ~RoomHold();
-    RoomHold(const RoomHold&) = delete;
-    RoomHold& operator=(const RoomHold&) = delete;
-    std::uint64_t id() const { return id_; }
-
-   private:
-    ImageStore* store_;
-    std::uint64_t id_;
-  };
-  struct HeldRoom {
-    std::filesystem::path file;
-    std::uint64_t bytes = 0;
-  };
-  /// Throws ImagePullError ("no room for `what`…") when the room left is short.
-  [[nodiscard]] std::unique_ptr<RoomHold> hold_room(const std::filesystem::path& directory,
-                                                    const std::filesystem::path& file,
-                                                    std::uint64_t bytes, const std::string& what);
-  /// The disk's room under `directory` less what pulls hold, `own`'s hold not counted.
-  std::uint64_t room_left(const std::filesystem::path& directory,
-                          const RoomHold* own = nullptr) const;
-  /// What the holds other than `except` still hold (room_mutex_ held).
-  std::uint64_t held_bytes(std::uint64_t except) const;
-  /// The disk's room under `directory` less `held`, never below zero.
-  std::uint64_t room_less(const std::filesystem::path& directory, std::uint64_t held) const;
-  /// The bytes not yet in the hold's file (all of them while it does not exist).
-  static std::uint64_t still_to_write(const HeldRoom& hold);
   void reload_record(Entry& entry);
   void save_record(const Entry& entry);
   std::filesystem::path record_path(const std::string& image) const;
@@ -167,7 +116,6 @@ class ImageStore final : public ImageBases {
   ImageStoreOptions options_;
   ImageFetcher& fetcher_;
   ImageTools& tools_;
-  PullDisk& disk_;
   Logger& log_;
   std::atomic<bool> stopping_{false};
   std::atomic<std::uint64_t> bytes_downloaded_{0};
@@ -175,9 +123,7 @@ class ImageStore final : public ImageBases {
   std::atomic<std::uint64_t> pulls_failed_{0};
   mutable std::mutex mutex_;
   std::map<std::string, std::unique_ptr<Entry>> entries_;
-  mutable std::mutex room_mutex_;  // holds_, and each look at the room with them
-  std::map<std::uint64_t, HeldRoom> holds_;
-  std::uint64_t next_hold_id_ = 1;
+  PullRoom room_;
 };
 
 }  // namespace garm_edge::agent
