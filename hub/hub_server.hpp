@@ -13,32 +13,13 @@
 #include <asio.hpp>
 
 #include "common/log.hpp"
+#include "hub/enrolment.hpp"
 #include "hub/hub_config.hpp"
 #include "hub/hub_store.hpp"
 #include "hub/tunnels.hpp"
 #include "net/tls_server.hpp"
 
 namespace garm_edge::hub {
-
-/// Failed enrolments per key (an address and a token ID) and minute: a token's secret cannot be
-/// guessed at speed, and one key's failures never lock another out. Bounded: the oldest keys
-/// are forgotten.
-class EnrolmentLimiter {
- public:
-  explicit EnrolmentLimiter(unsigned failures_per_minute) : limit_(failures_per_minute) {}
-  bool allowed(const std::string& address, std::chrono::steady_clock::time_point now);
-  void failed(const std::string& address, std::chrono::steady_clock::time_point now);
-
- private:
-  struct Window {
-    std::chrono::steady_clock::time_point start;
-    unsigned failures = 0;
-  };
-  static constexpr std::size_t kMaxAddresses = 4096;
-  unsigned limit_;
-  std::mutex mutex_;
-  std::map<std::string, Window> windows_;
-};
 
 /// The hub daemon's two listeners: agents dial the first (to enrol, to renew, and to open the
 /// tunnels the hub sends requests over); garm-provider-edge calls the second (the list of

@@ -15,6 +15,7 @@
 #include "common/hex.hpp"
 #include "common/text.hpp"
 #include "common/unix_time.hpp"
+#include "hub/hub_records.hpp"
 #include "net/pki.hpp"
 #include "net/random.hpp"
 #include "net/secret_token.hpp"
@@ -28,127 +29,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 using Strings = std::vector<std::string>;
-
-json to_json(const TokenRecord& token) {
-  return {{"id", token.id},
-          {"secret_sha256", token.secret_sha256},
-          {"created_at", token.created_at},
-          {"expires_at", token.expires_at},
-          {"uses_left", token.uses_left},
-          {"labels", token.labels},
-          {"host_name", token.host.name},
-          {"host_name_pattern", token.host.name_pattern},
-          {"dns_names", token.host.dns_names},
-          {"ip_addresses", token.host.ip_addresses}};
-}
-
-/// Tokens made before names were the operator's carry none: they make hub-only hosts.
-TokenRecord token_from_json(const json& in) {
-  return {.id = in.at("id").get<std::string>(),
-          .secret_sha256 = in.at("secret_sha256").get<std::string>(),
-          .created_at = in.at("created_at").get<UnixSeconds>(),
-          .expires_at = in.at("expires_at").get<UnixSeconds>(),
-          .uses_left = in.at("uses_left").get<unsigned>(),
-          .labels = in.at("labels").get<Strings>(),
-          .host = {.name = in.value("host_name", std::string()),
-                   .name_pattern = in.value("host_name_pattern", std::string()),
-                   .dns_names = in.value("dns_names", Strings()),
-                   .ip_addresses = in.value("ip_addresses", Strings())}};
-}
-
-json to_json(const RevokedRecord& record) {
-  return {{"serial", record.serial},
-          {"holder", record.holder},
-          {"not_after", record.not_after},
-          {"revoked_at", record.revoked_at}};
-}
-
-RevokedRecord revoked_from_json(const json& in) {
-  return {.serial = in.at("serial").get<std::string>(),
-          .holder = in.at("holder").get<std::string>(),
-          .not_after = in.at("not_after").get<UnixSeconds>(),
-          .revoked_at = in.at("revoked_at").get<UnixSeconds>()};
-}
-
-json to_json(const AgentRecord& agent) {
-  json certificates = json::array();
-  for (const auto& certificate : agent.certificates) {
-    certificates.push_back({{"serial", certificate.serial},
-                            {"not_before", certificate.not_before},
-                            {"not_after", certificate.not_after}});
-  }
-  return {{"name", agent.name},
-          {"labels", agent.labels},
-          {"enrolled_at", agent.enrolled_at},
-          {"token_id", agent.token_id},
-          {"certificates", certificates},
-          {"dns_names", agent.dns_names},
-          {"ip_addresses", agent.ip_addresses},
-          {"renewed_at", agent.renewed_at}};
-}
-
-AgentRecord agent_from_json(const json& in) {
-  AgentRecord agent{.name = in.at("name").get<std::string>(),
-                    .labels = in.at("labels").get<std::vector<std::string>>(),
-                    .enrolled_at = in.at("enrolled_at").get<UnixSeconds>(),
-                    .token_id = in.at("token_id").get<std::string>(),
-                    .certificates = {},
-                    .dns_names = in.at("dns_names").get<std::vector<std::string>>(),
-                    .ip_addresses = in.at("ip_addresses").get<std::vector<std::string>>(),
-                    .renewed_at = in.value("renewed_at", UnixSeconds{0})};
-  for (const auto& certificate : in.at("certificates")) {
-    agent.certificates.push_back({.serial = certificate.at("serial").get<std::string>(),
-                                  .not_before = certificate.value("not_before", UnixSeconds{0}),
-                                  .not_after = certificate.at("not_after").get<UnixSeconds>()});
-  }
-  return agent;
-}
-
-/// A record file, or nothing when it is missing or unreadable (a torn or foreign file names
-/// no token and no agent: it grants nothing).
-std::optional<json> read_record(const fs::path& path) {
-  try {
-    const auto text = read_file(path);
-    if (!text) {
-      return std::nullopt;
-    }
-    auto parsed = json::parse(*text, nullptr, false);
-    return parsed.is_object() ? std::optional(std::move(parsed)) : std::nullopt;
-  } catch (const DurableFileError&) {
-    return std::nullopt;
-  }
-}
-
-template <class Record, class Parse>
-std::vector<Record> read_records(const fs::path& directory, Parse parse) {
-  std::vector<Record> records;
-  std::error_code error;
-  for (const auto& entry : fs::directory_iterator(directory, error)) {
-    if (entry.path().extension() != ".json") {
-      continue;
-    }
-    if (const auto record = read_record(entry.path())) {
-      try {
-        records.push_back(parse(*record));
-      } catch (const json::exception&) {
-        // unreadable: grants nothing
-      }
-    }
-  }
-  return records;
-}
-
-std::string serialize(const json& value) {
-  return value.dump(2) + "\n";
-}
-
-std::string read_text(const fs::path& path) {
-  auto text = read_file(path);
-  if (!text) {
-    throw DurableFileError(path.string() + " is missing");
-  }
-  return *text;
-}
 
 /// Every name of `asked` is among `granted`.
 bool within(const Strings& asked, const Strings& granted) {
@@ -434,30 +314,6 @@ void HubStore::write_agent(const AgentRecord& agent) const {
   write_atomically(directory_ / "agents" / (agent.name + ".json"), serialize(to_json(agent)));
 }
 
-bool HubStore::remove(const std::string& name, UnixSeconds now) {
-  if (!is_agent_name(name)) {
-    return false;
-  }
-  const auto held = lock();
-  const auto removed = agent(name);
-  if (!removed) {
-    return false;
-  }
-  // Revoked first: a crash in between leaves a host that is known and refused, never one that
-  // is forgotten and still trusted on the direct path.
-  std::vector<RevokedRecord> records;
-  for (const auto& issued : removed->certificates) {
-    records.push_back({.serial = issued.serial,
-                       .holder = "host " + name,
-                       .not_after = issued.not_after,
-                       .revoked_at = now});
-  }
-  revoke(records, now);
-  fs::remove(directory_ / "agents" / (name + ".json"));
-  fsync_directory(directory_ / "agents");
-  return true;
-}
-
 net::IssuedFiles HubStore::issue_client(const std::string& name, wire::Role role) {
   if (role != wire::Role::client && role != wire::Role::metrics) {
     throw Refused("issue-client makes client and metrics certificates only");
@@ -481,118 +337,6 @@ net::IssuedFiles HubStore::issue_client(const std::string& name, wire::Role role
   } catch (const net::PkiError& e) {
     throw Refused(e.what());
   }
-}
-
-bool HubStore::revoke_client(const std::string& name, UnixSeconds now) {
-  const auto held = lock();
-  const auto certificate = pki() / "clients" / (name + ".crt");
-  if (!is_agent_name(name) || !fs::exists(certificate)) {
-    return false;
-  }
-  const auto facts = net::certificate_facts(read_text(certificate));
-  revoke({{.serial = facts.serial,
-           .holder = "client " + name,
-           .not_after = facts.not_after_unix,
-           .revoked_at = now}},
-         now);
-  fs::remove(certificate);
-  fs::remove(pki() / "clients" / (name + ".key"));
-  return true;
-}
-
-namespace {
-
-/// revoked.json: the records and the number of the CRL last written from them.
-struct RevokedFile {
-  std::vector<RevokedRecord> records;
-  std::uint64_t crl_number = 0;
-};
-
-RevokedFile read_revoked(const fs::path& path) {
-  RevokedFile file;
-  const auto document = read_record(path);
-  if (!document) {
-    return file;
-  }
-  try {
-    for (const auto& entry : document->at("certificates")) {
-      file.records.push_back(revoked_from_json(entry));
-    }
-    file.crl_number = document->value("crl_number", std::uint64_t{0});
-  } catch (const json::exception&) {
-    throw DurableFileError(path.string() + " is damaged");
-  }
-  return file;
-}
-
-}  // namespace
-
-std::vector<RevokedRecord> HubStore::revoked() const {
-  return read_revoked(directory_ / "revoked.json").records;
-}
-
-void HubStore::revoke(const std::vector<RevokedRecord>& records, UnixSeconds now) const {
-  auto [all, last_number] = read_revoked(directory_ / "revoked.json");
-  std::erase_if(all, [now](const auto& record) { return record.not_after <= now; });
-  for (const auto& record : records) {
-    const bool known = std::any_of(
-        all.begin(), all.end(), [&](const auto& other) { return other.serial == record.serial; });
-    if (!known && record.not_after > now) {
-      all.push_back(record);
-    }
-  }
-  const auto number = last_number + 1;
-  json entries = json::array();
-  for (const auto& record : all) {
-    entries.push_back(to_json(record));
-  }
-  write_atomically(directory_ / "revoked.json",
-                   serialize({{"crl_number", number}, {"certificates", entries}}));
-  write_crl(all, number);
-}
-
-void HubStore::write_crl(const std::vector<RevokedRecord>& records, std::uint64_t number) const {
-  std::vector<net::RevokedCertificate> serials;
-  for (const auto& record : records) {
-    serials.push_back({.serial = record.serial, .revoked_at_unix = record.revoked_at});
-  }
-  write_atomically(crl_path(), net::pki_make_crl(pki(), serials, number, policy_.crl_days), 0644);
-}
-
-std::string HubStore::crl_pem() const {
-  return read_text(crl_path());
-}
-
-void HubStore::refresh_crl(UnixSeconds now) {
-  struct stat info {};
-  if (::stat(crl_path().c_str(), &info) == 0 && info.st_mtim.tv_sec > now - 86400) {
-    return;
-  }
-  const auto held = lock();
-  revoke({}, now);
-}
-
-void HubStore::prepare_to_serve(UnixSeconds now) {
-  refresh_crl(now);
-  const auto held = lock();
-  const auto facts = net::certificate_facts(read_text(pki() / "hub.crt"));
-  const auto claims = wire::role_claims(facts.uri_names);
-  if (claims.size() == 1 && claims.front().role == wire::Role::hub) {
-    return;
-  }
-  auto dns_names = facts.dns_names;
-  if (std::find(dns_names.begin(), dns_names.end(), "localhost") == dns_names.end()) {
-    dns_names.emplace_back("localhost");
-  }
-  net::pki_reissue_server(pki(), "hub", std::string(wire::kHubCommonName), dns_names,
-                          facts.ip_addresses,
-                          {wire::role_uri(wire::Role::hub, wire::kHubCommonName)});
-  // The old one named no role: passed for the hub by the rule for hubs made before roles.
-  revoke({{.serial = facts.serial,
-           .holder = "hub (before roles)",
-           .not_after = facts.not_after_unix,
-           .revoked_at = now}},
-         now);
 }
 
 std::vector<AgentRecord> HubStore::agents() const {
