@@ -15,15 +15,6 @@ using net::HttpRequest;
 using net::HttpResponse;
 using nlohmann::json;
 
-std::string iso8601(std::chrono::system_clock::time_point at) {
-  const auto seconds = std::chrono::system_clock::to_time_t(at);
-  std::tm utc{};
-  gmtime_r(&seconds, &utc);
-  char text[32] = {};
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
-}
-
 }  // namespace
 
 HubServer::HubServer(asio::io_context& io, HubConfig config, Logger& log)
@@ -150,7 +141,7 @@ HttpResponse HubServer::list_agents() const {
       entry["version"] = presence->hello.version;
       entry["features"] = presence->hello.features;
       if (presence->last_seen) {
-        entry["last_seen"] = iso8601(*presence->last_seen);
+        entry["last_seen"] = format_rfc3339(*presence->last_seen);
       }
     }
     agents.push_back(std::move(entry));

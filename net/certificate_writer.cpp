@@ -21,23 +21,11 @@
 #include <mbedtls/x509_csr.h>
 
 #include "common/hex.hpp"
+#include "common/unix_time.hpp"
 #include "net/drbg.hpp"
 
 namespace garm_edge::net::pki_detail {
 namespace fs = std::filesystem;
-namespace {
-
-std::string validity_time(std::chrono::system_clock::time_point when) {
-  const std::time_t seconds = std::chrono::system_clock::to_time_t(when);
-  std::tm utc{};
-  gmtime_r(&seconds, &utc);
-  char text[16] = {};
-  std::strftime(text, sizeof text, "%Y%m%d%H%M%S", &utc);
-  return text;
-}
-
-}  // namespace
-
 [[noreturn]] void fail_pki(const std::string& what, int mbedtls_code) {
   char text[160] = {};
   mbedtls_strerror(mbedtls_code, text, sizeof text);
@@ -116,10 +104,11 @@ std::string issue(const CertificateRequest& request, mbedtls_pk_context* subject
     check_pki(mbedtls_x509write_crt_set_subject_name(&writer, request.subject.c_str()),
               "subject name");
     check_pki(mbedtls_x509write_crt_set_issuer_name(&writer, issuer_name.c_str()), "issuer name");
-    check_pki(mbedtls_x509write_crt_set_validity(
-                  &writer, validity_time(now - std::chrono::hours(1)).c_str(),
-                  validity_time(now + std::chrono::hours(24) * request.validity_days).c_str()),
-              "validity");
+    check_pki(
+        mbedtls_x509write_crt_set_validity(
+            &writer, utc_text(now - std::chrono::hours(1), "%Y%m%d%H%M%S").c_str(),
+            utc_text(now + std::chrono::hours(24) * request.validity_days, "%Y%m%d%H%M%S").c_str()),
+        "validity");
     check_pki(mbedtls_x509write_crt_set_basic_constraints(&writer, request.is_ca ? 1 : 0,
                                                           request.is_ca ? 0 : -1),
               "basic constraints");

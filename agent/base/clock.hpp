@@ -4,6 +4,8 @@
 #include <optional>
 #include <string>
 
+#include "common/unix_time.hpp"
+
 namespace garm_edge::agent {
 
 class Clock {
@@ -18,10 +20,5 @@ class SystemClock final : public Clock {
     return std::chrono::system_clock::now();
   }
 };
-
-/// RFC 3339 in UTC with second precision, e.g. 2026-11-22T00:30:43Z.
-std::string format_rfc3339(std::chrono::system_clock::time_point time);
-/// What format_rfc3339 writes, read back; nothing for any other text.
-std::optional<std::chrono::system_clock::time_point> parse_rfc3339(const std::string& text);
 
 }  // namespace garm_edge::agent
