@@ -10,6 +10,7 @@
 #include <thread>
 #include <unistd.h>
 
+#include "agent/runner_archives/archive_shelf.hpp"
 #include "common/prometheus_text.hpp"
 #include "net/secret_token.hpp"
 
@@ -17,12 +18,6 @@ namespace garm_edge::agent {
 namespace {
 
 namespace fs = std::filesystem;
-
-bool is_sha256_name(const std::string& name) {
-  return name.size() == 64 && std::all_of(name.begin(), name.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-         });
-}
 
 std::string errno_text() {
   return std::strerror(errno);
@@ -51,12 +46,9 @@ struct RunnerArchiveCache::State {
       : options(std::move(cache_options)),
         fetcher(std::move(archive_fetcher)),
         clock(time),
-        log(logger) {}
+        log(logger),
+        shelf(options.directory, options.max_bytes, time, logger) {}
 
-  struct Entry {
-    std::uint64_t size = 0;
-    std::chrono::system_clock::time_point last_used;
-  };
   struct Failure {
     std::chrono::system_clock::time_point at;
     std::string reason;
@@ -81,92 +73,17 @@ struct RunnerArchiveCache::State {
   std::atomic<bool> stopping{false};
 
   mutable std::mutex mutex;
-  std::map<std::string, Entry> entries;       // on disk, by SHA-256
+  ArchiveShelf shelf;                         // the archives on disk
   std::map<std::string, Download> downloads;  // queued or under way, by source_key
   std::uint64_t next_download = 1;
   /// Download threads still running, cancelled ones included (they end within moments): what
   /// kMaxDownloads bounds, in all and per controller.
   std::size_t threads_running = 0;
   std::map<std::string, std::size_t> threads_per_controller;
-  /// Bytes in part files: counted with the archives against the cache's size.
-  std::uint64_t part_bytes = 0;
   std::map<std::string, Failure> failures;  // recent ones, by source_key
   std::size_t callbacks_running = 0;        // waiters being called outside the lock
   std::condition_variable callbacks_done;
   Stats stats;
-
-  fs::path path_of(const std::string& sha256) const { return options.directory / sha256; }
-
-  void scan() {
-    fs::create_directories(options.directory);
-    fs::permissions(options.directory, fs::perms::owner_all, fs::perm_options::replace);
-    for (const auto& item : fs::directory_iterator(options.directory)) {
-      const auto name = item.path().filename().string();
-      if (name.ends_with(".part")) {
-        fs::remove(item.path());  // a download the last run did not finish
-      } else if (is_sha256_name(name) && item.is_regular_file()) {
-        struct stat info {};
-        if (::stat(item.path().c_str(), &info) == 0) {
-          entries[name] = {.size = static_cast<std::uint64_t>(info.st_size),
-                           .last_used = std::chrono::system_clock::from_time_t(info.st_mtime)};
-        }
-      }
-    }
-    make_room(0, "");
-  }
-
-  /// Evicts least recently used archives until `incoming` more bytes fit beside the archives
-  /// and the part files; never `keep`. False when they cannot.
-  bool make_room(std::uint64_t incoming, const std::string& keep) {
-    const auto kept = entries.find(keep);
-    const auto pinned = part_bytes + (kept == entries.end() ? 0 : kept->second.size);
-    if (pinned > options.max_bytes || incoming > options.max_bytes - pinned) {
-      return false;  // evicting every other archive would not do: evict none
-    }
-    while (true) {
-      std::uint64_t used = part_bytes;
-      for (const auto& [sha, entry] : entries) {
-        used += entry.size;
-      }
-      if (used + incoming <= options.max_bytes) {
-        return true;
-      }
-      auto oldest = entries.end();
-      for (auto it = entries.begin(); it != entries.end(); ++it) {
-        if (it->first != keep &&
-            (oldest == entries.end() || it->second.last_used < oldest->second.last_used)) {
-          oldest = it;
-        }
-      }
-      if (oldest == entries.end()) {
-        return false;
-      }
-      std::error_code ignored;  // a file being served stays readable through its descriptor
-      fs::remove(path_of(oldest->first), ignored);
-      log.info("runner archive cache: evicted " + oldest->first + " (" +
-               std::to_string(oldest->second.size) + " bytes, least recently used)");
-      entries.erase(oldest);
-      ++stats.evictions;
-    }
-  }
-
-  /// The archive on disk, opened and marked as just used; null when it is not there.
-  std::shared_ptr<net::FileBody> open_cached(const std::string& sha256) {
-    const auto it = entries.find(sha256);
-    if (it == entries.end()) {
-      return nullptr;
-    }
-    UniqueFd fd(::open(path_of(sha256).c_str(), O_RDONLY | O_CLOEXEC));
-    if (fd.get() < 0) {
-      log.warning("runner archive cache: " + sha256 + " vanished from disk: " + errno_text());
-      entries.erase(it);
-      return nullptr;
-    }
-    it->second.last_used = clock.now();
-    ::futimens(fd.get(), nullptr);  // the recency survives a restart
-    return std::make_shared<net::FileBody>(
-        net::FileBody{.fd = std::move(fd), .size = it->second.size});
-  }
 
   /// Under the lock: the failure of `source` still remembered, if any. A clock that stepped
   /// back ends the memory rather than stretching it.
@@ -185,7 +102,7 @@ struct RunnerArchiveCache::State {
 
   /// Under the lock: an answer that needs no download, if there is one.
   std::optional<Outcome> answer_now(const ArchiveSource& source) {
-    if (auto file = open_cached(source.sha256)) {
+    if (auto file = shelf.open(source.sha256)) {
       ++stats.hits;
       return Outcome{.file = std::move(file), .error = ""};
     }
@@ -197,7 +114,7 @@ struct RunnerArchiveCache::State {
   }
 
   /// Downloads into a part file; returns the verified size or throws. `written` counts the
-  /// bytes added to part_bytes.
+  /// bytes added to the shelf's part bytes.
   std::uint64_t download(const ArchiveSource& source, const fs::path& part,
                          const std::atomic<bool>& cancel, std::uint64_t& written) {
     UniqueFd fd(::open(part.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
@@ -207,16 +124,16 @@ struct RunnerArchiveCache::State {
     const WriteBudget budget{.could_fit =
                                  [this](std::uint64_t size) {
                                    std::lock_guard lock(mutex);
-                                   return !stopping && size <= options.max_bytes - part_bytes;
+                                   return !stopping && shelf.could_fit_part(size);
                                  },
                              .may_write =
                                  [this, &written](std::uint64_t more) {
                                    std::lock_guard lock(mutex);
                                    // The owner (and its logger) may be gone once stopping.
-                                   if (stopping || !make_room(more, "")) {
+                                   if (stopping || !shelf.make_room(more)) {
                                      return false;
                                    }
-                                   part_bytes += more;
+                                   shelf.add_part_bytes(more);
                                    written += more;
                                    return true;
                                  }};
@@ -241,14 +158,14 @@ struct RunnerArchiveCache::State {
 
   void finish_download(const ArchiveSource& source, const std::atomic<bool>& cancel,
                        std::uint64_t id, const std::string& controller) {
-    const auto part = options.directory / (source.sha256 + "." + net::random_token() + ".part");
+    const auto part = shelf.part_path(source.sha256);
     std::uint64_t size = 0;
     std::uint64_t written = 0;
     std::string error;
     bool on_disk = false;  // another source's download of the same bytes ended while it queued
     {
       std::lock_guard lock(mutex);
-      on_disk = entries.contains(source.sha256);
+      on_disk = shelf.contains(source.sha256);
     }
     try {
       if (!on_disk) {
@@ -265,7 +182,7 @@ struct RunnerArchiveCache::State {
       if (--threads_per_controller[controller] == 0) {
         threads_per_controller.erase(controller);
       }
-      part_bytes -= written;
+      shelf.remove_part_bytes(written);
       const auto key = source_key(source);
       if (const auto mine = downloads.find(key); mine != downloads.end() && mine->second.id == id) {
         waiting = std::move(mine->second.waiting);
@@ -280,23 +197,18 @@ struct RunnerArchiveCache::State {
         return;
       }
       if (on_disk) {
-        outcome.file = open_cached(source.sha256);
+        outcome.file = shelf.open(source.sha256);
         if (!outcome.file) {
           error = "the archive vanished from the cache";
         }
       } else if (error.empty()) {
-        make_room(size, source.sha256);
-        std::error_code renamed;
-        fs::rename(part, path_of(source.sha256), renamed);
-        if (renamed) {
-          error = "keeping the archive: " + renamed.message();
-        } else {
-          entries[source.sha256] = {.size = size, .last_used = clock.now()};
+        error = shelf.keep(part, source.sha256, size);
+        if (error.empty()) {
           ++stats.downloads;
           stats.bytes_downloaded += size;
           log.info("runner archive cache: downloaded and verified " + source.sha256 + " (" +
                    std::to_string(size) + " bytes)");
-          outcome.file = open_cached(source.sha256);
+          outcome.file = shelf.open(source.sha256);
         }
       }
       if (!error.empty()) {
@@ -427,7 +339,7 @@ RunnerArchiveCache::RunnerArchiveCache(ArchiveCacheOptions options,
                                        Logger& log)
     : state_(std::make_shared<State>(std::move(options), std::move(fetcher), clock, log)) {
   try {
-    state_->scan();
+    state_->shelf.scan();
   } catch (const fs::filesystem_error& e) {
     throw std::runtime_error("runner archive cache " + state_->options.directory.string() + ": " +
                              e.what());
@@ -449,7 +361,7 @@ RunnerArchiveCache::~RunnerArchiveCache() {
 void RunnerArchiveCache::prefetch(const ArchiveSource& source, const std::string& owner,
                                   const std::string& controller) {
   std::lock_guard lock(state_->mutex);
-  if (state_->entries.contains(source.sha256) || state_->recent_failure(source) != nullptr) {
+  if (state_->shelf.contains(source.sha256) || state_->recent_failure(source) != nullptr) {
     return;
   }
   Ready none;
@@ -489,11 +401,10 @@ std::size_t RunnerArchiveCache::downloads_queued() const {
 RunnerArchiveCache::Stats RunnerArchiveCache::stats() const {
   std::lock_guard lock(state_->mutex);
   auto stats = state_->stats;
-  stats.archives = state_->entries.size();
-  stats.part_bytes = state_->part_bytes;
-  for (const auto& [sha, entry] : state_->entries) {
-    stats.bytes += entry.size;
-  }
+  stats.archives = state_->shelf.archives();
+  stats.bytes = state_->shelf.bytes();
+  stats.part_bytes = state_->shelf.part_bytes();
+  stats.evictions = state_->shelf.evictions();
   return stats;
 }
 
