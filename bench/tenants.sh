@@ -2,7 +2,7 @@
 # Issue 25's tenant attacks against two builds of the agent, side by side: each probe starts a
 # fresh `garm-edge-agent serve` of each build (scripts/lib/agent-fixture.sh: libvirt's test
 # driver, the mTLS API and the guest service on loopback, guests at 127.0.3.x, a second
-# controller's client `other`), a fake garm (tests/integration/fake_garm.py, plain HTTP) for the
+# controller's client `other`), a fake garm (tests/support/fake_garm.py, plain HTTP) for the
 # guests' relayed calls, and runs bench/tenants.py PROBE: the attack, the other tenant's
 # requests meanwhile, and the agent's highest RSS, threads and descriptors during it. Both agents
 # run with the same config (what the old one accepts) and a descriptor limit of 8192.
@@ -46,7 +46,7 @@ controllers = [\"$other_controller\"]"
   . "$root/scripts/lib/agent-fixture.sh" > /dev/null
   "$agent" pki issue-client other --dir "$work/pki" > /dev/null
   "$agent" pki issue-client stranger --dir "$work/pki" > /dev/null
-  /usr/bin/python3 "$root/tests/integration/fake_garm.py" --plain --port-file "$work/garm.port" \
+  /usr/bin/python3 "$root/tests/support/fake_garm.py" --plain --port-file "$work/garm.port" \
     --log "$work/garm.log" --instances "$shared/instances.json" --downloads "$shared/downloads" \
     --download-rate 65536 2> "$work/garm.err" &
   garm_pid=$!
@@ -115,5 +115,5 @@ Not probed here:
   become ready only when a booted guest fetches its seed and reports; the test driver boots
   nothing. Settled by tests/agent/guests/guest_service_test.cpp (warm guests per controller).
 - item 5 (address exhaustion invisible to placement): a correctness answer (503 unavailable vs
-  no_capacity), not a figure under attack; settled by tests/integration/fleet_test.cpp.
+  no_capacity), not a figure under attack; settled by tests/provider/fleet_test.cpp.
 TEXT

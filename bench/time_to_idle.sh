@@ -39,7 +39,7 @@ tar -czf "$work/github/files/$archive_name" -C "$work/runner" .
 archive_sha=$(sha256sum "$work/github/files/$archive_name" | cut -d' ' -f1)
 archive_bytes=$(stat -c %s "$work/github/files/$archive_name")
 : > "$work/github/log"
-/usr/bin/python3 "$here/../integration/fake_garm.py" --plain --bind "$gateway" \
+/usr/bin/python3 "$here/../support/fake_garm.py" --plain --bind "$gateway" \
   --port-file "$work/github/port" --log "$work/github/log" --downloads "$work/github/files" \
   --download-rate "$((rate_mbit * 1000000 / 8))" {test_host_lock}>&- &
 github_pid=$!

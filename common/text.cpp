@@ -1,6 +1,8 @@
 #include "common/text.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 namespace garm_edge {
 namespace {
@@ -98,6 +100,10 @@ std::string ascii_lower(std::string_view value) {
     }
   }
   return lower;
+}
+
+std::string errno_text() {
+  return std::strerror(errno);
 }
 
 }  // namespace garm_edge

@@ -17,4 +17,7 @@ std::string printable_excerpt(std::string_view value, std::size_t max_bytes = 64
 /// `value` with ASCII letters in lower case (UUIDs and hex digests compare that way).
 std::string ascii_lower(std::string_view value);
 
+/// strerror(errno), read before anything else can change errno.
+std::string errno_text();
+
 }  // namespace garm_edge

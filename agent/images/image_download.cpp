@@ -8,16 +8,13 @@
 #include <vector>
 
 #include "agent/images/image_files.hpp"
+#include "common/text.hpp"
 
 namespace garm_edge::agent {
 namespace {
 
 /// How often the room is looked at again, and the progress reported.
 constexpr std::uint64_t kRoomCheckEvery = 8 << 20;
-
-std::string errno_text() {
-  return std::strerror(errno);
-}
 
 }  // namespace
 

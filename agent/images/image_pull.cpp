@@ -10,6 +10,8 @@
 
 // One pull of an image, its lock held: the digest it must have, the download that resumes,
 // the checks and the conversion to a read-only base, and the swap.
+#include "common/text.hpp"
+
 namespace garm_edge::agent {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -17,10 +19,6 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr std::size_t kChecksumFileLimit = 1 << 20;
-
-std::string errno_text() {
-  return std::strerror(errno);
-}
 
 }  // namespace
 

@@ -12,16 +12,13 @@
 
 #include "agent/runner_archives/archive_shelf.hpp"
 #include "common/prometheus_text.hpp"
+#include "common/text.hpp"
 #include "net/secret_token.hpp"
 
 namespace garm_edge::agent {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string errno_text() {
-  return std::strerror(errno);
-}
 
 /// Downloads at once; further ones wait in line. One controller's downloads take at most half,
 /// and never the last free thread once it has one, so its slow or stalled URLs (or two

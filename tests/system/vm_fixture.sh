@@ -137,7 +137,7 @@ if [ -n "${vm_pulled_image:-}" ]; then  # a publisher's image server, as cloud i
   (cd "$work/downloads" && sha256sum "$image_file" > SHA256SUMS)
 fi
 : > "$work/garm.log"
-/usr/bin/python3 "$here/../integration/fake_garm.py" --cert "$work/garm-pki/server.crt" \
+/usr/bin/python3 "$here/../support/fake_garm.py" --cert "$work/garm-pki/server.crt" \
   --key "$work/garm-pki/server.key" --port-file "$work/garm.port" --log "$work/garm.log" \
   --instances "$work/garm-instances.json" --downloads "$work/downloads" {test_host_lock}>&- &
 fake_garm_pid=$!

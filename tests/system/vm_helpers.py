@@ -45,10 +45,10 @@ def agent_token(name):
 
 
 def ws_client_program():
-    """tests/integration/ws_client.py (garm-agent's side of the socket), base64-encoded so a
+    """tests/support/ws_client.py (garm-agent's side of the socket), base64-encoded so a
     guest's install script can carry it."""
     here = os.path.dirname(os.path.abspath(__file__))
-    with open(os.path.join(here, "..", "integration", "ws_client.py"), "rb") as f:
+    with open(os.path.join(here, "..", "support", "ws_client.py"), "rb") as f:
         print(base64.b64encode(f.read()).decode())
 
 

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/instances/warm_spec.hpp"
-#include "integration/test_support.hpp"
+#include "support/test_support.hpp"
 #include "wire/bootstrap.hpp"
 
 using namespace garm_edge;

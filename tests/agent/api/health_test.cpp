@@ -2,7 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/api/control_api.hpp"
-#include "integration/test_support.hpp"
+#include "support/test_support.hpp"
 
 using namespace garm_edge;
 using namespace garm_edge::testing;

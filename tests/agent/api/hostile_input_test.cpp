@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 #include <pugixml.hpp>
 
-#include "integration/test_support.hpp"
+#include "support/test_support.hpp"
 #include "wire/error.hpp"
 
 using namespace garm_edge;

@@ -12,8 +12,8 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "integration/api_server.hpp"
-#include "integration/test_support.hpp"
+#include "support/api_server.hpp"
+#include "support/test_support.hpp"
 #include "net/pki.hpp"
 #include "net/tls_server.hpp"
 #include "support/run_command.hpp"
@@ -411,7 +411,7 @@ TEST_CASE("pool validation and the published schemas", "[api][mtls]") {
              Catch::Contains("is amd64 but the pool asks for arm64") && Catch::EndsWith(" 400"));
   CHECK_THAT(validate(R"({"image":"debian-12","flavor":"small","extra_specs":{"typo":1}})").output,
              Catch::Contains("extra_specs.typo") && Catch::EndsWith(" 400"));
-  // What they say is held to the readers in tests/unit/config_schema_test.cpp.
+  // What they say is held to the readers in tests/agent/base/config_schema_test.cpp.
   CHECK(server.curl(server.url("/v1/schemas/config")).output == agent::agent_config_json_schema());
   CHECK(server.curl(server.url("/v1/schemas/extra-specs")).output ==
         wire::extra_specs_json_schema());

@@ -20,7 +20,7 @@ using garm_edge::testing::SettableClock;
 
 namespace {
 
-const std::string kController = "9dcf590a-1192-4a9c-b3e4-e0902974c2c0";
+const std::string kCacheController = "9dcf590a-1192-4a9c-b3e4-e0902974c2c0";
 
 /// An image, a flavor and the guest service: what every [[caches]] entry below needs.
 const std::string kHostWithGuests = R"toml(
@@ -57,7 +57,7 @@ caches_dir = ")toml" + (state.path() / "caches").string() +
 name = "docker"
 size_gib = 40
 mount = "/var/lib/docker"
-controller = ")toml" + kController + R"toml("
+controller = ")toml" + kCacheController + R"toml("
 images = ["debian-12"]
 refresh_script = ")toml" + (state.path() / "refresh.sh").string() +
                                            R"toml("
@@ -94,15 +94,15 @@ TEST_CASE("[[caches]] is read with its refresh, and serves only its own controll
   CHECK(cache.refresh.flavor == "small");
   CHECK(cache.refresh.every == std::chrono::hours(12));
   CHECK(host.config.cache_directory() == host.state.path() / "caches");
-  CHECK(cache.serves(kController, "debian-12", "any-pool", {}));
-  CHECK(cache.serves(kController, "ubuntu", "any-pool", {"docker"}));
-  CHECK_FALSE(cache.serves(kController, "ubuntu", "any-pool", {}));
+  CHECK(cache.serves(kCacheController, "debian-12", "any-pool", {}));
+  CHECK(cache.serves(kCacheController, "ubuntu", "any-pool", {"docker"}));
+  CHECK_FALSE(cache.serves(kCacheController, "ubuntu", "any-pool", {}));
   CHECK_FALSE(cache.serves("5a3e2b1c-0d9f-4e8a-b7c6-d5e4f3a2b1c0", "debian-12", "p", {"docker"}));
 }
 
 TEST_CASE("[[caches]] refuses what a guest path, a disk or a script cannot be", "[caches]") {
   CacheHost host;
-  const auto base = kHostWithGuests + "[[caches]]\ncontroller = \"" + kController + "\"\n";
+  const auto base = kHostWithGuests + "[[caches]]\ncontroller = \"" + kCacheController + "\"\n";
   const auto script = "refresh_script = \"" + (host.state.path() / "refresh.sh").string() + "\"\n";
   const auto error_of = [&](const std::string& entry) {
     try {

@@ -17,7 +17,7 @@
 #include "agent/admin/unix_socket.hpp"
 #include "common/durable_file.hpp"
 #include "common/temp_dir.hpp"
-#include "integration/fake_garm.hpp"
+#include "support/fake_garm.hpp"
 #include "support/run_command.hpp"
 
 using namespace garm_edge;

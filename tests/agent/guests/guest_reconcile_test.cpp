@@ -6,7 +6,7 @@
 #include "agent/guests/guest_attachments.hpp"
 #include "agent/guests/guest_index.hpp"
 #include "agent/instances/identifiers.hpp"
-#include "integration/test_support.hpp"
+#include "support/test_support.hpp"
 
 using namespace garm_edge;
 using namespace garm_edge::testing;

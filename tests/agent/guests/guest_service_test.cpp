@@ -23,9 +23,9 @@
 #include "agent/guests/guest_index.hpp"
 #include "agent/instances/identifiers.hpp"
 #include "agent/instances/warm_pool.hpp"
-#include "integration/fake_garm.hpp"
-#include "integration/guest_host.hpp"
-#include "integration/test_support.hpp"
+#include "support/fake_garm.hpp"
+#include "support/guest_host.hpp"
+#include "support/test_support.hpp"
 #include "net/http_server.hpp"
 #include "net/secret_token.hpp"
 #include "support/run_command.hpp"
@@ -49,7 +49,7 @@ struct SeedRead {
 SeedRead read_seed(const std::string& seed_url, const std::string& source) {
   const auto result =
       run_command(std::string("/usr/bin/python3 ") + GARM_EDGE_TEST_DATA_DIR +
-                  "/../integration/read_seed_like_cloud_init.py '" + seed_url + "' " + source);
+                  "/../support/read_seed_like_cloud_init.py '" + seed_url + "' " + source);
   SeedRead read{.ok = result.exit_code == 0, .documents = {}, .output = result.output};
   if (read.ok) {
     read.documents = nlohmann::json::parse(result.output);
@@ -1032,11 +1032,11 @@ std::string agent_token_for(const std::string& instance, bool is_agent = true) {
   return url_safe(R"({"alg":"HS256","typ":"JWT"})") + "." + url_safe(claims.dump()) + ".c2ln";
 }
 
-/// garm-agent's side of the socket (tests/integration/ws_client.py) from `source`.
+/// garm-agent's side of the socket (tests/support/ws_client.py) from `source`.
 nlohmann::json open_agent_socket(const std::string& url, const std::string& source,
                                  const std::string& token, const std::string& options = "") {
   const auto result = run_command(std::string("/usr/bin/python3 ") + GARM_EDGE_TEST_DATA_DIR +
-                                  "/../integration/ws_client.py '" + url + "' " + source + " '" +
+                                  "/../support/ws_client.py '" + url + "' " + source + " '" +
                                   token + "' " + options);
   INFO(result.output);
   REQUIRE(result.exit_code == 0);
@@ -1217,7 +1217,7 @@ TEST_CASE("a 100 MB garm-agent download streams through the relay in bounded mem
   const auto expected =
       run_command(std::string("/usr/bin/python3 -c 'import sys; sys.path.insert(0, \"") +
                   GARM_EDGE_TEST_DATA_DIR +
-                  "/../integration\"); import fake_garm; "
+                  "/../support\"); import fake_garm; "
                   "print(fake_garm.agent_tool_sha256(100000000))'");
   const auto got = run_command("sha256sum " + file);
   CHECK(got.output.substr(0, 64) == expected.output.substr(0, 64));

@@ -13,7 +13,7 @@
 #include "agent/images/pulled_images.hpp"
 #include "agent/instances/identifiers.hpp"
 #include "common/temp_dir.hpp"
-#include "integration/fake_garm.hpp"
+#include "support/fake_garm.hpp"
 #include "net/secret_token.hpp"
 #include "support/run_command.hpp"
 

@@ -8,7 +8,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "integration/test_support.hpp"
+#include "support/test_support.hpp"
 #include "support/service_error_matcher.hpp"
 
 using namespace garm_edge;

@@ -3,7 +3,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "integration/test_support.hpp"
+#include "support/test_support.hpp"
 
 using namespace garm_edge;
 using namespace garm_edge::testing;

@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "agent/instances/identifiers.hpp"
-#include "integration/test_support.hpp"
+#include "support/test_support.hpp"
 #include "support/service_error_matcher.hpp"
 #include "wire/error.hpp"
 #include "wire/validate.hpp"

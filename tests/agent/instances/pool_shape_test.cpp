@@ -7,7 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include "agent/instances/identifiers.hpp"
-#include "integration/test_support.hpp"
+#include "support/test_support.hpp"
 #include "support/service_error_matcher.hpp"
 
 using namespace garm_edge;

@@ -4,7 +4,7 @@
 
 #include "agent/instances/identifiers.hpp"
 #include "agent/instances/image_bases.hpp"
-#include "integration/test_support.hpp"
+#include "support/test_support.hpp"
 #include "support/service_error_matcher.hpp"
 
 using namespace garm_edge;

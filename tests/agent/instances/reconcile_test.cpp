@@ -7,7 +7,7 @@
 
 #include "agent/instances/identifiers.hpp"
 #include "agent/instances/reconcile_loop.hpp"
-#include "integration/test_support.hpp"
+#include "support/test_support.hpp"
 
 using namespace garm_edge;
 using namespace garm_edge::testing;

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/temp_dir.hpp"
-#include "integration/guest_host.hpp"
+#include "support/guest_host.hpp"
 #include "net/secret_token.hpp"
 #include "support/run_command.hpp"
 

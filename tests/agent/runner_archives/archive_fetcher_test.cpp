@@ -19,7 +19,7 @@
 
 #include "common/temp_dir.hpp"
 #include "common/unique_fd.hpp"
-#include "integration/fake_garm.hpp"
+#include "support/fake_garm.hpp"
 #include "net/secret_token.hpp"
 #include "support/run_command.hpp"
 #include "support/scripted_server.hpp"
@@ -29,12 +29,12 @@ using namespace garm_edge::testing;
 
 namespace {
 
-/// tests/integration/connect_proxy.py in the background, stopped with the object.
+/// tests/support/connect_proxy.py in the background, stopped with the object.
 class ConnectProxy {
  public:
   ConnectProxy() {
     const auto script = std::filesystem::path(GARM_EDGE_TEST_DATA_DIR).parent_path() /
-                        "integration/connect_proxy.py";
+                        "support/connect_proxy.py";
     const auto started =
         run_command("python3 '" + script.string() + "' --port-file '" + port_file().string() +
                     "' --log '" + log().string() + "' >/dev/null 2>&1 & echo $!");

@@ -3,8 +3,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "integration/api_server.hpp"
-#include "integration/openssl_ca.hpp"
+#include "support/api_server.hpp"
+#include "support/openssl_ca.hpp"
 
 using namespace garm_edge;
 using namespace garm_edge::testing;

@@ -13,7 +13,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "integration/api_server.hpp"
+#include "support/api_server.hpp"
 #include "wire/json_fields.hpp"
 #include "wire/provider_instance.hpp"
 

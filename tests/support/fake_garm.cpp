@@ -1,4 +1,4 @@
-#include "integration/fake_garm.hpp"
+#include "support/fake_garm.hpp"
 
 #include <chrono>
 #include <fcntl.h>
@@ -71,7 +71,7 @@ FakeGarm::FakeGarm(FakeGarmOptions options)
   const auto instances = directory_.path() / "instances.json";
   std::ofstream(instances) << options.instances.dump();
   const std::string script =
-      std::filesystem::path(GARM_EDGE_TEST_DATA_DIR).parent_path() / "integration/fake_garm.py";
+      std::filesystem::path(GARM_EDGE_TEST_DATA_DIR).parent_path() / "support/fake_garm.py";
   std::vector<std::string> arguments = {"python3",     script,
                                         "--cert",      pki_.server_certificate,
                                         "--key",       pki_.server_key,

@@ -12,7 +12,7 @@
 #include <asio.hpp>
 
 #include "agent/api/control_api.hpp"
-#include "integration/test_support.hpp"
+#include "support/test_support.hpp"
 #include "net/tls_server.hpp"
 #include "support/run_command.hpp"
 

@@ -1,4 +1,4 @@
-#include "integration/test_support.hpp"
+#include "support/test_support.hpp"
 
 #include <algorithm>
 #include <arpa/inet.h>

@@ -21,7 +21,7 @@ certificate = "/etc/garm/edge/garm.pem"
 key = "/etc/garm/edge/garm-key.pem"
 )";
 
-std::string error_for(const std::string& text) {
+std::string provider_config_error(const std::string& text) {
   try {
     parse_provider_config(text, "provider.toml");
   } catch (const ConfigError& e) {
@@ -55,27 +55,27 @@ TEST_CASE("provider config: hubs alone make a fleet, and each is named once",
   CHECK(config.agents.empty());
   CHECK(config.hubs[0].url == "https://hub.lab:8445");
   CHECK(config.hubs[0].weight == 100);
-  CHECK_THAT(error_for(hub + hub), Catch::Contains("[[hubs]] #2") && Catch::Contains("unique"));
-  CHECK_THAT(error_for(hub + "secret = 1\n"), Catch::Contains("unknown key \"secret\""));
+  CHECK_THAT(provider_config_error(hub + hub), Catch::Contains("[[hubs]] #2") && Catch::Contains("unique"));
+  CHECK_THAT(provider_config_error(hub + "secret = 1\n"), Catch::Contains("unknown key \"secret\""));
 }
 
 TEST_CASE("provider config: every mistake names file, line and key, as the agent's does",
           "[config][provider]") {
-  CHECK_THAT(error_for("sesion_dir = \"/x\"\n" + kAgent),
+  CHECK_THAT(provider_config_error("sesion_dir = \"/x\"\n" + kAgent),
              Catch::Contains("provider.toml:1:14: top level: unknown key \"sesion_dir\""));
-  CHECK_THAT(error_for(kAgent + "oops = 1\n"), Catch::Contains("unknown key \"oops\""));
-  CHECK_THAT(error_for("session_dir = \"/x\"\n"),
+  CHECK_THAT(provider_config_error(kAgent + "oops = 1\n"), Catch::Contains("unknown key \"oops\""));
+  CHECK_THAT(provider_config_error("session_dir = \"/x\"\n"),
              Catch::Contains("at least one [[agents]] or [[hubs]] entry is required"));
-  CHECK_THAT(error_for(kAgent + kAgent),
+  CHECK_THAT(provider_config_error(kAgent + kAgent),
              Catch::Contains("[[agents]] #2") && Catch::Contains("name must be unique"));
   auto relative = kAgent;
   relative.replace(relative.find("/etc/garm/edge/ca.pem"), 1, "");
-  CHECK_THAT(error_for(relative),
+  CHECK_THAT(provider_config_error(relative),
              Catch::Contains(":4:") && Catch::Contains("ca must be an absolute path"));
-  CHECK_THAT(error_for(kAgent + "[timeouts]\nconnect_seconds = 0\n"),
+  CHECK_THAT(provider_config_error(kAgent + "[timeouts]\nconnect_seconds = 0\n"),
              Catch::Contains("[timeouts]: connect_seconds must be between 1 and 3600"));
   // Plain text only, as in the agent's config: an escape sequence is no name.
-  CHECK_THAT(error_for(R"([[agents]]
+  CHECK_THAT(provider_config_error(R"([[agents]]
 name = "a\u001b[2J"
 url = "https://x"
 ca = "/a"
@@ -83,13 +83,13 @@ certificate = "/b"
 key = "/c"
 )"),
              Catch::Contains("name must be UTF-8 text without control characters"));
-  CHECK_THAT(error_for("x = \"\xc2\xa1\"\n"), Catch::Contains("U+00A1"));
-  CHECK_THAT(error_for("[[agents]\n"), Catch::StartsWith("provider.toml:1:"));
+  CHECK_THAT(provider_config_error("x = \"\xc2\xa1\"\n"), Catch::Contains("U+00A1"));
+  CHECK_THAT(provider_config_error("[[agents]\n"), Catch::StartsWith("provider.toml:1:"));
 }
 
 TEST_CASE("the provider's config schema and its reader agree key by key", "[config][schema]") {
   const auto schema = nlohmann::json::parse(garm_edge::provider::provider_config_json_schema());
-  const auto reader_error = [](const std::string& text) { return error_for(text); };
+  const auto reader_error = [](const std::string& text) { return provider_config_error(text); };
   const auto& properties = schema.at("properties");
   for (const auto& [key, property] : properties.at("timeouts").at("properties").items()) {
     INFO(key);
@@ -152,6 +152,6 @@ TEST_CASE("the provider's config schema and its reader agree key by key", "[conf
 
 TEST_CASE("provider config: an empty session_dir is a mistake, not 'no sessions'",
           "[config][provider]") {
-  CHECK_THAT(error_for("session_dir = \"\"\n" + kAgent),
+  CHECK_THAT(provider_config_error("session_dir = \"\"\n" + kAgent),
              Catch::Contains("session_dir is required"));
 }

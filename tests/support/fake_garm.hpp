@@ -29,7 +29,7 @@ TestPki make_test_pki(const std::filesystem::path& directory,
 struct FakeGarmOptions {
   bool plain = false;  // HTTP instead of HTTPS
   /// Instance token -> data (install_script, registration_token, jit, service_name, closed):
-  /// see tests/integration/fake_garm.py.
+  /// see tests/support/fake_garm.py.
   nlohmann::json instances = nlohmann::json::object();
   /// Files served unauthenticated at /downloads/<name> (and /redirect/<name>, a 302 there),
   /// as GitHub serves runner archives; at most `download_rate` bytes per second (0: no limit).
@@ -37,7 +37,7 @@ struct FakeGarmOptions {
   std::uint64_t download_rate = 0;
 };
 
-/// tests/integration/fake_garm.py as a child process on a loopback port: garm's callback and
+/// tests/support/fake_garm.py as a child process on a loopback port: garm's callback and
 /// metadata endpoints, behind a certificate from a CA made for this instance.
 class FakeGarm {
  public:

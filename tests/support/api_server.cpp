@@ -1,4 +1,4 @@
-#include "integration/api_server.hpp"
+#include "support/api_server.hpp"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "hypervisor/libvirt_hypervisor.hpp"
-#include "integration/test_support.hpp"
+#include "support/test_support.hpp"
 
 using namespace garm_edge::hypervisor;
 using garm_edge::testing::fixture_uri;

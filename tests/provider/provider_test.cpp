@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/durable_file.hpp"
-#include "integration/api_server.hpp"
+#include "support/api_server.hpp"
 #include "net/pki.hpp"
 #include "provider/provider_config.hpp"
 #include "wire/base64.hpp"

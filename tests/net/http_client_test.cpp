@@ -9,7 +9,7 @@
 
 #include "common/temp_dir.hpp"
 #include "common/unique_fd.hpp"
-#include "integration/fake_garm.hpp"
+#include "support/fake_garm.hpp"
 #include "wire/base64.hpp"
 
 using garm_edge::TempDir;

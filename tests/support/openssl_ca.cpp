@@ -1,4 +1,4 @@
-#include "integration/openssl_ca.hpp"
+#include "support/openssl_ca.hpp"
 
 #include <fstream>
 #include <stdexcept>
