@@ -92,6 +92,25 @@ void write_atomically(const fs::path& target, std::string_view contents, mode_t 
   fsync_directory(target.parent_path());
 }
 
+void publish_file(const fs::path& temp, const fs::path& target, mode_t mode) {
+  {
+    UniqueFd file(::open(temp.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    if (file.get() < 0) {
+      fail_errno("cannot open " + temp.string());
+    }
+    if (::fchmod(file.get(), mode) != 0) {
+      fail_errno("cannot set the mode of " + temp.string());
+    }
+    if (::fsync(file.get()) != 0) {
+      fail_errno("cannot sync " + temp.string());
+    }
+  }
+  if (::rename(temp.c_str(), target.c_str()) != 0) {
+    fail_errno("cannot rename " + temp.string() + " to " + target.string());
+  }
+  fsync_directory(target.parent_path());
+}
+
 std::optional<std::string> read_file(const fs::path& path) {
   const UniqueFd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (file.get() < 0) {

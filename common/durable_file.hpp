@@ -28,6 +28,14 @@ void fsync_directory(const std::filesystem::path& directory);
 void write_atomically(const std::filesystem::path& target, std::string_view contents,
                       mode_t mode = 0600);
 
+/// Puts a finished file in place: gives `temp` its `mode`, syncs its bytes, renames it over
+/// `target` and syncs the directory, so a reader (and the host after a power cut) sees the old
+/// file or the whole new one, never a name whose bytes never reached the disk. The one way
+/// image bases, cache generations and runner archives are swapped in. Throws
+/// DurableFileError; `temp` is left for the caller to remove then.
+void publish_file(const std::filesystem::path& temp, const std::filesystem::path& target,
+                  mode_t mode);
+
 /// The whole file; nothing when it does not exist. Throws when it exists but cannot be read.
 std::optional<std::string> read_file(const std::filesystem::path& path);
 

@@ -234,10 +234,13 @@ CacheGeneration CacheStore::adopt(const std::string& cache, const RefreshDisks& 
   const auto final_path = directory / generation_file(disks.next_generation);
   const auto temporary = fs::path(final_path.string() + ".tmp");
   tools_.flatten(disks.work, temporary, stop);
-  std::error_code ec;
-  fs::permissions(temporary, fs::perms(0644), ec);
-  fs::rename(temporary, final_path);
-  fsync_directory(directory);
+  try {
+    publish_file(temporary, final_path, 0644);  // QEMU (libvirt-qemu) opens it
+  } catch (const DurableFileError& e) {
+    std::error_code ignored;
+    fs::remove(temporary, ignored);
+    throw ImagePullError(std::string("keeping the new generation: ") + e.what());
+  }
 
   std::lock_guard lock(mutex_);
   auto& found = entry(cache);

@@ -230,11 +230,7 @@ fs::path ImageStore::convert(Entry& entry, const fs::path& downloaded, const Ima
                      tools_.converted_size(input, source.format, stopping_), "the converted base");
       tools_.convert_to_qcow2(input, source.format, temp, stopping_);
     }
-    if (::chmod(temp.c_str(), 0444) != 0) {
-      throw ImagePullError("making the base read-only: " + errno_text());
-    }
-    fs::rename(temp, final_path);
-    fsync_directory(options_.base_dir);
+    publish_file(temp, final_path, 0444);  // read-only: guests' overlays back onto it
   } catch (...) {
     fs::remove(temp, ec);
     fs::remove(unpacked, ec);

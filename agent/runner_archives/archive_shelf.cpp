@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <system_error>
 
+#include "common/durable_file.hpp"
 #include "common/unique_fd.hpp"
 #include "net/secret_token.hpp"
 
@@ -80,10 +81,10 @@ bool ArchiveShelf::make_room(std::uint64_t incoming, const std::string& keep) {
 std::string ArchiveShelf::keep(const fs::path& part, const std::string& sha256,
                                std::uint64_t size) {
   make_room(size, sha256);
-  std::error_code renamed;
-  fs::rename(part, path_of(sha256), renamed);
-  if (renamed) {
-    return "keeping the archive: " + renamed.message();
+  try {
+    publish_file(part, path_of(sha256), 0600);
+  } catch (const DurableFileError& e) {
+    return std::string("keeping the archive: ") + e.what();
   }
   entries_[sha256] = {.size = size, .last_used = clock_.now()};
   return "";

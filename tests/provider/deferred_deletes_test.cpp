@@ -20,10 +20,10 @@ using garm_edge::provider::DeferredDeletes;
 
 namespace {
 
-const std::string kController = "9dcf590a-1192-4a9c-b3e4-e0902974c2c0";
+const std::string kDeletesController = "9dcf590a-1192-4a9c-b3e4-e0902974c2c0";
 
 DeferredDelete entry(const std::string& agent, const std::string& ref, int seconds = 100) {
-  return {.controller = kController,
+  return {.controller = kDeletesController,
           .agent = agent,
           .ref = ref,
           .url = "https://" + agent + ":8443",
@@ -41,7 +41,7 @@ TEST_CASE("deferred deletes: kept per agent, oldest first, once per name, until 
   kept.record(entry("b", "garm-one", 100));
   kept.record(entry("b", "garm-one", 300));  // a repeat keeps the first date
   kept.record(entry("c", "garm-one", 150));
-  const auto on_b = kept.pending(kController, "b");
+  const auto on_b = kept.pending(kDeletesController, "b");
   REQUIRE(on_b.size() == 2);
   CHECK(on_b[0].ref == "garm-one");
   CHECK(on_b[0].recorded_at.time_since_epoch() == std::chrono::seconds(100));
@@ -53,12 +53,12 @@ TEST_CASE("deferred deletes: kept per agent, oldest first, once per name, until 
   auto held = kept.try_hold(on_b[0]);
   REQUIRE(held);
   CHECK_FALSE(kept.try_hold(on_b[0]));
-  const auto all_of_name = kept.hold_all(kController, "garm-one", std::chrono::milliseconds(100));
+  const auto all_of_name = kept.hold_all(kDeletesController, "garm-one", std::chrono::milliseconds(100));
   CHECK_FALSE(all_of_name.complete);  // b's is held already
   REQUIRE(all_of_name.held.size() == 1);
   CHECK(all_of_name.held.front().entry().agent == "c");
   kept.forget(*held);
-  CHECK(kept.pending(kController, "b").size() == 1);
+  CHECK(kept.pending(kDeletesController, "b").size() == 1);
   CHECK_FALSE(kept.try_hold(on_b[0]));  // forgotten: nothing to hold
 }
 
@@ -73,7 +73,7 @@ TEST_CASE("deferred deletes: refuses what it cannot keep safely", "[provider]") 
   CHECK_THROWS_AS(kept.record(bad), DurableFileError);
   // Names with a slash or a dot-dot are hex in the file name: they stay inside the directory.
   kept.record(entry("b", "../../etc/passwd"));
-  CHECK(kept.pending(kController, "b").at(0).ref == "../../etc/passwd");
+  CHECK(kept.pending(kDeletesController, "b").at(0).ref == "../../etc/passwd");
 }
 
 TEST_CASE("deferred deletes: 40 written at once for one agent are all kept", "[provider]") {
@@ -96,14 +96,14 @@ TEST_CASE("deferred deletes: 40 written at once for one agent are all kept", "[p
     writer.join();
   }
   CHECK(failed == 0);
-  CHECK(kept.pending(kController, "unreachable").size() == 40);
+  CHECK(kept.pending(kDeletesController, "unreachable").size() == 40);
 }
 
 TEST_CASE("deferred deletes: only a gone writer's temp file is stale", "[provider]") {
   const TempDir dir;
   DeferredDeletes kept(dir.path() / "sessions");
   kept.record(entry("b", "garm-one"));
-  const auto directory = dir.path() / "sessions" / "deferred-deletes" / kController / "b";
+  const auto directory = dir.path() / "sessions" / "deferred-deletes" / kDeletesController / "b";
   REQUIRE(std::filesystem::is_directory(directory));
   const pid_t gone = ::fork();
   if (gone == 0) {
@@ -162,7 +162,7 @@ TEST_CASE("kept deletes in Prometheus text: per controller and agent, with the o
   kept.record(entry("b", "garm-one", 100));
   kept.record(entry("a", "garm-three", 300));
   const auto text = garm_edge::provider::render_provider_metrics(kept.all());
-  const auto labels = "{controller=\"" + kController + "\",agent=";
+  const auto labels = "{controller=\"" + kDeletesController + "\",agent=";
   CHECK_THAT(text, Catch::Contains("garm_edge_provider_kept_deletes" + labels + "\"b\"} 2\n") &&
                        Catch::Contains("garm_edge_provider_kept_deletes" + labels + "\"a\"} 1\n") &&
                        Catch::Contains("garm_edge_provider_oldest_kept_delete_timestamp_seconds" +
