@@ -1,9 +1,9 @@
-#include "net/http_client.hpp"
-
 #include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
+
+#include "net/http_client.hpp"
 
 using garm_edge::net::ClientRequest;
 using garm_edge::net::ClientResponse;

@@ -53,7 +53,8 @@ TEST_CASE("deferred deletes: kept per agent, oldest first, once per name, until 
   auto held = kept.try_hold(on_b[0]);
   REQUIRE(held);
   CHECK_FALSE(kept.try_hold(on_b[0]));
-  const auto all_of_name = kept.hold_all(kDeletesController, "garm-one", std::chrono::milliseconds(100));
+  const auto all_of_name =
+      kept.hold_all(kDeletesController, "garm-one", std::chrono::milliseconds(100));
   CHECK_FALSE(all_of_name.complete);  // b's is held already
   REQUIRE(all_of_name.held.size() == 1);
   CHECK(all_of_name.held.front().entry().agent == "c");

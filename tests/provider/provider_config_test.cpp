@@ -55,8 +55,10 @@ TEST_CASE("provider config: hubs alone make a fleet, and each is named once",
   CHECK(config.agents.empty());
   CHECK(config.hubs[0].url == "https://hub.lab:8445");
   CHECK(config.hubs[0].weight == 100);
-  CHECK_THAT(provider_config_error(hub + hub), Catch::Contains("[[hubs]] #2") && Catch::Contains("unique"));
-  CHECK_THAT(provider_config_error(hub + "secret = 1\n"), Catch::Contains("unknown key \"secret\""));
+  CHECK_THAT(provider_config_error(hub + hub),
+             Catch::Contains("[[hubs]] #2") && Catch::Contains("unique"));
+  CHECK_THAT(provider_config_error(hub + "secret = 1\n"),
+             Catch::Contains("unknown key \"secret\""));
 }
 
 TEST_CASE("provider config: every mistake names file, line and key, as the agent's does",

@@ -9,9 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common/durable_file.hpp"
-#include "support/api_server.hpp"
 #include "net/pki.hpp"
 #include "provider/provider_config.hpp"
+#include "support/api_server.hpp"
 #include "wire/base64.hpp"
 #include "wire/provider_instance.hpp"
 #include "wire/schemas.hpp"

@@ -12,9 +12,9 @@
 #include <asio.hpp>
 
 #include "agent/api/control_api.hpp"
-#include "support/test_support.hpp"
 #include "net/tls_server.hpp"
 #include "support/run_command.hpp"
+#include "support/test_support.hpp"
 
 namespace garm_edge::testing {
 

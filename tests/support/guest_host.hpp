@@ -21,10 +21,10 @@
 #include "agent/guests/guest_index.hpp"
 #include "agent/guests/guest_service.hpp"
 #include "agent/instances/identifiers.hpp"
-#include "support/fake_garm.hpp"
-#include "support/test_support.hpp"
 #include "net/http_server.hpp"
+#include "support/fake_garm.hpp"
 #include "support/run_command.hpp"
+#include "support/test_support.hpp"
 #include "wire/base64.hpp"
 
 namespace garm_edge::testing {

@@ -12,11 +12,11 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "support/api_server.hpp"
-#include "support/test_support.hpp"
 #include "net/pki.hpp"
 #include "net/tls_server.hpp"
+#include "support/api_server.hpp"
 #include "support/run_command.hpp"
+#include "support/test_support.hpp"
 #include "wire/schemas.hpp"
 
 using namespace garm_edge;

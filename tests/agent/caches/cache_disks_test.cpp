@@ -10,9 +10,9 @@
 #include "agent/caches/cache_refresher.hpp"
 #include "agent/caches/cache_store.hpp"
 #include "agent/instances/identifiers.hpp"
-#include "support/test_support.hpp"
 #include "support/file_disk_tools.hpp"
 #include "support/service_error_matcher.hpp"
+#include "support/test_support.hpp"
 #include "wire/base64.hpp"
 
 using namespace garm_edge;

@@ -23,12 +23,12 @@
 #include "agent/guests/guest_index.hpp"
 #include "agent/instances/identifiers.hpp"
 #include "agent/instances/warm_pool.hpp"
-#include "support/fake_garm.hpp"
-#include "support/guest_host.hpp"
-#include "support/test_support.hpp"
 #include "net/http_server.hpp"
 #include "net/secret_token.hpp"
+#include "support/fake_garm.hpp"
+#include "support/guest_host.hpp"
 #include "support/run_command.hpp"
+#include "support/test_support.hpp"
 #include "wire/base64.hpp"
 
 using namespace garm_edge;

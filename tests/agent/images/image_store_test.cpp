@@ -13,8 +13,8 @@
 #include "agent/images/pulled_images.hpp"
 #include "agent/instances/identifiers.hpp"
 #include "common/temp_dir.hpp"
-#include "support/fake_garm.hpp"
 #include "net/secret_token.hpp"
+#include "support/fake_garm.hpp"
 #include "support/run_command.hpp"
 
 using namespace garm_edge;

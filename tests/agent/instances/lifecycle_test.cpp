@@ -1,8 +1,8 @@
 #include <catch2/catch.hpp>
 
 #include "agent/instances/identifiers.hpp"
-#include "support/test_support.hpp"
 #include "support/service_error_matcher.hpp"
+#include "support/test_support.hpp"
 #include "wire/error.hpp"
 #include "wire/validate.hpp"
 

@@ -7,8 +7,8 @@
 #include <catch2/catch.hpp>
 
 #include "agent/instances/identifiers.hpp"
-#include "support/test_support.hpp"
 #include "support/service_error_matcher.hpp"
+#include "support/test_support.hpp"
 
 using namespace garm_edge;
 using namespace garm_edge::testing;

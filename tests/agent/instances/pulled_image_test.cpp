@@ -4,8 +4,8 @@
 
 #include "agent/instances/identifiers.hpp"
 #include "agent/instances/image_bases.hpp"
-#include "support/test_support.hpp"
 #include "support/service_error_matcher.hpp"
+#include "support/test_support.hpp"
 
 using namespace garm_edge;
 using namespace garm_edge::testing;

@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/temp_dir.hpp"
-#include "support/guest_host.hpp"
 #include "net/secret_token.hpp"
+#include "support/guest_host.hpp"
 #include "support/run_command.hpp"
 
 using namespace garm_edge;

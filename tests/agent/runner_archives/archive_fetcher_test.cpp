@@ -19,8 +19,8 @@
 
 #include "common/temp_dir.hpp"
 #include "common/unique_fd.hpp"
-#include "support/fake_garm.hpp"
 #include "net/secret_token.hpp"
+#include "support/fake_garm.hpp"
 #include "support/run_command.hpp"
 #include "support/scripted_server.hpp"
 
@@ -33,8 +33,8 @@ namespace {
 class ConnectProxy {
  public:
   ConnectProxy() {
-    const auto script = std::filesystem::path(GARM_EDGE_TEST_DATA_DIR).parent_path() /
-                        "support/connect_proxy.py";
+    const auto script =
+        std::filesystem::path(GARM_EDGE_TEST_DATA_DIR).parent_path() / "support/connect_proxy.py";
     const auto started =
         run_command("python3 '" + script.string() + "' --port-file '" + port_file().string() +
                     "' --log '" + log().string() + "' >/dev/null 2>&1 & echo $!");
