@@ -13,6 +13,20 @@
 namespace garm_edge::provider {
 namespace {
 
+/// The hub as an endpoint of the provider's client: its URL and the provider's certificate
+/// for it. Agents behind the hub are reached at the same endpoint, under their relay path.
+AgentEndpoint hub_as_endpoint(const HubEndpoint& hub, std::string name) {
+  return {.name = std::move(name),
+          .url = hub.url,
+          .ca = hub.ca,
+          .certificate = hub.certificate,
+          .key = hub.key,
+          .crl = hub.crl,
+          .require_host_identity = false,
+          .weight = hub.weight,
+          .labels = {}};
+}
+
 AgentEndpoint endpoint_for(const HubEndpoint& hub, const nlohmann::json& agent) {
   const auto name = agent.at("name").get<std::string>();
   if (!wire::is_agent_name(name)) {
@@ -24,18 +38,12 @@ AgentEndpoint endpoint_for(const HubEndpoint& hub, const nlohmann::json& agent) 
                               .last_seen = agent.value("last_seen", std::string()),
                               .version = agent.value("version", std::string()),
                               .features = agent.value("features", std::vector<std::string>{})};
-  return {.name = name,
-          .url = hub.url,
-          .ca = hub.ca,
-          .certificate = hub.certificate,
-          .key = hub.key,
-          .crl = hub.crl,
-          .require_host_identity = false,
-          .weight = hub.weight,
-          .labels = agent.value("labels", std::vector<std::string>{}),
-          .hub = hub.name,
-          .path_prefix = "/v1/agents/" + name + "/relay",
-          .via_hub = std::move(view)};
+  auto endpoint = hub_as_endpoint(hub, name);
+  endpoint.labels = agent.value("labels", std::vector<std::string>{});
+  endpoint.hub = hub.name;
+  endpoint.path_prefix = "/v1/agents/" + name + "/relay";
+  endpoint.via_hub = std::move(view);
+  return endpoint;
 }
 
 /// One request to a hub, its errors as HubError.
@@ -43,15 +51,7 @@ net::HttpsResponse ask_hub(const HubEndpoint& hub, TlsConfigCache& tls,
                            std::chrono::steady_clock::time_point deadline,
                            const std::filesystem::path& session_dir, const std::string& method,
                            const std::string& path, const std::string& body = "") {
-  const AgentEndpoint as_endpoint{.name = hub.name,
-                                  .url = hub.url,
-                                  .ca = hub.ca,
-                                  .certificate = hub.certificate,
-                                  .key = hub.key,
-                                  .crl = hub.crl,
-                                  .require_host_identity = false,
-                                  .weight = hub.weight,
-                                  .labels = {}};
+  const auto as_endpoint = hub_as_endpoint(hub, hub.name);
   try {
     net::HttpsClientOptions options;
     options.deadline = deadline;
