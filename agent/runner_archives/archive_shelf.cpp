@@ -81,10 +81,17 @@ bool ArchiveShelf::make_room(std::uint64_t incoming, const std::string& keep) {
 std::string ArchiveShelf::keep(const fs::path& part, const std::string& sha256,
                                std::uint64_t size) {
   make_room(size, sha256);
+  // Under the cache's lock: the part file was synced outside it, so what waits here is the
+  // rename and the directory's sync.
   try {
     publish_file(part, path_of(sha256), 0600);
   } catch (const DurableFileError& e) {
-    return std::string("keeping the archive: ") + e.what();
+    std::error_code ec;
+    if (!fs::is_regular_file(path_of(sha256), ec)) {
+      return std::string("keeping the archive: ") + e.what();
+    }
+    // Renamed, but the directory's sync failed: the archive is here and must be counted.
+    log_.warning("runner archive cache: " + sha256 + " kept, but " + e.what());
   }
   entries_[sha256] = {.size = size, .last_used = clock_.now()};
   return "";

@@ -34,7 +34,9 @@ class ArchiveShelf {
   bool make_room(std::uint64_t incoming, const std::string& keep = "");
   void add_part_bytes(std::uint64_t bytes) { part_bytes_ += bytes; }
   void remove_part_bytes(std::uint64_t bytes) { part_bytes_ -= bytes; }
-  /// Renames a verified, synced part file into place as `sha256`. Returns why it could not.
+  /// Puts a verified part file in place as `sha256` (publish_file: mode 0600, synced, renamed,
+  /// the directory synced) and counts it. Returns why it could not; an archive that was renamed
+  /// before a later step failed is kept and counted.
   std::string keep(const std::filesystem::path& part, const std::string& sha256,
                    std::uint64_t size);
   /// The archive, opened and marked as just used; null when it is not there.
