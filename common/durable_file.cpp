@@ -62,6 +62,28 @@ void fsync_directory(const fs::path& directory) {
   }
 }
 
+namespace {
+
+/// Gives `file` (open at `temp`) its `mode`, syncs its bytes, closes it, renames it over
+/// `target` and syncs the directory: what write_atomically and publish_file share.
+void sync_and_rename(UniqueFd file, const fs::path& temp, const fs::path& target, mode_t mode) {
+  if (::fchmod(file.get(), mode) != 0) {
+    fail_errno("cannot set the mode of " + temp.string());
+  }
+  if (::fsync(file.get()) != 0) {
+    fail_errno("cannot sync " + temp.string());
+  }
+  if (::close(file.release()) != 0) {
+    fail_errno("cannot close " + temp.string());
+  }
+  if (::rename(temp.c_str(), target.c_str()) != 0) {
+    fail_errno("cannot rename " + temp.string() + " to " + target.string());
+  }
+  fsync_directory(target.parent_path());
+}
+
+}  // namespace
+
 void write_atomically(const fs::path& target, std::string_view contents, mode_t mode) {
   static std::atomic<unsigned> counter{0};
   const fs::path temp = target.parent_path() /
@@ -73,42 +95,19 @@ void write_atomically(const fs::path& target, std::string_view contents, mode_t 
   }
   try {
     write_all(file.get(), contents, temp);
-    if (mode != 0600 && ::fchmod(file.get(), mode) != 0) {
-      fail_errno("cannot set the mode of " + temp.string());
-    }
-    if (::fsync(file.get()) != 0) {
-      fail_errno("cannot sync " + temp.string());
-    }
-    if (::close(file.release()) != 0) {
-      fail_errno("cannot close " + temp.string());
-    }
-    if (::rename(temp.c_str(), target.c_str()) != 0) {
-      fail_errno("cannot rename " + temp.string() + " to " + target.string());
-    }
+    sync_and_rename(std::move(file), temp, target, mode);
   } catch (...) {
-    ::unlink(temp.c_str());
+    ::unlink(temp.c_str());  // gone already when only the directory's sync failed
     throw;
   }
-  fsync_directory(target.parent_path());
 }
 
 void publish_file(const fs::path& temp, const fs::path& target, mode_t mode) {
-  {
-    UniqueFd file(::open(temp.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-    if (file.get() < 0) {
-      fail_errno("cannot open " + temp.string());
-    }
-    if (::fchmod(file.get(), mode) != 0) {
-      fail_errno("cannot set the mode of " + temp.string());
-    }
-    if (::fsync(file.get()) != 0) {
-      fail_errno("cannot sync " + temp.string());
-    }
+  UniqueFd file(::open(temp.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (file.get() < 0) {
+    fail_errno("cannot open " + temp.string());
   }
-  if (::rename(temp.c_str(), target.c_str()) != 0) {
-    fail_errno("cannot rename " + temp.string() + " to " + target.string());
-  }
-  fsync_directory(target.parent_path());
+  sync_and_rename(std::move(file), temp, target, mode);
 }
 
 std::optional<std::string> read_file(const fs::path& path) {
