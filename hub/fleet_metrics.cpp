@@ -9,6 +9,7 @@
 #include "common/prometheus_text.hpp"
 #include "hub/prometheus_merge.hpp"
 #include "net/pki.hpp"
+#include "wire/metric_families.hpp"
 
 namespace garm_edge::hub {
 namespace {
@@ -29,7 +30,7 @@ double unix_seconds(std::chrono::system_clock::time_point at) {
 
 void render_agents(PrometheusText& text, const FleetView& view,
                    const std::map<std::string, AgentScrape>& scrapes,
-                   const std::map<std::string, std::size_t>& dropped) {
+                   const std::map<std::string, std::size_t, std::less<>>& dropped) {
   std::map<std::string, const AgentPresence*> present;
   for (const auto& presence : view.presence) {
     present[presence.name] = &presence;
@@ -46,9 +47,11 @@ void render_agents(PrometheusText& text, const FleetView& view,
   for (const auto& [name, scrape] : scrapes) {
     text.sample("garm_edge_hub_agent_scrape_seconds", {{"agent", name}}, scrape.seconds);
   }
-  text.family("garm_edge_hub_agent_dropped_lines", "gauge",
-              "Lines of the agent's answer to this scrape the hub dropped (not exposition text, "
-              "a label or family not the agent's to write).");
+  text.family(
+      "garm_edge_hub_agent_dropped_lines", "gauge",
+      "Lines of the agent's answer to this scrape the hub dropped (not exposition text, "
+      "a label or family not the agent's to write, or samples of a family it types otherwise "
+      "than the fleet).");
   for (const auto& [name, count] : dropped) {
     text.sample("garm_edge_hub_agent_dropped_lines", {{"agent", name}},
                 static_cast<std::uint64_t>(count));
@@ -156,13 +159,13 @@ void scrape_agents(Tunnels& tunnels, const std::vector<std::string>& connected,
 
 std::string render_fleet_metrics(const FleetView& view,
                                  const std::map<std::string, AgentScrape>& scrapes) {
-  PrometheusMerge merge("agent", kHubFamilies);
-  std::map<std::string, std::size_t> dropped;
+  PrometheusMerge merge("agent", kHubFamilies, wire::agent_metric_types());
   for (const auto& [name, scrape] : scrapes) {
     if (scrape.up) {
-      dropped[name] = merge.add(name, scrape.text);
+      merge.add(name, scrape.text);
     }
   }
+  const auto dropped = merge.dropped();
   PrometheusText own;
   render_agents(own, view, scrapes, dropped);
   render_certificates(own, view.pki);

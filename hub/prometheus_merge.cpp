@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <vector>
 
 #include "common/text.hpp"
@@ -52,23 +53,29 @@ bool is_number(std::string_view text) {
   return end == copy.c_str() + copy.size() && errno != ERANGE && value == value;
 }
 
-bool is_integer(std::string_view text) {
+/// A timestamp: milliseconds since the epoch, no sign (Prometheus refuses the scrape of a
+/// negative one).
+bool is_timestamp(std::string_view text) {
+  if (text.empty() || text.front() < '0' || text.front() > '9') {
+    return false;
+  }
   std::int64_t value = 0;
   const auto* end = text.data() + text.size();
   const auto parsed = std::from_chars(text.data(), end, value);
-  return !text.empty() && parsed.ec == std::errc() && parsed.ptr == end;
+  return parsed.ec == std::errc() && parsed.ptr == end;
 }
 
 /// Reads `{name="value",...}` from the front of `text`; returns its length, 0 when malformed.
 std::size_t label_set_length(std::string_view text, std::string_view forbidden,
                              bool& has_forbidden) {
+  // Names with "__" are Prometheus's own: `__name__` beside the metric's name is refused.
   std::size_t at = 1;                   // past '{'
   std::vector<std::string_view> names;  // a name twice makes Prometheus refuse the whole scrape
   while (at < text.size() && text[at] != '}') {
     const auto length = name_length(text.substr(at), false);
     const auto name = text.substr(at, length);
-    if (length == 0 || std::find(names.begin(), names.end(), name) != names.end() ||
-        names.size() >= 64) {
+    if (length == 0 || name.starts_with("__") ||
+        std::find(names.begin(), names.end(), name) != names.end() || names.size() >= 64) {
       return 0;
     }
     names.push_back(name);
@@ -117,7 +124,7 @@ bool valid_rest(std::string_view rest) {
   while (!timestamp.empty() && timestamp.front() == ' ') {
     timestamp.remove_prefix(1);
   }
-  return timestamp.empty() || is_integer(timestamp);
+  return timestamp.empty() || is_timestamp(timestamp);
 }
 
 std::string_view next_line(std::string_view& text) {
@@ -128,6 +135,33 @@ std::string_view next_line(std::string_view& text) {
     line.remove_suffix(1);
   }
   return line;
+}
+
+/// A HELP text as the format allows it (escapes `\\` and `\n` only), cut to kMaxHelpBytes;
+/// nothing when it is not one.
+std::optional<std::string> help_text(std::string_view text) {
+  if (!is_plain_text(text)) {
+    return std::nullopt;
+  }
+  std::string help;
+  for (std::size_t at = 0; at < text.size(); ++at) {
+    std::size_t length = 1;
+    if (text[at] == '\\') {
+      if (at + 1 >= text.size() || (text[at + 1] != '\\' && text[at + 1] != 'n')) {
+        return std::nullopt;
+      }
+      length = 2;
+    }
+    if (help.size() + length > kMaxHelpBytes) {
+      break;
+    }
+    help.append(text.substr(at, length));
+    at += length - 1;
+  }
+  while (!help.empty() && !is_plain_text(help)) {
+    help.pop_back();  // cut inside a character
+  }
+  return help;
 }
 
 bool is_known_type(std::string_view type) {
@@ -175,24 +209,23 @@ void PrometheusMerge::add_own(std::string_view text) {
   add_text({}, text);
 }
 
-std::size_t PrometheusMerge::add(std::string_view source, std::string_view text) {
-  return add_text(source, text);
+void PrometheusMerge::add(std::string_view source, std::string_view text) {
+  add_text(std::string(source), text);
 }
 
-std::size_t PrometheusMerge::add_text(std::string_view source, std::string_view text) {
+void PrometheusMerge::add_text(const std::string& source, std::string_view text) {
   const bool own = source.empty();
-  std::size_t dropped = 0;
+  auto& malformed = malformed_[source];
   std::size_t samples = 0;
   std::string current;
-  std::map<std::string, std::string> types_seen;  // this source's TYPE lines
   while (!text.empty()) {
     const auto line = next_line(text);
     if (line.empty()) {
       continue;
     }
     if (line.front() == '#') {
-      if (!read_comment(line, source, current, types_seen)) {
-        ++dropped;
+      if (!read_comment(line, source, current)) {
+        ++malformed;
       }
       continue;
     }
@@ -201,19 +234,18 @@ std::size_t PrometheusMerge::add_text(std::string_view source, std::string_view 
     std::string_view rest;
     if (!parse_sample_line(line, name, labels, rest) || (!own && has_label(labels, label_)) ||
         (!own && ++samples > kMaxSamplesPerSource)) {
-      ++dropped;
+      ++malformed;
       continue;
     }
-    // A source's sample counts only under a TYPE it gave itself, the one the merge keeps.
-    const auto family_name = family_of(name, current);
-    const auto declared = types_seen.find(family_name);
-    auto* family = family_name.empty() ? nullptr : &families_.find(family_name)->second;
-    if (family == nullptr || family->own != own || declared == types_seen.end() ||
-        declared->second != family->type) {
-      ++dropped;
+    // A source's sample counts only under a TYPE it gave itself.
+    const auto family_name = family_of(name, current, source);
+    if (family_name.empty()) {
+      ++malformed;
       continue;
     }
-    auto& out = family->samples;
+    auto& part = families_.find(family_name)->second.find(source)->second;
+    ++part.count;
+    auto& out = part.samples;
     out.append(name);
     if (!own) {
       out.append("{").append(label_).append("=\"");
@@ -233,12 +265,10 @@ std::size_t PrometheusMerge::add_text(std::string_view source, std::string_view 
     }
     out.append(rest).append("\n");
   }
-  return dropped;
 }
 
-bool PrometheusMerge::read_comment(std::string_view line, std::string_view source,
-                                   std::string& current,
-                                   std::map<std::string, std::string>& types_seen) {
+bool PrometheusMerge::read_comment(std::string_view line, const std::string& source,
+                                   std::string& current) {
   const bool help = line.starts_with("# HELP ");
   const bool type = line.starts_with("# TYPE ");
   if (!help && !type) {
@@ -260,54 +290,113 @@ bool PrometheusMerge::read_comment(std::string_view line, std::string_view sourc
   if (type && !is_known_type(rest)) {
     return false;
   }
-  auto [found, added] = families_.try_emplace(name);
-  auto& family = found->second;
-  if (added) {
-    order_.push_back(name);
-    family.own = source.empty();
-  }
+  auto& part = families_[name][source];
   current = name;
-  if (help && family.help.empty() && is_plain_text(rest)) {
-    family.help = std::string(rest.substr(0, std::min(rest.size(), kMaxHelpBytes)));
-    while (!family.help.empty() && !is_plain_text(family.help)) {
-      family.help.pop_back();  // cut inside a character
+  if (help) {
+    const auto text = help_text(rest);
+    if (!text) {
+      return false;
     }
-  }
-  if (type) {
-    types_seen[name] = std::string(rest);
-    if (!family.typed) {
-      family.type = std::string(rest);
-      family.typed = true;
+    if (part.help.empty()) {
+      part.help = *text;
     }
+  } else if (part.type.empty()) {
+    part.type = std::string(rest);
+  } else if (part.type != rest) {
+    return false;  // a second TYPE of the same family: the first stays
   }
   return true;
 }
 
-std::string PrometheusMerge::family_of(std::string_view sample_name,
-                                       const std::string& current) const {
+std::string PrometheusMerge::family_of(std::string_view sample_name, const std::string& current,
+                                       const std::string& source) const {
+  const auto type_of = [&](std::string_view family) -> const std::string* {
+    const auto found = families_.find(family);
+    if (found == families_.end()) {
+      return nullptr;
+    }
+    const auto part = found->second.find(source);
+    return part == found->second.end() || part->second.type.empty() ? nullptr : &part->second.type;
+  };
   if (!current.empty() && sample_name.starts_with(current)) {
     const auto suffix = sample_name.substr(current.size());
-    const auto& type = families_.find(current)->second.type;
-    const bool grouped = type == "histogram" || type == "summary";
-    if (suffix.empty() ||
-        (grouped && (suffix == "_bucket" || suffix == "_sum" || suffix == "_count"))) {
+    const auto* type = type_of(current);
+    const bool grouped = type != nullptr && (*type == "histogram" || *type == "summary");
+    if (type != nullptr &&
+        (suffix.empty() ||
+         (grouped && (suffix == "_bucket" || suffix == "_sum" || suffix == "_count")))) {
       return current;
     }
   }
-  // A sample outside its TYPE's group: the family of its own name, when there is one.
-  return families_.contains(sample_name) ? std::string(sample_name) : std::string();
+  // A sample outside its TYPE's group: the family of its own name, when the source typed one.
+  return type_of(sample_name) != nullptr ? std::string(sample_name) : std::string();
+}
+
+std::string PrometheusMerge::kept_type(const std::string& name, const Family& family) const {
+  if (const auto own = family.find(std::string()); own != family.end()) {
+    return own->second.type;
+  }
+  if (const auto known = known_types_.find(name); known != known_types_.end()) {
+    return known->second;
+  }
+  std::map<std::string, std::size_t> votes;  // sources with samples, by the type they gave
+  for (const auto& [source, part] : family) {
+    if (part.count > 0) {
+      ++votes[part.type];
+    }
+  }
+  const auto most = std::max_element(votes.begin(), votes.end(), [](const auto& a, const auto& b) {
+    return a.second < b.second;  // the first of equals: the same whatever the sources' order
+  });
+  return most == votes.end() ? std::string() : most->first;
+}
+
+bool PrometheusMerge::kept(const std::string& source, const Part& part, const Family& family,
+                           const std::string& kept_type) {
+  const bool own_family = family.contains(std::string());
+  return part.count > 0 && part.type == kept_type && (source.empty() || !own_family);
+}
+
+std::map<std::string, std::size_t, std::less<>> PrometheusMerge::dropped() const {
+  std::map<std::string, std::size_t, std::less<>> dropped;
+  for (const auto& [source, count] : malformed_) {
+    if (!source.empty()) {
+      dropped[source] = count;
+    }
+  }
+  for (const auto& [name, family] : families_) {
+    const auto type = kept_type(name, family);
+    for (const auto& [source, part] : family) {
+      if (!source.empty() && !kept(source, part, family, type)) {
+        dropped[source] += part.count;
+      }
+    }
+  }
+  return dropped;
 }
 
 std::string PrometheusMerge::str() const {
   std::string out;
-  for (const auto& name : order_) {
-    const auto& family = families_.find(name)->second;
-    if (family.samples.empty()) {
+  for (const auto& [name, family] : families_) {
+    const auto type = kept_type(name, family);
+    std::string help;
+    std::string samples;
+    for (const auto& [source, part] : family) {
+      if (kept(source, part, family, type)) {
+        samples.append(part.samples);
+        if (help.empty()) {
+          help = part.help;
+        }
+      }
+    }
+    if (samples.empty()) {
       continue;
     }
-    out.append("# HELP ").append(name).append(" ").append(family.help).append("\n");
-    out.append("# TYPE ").append(name).append(" ").append(family.type).append("\n");
-    out.append(family.samples);
+    if (!help.empty()) {
+      out.append("# HELP ").append(name).append(" ").append(help).append("\n");
+    }
+    out.append("# TYPE ").append(name).append(" ").append(type).append("\n");
+    out.append(samples);
   }
   return out;
 }

@@ -49,8 +49,9 @@ TEST_CASE("merged metrics: each source's samples under its label, one HELP and T
       "# HELP garm_edge_agent_up Whether it answered.\n# TYPE garm_edge_agent_up gauge\n"
       "garm_edge_agent_up{agent=\"a\"} 1\ngarm_edge_agent_up{agent=\"b\"} 0\n");
   const auto counter = "# HELP garm_edge_x_total X.\n# TYPE garm_edge_x_total counter\n";
-  CHECK(merge.add("a", std::string(counter) + "garm_edge_x_total{route=\"r\"} 3\n") == 0);
-  CHECK(merge.add("b\"q", std::string(counter) + "garm_edge_x_total 4 1700000000000\n") == 0);
+  merge.add("a", std::string(counter) + "garm_edge_x_total{route=\"r\"} 3\n");
+  merge.add("b\"q", std::string(counter) + "garm_edge_x_total 4 1700000000000\n");
+  CHECK(merge.dropped() == std::map<std::string, std::size_t, std::less<>>{{"a", 0}, {"b\"q", 0}});
   CHECK(merge.str() ==
         "# HELP garm_edge_agent_up Whether it answered.\n# TYPE garm_edge_agent_up gauge\n"
         "garm_edge_agent_up{agent=\"a\"} 1\ngarm_edge_agent_up{agent=\"b\"} 0\n"
@@ -65,29 +66,86 @@ TEST_CASE("merged metrics: a source cannot break the whole or pass for another",
   merge.add("a",
             "# TYPE garm_edge_h histogram\ngarm_edge_h_bucket{le=\"+Inf\"} 1\n"
             "garm_edge_h_sum 2\ngarm_edge_h_count 1\n");
-  const auto dropped =
-      merge.add("b",
-                "# TYPE garm_edge_agent_up gauge\ngarm_edge_agent_up 1\n"  // the hub's own family
-                "# TYPE garm_edge_h counter\ngarm_edge_h_count 9\n"        // another TYPE than a's
-                "# TYPE garm_edge_y gauge\n"
-                "garm_edge_y{agent=\"a\"} 1\n"  // passing for a
-                "garm_edge_y{x=\"unterminated} 1\n"
-                "garm_edge_y{x=\"a\"}1\n"
-                "garm_edge_y 1 2 3\n"
-                "garm_edge_y one\n"
-                "garm_edge_untyped 1\n"
-                "# TYPE bad name gauge\n"
-                // Each of these would make Prometheus refuse the whole scrape.
-                "garm_edge_y{x=\"1\",x=\"2\"} 1\n"
-                "garm_edge_y{x=\"\xff\"} 1\n"
-                "garm_edge_y 1e400\n"
-                "garm_edge_y 1 99999999999999999999\n"
-                "garm_edge_y{x=\"ok\\n\"} +Inf\n");
-  CHECK(dropped == 13);
+  merge.add("b",
+            "# TYPE garm_edge_agent_up gauge\ngarm_edge_agent_up 1\n"  // the hub's own family
+            "# TYPE garm_edge_h counter\ngarm_edge_h_count 9\n"        // another TYPE than a's
+            "# TYPE garm_edge_y gauge\n"
+            "garm_edge_y{agent=\"a\"} 1\n"  // passing for a
+            "garm_edge_y{x=\"unterminated} 1\n"
+            "garm_edge_y{x=\"a\"}1\n"
+            "garm_edge_y 1 2 3\n"
+            "garm_edge_y one\n"
+            "garm_edge_untyped 1\n"
+            "# TYPE bad name gauge\n"
+            // Each of these would make Prometheus refuse the whole scrape.
+            "garm_edge_y{x=\"1\",x=\"2\"} 1\n"
+            "garm_edge_y{x=\"\xff\"} 1\n"
+            "garm_edge_y 1e400\n"
+            "garm_edge_y 1 99999999999999999999\n"
+            "garm_edge_y{x=\"ok\\n\"} +Inf\n");
+  CHECK(merge.dropped().at("b") == 13);
   const auto text = merge.str();
   CHECK(text.find("garm_edge_y{agent=\"b\",x=\"ok\\n\"} +Inf\n") != std::string::npos);
   CHECK(text.find("garm_edge_agent_up{agent=\"b\"}") == std::string::npos);
   CHECK(text.find("garm_edge_h_count{agent=\"b\"}") == std::string::npos);
   CHECK(text.find("# TYPE garm_edge_h histogram\n") != std::string::npos);
   CHECK(text.find("agent=\"b\",agent") == std::string::npos);
+}
+
+TEST_CASE("merged metrics: what makes Prometheus refuse the whole scrape never passes",
+          "[metrics]") {
+  garm_edge::hub::PrometheusMerge merge("agent");
+  merge.add("evil",
+            "# TYPE x gauge\n"
+            "x{__name__=\"y\"} 1\n"        // "label name __name__ is not unique"
+            "x{a=\"1\",__meta=\"2\"} 1\n"  // Prometheus's own label names
+            "x 1 -1\n"                     // a negative timestamp
+            "x 1 +5\n"
+            "# HELP x bad \\q escape\n"  // an escape the format does not have
+            "x{a=\"ok\"} 2 1700000000000\n");
+  CHECK(merge.dropped().at("evil") == 5);
+  CHECK(merge.str() == "# TYPE x gauge\nx{agent=\"evil\",a=\"ok\"} 2 1700000000000\n");
+}
+
+TEST_CASE("merged metrics: a host that types a family otherwise loses its own samples only",
+          "[metrics]") {
+  const auto honest =
+      "# HELP garm_edge_libvirt_up Up.\n# TYPE garm_edge_libvirt_up gauge\n"
+      "garm_edge_libvirt_up 1\n"
+      "# TYPE garm_edge_startup_seconds histogram\n"
+      "garm_edge_startup_seconds_bucket{le=\"+Inf\"} 1\ngarm_edge_startup_seconds_sum 3\n"
+      "garm_edge_startup_seconds_count 1\n"
+      "# TYPE garm_edge_new_family counter\ngarm_edge_new_family 4\n";
+  // TYPE lines alone, from a name that sorts first: they claim nothing.
+  const auto claims_only =
+      "# TYPE garm_edge_libvirt_up counter\n# TYPE garm_edge_startup_seconds gauge\n"
+      "# TYPE garm_edge_new_family gauge\n";
+  // Samples under another type: the code's type holds known families, so it is blamed.
+  const auto disagrees =
+      "# TYPE garm_edge_libvirt_up counter\ngarm_edge_libvirt_up 7\n"
+      "# TYPE garm_edge_startup_seconds gauge\ngarm_edge_startup_seconds 9\n";
+  const garm_edge::hub::PrometheusMerge::Types known = {{"garm_edge_libvirt_up", "gauge"},
+                                                        {"garm_edge_startup_seconds", "histogram"}};
+  for (const bool honest_first : {true, false}) {
+    garm_edge::hub::PrometheusMerge merge("agent", {}, known);
+    if (honest_first) {
+      merge.add("honest", honest);
+    }
+    merge.add("-claims", claims_only);  // a name that sorts first
+    merge.add("0aaa", disagrees);
+    if (!honest_first) {
+      merge.add("honest", honest);
+    }
+    const auto text = merge.str();
+    CHECK_THAT(text, Catch::Contains("# TYPE garm_edge_libvirt_up gauge\n"
+                                     "garm_edge_libvirt_up{agent=\"honest\"} 1\n") &&
+                         Catch::Contains("garm_edge_startup_seconds_count{agent=\"honest\"} 1\n") &&
+                         Catch::Contains("# TYPE garm_edge_new_family counter\n"
+                                         "garm_edge_new_family{agent=\"honest\"} 4\n") &&
+                         !Catch::Contains("0aaa") && !Catch::Contains("-claims"));
+    const auto dropped = merge.dropped();
+    CHECK(dropped.at("honest") == 0);
+    CHECK(dropped.at("0aaa") == 2);
+    CHECK(dropped.at("-claims") == 0);
+  }
 }

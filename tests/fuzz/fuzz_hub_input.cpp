@@ -3,10 +3,14 @@
 // merges them. None of them ends the process: a token or an answer is taken or refused, a
 // config is read or refused with ConfigError; a framed answer never yields more body bytes than
 // it holds; every line the merge writes is exposition text, each family's HELP and TYPE once.
+// With GARM_EDGE_FUZZ_MERGE_OUT set to a directory, each merge's output is also written there,
+// for run_fuzzers.sh to hand to Prometheus's own parser (promtool check metrics).
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <fstream>
+#include <functional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -15,6 +19,7 @@
 #include "hub/hub_config.hpp"
 #include "hub/prometheus_merge.hpp"
 #include "wire/join_token.hpp"
+#include "wire/metric_families.hpp"
 #include "wire/relay_framing.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -44,11 +49,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     case 3: {
       // Two agents' answers, split at the first NUL.
       const auto split = std::min(input.find('\0'), input.size());
-      hub::PrometheusMerge merge("agent", {"garm_edge_agent_up"});
+      hub::PrometheusMerge merge("agent", {"garm_edge_agent_up"}, wire::agent_metric_types());
       merge.add_own("# TYPE garm_edge_agent_up gauge\ngarm_edge_agent_up{agent=\"a\"} 1\n");
       merge.add("a", input.substr(0, split));
       merge.add("b\"\\\n", input.substr(std::min(split + 1, input.size())));
       const auto text = merge.str();
+      if (const char* out = std::getenv("GARM_EDGE_FUZZ_MERGE_OUT"); out && !text.empty()) {
+        std::ofstream(std::string(out) + "/" + std::to_string(std::hash<std::string>{}(text)) +
+                      ".prom")
+            << text;
+      }
       std::set<std::string> typed;
       for (std::size_t at = 0; at < text.size();) {
         const auto end = text.find('\n', at);

@@ -33,6 +33,28 @@ run_pair bootstrap_json agent_config
 run_pair domain_xml http_request
 run_pair http_response hub_input
 run_pair image_input
+# What the merge wrote from every input the fuzzer kept, read by Prometheus's own parser: a
+# parse error there (promtool's exit code 1; 3 is only its style lint) is a scrape Prometheus
+# would refuse whole.
+merged="$work/merged"
+mkdir -p "$merged"
+GARM_EDGE_FUZZ_MERGE_OUT="$merged" build/fuzz/tests/fuzz/fuzz_hub_input -runs=0 \
+  "$work/hub_input" > "$work/replay.log" 2>&1 || failed+=(hub_input_replay)
+checked=0
+for text in "$merged"/*.prom; do
+  [ -e "$text" ] || continue
+  checked=$((checked + 1))
+  status=0
+  promtool check metrics < "$text" > "$work/promtool.log" 2>&1 || status=$?
+  if [ "$status" -ne 0 ] && [ "$status" -ne 3 ]; then
+    echo "Prometheus's parser refused the merge of $text:"
+    cat "$work/promtool.log"
+    head -c 2000 "$text"
+    failed+=(hub_input_promtool)
+    break
+  fi
+done
+echo "promtool read $checked merged expositions"
 if [ ${#failed[@]} -gt 0 ]; then
   echo "FAILED: fuzz targets ${failed[*]}"
   exit 1
