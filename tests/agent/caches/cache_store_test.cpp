@@ -10,10 +10,12 @@
 #include "agent/caches/cache_refresher.hpp"
 #include "common/temp_dir.hpp"
 #include "support/file_disk_tools.hpp"
+#include "support/quiet_logger.hpp"
 #include "support/settable_clock.hpp"
 #include "userdata/userdata.hpp"
 #include "wire/base64.hpp"
 
+using garm_edge::testing::QuietLogger;
 using namespace garm_edge;
 using garm_edge::testing::FileDiskTools;
 using garm_edge::testing::SettableClock;
@@ -33,11 +35,6 @@ base_path = "/images/debian-12.qcow2"
 [[flavors]]
 name = "small"
 )toml";
-
-class QuietLogger final : public agent::Logger {
- public:
-  void log(agent::Level, std::string_view) override {}
-};
 
 std::string read_all(const std::filesystem::path& file) {
   std::ifstream in(file);

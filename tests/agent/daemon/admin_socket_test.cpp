@@ -18,18 +18,15 @@
 #include "common/durable_file.hpp"
 #include "common/temp_dir.hpp"
 #include "support/fake_garm.hpp"
+#include "support/quiet_logger.hpp"
 #include "support/run_command.hpp"
 
+using garm_edge::testing::QuietLogger;
 using namespace garm_edge;
 using namespace garm_edge::agent;
 using garm_edge::testing::run_command;
 
 namespace {
-
-class QuietLogger final : public Logger {
- public:
-  void log(Level, std::string_view) override {}
-};
 
 AdminRequest images(const std::string& action, const std::string& image = "") {
   return {.command = "images", .action = action, .name = image};

@@ -15,6 +15,7 @@
 #include "common/temp_dir.hpp"
 #include "net/secret_token.hpp"
 #include "support/fake_garm.hpp"
+#include "support/quiet_logger.hpp"
 #include "support/run_command.hpp"
 
 using namespace garm_edge;
@@ -22,11 +23,6 @@ using namespace garm_edge::agent;
 using namespace garm_edge::testing;
 
 namespace {
-
-class QuietLogger final : public Logger {
- public:
-  void log(Level, std::string_view) override {}
-};
 
 std::string sha256_of(const std::filesystem::path& file) {
   const auto out = run_command("sha256sum '" + file.string() + "'");

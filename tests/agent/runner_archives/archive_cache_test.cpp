@@ -14,8 +14,10 @@
 
 #include "common/temp_dir.hpp"
 #include "net/secret_token.hpp"
+#include "support/quiet_logger.hpp"
 #include "support/settable_clock.hpp"
 
+using garm_edge::testing::QuietLogger;
 using namespace garm_edge;
 using agent::RunnerArchiveCache;
 
@@ -25,11 +27,6 @@ using garm_edge::testing::SettableClock;
 
 const std::string kControllerA = "controller-a";
 const std::string kControllerB = "controller-b";
-
-class QuietLogger final : public agent::Logger {
- public:
-  void log(agent::Level, std::string_view) override {}
-};
 
 /// Serves archives from memory in 64 KiB pieces, its size and each piece asked of the cache's
 /// budget, counting
@@ -129,7 +126,7 @@ agent::ArchiveSource source_for(const std::string& url, const std::string& conte
           .proxies = {}};
 }
 
-struct CacheHost {
+struct ArchiveHost {
   TempDir directory{"archive-cache"};
   std::shared_ptr<FakeInternet> internet = std::make_shared<FakeInternet>();
   SettableClock clock;
@@ -168,7 +165,7 @@ struct CacheHost {
 }  // namespace
 
 TEST_CASE("guests asking for one archive at once share one download", "[runner-archives]") {
-  CacheHost host;
+  ArchiveHost host;
   const std::string archive(3 << 20U, 'r');
   host.internet->archives["https://dl/runner.tgz"] = archive;
   const auto source = source_for("https://dl/runner.tgz", archive);
@@ -191,7 +188,7 @@ TEST_CASE("guests asking for one archive at once share one download", "[runner-a
   }
   CHECK(host.internet->downloads == 1);
   // Later guests are served from disk.
-  CHECK(read_all(*CacheHost::fetch(*cache, source).file) == archive);
+  CHECK(read_all(*ArchiveHost::fetch(*cache, source).file) == archive);
   CHECK(host.internet->downloads == 1);
   const auto stats = cache->stats();
   CHECK(stats.downloads == 1);
@@ -201,52 +198,53 @@ TEST_CASE("guests asking for one archive at once share one download", "[runner-a
 }
 
 TEST_CASE("an archive whose SHA-256 is not garm's is never kept or served", "[runner-archives]") {
-  CacheHost host;
+  ArchiveHost host;
   host.internet->archives["https://dl/runner.tgz"] = "tampered bytes";
   auto source = source_for("https://dl/runner.tgz", "the real archive");
   auto cache = host.cache();
-  const auto got = CacheHost::fetch(*cache, source);
+  const auto got = ArchiveHost::fetch(*cache, source);
   CHECK_FALSE(got.file);
   CHECK_THAT(got.error, Catch::Contains("garm's bootstrap says " + source.sha256));
   CHECK_THAT(got.error, Catch::Contains(net::sha256_hex("tampered bytes")));
   CHECK(host.files().empty());  // no part file, nothing under the promised name
 
   // The failure is remembered for a while: guests retrying do not each cost a download.
-  CHECK(CacheHost::fetch(*cache, source).error == got.error);
+  CHECK(ArchiveHost::fetch(*cache, source).error == got.error);
   cache->prefetch(source, "garm-create", kControllerA);
   CHECK(host.internet->downloads == 1);
   // Then the next request tries again, and a fixed source is served.
   host.clock.advance(std::chrono::seconds(31));
   host.internet->archives["https://dl/runner.tgz"] = "the real archive";
-  CHECK(read_all(*CacheHost::fetch(*cache, source).file) == "the real archive");
+  CHECK(read_all(*ArchiveHost::fetch(*cache, source).file) == "the real archive");
   CHECK(host.internet->downloads == 2);
   CHECK(cache->stats().download_failures == 1);
 }
 
 TEST_CASE("a failed download is an error for every guest waiting on it", "[runner-archives]") {
-  CacheHost host;
+  ArchiveHost host;
   auto cache = host.cache();
-  const auto got = CacheHost::fetch(*cache, source_for("https://dl/missing.tgz", "x"));
+  const auto got = ArchiveHost::fetch(*cache, source_for("https://dl/missing.tgz", "x"));
   CHECK_FALSE(got.file);
   CHECK_THAT(got.error, Catch::Contains("HTTP 404"));
   CHECK(host.files().empty());
 }
 
 TEST_CASE("the cache stays within its size, least recently used out", "[runner-archives]") {
-  CacheHost host;
+  ArchiveHost host;
   const std::string a(1 << 20U, 'a'), b(1 << 20U, 'b'), c(1 << 20U, 'c'), d(1 << 20U, 'd');
   for (const auto& [name, content] : {std::pair{"a", a}, {"b", b}, {"c", c}, {"d", d}}) {
     host.internet->archives[std::string("https://dl/") + name] = content;
   }
   auto cache = host.cache(3 << 20U);
   for (const auto& [name, content] : {std::pair{"a", a}, {"b", b}, {"c", c}}) {
-    REQUIRE(CacheHost::fetch(*cache, source_for(std::string("https://dl/") + name, content)).file);
+    REQUIRE(
+        ArchiveHost::fetch(*cache, source_for(std::string("https://dl/") + name, content)).file);
     host.clock.advance(std::chrono::seconds(1));
   }
   const auto served_a =
-      CacheHost::fetch(*cache, source_for("https://dl/a", a));  // a is fresh again
+      ArchiveHost::fetch(*cache, source_for("https://dl/a", a));  // a is fresh again
   host.clock.advance(std::chrono::seconds(1));
-  REQUIRE(CacheHost::fetch(*cache, source_for("https://dl/d", d)).file);
+  REQUIRE(ArchiveHost::fetch(*cache, source_for("https://dl/d", d)).file);
   const auto stats = cache->stats();
   CHECK(stats.evictions == 1);
   CHECK(stats.bytes == 3U << 20U);
@@ -258,28 +256,28 @@ TEST_CASE("the cache stays within its size, least recently used out", "[runner-a
   // An archive larger than the whole cache is refused, and evicts nothing.
   const std::string huge(4 << 20U, 'h');
   host.internet->archives["https://dl/huge"] = huge;
-  CHECK_FALSE(CacheHost::fetch(*cache, source_for("https://dl/huge", huge)).file);
+  CHECK_FALSE(ArchiveHost::fetch(*cache, source_for("https://dl/huge", huge)).file);
   CHECK(host.files() == expected);
 }
 
 TEST_CASE("a restarted agent keeps verified archives and drops unfinished ones",
           "[runner-archives]") {
-  CacheHost host;
+  ArchiveHost host;
   const std::string archive(1 << 20U, 'k');
   host.internet->archives["https://dl/k"] = archive;
   const auto source = source_for("https://dl/k", archive);
-  REQUIRE(CacheHost::fetch(*host.cache(), source).file);
+  REQUIRE(ArchiveHost::fetch(*host.cache(), source).file);
   std::ofstream(host.directory.path() / (source.sha256 + ".abc.part")) << "half";
   auto restarted = host.cache();
   CHECK(host.files() == std::vector<std::string>{source.sha256});
-  CHECK(read_all(*CacheHost::fetch(*restarted, source).file) == archive);
+  CHECK(read_all(*ArchiveHost::fetch(*restarted, source).file) == archive);
   CHECK(host.internet->downloads == 1);
   CHECK(restarted->stats().archives == 1);
 }
 
 TEST_CASE("a cache destroyed during a download calls no one and leaves no part file",
           "[runner-archives]") {
-  CacheHost host;
+  ArchiveHost host;
   host.internet->archives["https://dl/slow"] = "slow";
   const auto source = source_for("https://dl/slow", "slow");
   std::atomic<bool> called{false};
@@ -301,7 +299,7 @@ TEST_CASE("a cache destroyed during a download calls no one and leaves no part f
 
 TEST_CASE("a download no instance wants any more stops and leaves no part file",
           "[runner-archives]") {
-  CacheHost host;
+  ArchiveHost host;
   host.internet->archives["https://dl/runner.tgz"] = "runner";
   const auto source = source_for("https://dl/runner.tgz", "runner");
   auto cache = host.cache();
@@ -323,7 +321,7 @@ TEST_CASE("a download no instance wants any more stops and leaves no part file",
 
 TEST_CASE("another source naming the same SHA-256 neither joins a download nor spoils it",
           "[runner-archives]") {
-  CacheHost host;
+  ArchiveHost host;
   host.internet->archives["https://dl/runner.tgz"] = "runner";
   const auto honest = source_for("https://dl/runner.tgz", "runner");
   const auto wrong = source_for("https://elsewhere/slow.tgz", "runner");
@@ -350,7 +348,7 @@ TEST_CASE("another source naming the same SHA-256 neither joins a download nor s
 
 TEST_CASE("four downloads run at once, two per controller, the others wait in line",
           "[runner-archives]") {
-  CacheHost host;
+  ArchiveHost host;
   auto cache = host.cache();
   host.internet->hold();
   std::vector<agent::ArchiveSource> sources;
@@ -380,7 +378,7 @@ TEST_CASE("four downloads run at once, two per controller, the others wait in li
   cache->release("garm-a2");
   CHECK(cache->downloads_queued() == 2);
   host.internet->release();
-  CHECK(read_all(*CacheHost::fetch(*cache, sources[5], kControllerB).file) == "archive 5");
+  CHECK(read_all(*ArchiveHost::fetch(*cache, sources[5], kControllerB).file) == "archive 5");
   for (int i = 0; i < 500 && cache->downloads_under_way() > 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -389,13 +387,13 @@ TEST_CASE("four downloads run at once, two per controller, the others wait in li
 }
 
 TEST_CASE("part files count against the cache's size while they grow", "[runner-archives]") {
-  CacheHost host;
+  ArchiveHost host;
   const std::string a(1 << 20U, 'a'), b(2 << 20U, 'b'), c(2 << 20U, 'c');
   for (const auto& [name, content] : {std::pair{"a", a}, {"b", b}, {"c", c}}) {
     host.internet->archives[std::string("https://dl/") + name] = content;
   }
   auto cache = host.cache(3 << 20U);
-  REQUIRE(CacheHost::fetch(*cache, source_for("https://dl/a", a)).file);
+  REQUIRE(ArchiveHost::fetch(*cache, source_for("https://dl/a", a)).file);
   // b and c come chunked and both stall after 1.5 MiB: a goes to make room for the second
   // part file.
   host.internet->announce_size = false;
