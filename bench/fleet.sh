@@ -30,6 +30,8 @@ pool=0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0
 names=(rack1 rack2 rack3 rack4)
 
 "$agent" pki init --dir "$work/pki" --dns localhost --ip 127.0.0.1 > /dev/null
+# The operator reads each agent's /metrics (garm's client acts for one controller only).
+"$agent" pki issue-client operator --dir "$work/pki" > /dev/null
 declare -A port_of
 for name in "${names[@]}"; do
   mkdir -p "$work/$name"
@@ -52,6 +54,9 @@ cpu_overcommit = 100.0
 uri = "test://$work/$name/node.xml"
 storage_pool = "bench-pool"
 $(agent_api_toml "$work/pki" "$controller")
+[[api.clients]]
+identity = "operator"
+controllers = ["*"]
 [[images]]
 name = "debian-12"
 base_volume = "base.qcow2"
@@ -134,8 +139,8 @@ echo "== ListInstances: 1,000 over 4 agents against 250 on one agent, $runs each
 list() { garm "$1" ListInstances > /dev/null; }
 # The agent's own time per list (its /metrics): the part of a list that is not the provider's.
 agent_list_seconds() {  # NAME: "sum count" of rack NAME's list route
-  curl -s --cacert "$work/pki/ca.crt" --cert "$work/pki/clients/garm.crt" --key "$work/pki/clients/garm.key" \
-    "https://localhost:${port_of[$1]}/metrics" |
+  curl -s --cacert "$work/pki/ca.crt" --cert "$work/pki/clients/operator.crt" \
+    --key "$work/pki/clients/operator.key" "https://localhost:${port_of[$1]}/metrics" |
     awk '/^garm_edge_request_duration_seconds_sum\{route="list"/ {s=$2} /^garm_edge_request_duration_seconds_count\{route="list"/ {c=$2} END {print s+0, c+0}'
 }
 for _ in $(seq "$runs"); do measure single_list list "$work/rack1/provider.toml"; done

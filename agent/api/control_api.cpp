@@ -1,5 +1,6 @@
 #include "agent/api/control_api.hpp"
 
+#include <algorithm>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -211,6 +212,16 @@ net::HttpResponse ControlApi::route(const net::HttpRequest& request, const net::
     refused.close_connection = true;  // it holds no share of the connections of listed clients
     return refused;
   }
+  // The metrics name every controller's pools and caches: a client of some controllers only
+  // must not read them (through a hub, the hub must vouch for every controller too).
+  if (request.path == "/metrics" && !sees_every_controller(identities, peer)) {
+    route_name = "forbidden";
+    return error_response(403, "forbidden",
+                          "client \"" + printable_excerpt(peer.common_name) +
+                              "\" may not read /metrics: it names every controller's pools and "
+                              "caches, so it needs controllers = [\"*\"] or a metrics "
+                              "certificate");
+  }
   // Anything under a controller is for its clients only, whether or not the endpoint exists, and
   // they are told so before the rest of the request is read.
   std::optional<ControllerId> controller;
@@ -245,7 +256,7 @@ net::HttpResponse ControlApi::route(const net::HttpRequest& request, const net::
   route_name = route_of(command);  // dry runs are told from creates only now
   const bool whole_host =
       std::holds_alternative<SetDraining>(command) || std::holds_alternative<PullImage>(command);
-  if (whole_host && !config_.api.allows_every_controller(identities)) {
+  if (whole_host && !sees_every_controller(identities, peer)) {
     return error_response(
         403, "forbidden",
         "client \"" + printable_excerpt(peer.common_name) + "\" may not " +
@@ -273,6 +284,13 @@ net::HttpResponse ControlApi::route(const net::HttpRequest& request, const net::
         }
       },
       command);
+}
+
+bool ControlApi::sees_every_controller(const std::vector<std::string>& identities,
+                                       const net::PeerIdentity& peer) const {
+  const auto vouched = wire::controllers_vouched_by_hub(peer.uri_names);
+  return config_.api.allows_every_controller(identities) &&
+         (!vouched || std::find(vouched->begin(), vouched->end(), "*") != vouched->end());
 }
 
 net::HttpResponse ControlApi::run(const Health&) {

@@ -76,6 +76,10 @@ class ControlApi {
   /// Matches, authorizes, parses and runs the request's command.
   net::HttpResponse route(const net::HttpRequest& request, const net::PeerIdentity& peer,
                           std::string_view& route_name);
+  /// Whether the peer acts for every controller (controllers = ["*"], and through a hub, the
+  /// hub vouches for every one): what reading /metrics, draining and pulls take.
+  bool sees_every_controller(const std::vector<std::string>& identities,
+                             const net::PeerIdentity& peer) const;
 
   const AgentConfig& config_;
   InstanceService& service_;

@@ -1,6 +1,8 @@
 #include "agent/api/host_metrics.hpp"
 
 #include <algorithm>
+#include <optional>
+#include <string_view>
 #include <sys/statvfs.h>
 
 #include "common/durable_file.hpp"
@@ -11,6 +13,12 @@ namespace garm_edge::agent {
 namespace {
 
 constexpr std::uint64_t kMib = 1024 * 1024;
+
+/// max_instances = 0 and no guest address range: the host takes instances while vCPUs and
+/// memory last.
+bool has_instance_limit(const CapacityReport& report) {
+  return report.limit.instances > 0;
+}
 
 void render_capacity(PrometheusText& text, const CapacityReport& report) {
   const std::pair<const char*, const Resources*> kinds[] = {
@@ -26,8 +34,13 @@ void render_capacity(PrometheusText& text, const CapacityReport& report) {
     text.sample("garm_edge_capacity_memory_bytes", {{"kind", kind}}, resources->memory_mib * kMib);
   }
   text.family("garm_edge_capacity_instances", "gauge",
-              "Instances the agent may hold (limit), holds and may still create.");
+              "Instances the agent may hold (limit), holds and may still create; limit and free "
+              "only when max_instances or a guest address range bounds them.");
   for (const auto& [kind, resources] : kinds) {
+    // Without a bound, a limit and a free count of 0 would read as a full host.
+    if (!has_instance_limit(report) && std::string_view(kind) != "used") {
+      continue;
+    }
     text.sample("garm_edge_capacity_instances", {{"kind", kind}},
                 static_cast<std::uint64_t>(resources->instances));
   }
@@ -52,14 +65,21 @@ void render_flavor_room(PrometheusText& text, const CapacityReport& report,
               "How many more guests of the flavor fit now (vCPUs, memory, instance slots and "
               "guest addresses free).");
   for (const auto& flavor : flavors) {
-    auto room = static_cast<std::uint64_t>(report.free.instances);
+    std::optional<std::uint64_t> room;
+    const auto bound = [&room](std::uint64_t by) { room = std::min(room.value_or(by), by); };
+    if (has_instance_limit(report)) {
+      bound(report.free.instances);
+    }
     if (flavor.vcpus > 0) {
-      room = std::min<std::uint64_t>(room, report.free.vcpus / flavor.vcpus);
+      bound(report.free.vcpus / flavor.vcpus);
     }
     if (flavor.memory_mib > 0) {
-      room = std::min<std::uint64_t>(room, report.free.memory_mib / flavor.memory_mib);
+      bound(report.free.memory_mib / flavor.memory_mib);
     }
-    text.sample("garm_edge_capacity_flavor_instances", {{"flavor", flavor.name}}, room);
+    if (!room) {
+      continue;  // nothing bounds it: no figure rather than a false 0
+    }
+    text.sample("garm_edge_capacity_flavor_instances", {{"flavor", flavor.name}}, *room);
   }
 }
 

@@ -17,6 +17,8 @@ namespace {
 
 const net::PeerIdentity kGarm{.common_name = "garm", .uri_names = {}};
 const net::PeerIdentity kStranger{.common_name = "stranger", .uri_names = {}};
+const net::PeerIdentity kPrometheus{.common_name = "prometheus",
+                                    .uri_names = {"urn:garm-edge:metrics:prometheus"}};
 
 struct Api {
   /// `adjust` changes the config after the API section is set up.
@@ -36,6 +38,8 @@ struct Api {
       guests->serve(*service);
     }
   }
+
+  std::string metrics() { return call("GET", "/metrics", "", kPrometheus).body; }
 
   net::HttpResponse call(const std::string& method, const std::string& target,
                          const std::string& body = "", const net::PeerIdentity& peer = kGarm) {
@@ -174,7 +178,7 @@ TEST_CASE("control API: host, pool and schema routes", "[api]") {
   CHECK(api.call("POST", validate, R"({"image":"../x","flavor":"small"})").status == 400);
   CHECK(api.call("GET", instances("/..x")).status == 400);
   // Every answered route is counted under its command's name.
-  CHECK_THAT(api.call("GET", "/metrics").body,
+  CHECK_THAT(api.metrics(),
              Catch::Contains("route=\"capacity\",method=\"GET\",code=\"200\"") &&
                  Catch::Contains("route=\"validate_pool\",method=\"POST\",code=\"400\"") &&
                  Catch::Contains("route=\"get\",method=\"GET\",code=\"400\""));
@@ -194,7 +198,7 @@ TEST_CASE("control API: the capacity answer and the draining switch", "[api]") {
   CHECK(capacity.at("instances_by_state").at("running") == 1);
   CHECK(capacity.at("draining") == false);
   // What may run out, for alerts: the same figures in /metrics, and the create's start.
-  const auto metrics = api.call("GET", "/metrics").body;
+  const auto metrics = api.metrics();
   CHECK_THAT(metrics,
              Catch::Contains("garm_edge_libvirt_up 1\n") &&
                  Catch::Contains("garm_edge_capacity_vcpus{kind=\"free\"} " +
@@ -218,15 +222,13 @@ TEST_CASE("control API: the capacity answer and the draining switch", "[api]") {
   CHECK(code_of(create) == "draining");
   CHECK(api.call("DELETE", instances("/garm-cap01")).status == 200);
   // A refused create is no start: nothing left in progress to time out later.
-  CHECK_THAT(api.call("GET", "/metrics").body,
-             Catch::Contains("garm_edge_startups_in_progress 0\n") &&
-                 Catch::Contains("reason=\"deleted_first\"} 1\n") &&
-                 !Catch::Contains("reason=\"bootstrap_timeout\""));
+  CHECK_THAT(api.metrics(), Catch::Contains("garm_edge_startups_in_progress 0\n") &&
+                                Catch::Contains("reason=\"deleted_first\"} 1\n") &&
+                                !Catch::Contains("reason=\"bootstrap_timeout\""));
   CHECK(api.call("DELETE", "/v1/draining", "", kOperator).status == 200);
   CHECK(api.call("POST", instances(), wire::to_json(bootstrap_for("garm-cap02")).dump()).status ==
         200);
-  CHECK_THAT(api.call("GET", "/metrics").body,
-             Catch::Contains("route=\"draining\",method=\"POST\",code=\"403\""));
+  CHECK_THAT(api.metrics(), Catch::Contains("route=\"draining\",method=\"POST\",code=\"403\""));
 }
 
 TEST_CASE(
@@ -275,6 +277,61 @@ TEST_CASE("control API: an agent without [guests] reports no guest addresses", "
   const auto answer = json::parse(api.call("GET", "/v1/capacity").body);
   CHECK(answer.at("addresses").is_null());
   CHECK(answer.at("limit").at("instances") == 0);  // none
+}
+
+TEST_CASE("control API: a host without an instance limit is not full in /metrics",
+          "[api][metrics]") {
+  Api api;  // max_instances = 0, no guest address range: vCPUs and memory are the bound
+  REQUIRE(
+      api.call("POST", instances(), wire::to_json(bootstrap_for("garm-room01")).dump()).status ==
+      200);
+  const auto metrics = api.metrics();
+  // No figure, rather than a limit and a free count of 0 that GarmEdgeHostFull reads as full.
+  CHECK_THAT(metrics, Catch::Contains("garm_edge_capacity_instances{kind=\"used\"} 1\n") &&
+                          !Catch::Contains("garm_edge_capacity_instances{kind=\"free\"}") &&
+                          !Catch::Contains("garm_edge_capacity_instances{kind=\"limit\"}"));
+  const auto capacity = json::parse(api.call("GET", "/v1/capacity").body);
+  const auto small_room = capacity.at("free").at("vcpus").get<std::uint64_t>() / 2;  // 2 vCPUs
+  REQUIRE(small_room > 0);
+  CHECK_THAT(metrics, Catch::Contains("garm_edge_capacity_flavor_instances{flavor=\"small\"} "));
+  CHECK_THAT(metrics,
+             !Catch::Contains("garm_edge_capacity_flavor_instances{flavor=\"small\"} 0\n"));
+
+  // With a limit, the figures are there and count down to 0.
+  api.host.config.capacity.max_instances = 1;
+  const auto full = api.metrics();
+  CHECK_THAT(full,
+             Catch::Contains("garm_edge_capacity_instances{kind=\"limit\"} 1\n") &&
+                 Catch::Contains("garm_edge_capacity_instances{kind=\"free\"} 0\n") &&
+                 Catch::Contains("garm_edge_capacity_flavor_instances{flavor=\"small\"} 0\n"));
+}
+
+TEST_CASE("control API: /metrics is for clients of every controller and metrics readers",
+          "[api][metrics]") {
+  Api api;
+  api.host.config.api.clients.push_back({.identity = "operator", .controllers = {"*"}});
+  api.host.config.api.clients.push_back(
+      {.identity = "urn:garm-edge:through-hub", .controllers = {"*"}});
+  REQUIRE(
+      api.call("POST", instances(), wire::to_json(bootstrap_for("garm-seen01")).dump()).status ==
+      200);
+  const auto read = [&](const net::PeerIdentity& peer) {
+    return api.call("GET", "/metrics", "", peer);
+  };
+  // garm's client acts for one controller: the metrics name others' pools and caches.
+  const auto refused = read(kGarm);
+  CHECK(refused.status == 403);
+  CHECK_THAT(refused.body, Catch::Contains("controllers = [\\\"*\\\"] or a metrics certificate"));
+  CHECK_THAT(refused.body, !Catch::Contains(kController));
+  CHECK(read({.common_name = "operator", .uri_names = {}}).status == 200);
+  CHECK(read(kPrometheus).status == 200);
+  const auto through_hub = [&](const std::string& controllers) {
+    return read({.common_name = "tenant",
+                 .uri_names = {"urn:garm-edge:through-hub",
+                               "urn:garm-edge:through-hub:controllers:" + controllers}});
+  };
+  CHECK(through_hub(kController).status == 403);
+  CHECK(through_hub("*").status == 200);
 }
 
 TEST_CASE("control API: placement hears only of the asking controller's warm guests",

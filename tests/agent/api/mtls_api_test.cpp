@@ -616,7 +616,10 @@ TEST_CASE("[api] allow closes connections from other addresses before any TLS wo
 }
 
 TEST_CASE("bad bodies from a client are 400s, never an internal error", "[api][mtls][hostile]") {
-  ApiServer server;
+  ApiServer server("api.xml", [](agent::AgentConfig& config) {
+    config.api.clients.push_back({.identity = "operator", .controllers = {"*"}});
+  });
+  net::pki_issue_client(server.pki(), "operator");
   TempDir dir;
   const std::vector<std::string> bodies = {
       "[]",
@@ -642,8 +645,9 @@ TEST_CASE("bad bodies from a client are 400s, never an internal error", "[api][m
                  Catch::Contains("\"code\":\"invalid_argument\"") && Catch::EndsWith(" 400"));
     }
   }
-  const auto metrics = server.curl(server.url("/metrics")).output;
-  CHECK_THAT(metrics, !Catch::Contains("code=\"internal\""));
+  const auto metrics = server.curl(server.url("/metrics"), "clients/operator").output;
+  CHECK_THAT(metrics,
+             Catch::Contains("garm_edge_requests_total") && !Catch::Contains("code=\"internal\""));
 }
 
 TEST_CASE("a host's or the hub's certificate is no client, whatever name it carries",
@@ -674,7 +678,8 @@ TEST_CASE("a host's or the hub's certificate is no client, whatever name it carr
   CHECK_THAT(server.curl(server.url("/v1/images"), "roles/host").output,
              Catch::Contains("host \\\"garm\\\", which is no client"));
   CHECK(status_of("/v1/images", "clients/garm") == "200");
-  CHECK(status_of("/metrics", "clients/garm") == "200");
+  // garm's client acts for one controller: the metrics name every controller's pools.
+  CHECK(status_of("/metrics", "clients/garm") == "403");
   CHECK(status_of("/metrics", "clients/stranger") == "403");  // of the CA, but not a client
   // A metrics reader (Prometheus's certificate) reads /metrics and nothing else.
   issue("metrics", "urn:garm-edge:metrics:prometheus");
