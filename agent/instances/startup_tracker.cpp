@@ -76,16 +76,58 @@ std::string StartupTimeline::summary() const {
 StartupTracker::StartupTracker(const Clock& clock, Options options)
     : clock_(clock), options_(options) {}
 
-StartupTracker::Key StartupTracker::key_of(const StartupLabels& labels) {
+StartupTracker::Key StartupTracker::key_of(const StartupTimeline& timeline) {
+  const auto& labels = timeline.labels;
   auto pool = labels.pool;
-  if (!pools_.contains(pool)) {
-    if (pools_.size() < options_.max_pools) {
-      pools_.insert(pool);
-    } else {
-      pool = "other";
-    }
+  auto& slots = pool_slots_[timeline.controller];
+  if (const auto slot = slots.find(pool); slot != slots.end()) {
+    slot->second = clock_.now();
+  } else if (slots.size() < options_.max_pools && pool_slot_count_ < options_.max_pool_slots) {
+    slots.emplace(pool, clock_.now());
+    ++pool_slot_count_;
+  } else {
+    pool = "other";
+  }
+  if (slots.empty()) {
+    pool_slots_.erase(timeline.controller);
   }
   return {labels.warm ? "warm" : "cold", pool, labels.image, labels.flavor};
+}
+
+void StartupTracker::free_idle_pools(std::chrono::system_clock::time_point now) {
+  const auto idle = [&](const auto& slot) { return now - slot.second > options_.pool_idle; };
+  if (std::none_of(pool_slots_.begin(), pool_slots_.end(), [&](const auto& controller) {
+        return std::any_of(controller.second.begin(), controller.second.end(), idle);
+      })) {
+    return;
+  }
+  std::set<std::pair<std::string, std::string>> tracked;  // controller, pool
+  for (const auto& [domain, timeline] : timelines_) {
+    tracked.emplace(timeline.controller, timeline.labels.pool);
+  }
+  std::set<std::string> freed;
+  for (auto controller = pool_slots_.begin(); controller != pool_slots_.end();) {
+    auto& slots = controller->second;
+    for (auto slot = slots.begin(); slot != slots.end();) {
+      if (idle(*slot) && !tracked.contains({controller->first, slot->first})) {
+        freed.insert(slot->first);
+        slot = slots.erase(slot);
+        --pool_slot_count_;
+      } else {
+        ++slot;
+      }
+    }
+    controller = slots.empty() ? pool_slots_.erase(controller) : std::next(controller);
+  }
+  for (const auto& [controller, slots] : pool_slots_) {
+    for (const auto& [pool, used] : slots) {
+      freed.erase(pool);  // another controller's pool of the same ID keeps its series
+    }
+  }
+  const auto of_freed = [&freed](const Key& key) { return freed.contains(std::get<1>(key)); };
+  std::erase_if(totals_, [&](const auto& entry) { return of_freed(entry.first); });
+  std::erase_if(phases_, [&](const auto& entry) { return of_freed(entry.first.first); });
+  std::erase_if(failures_, [&](const auto& entry) { return of_freed(entry.first.first); });
 }
 
 void StartupTracker::begin(const std::string& domain, const std::string& instance,
@@ -113,7 +155,7 @@ std::optional<StartupTimeline> StartupTracker::mark(std::string_view domain, Sta
   auto& timeline = found->second;
   const auto previous = timeline.marks.back().second;
   timeline.marks.emplace_back(phase, now);
-  const auto key = key_of(timeline.labels);
+  const auto key = key_of(timeline);
   auto [histogram, added] = phases_.try_emplace({key, std::string(to_string(phase))}, kBuckets);
   histogram->second.observe(seconds_between(previous, now));
   if (phase != StartupPhase::idle) {
@@ -156,7 +198,7 @@ std::optional<StartupTimeline> StartupTracker::timeline(std::string_view domain)
 }
 
 void StartupTracker::count_failure(const StartupTimeline& timeline, StartupFailure failure) {
-  ++failures_[{key_of(timeline.labels), std::string(to_string(failure))}];
+  ++failures_[{key_of(timeline), std::string(to_string(failure))}];
 }
 
 void StartupTracker::expire(std::chrono::system_clock::time_point now) {
@@ -175,6 +217,7 @@ void StartupTracker::expire(std::chrono::system_clock::time_point now) {
         });
     timelines_.erase(oldest);
   }
+  free_idle_pools(now);
 }
 
 std::string StartupTracker::render_metrics() {

@@ -28,7 +28,7 @@ enum class StartupFailure { create_failed, guest_error, deleted_first, bootstrap
 std::string_view to_string(StartupFailure failure);
 
 /// What a start is labelled with in /metrics (bounded: images and flavors are the config's;
-/// pools beyond the first `max_pools` seen are folded into "other").
+/// each controller's pools beyond `max_pools` at once are folded into "other").
 struct StartupLabels {
   std::string pool;
   std::string image;
@@ -57,7 +57,12 @@ class StartupTracker {
     /// A start open this long is counted as a bootstrap timeout (garm's default
     /// runner_bootstrap_timeout is 20 minutes).
     std::chrono::seconds bootstrap_timeout{std::chrono::minutes(20)};
+    /// Pool labels per controller: one tenant's made-up pools never fold another's into
+    /// "other". A pool's slot is freed once none of its instances is tracked for `pool_idle`.
     std::size_t max_pools = 64;
+    std::chrono::seconds pool_idle{std::chrono::hours(1)};
+    /// Pool slots of every controller together (a client of every controller may name any).
+    std::size_t max_pool_slots = 1024;
     std::size_t max_tracked = 4096;
   };
   explicit StartupTracker(const Clock& clock) : StartupTracker(clock, Options{}) {}
@@ -80,7 +85,11 @@ class StartupTracker {
  private:
   using Key =
       std::tuple<std::string, std::string, std::string, std::string>;  // start, pool, image, flavor
-  Key key_of(const StartupLabels& labels);
+  /// The series a start counts in; takes (or refreshes) its pool's slot.
+  Key key_of(const StartupTimeline& timeline);
+  /// Frees the slots of pools idle for `pool_idle`, and their series when no controller holds
+  /// the pool any more.
+  void free_idle_pools(std::chrono::system_clock::time_point now);
   void observe(const StartupTimeline& timeline);
   void count_failure(const StartupTimeline& timeline, StartupFailure failure);
   /// Open starts past the bootstrap timeout fail; the oldest finished ones go past max_tracked.
@@ -90,7 +99,9 @@ class StartupTracker {
   Options options_;
   mutable std::mutex mutex_;
   std::map<std::string, StartupTimeline, std::less<>> timelines_;
-  std::set<std::string> pools_;
+  /// Each controller's pools with a label of their own, and when a start last counted in each.
+  std::map<std::string, std::map<std::string, std::chrono::system_clock::time_point>> pool_slots_;
+  std::size_t pool_slot_count_ = 0;
   std::map<std::pair<Key, std::string>, Histogram> phases_;  // by key and phase
   std::map<Key, Histogram> totals_;
   std::map<std::pair<Key, std::string>, std::uint64_t> failures_;  // by key and reason

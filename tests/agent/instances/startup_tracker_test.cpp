@@ -111,3 +111,41 @@ TEST_CASE("start-up labels and timelines stay bounded whatever garm sends", "[st
   CHECK(tracker.timeline("d99"));
   CHECK(metrics_hold(text, "garm_edge_startups_in_progress 7"));
 }
+
+TEST_CASE(
+    "one controller's made-up pools never fold another's into other, and idle pools free "
+    "their slots",
+    "[startup]") {
+  garm_edge::testing::SettableClock clock;
+  StartupTracker tracker(clock, {.bootstrap_timeout = std::chrono::minutes(20),
+                                 .max_pools = 2,
+                                 .pool_idle = std::chrono::minutes(60),
+                                 .max_pool_slots = 16,
+                                 .max_tracked = 64});
+  const auto start = [&](const std::string& domain, const std::string& controller,
+                         const std::string& pool) {
+    tracker.begin(domain, domain, controller, startup_labels(pool), clock.now());
+    tracker.mark(domain, StartupPhase::defined);
+  };
+  for (int i = 0; i < 10; ++i) {
+    start("a" + std::to_string(i), "tenant-a", "made-up-" + std::to_string(i));
+  }
+  start("b0", "tenant-b", "pool-b");
+  auto text = tracker.render_metrics();
+  CHECK(text.find("pool=\"pool-b\"") != std::string::npos);
+  CHECK(text.find("pool=\"made-up-1\"") != std::string::npos);
+  CHECK(text.find("pool=\"made-up-2\"") == std::string::npos);
+  CHECK(text.find("pool=\"other\"") != std::string::npos);
+
+  // Tenant A's instances are gone and an hour passes: its slots are free, its old series gone;
+  // B's pool keeps its slot while B's instance is there.
+  for (int i = 0; i < 10; ++i) {
+    tracker.forget("a" + std::to_string(i));
+  }
+  clock.advance(std::chrono::minutes(61));
+  start("a-new", "tenant-a", "real-pool");
+  text = tracker.render_metrics();
+  CHECK(text.find("pool=\"real-pool\"") != std::string::npos);
+  CHECK(text.find("pool=\"made-up-0\"") == std::string::npos);
+  CHECK(text.find("pool=\"pool-b\"") != std::string::npos);
+}
