@@ -26,7 +26,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO_ROOT, "tests/garm"))
 from garm_tier_lib import Process, free_port, wait_for  # noqa: E402
 
-BUILD = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(REPO_ROOT, "build/release")
+BUILD = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(REPO_ROOT, "build/package")
 RUNS = int(sys.argv[2]) if len(sys.argv) > 2 else 15
 HUB = os.path.join(BUILD, "hub/garm-edge-hub")
 AGENT = os.path.join(BUILD, "agent/garm-edge-agent")

@@ -80,6 +80,30 @@ fi
 section "alert rules and dashboard (promtool, metric names the code exports)"
 python3 tests/monitoring/check_monitoring.py "$source_dir" || failed+=(monitoring)
 
+section "presets the README gives: each exists and a tier builds it"
+# preset: what builds it when scripts/test.sh runs (every preset the README gives must build).
+declare -A built_by=(
+  [debug]="scripts/test.sh"
+  [asan]="tests/run_sanitized.sh"
+  [fuzz]="tests/fuzz/run_fuzzers.sh"
+  [package]="tests/package/run_deb_install.sh"
+  [demo]="scripts/demo.sh (the README's first command)"
+  [cross-arm64]="scripts/cross-build.sh arm64"
+  [cross-armhf]="scripts/cross-build.sh armhf"
+)
+presets_ok=1
+mapfile -t defined < <(python3 -c 'import json,sys; [print(p["name"]) for p in json.load(open(sys.argv[1]))["configurePresets"] if not p.get("hidden")]' CMakePresets.json)
+while read -r preset; do
+  if ! printf '%s\n' "${defined[@]}" | grep -qx -- "$preset"; then
+    echo "README.md gives preset $preset, which CMakePresets.json does not define"
+    presets_ok=0
+  elif [ -z "${built_by[$preset]:-}" ]; then
+    echo "README.md gives preset $preset, which no tier builds"
+    presets_ok=0
+  fi
+done < <(grep -oE -- '--preset [a-z0-9-]+' README.md | awk '{print $2}' | sort -u)
+if [ "$presets_ok" = 1 ]; then echo "every preset given is built"; else failed+=(presets); fi
+
 if [ "${#failed[@]}" -gt 0 ]; then
   echo "FAILED: ${failed[*]}"
   exit 1
