@@ -182,4 +182,15 @@ std::string subject_of_certificate(const fs::path& path) {
   return name;
 }
 
+std::int64_t unix_time_of(const mbedtls_x509_time& time) {
+  std::tm utc{};
+  utc.tm_year = time.year - 1900;
+  utc.tm_mon = time.mon - 1;
+  utc.tm_mday = time.day;
+  utc.tm_hour = time.hour;
+  utc.tm_min = time.min;
+  utc.tm_sec = time.sec;
+  return static_cast<std::int64_t>(timegm(&utc));
+}
+
 }  // namespace garm_edge::net::pki_detail

@@ -4,6 +4,7 @@
 // as PkiError, the key type, DER pieces, and the certificate writer.
 
 #include <array>
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -11,6 +12,7 @@
 
 #include <mbedtls/ecp.h>
 #include <mbedtls/pk.h>
+#include <mbedtls/x509.h>
 
 #include "net/drbg.hpp"
 #include "net/pki.hpp"
@@ -22,6 +24,9 @@ inline constexpr int kLeafValidityDays = 825;
 
 /// Throws PkiError with `what` and mbedTLS's text for the code (check_pki: unless it is 0).
 [[noreturn]] void fail_pki(const std::string& what, int mbedtls_code);
+
+/// A certificate's or CRL's time (UTC) as Unix time.
+std::int64_t unix_time_of(const mbedtls_x509_time& time);
 void check_pki(int rc, const std::string& what);
 
 /// DER tag-length-value; lengths up to 16 MiB (a CRL of many thousand serials).

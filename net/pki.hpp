@@ -93,7 +93,8 @@ std::string pki_sign_request(const std::filesystem::path& ca_directory,
 
 /// Throws PkiError unless `crl_pem` is a CRL the CA certificate in `ca_file` signed: a CRL from
 /// anyone else would make every peer of that CA fail verification (mbedTLS flags it untrusted).
-void pki_check_crl(const std::filesystem::path& ca_file, const std::string& crl_pem);
+/// Returns when it was issued (its thisUpdate, Unix time).
+std::int64_t pki_check_crl(const std::filesystem::path& ca_file, const std::string& crl_pem);
 
 struct CertificateFacts {
   std::string common_name;

@@ -135,7 +135,7 @@ std::string pki_make_crl(const fs::path& ca_directory,
   return pem;
 }
 
-void pki_check_crl(const fs::path& ca_file, const std::string& crl_pem) {
+std::int64_t pki_check_crl(const fs::path& ca_file, const std::string& crl_pem) {
   mbedtls_x509_crt ca;
   mbedtls_x509_crt_init(&ca);
   mbedtls_x509_crl crl;
@@ -165,7 +165,9 @@ void pki_check_crl(const fs::path& ca_file, const std::string& crl_pem) {
     release();
     throw;
   }
+  const auto issued = pki_detail::unix_time_of(crl.this_update);
   release();
+  return issued;
 }
 
 }  // namespace garm_edge::net

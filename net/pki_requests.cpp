@@ -77,17 +77,6 @@ class VerifiedRequest {
   mbedtls_x509_csr csr_;
 };
 
-std::int64_t unix_time_of(const mbedtls_x509_time& time) {
-  std::tm utc{};
-  utc.tm_year = time.year - 1900;
-  utc.tm_mon = time.mon - 1;
-  utc.tm_mday = time.day;
-  utc.tm_hour = time.hour;
-  utc.tm_min = time.min;
-  utc.tm_sec = time.sec;
-  return static_cast<std::int64_t>(timegm(&utc));
-}
-
 /// The DNS names, addresses and URIs of a certificate's subjectAltName (others are skipped).
 void read_alt_names(const mbedtls_x509_sequence& names, CertificateFacts& facts) {
   constexpr int kDns = 2;

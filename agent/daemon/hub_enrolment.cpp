@@ -28,6 +28,11 @@ std::string required_text(const fs::path& path) {
   return *text;
 }
 
+/// Present once the hub has shown a certificate with the hub's role.
+fs::path hub_role_seen_marker(const fs::path& enrolment_directory) {
+  return enrolment_directory / "hub-role-seen";
+}
+
 /// The hub's error message from a refusal, or the status when it gave none.
 std::string refusal(const net::HttpsResponse& response) {
   const auto body = json::parse(response.body, nullptr, false);
@@ -51,8 +56,8 @@ void give_to_state_owner(const fs::path& state_dir, const fs::path& directory) {
   if (::geteuid() != 0 || ::stat(state_dir.c_str(), &owner) != 0 || owner.st_uid == 0) {
     return;
   }
-  for (const auto& path :
-       {directory, directory / "ca.crt", directory / "agent.pem", directory / "hub.json"}) {
+  for (const auto& path : {directory, directory / "ca.crt", directory / "agent.pem",
+                           directory / "hub.json", hub_role_seen_marker(directory)}) {
     if (::chown(path.c_str(), owner.st_uid, owner.st_gid) != 0 && errno != ENOENT) {
       throw JoinError("cannot give " + path.string() +
                       " to the agent's account: " + std::strerror(errno));
@@ -62,9 +67,28 @@ void give_to_state_owner(const fs::path& state_dir, const fs::path& directory) {
 
 }  // namespace
 
-net::PeerCheck hub_peer() {
-  return [](const net::PeerIdentity& peer) {
-    return wire::refusal_as_hub(peer.uri_names, peer.common_name);
+net::PeerCheck hub_peer(fs::path enrolment_directory) {
+  return [marker = hub_role_seen_marker(enrolment_directory)](
+             const net::PeerIdentity& peer) -> std::optional<std::string> {
+    if (auto refusal = wire::refusal_as_hub(peer.uri_names, peer.common_name)) {
+      return refusal;
+    }
+    std::error_code error;
+    if (wire::role_claims(peer.uri_names).empty()) {
+      if (fs::exists(marker, error)) {
+        return "a certificate that claims no role, and this hub has shown the hub's role "
+               "before (its certificate from before roles is revoked)";
+      }
+      return std::nullopt;
+    }
+    if (!fs::exists(marker, error) && fs::exists(marker.parent_path(), error)) {
+      try {
+        write_atomically(marker, "");
+      } catch (const std::exception&) {
+        // Remembered on a later connection.
+      }
+    }
+    return std::nullopt;
   };
 }
 
@@ -79,8 +103,12 @@ fs::path hub_crl_path(const fs::path& state_dir) {
 }
 
 std::shared_ptr<const net::TlsConfig> HubEnrolment::client_tls() const {
-  return net::TlsConfig::load(net::TlsConfig::Role::client,
-                              {.ca = ca(), .crl = "", .certificate = certificate(), .key = key()});
+  // The hub's CRL as last fetched: a hub certificate revoked since commands nothing.
+  return net::TlsConfig::load(net::TlsConfig::Role::client, {.ca = ca(),
+                                                             .crl = "",
+                                                             .certificate = certificate(),
+                                                             .key = key(),
+                                                             .crls_when_present = {crl()}});
 }
 
 HubEnrolment::Validity HubEnrolment::validity(std::int64_t now_unix) const {
@@ -117,11 +145,16 @@ HubEnrolment join_hub(const JoinOptions& options) {
                     "); remove that directory to join again");
   }
   const auto target = net::parse_https_url(token->hub_url);
-  const net::HttpsClientOptions client_options{.connect_timeout = options.timeout,
-                                               .request_timeout = options.timeout,
-                                               .session_file = {},
-                                               .deadline = std::nullopt,
-                                               .check_peer = hub_peer()};
+  auto role_seen = std::make_shared<bool>(false);
+  const net::HttpsClientOptions client_options{
+      .connect_timeout = options.timeout,
+      .request_timeout = options.timeout,
+      .session_file = {},
+      .deadline = std::nullopt,
+      .check_peer = [role_seen](const net::PeerIdentity& peer) {
+        *role_seen = *role_seen || !wire::role_claims(peer.uri_names).empty();
+        return wire::refusal_as_hub(peer.uri_names, peer.common_name);
+      }};
   // The first connection trusts nothing: what it fetches is checked against the token.
   const auto ca = net::HttpsClient(target, net::TlsConfig::client_unverified(), client_options)
                       .request("GET", "/v1/ca");
@@ -156,6 +189,9 @@ HubEnrolment join_hub(const JoinOptions& options) {
   make_private_directory(options.state_dir);
   make_private_directory(enrolment.directory);
   write_atomically(enrolment.ca(), ca.body);
+  if (*role_seen) {
+    write_atomically(hub_role_seen_marker(enrolment.directory), "");
+  }
   install_credentials(enrolment, credentials.key_pem, issued["certificate"].get<std::string>());
   // hub.json last: until it exists, nothing counts as enrolled.
   write_atomically(enrolment.directory / "hub.json", json({{"hub_url", enrolment.hub_url},
@@ -180,8 +216,21 @@ net::HttpsResponse ask_hub(const HubEnrolment& enrolment, std::chrono::milliseco
                            .request_timeout = timeout,
                            .session_file = {},
                            .deadline = std::nullopt,
-                           .check_peer = hub_peer()})
+                           .check_peer = hub_peer(enrolment.directory)})
       .request(method, path, body);
+}
+
+/// When the CRL the agent holds was issued; nothing without one it can read.
+std::optional<std::int64_t> kept_crl_issued_at(const HubEnrolment& enrolment) {
+  const auto kept = read_file(enrolment.crl());
+  if (!kept) {
+    return std::nullopt;
+  }
+  try {
+    return net::pki_check_crl(enrolment.ca(), *kept);
+  } catch (const net::PkiError&) {
+    return std::nullopt;  // damaged: the hub's replaces it
+  }
 }
 
 }  // namespace
@@ -195,10 +244,16 @@ std::optional<std::string> fetch_hub_crl(const HubEnrolment& enrolment,
   if (answer.status != 200) {
     throw JoinError("the hub gave no CRL: " + refusal(answer));
   }
+  std::int64_t issued = 0;
   try {
-    net::pki_check_crl(enrolment.ca(), answer.body);
+    issued = net::pki_check_crl(enrolment.ca(), answer.body);
   } catch (const net::PkiError& e) {
     throw JoinError(e.what());
+  }
+  // An older CRL than the one kept (from a stale hub, or one replaying what it saved) would
+  // take back a revocation.
+  if (const auto kept = kept_crl_issued_at(enrolment); kept && issued < *kept) {
+    throw JoinError("the hub gave a CRL older than the one this agent holds: kept the newer");
   }
   return answer.body;
 }

@@ -38,8 +38,10 @@ struct HubEnrolment {
 };
 
 /// What every connection to the hub checks of its certificate before it sends anything: the
-/// hub's role (another host of the same CA posing as the hub is refused).
-net::PeerCheck hub_peer();
+/// hub's role (another host of the same CA posing as the hub is refused). A certificate without
+/// any role (a hub made before roles) passes only until the hub has shown one with its role:
+/// that is remembered in `enrolment_directory`, and the old certificate is revoked by then.
+net::PeerCheck hub_peer(std::filesystem::path enrolment_directory);
 
 /// Where the enrolment of an agent with `state_dir` lives, and its copy of the hub's CRL.
 std::filesystem::path hub_directory(const std::filesystem::path& state_dir);

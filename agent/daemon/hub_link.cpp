@@ -191,6 +191,7 @@ void HubLink::fetch_crl_if_due() {
       return;
     }
     write_atomically(enrolment_->crl(), *crl, 0644);
+    tls_ = enrolment_->client_tls();  // the next tunnels check the hub against it too
     log_.info("the hub's CRL changed: " + enrolment_->crl().string() + " updated");
     if (options_.on_crl_change) {
       options_.on_crl_change();
@@ -214,7 +215,7 @@ bool HubLink::dial_one() {
                  "): " + printable_excerpt(turned.body, 256));
       return false;
     }
-    if (const auto refusal = hub_peer()(turned.stream->peer)) {
+    if (const auto refusal = hub_peer(enrolment_->directory)(turned.stream->peer)) {
       note_error("the peer at " + enrolment_->hub_url + " shows " + *refusal);
       return false;
     }

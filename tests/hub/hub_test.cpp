@@ -15,10 +15,12 @@
 
 #include "agent/daemon/hub_enrolment.hpp"
 #include "agent/daemon/hub_link.hpp"
+#include "common/durable_file.hpp"
 #include "common/temp_dir.hpp"
 #include "common/unix_time.hpp"
 #include "hub/hub_server.hpp"
 #include "net/https_client.hpp"
+#include "net/pki.hpp"
 #include "wire/join_token.hpp"
 #include "wire/relay_framing.hpp"
 
@@ -407,7 +409,7 @@ TEST_CASE("an agent joins a hub, dials its tunnels and answers relayed requests"
     impostor.start();
     std::thread serving([&io] { io.run(); });
     net::HttpsClientOptions options;
-    options.check_peer = agent::hub_peer();
+    options.check_peer = agent::hub_peer(agent_state / "hub");
     net::HttpsClient client({.host = "127.0.0.1", .port = impostor.port()},
                             net::TlsConfig::load(net::TlsConfig::Role::client,
                                                  {.ca = hub_state / "pki/ca.crt",
@@ -672,4 +674,68 @@ TEST_CASE("one scrape of the hub: every agent's series under its name, a silent 
     CHECK(fleet.call("/v1/agents/lab-board-7/relay/v1/capacity", "clients/prometheus").status ==
           403);
   }
+}
+
+TEST_CASE("a hub certificate revoked at the hub commands no agent", "[hub][roles][crl]") {
+  TempDir dir;
+  const auto hub_state = dir.path() / "hub";
+  hub::HubStore::init(
+      hub_state,
+      {.dns_names = {"localhost"}, .ip_addresses = {"127.0.0.1"}, .client_name = "garm"});
+  // A hub made before roles: its certificate claims none. Whoever kept its key tries to be
+  // the hub once the real one has reissued its certificate (and revoked that one).
+  net::pki_reissue_server(hub_state / "pki", "hub", "garm-edge-hub", {"localhost"}, {"127.0.0.1"},
+                          {});
+  std::filesystem::copy_file(hub_state / "pki/hub.crt", dir.path() / "old-hub.crt");
+  std::filesystem::copy_file(hub_state / "pki/hub.key", dir.path() / "old-hub.key");
+  QuietLog log;
+  RunningHub running(hub_state, 0, log);
+  hub::HubStore store(hub_state);
+  const auto [record, secret] =
+      store.create_token(std::chrono::hours(1), 1, {}, {.name = "lab-board-9"}, unix_now());
+  const auto agent_state = dir.path() / "agent";
+  agent::join_hub({.token = wire::JoinToken{.hub_url = "https://127.0.0.1:" +
+                                                       std::to_string(running.server->agent_port()),
+                                            .ca_fingerprint = store.ca_fingerprint(),
+                                            .id = record.id,
+                                            .secret = secret}
+                                .encode(),
+                   .state_dir = agent_state,
+                   .name = "lab-board-9"});
+  const auto enrolment = *agent::load_hub_enrolment(agent_state);
+  const auto crl = agent::fetch_hub_crl(enrolment, std::chrono::seconds(5));
+  REQUIRE(crl);
+  write_atomically(enrolment.crl(), *crl, 0644);
+
+  asio::io_context io;
+  net::TlsServer impostor(
+      io, {},
+      net::TlsConfig::load(net::TlsConfig::Role::server, {.ca = hub_state / "pki/ca.crt",
+                                                          .crl = "",
+                                                          .certificate = dir.path() / "old-hub.crt",
+                                                          .key = dir.path() / "old-hub.key"}),
+      [](net::HttpRequest, net::PeerIdentity, net::TlsServer::Respond respond) {
+        respond({.status = 200, .content_type = "text/plain", .body = "", .headers = {}});
+      });
+  impostor.start();
+  std::thread serving([&io] { io.run(); });
+  const auto ask_impostor = [&] {
+    net::HttpsClientOptions options;
+    options.check_peer = agent::hub_peer(enrolment.directory);
+    return net::HttpsClient({.host = "127.0.0.1", .port = impostor.port()}, enrolment.client_tls(),
+                            options)
+        .request("GET", "/v1/tunnel");
+  };
+  SECTION("the CRL the agent fetched names it") {
+    CHECK_THROWS(ask_impostor());
+  }
+  SECTION("without a CRL, the hub's role shown at the join is remembered") {
+    std::filesystem::remove(enrolment.crl());
+    CHECK_THROWS_WITH(ask_impostor(), Catch::Contains("claims no role"));
+  }
+  SECTION("the real hub still is the hub") {
+    CHECK(agent::fetch_hub_crl(enrolment, std::chrono::seconds(5)));
+  }
+  impostor.stop();
+  serving.join();
 }
