@@ -134,6 +134,24 @@ std::string_view to_string(VirtTypeRequest request) {
   }
 }
 
+std::vector<std::string> parse_cache_names(const std::optional<nlohmann::json>& extra_specs) {
+  std::vector<std::string> names;
+  if (!extra_specs || !extra_specs->is_object()) {
+    return names;
+  }
+  const auto found = extra_specs->find("caches");
+  if (found == extra_specs->end() || found->is_null()) {
+    return names;
+  }
+  for (const auto& item : array_of_at_most(*found, kMaxCachesPerPool, "extra_specs.caches")) {
+    names.push_back(shape_name(item, "extra_specs.caches[" + std::to_string(names.size()) + "]"));
+    if (std::count(names.begin(), names.end(), names.back()) > 1) {
+      throw WireError("extra_specs.caches", "names " + names.back() + " twice");
+    }
+  }
+  return names;
+}
+
 bool PoolShape::is_default() const {
   return *this == PoolShape{};
 }

@@ -45,6 +45,7 @@ struct PoolShape {
 inline constexpr std::size_t kMaxScratchDisks = 4;
 inline constexpr std::size_t kMaxExtraNetworks = 4;
 inline constexpr std::uint64_t kMaxDiskGib = 64 * 1024;
+inline constexpr std::size_t kMaxCachesPerPool = 8;
 
 /// Names of scratch pools and networks, as agent.toml and extra specs give them.
 bool is_shape_name(std::string_view name);
@@ -54,5 +55,9 @@ bool is_plain_guest_path(std::string_view path);
 /// Reads the shape keys of a pool's extra specs; the others are left to their readers. Throws
 /// WireError naming the field (`extra_specs.scratch_disks[1].size_gib`) for a wrong value.
 PoolShape parse_pool_shape(const std::optional<nlohmann::json>& extra_specs);
+
+/// The `caches` a pool's extra specs name (docs/caches.md): at most 8 distinct cache names.
+/// Throws WireError for anything else; whether the agent has them is the agent's to say.
+std::vector<std::string> parse_cache_names(const std::optional<nlohmann::json>& extra_specs);
 
 }  // namespace garm_edge::wire

@@ -46,6 +46,7 @@ void validate_extra_spec_keys(const nlohmann::json& extra_specs) {
     }
   }
   parse_pool_shape(extra_specs);  // a pool-shape value that is wrong fails here too
+  parse_cache_names(extra_specs);
 }
 
 }  // namespace garm_edge::wire

@@ -6,44 +6,31 @@
 #include "agent/instances/identifiers.hpp"
 #include "agent/instances/instance_service.hpp"
 #include "common/text.hpp"
+#include "wire/error.hpp"
+#include "wire/pool_shape.hpp"
 
 namespace garm_edge::agent {
-namespace {
 
 using Code = ServiceError::Code;
 
-/// The caches a pool asks for by name in its extra specs, checked: each one of `controller`'s.
-std::vector<std::string> requested_caches(const wire::BootstrapInstance& bootstrap,
-                                          const AgentConfig& config,
-                                          const std::string& controller) {
+std::vector<std::string> InstanceService::requested_caches(
+    const std::optional<nlohmann::json>& extra_specs, const std::string& controller) const {
   std::vector<std::string> names;
-  if (!bootstrap.extra_specs || !bootstrap.extra_specs->is_object()) {
-    return names;
+  try {
+    names = wire::parse_cache_names(extra_specs);
+  } catch (const wire::WireError& e) {
+    throw ServiceError(Code::invalid_argument, e.what());
   }
-  const auto found = bootstrap.extra_specs->find("caches");
-  if (found == bootstrap.extra_specs->end() || found->is_null()) {
-    return names;
-  }
-  if (!found->is_array() || found->size() > kMaxCachesPerGuest) {
-    throw ServiceError(Code::invalid_argument,
-                       "extra_specs.caches: must be an array of at most 8 cache names");
-  }
-  for (const auto& item : *found) {
-    const auto* name = item.is_string() ? &item.get_ref<const std::string&>() : nullptr;
-    const auto* cache = name != nullptr ? config.find_cache(*name) : nullptr;
+  for (const auto& name : names) {
+    const auto* cache = config_.find_cache(name);
     if (cache == nullptr || cache->controller != controller) {
       // The same answer for a cache of another controller: it learns nothing of theirs.
-      throw ServiceError(Code::invalid_argument,
-                         "extra_specs.caches: this agent has no cache \"" +
-                             printable_excerpt(name != nullptr ? *name : item.dump()) +
-                             "\" for this controller");
+      throw ServiceError(Code::invalid_argument, "extra_specs.caches: this agent has no cache \"" +
+                                                     name + "\" for this controller");
     }
-    names.push_back(*name);
   }
   return names;
 }
-
-}  // namespace
 
 void InstanceService::use_cache_generations(CacheGenerations& caches) {
   caches_ = &caches;
@@ -59,7 +46,7 @@ bool InstanceService::generation_in_use(const std::string& path) {
 
 void InstanceService::plan_caches(CreatePlan& plan, const wire::BootstrapInstance& bootstrap) {
   auto& record = plan.record;
-  const auto requested = requested_caches(bootstrap, config_, record.controller_id);
+  const auto requested = requested_caches(bootstrap.extra_specs, record.controller_id);
   if (caches_ == nullptr || record.os_type != wire::OsType::linux) {
     return;
   }

@@ -277,6 +277,7 @@ void InstanceService::validate_pool(const ControllerId& controller, const PoolSp
     wire::BootstrapInstance bootstrap;
     bootstrap.extra_specs = pool.extra_specs;
     plan_shape(plan, bootstrap, *flavor);
+    requested_caches(pool.extra_specs, controller.str());
   });
 }
 

@@ -246,6 +246,10 @@ class InstanceService {
   /// in its extra specs), each with a current generation: into the record, volumes and domain.
   /// Throws ServiceError (invalid_argument) for a request of a cache the pool may not have.
   void plan_caches(CreatePlan& plan, const wire::BootstrapInstance& bootstrap);
+  /// The caches a pool's extra specs ask for, each one of `controller`'s (else invalid_argument):
+  /// the one check of pool validation and create.
+  std::vector<std::string> requested_caches(const std::optional<nlohmann::json>& extra_specs,
+                                            const std::string& controller) const;
   /// The pool's shape (agent/instances/instance_shape.cpp): root disk, scratch disks, further
   /// NICs, nested virtualization, virt type; into the plan's record, volumes, domain and
   /// resources. Throws ServiceError (invalid_argument) for what the agent does not allow.

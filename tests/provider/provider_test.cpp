@@ -181,6 +181,15 @@ TEST_CASE("commands that need no agent answer from the binary alone", "[provider
   const auto unknown = validate(R"({"typo_key":1})");
   CHECK(unknown.exit_code != 0);
   CHECK_THAT(unknown.err, Catch::Contains("typo_key"));
+  // What every create of the pool would refuse, refused when garm validates the pool.
+  CHECK(validate(R"({"caches":["docker"]})").exit_code == 0);
+  for (const auto* caches :
+       {R"("x")", R"(["a","b","c","d","e","f","g","h","i"])", R"(["BAD NAME!"])"}) {
+    INFO(caches);
+    const auto refused = validate(std::string(R"({"caches":)") + caches + "}");
+    CHECK(refused.exit_code != 0);
+    CHECK_THAT(refused.err, Catch::Contains("extra_specs.caches"));
+  }
 }
 
 TEST_CASE("failures exit non-zero with a message on stderr and nothing on stdout", "[provider]") {

@@ -74,6 +74,18 @@ TEST_CASE("a wrong shape value names its field", "[shapes]") {
 TEST_CASE("validating a pool's extra specs checks the shape values too", "[shapes]") {
   CHECK_NOTHROW(validate_extra_spec_keys(json{{"root_disk_gib", 40}, {"networks", {"lab"}}}));
   CHECK_THROWS_AS(validate_extra_spec_keys(json{{"root_disk_gib", -1}}), WireError);
+  // The schema's rule for caches: at most 8 names of a-z, 0-9 and '-'.
+  CHECK_NOTHROW(validate_extra_spec_keys(json{{"caches", {"docker", "go-mod"}}}));
+  CHECK_NOTHROW(validate_extra_spec_keys(json{{"caches", nullptr}}));
+  CHECK_THROWS_WITH(validate_extra_spec_keys(json{{"caches", "x"}}),
+                    Catch::Contains("extra_specs.caches"));
+  CHECK_THROWS_WITH(validate_extra_spec_keys(json{{"caches", {"BAD NAME!"}}}),
+                    Catch::Contains("extra_specs.caches[0]"));
+  CHECK_THROWS_WITH(
+      validate_extra_spec_keys(json{{"caches", {"a", "b", "c", "d", "e", "f", "g", "h", "i"}}}),
+      Catch::Contains("at most 8"));
+  CHECK_THROWS_WITH(validate_extra_spec_keys(json{{"caches", {"a", "a"}}}),
+                    Catch::Contains("names a twice"));
   const auto schema = json::parse(extra_specs_json_schema());
   for (const auto* key :
        {"root_disk_gib", "scratch_disks", "networks", "nested_virtualization", "virt_type"}) {

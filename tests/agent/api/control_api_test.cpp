@@ -446,4 +446,26 @@ TEST_CASE("control API: a cache's controller refreshes it and sees it, no other 
   CHECK(shown.at(0).at("refreshing") == true);
   CHECK(shown.at(1).at("error") == "");
   CHECK(json::parse(api.call("GET", "/v1/capacity", "", kOtherClient).body).at("caches").empty());
+
+  // Validating a pool checks its caches as each create of it would: the same refusals.
+  const auto validate = [&](const std::string& controller, const std::string& asked,
+                            const net::PeerIdentity& peer) {
+    return api.call(
+        "POST", "/v1/controllers/" + controller + "/pools/validate",
+        R"({"image":"debian-12","flavor":"small","extra_specs":{"caches":)" + asked + "}}", peer);
+  };
+  CHECK(validate(kController, R"(["docker"])", kGarm).status == 200);
+  for (const auto* asked : {R"("x")", R"(["nope"])", R"(["BAD NAME!"])"}) {
+    INFO(asked);
+    const auto refused = validate(kController, asked, kGarm);
+    CHECK(refused.status == 400);
+    CHECK_THAT(refused.body, Catch::Contains("extra_specs.caches"));
+  }
+  const auto foreign_pool = validate(kOtherController, R"(["docker"])", kOtherClient);
+  CHECK(foreign_pool.status == 400);
+  CHECK_THAT(foreign_pool.body, Catch::Contains(R"(no cache \"docker\" for this controller)"));
+  const auto create = wire::to_json(bootstrap_for("garm-cache-x"));
+  auto with_foreign_cache = create;
+  with_foreign_cache["extra_specs"] = {{"caches", "x"}};
+  CHECK(api.call("POST", instances(), with_foreign_cache.dump()).status == 400);
 }
