@@ -91,8 +91,7 @@ std::string read_owner_controller(TomlTableReader& in, const ApiConfig& api,
     }
     if (api.enabled && !api.has_client_for(*controller)) {
       in.fail(in.node("controller"), "controller " + *controller +
-                                         " is not one any [[api.clients]] entry may act for: "
-                                         "its " +
+                                         " is not one any [[api.clients]] entry may act for: " +
                                          std::string(owned) + " would never be used");
     }
     return *controller;

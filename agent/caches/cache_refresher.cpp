@@ -98,11 +98,15 @@ RefreshOutcome CacheRefresher::refresh(const std::string& cache,
   if (configured == nullptr) {
     throw std::invalid_argument("no cache \"" + printable_excerpt(cache) + "\" is configured");
   }
-  if (!store_.begin_refresh(configured->name)) {
-    return {.ok = false,
-            .finished_at = "",
-            .seconds = 0,
-            .error = "a refresh of cache " + cache + " is under way already"};
+  // A refresh under way already (the agent's own, at its start or on schedule) is followed to
+  // its end, as `images pull` follows a pull.
+  while (!store_.begin_refresh(configured->name)) {
+    if (auto outcome = store_.follow_refresh(configured->name, stopping_)) {
+      return *outcome;
+    }
+    if (stopping_) {
+      return {.ok = false, .finished_at = "", .seconds = 0, .error = "the agent is stopping"};
+    }
   }
   return run(*configured, waiting);
 }

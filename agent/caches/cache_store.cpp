@@ -272,6 +272,24 @@ void CacheStore::end_refresh(const std::string& cache, const RefreshDisks& disks
   } catch (const std::exception& e) {
     log_.warning("cache " + cache + ": its record could not be written: " + e.what());
   }
+  refresh_ended_.notify_all();
+}
+
+std::optional<RefreshOutcome> CacheStore::follow_refresh(const std::string& cache,
+                                                         const std::atomic<bool>& stop) {
+  std::unique_lock lock(mutex_);
+  auto& found = entry(cache);
+  if (!found.refreshing) {
+    return std::nullopt;
+  }
+  // In slices: `stop` is set without this lock.
+  while (found.refreshing && !stop) {
+    refresh_ended_.wait_for(lock, std::chrono::milliseconds(200));
+  }
+  if (found.refreshing) {
+    return std::nullopt;
+  }
+  return found.last_refresh;
 }
 
 std::optional<std::chrono::system_clock::time_point> CacheStore::last_refresh_time(

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -71,6 +72,10 @@ class CacheStore {
   /// one it replaces is retired. Throws ImagePullError; then nothing changed.
   CacheGeneration adopt(const std::string& cache, const RefreshDisks& disks,
                         const std::atomic<bool>& stop);
+  /// Waits for the refresh of `cache` under way to end and gives its outcome; nothing when none
+  /// is under way or `stop` is set first.
+  std::optional<RefreshOutcome> follow_refresh(const std::string& cache,
+                                               const std::atomic<bool>& stop);
   /// Ends the refresh begun: its outcome is kept and its disks removed.
   void end_refresh(const std::string& cache, const RefreshDisks& disks, RefreshOutcome outcome);
   /// When the last refresh of `cache` ended (successful or not); nothing when none has.
@@ -101,6 +106,7 @@ class CacheStore {
   Logger& log_;
   std::chrono::seconds retired_grace_;
   mutable std::mutex mutex_;
+  std::condition_variable refresh_ended_;
   std::map<std::string, Entry, std::less<>> entries_;
 };
 

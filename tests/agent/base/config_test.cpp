@@ -299,7 +299,8 @@ TEST_CASE("warm guests belong to one controller, which an agent serving several 
               .controller == kControllerB);
     CHECK_THAT(error_for(with_clients_and_warm(
                    one, warm_entry("controller = " + quoted(kControllerB) + "\n"))),
-               Catch::Contains("not one any [[api.clients]] entry may act for"));
+               Catch::Contains("not one any [[api.clients]] entry may act for: warm guests would "
+                               "never be used"));
     CHECK_THAT(error_for(with_clients_and_warm(one, warm_entry("controller = \"garm\"\n"))),
                Catch::Contains("controller must be a garm controller's UUID"));
     CHECK_THAT(error_for(with_clients_and_warm(one, warm_entry() + warm_entry())),

@@ -224,6 +224,24 @@ TEST_CASE("a refresh boots a builder with the script and both disks, and adopts 
   CHECK_FALSE(refresh.cache.host.hypervisor.find_by_uuid(builder.domain_uuid));
 }
 
+TEST_CASE("a refresh asked while one is under way follows it to its outcome", "[caches]") {
+  RefreshHost refresh;
+  REQUIRE(refresh.refresher.start("docker"));  // the agent's own refresh, as at its start
+  const auto builder = refresh.builder();
+  // The operator's `caches refresh docker`: it waits for the one under way and says how it
+  // ended, rather than failing with "under way already" or booting a second builder.
+  auto followed =
+      std::async(std::launch::async, [&] { return refresh.refresher.refresh("docker"); });
+  CHECK(followed.wait_for(std::chrono::milliseconds(200)) == std::future_status::timeout);
+  refresh.finish(builder, "garm-edge-refresh exit=0\npulled debian:12\n");
+  const auto result = followed.get();
+  CHECK(result.ok);
+  CHECK(result.error.empty());
+  REQUIRE(refresh.store.current("docker"));
+  CHECK(refresh.store.current("docker")->number == 1);
+  CHECK(refresh.store.states().at(0).refreshes_ok == 1);  // one builder, one refresh
+}
+
 TEST_CASE("a failing refresh keeps the last generation and says why, builder removed", "[caches]") {
   RefreshHost refresh;
   SECTION("the script fails") {
