@@ -94,19 +94,24 @@ constexpr std::size_t kMaxFramedBytes = 48 * 1024 * 1024;
 
 void HubServer::on_provider_request(HttpRequest request, const net::PeerIdentity& peer,
                                     const net::TlsServer::Respond& respond) {
+  const bool metrics_route = request.method == "GET" && request.path == "/metrics";
+  if (const auto reader = wire::metrics_reader(peer.uri_names)) {
+    if (metrics_route) {
+      return scrape_fleet(*reader, respond);
+    }
+    return respond(error_answer(403, "forbidden",
+                                "a metrics reader's certificate reads /metrics and nothing else"));
+  }
+  if (metrics_route) {
+    return respond(error_answer(403, "forbidden",
+                                "/metrics is for a metrics reader's certificate (garm-edge-hub "
+                                "issue-client NAME --role metrics)"));
+  }
   if (request.method == "GET" && request.path == "/healthz") {
     return respond(json_answer(200, {{"status", "ok"}}));
   }
   if (request.method == "GET" && request.path == "/v1/crl") {
     return respond(crl_answer());
-  }
-  if (request.method == "GET" && request.path == "/metrics") {
-    if (const auto reader = wire::metrics_reader(peer.uri_names)) {
-      return scrape_fleet(*reader, respond);
-    }
-    return respond(error_answer(403, "forbidden",
-                                "/metrics is for a metrics reader's certificate (garm-edge-hub "
-                                "issue-client NAME --role metrics)"));
   }
   // A host's certificate (or the hub's own) is no client, whatever its CN says.
   if (const auto refusal = wire::refusal_as_client(peer.uri_names)) {

@@ -673,6 +673,10 @@ TEST_CASE("one scrape of the hub: every agent's series under its name, a silent 
     CHECK(fleet.call("/v1/agents", "clients/prometheus").status == 403);
     CHECK(fleet.call("/v1/agents/lab-board-7/relay/v1/capacity", "clients/prometheus").status ==
           403);
+    // Nothing else at all, as docs/observability.md says.
+    CHECK(fleet.call("/healthz", "clients/prometheus").status == 403);
+    CHECK(fleet.call("/v1/crl", "clients/prometheus").status == 403);
+    CHECK(fleet.call("/healthz").status == 200);
   }
 }
 
