@@ -251,7 +251,7 @@ ClientResponse read_response(UpstreamConnection& connection, const HttpClientOpt
 ClientResponse exchange(const UpstreamUrl& url, std::string wire, bool response_to_head,
                         const HttpClientOptions& options, const TlsConfig* trust,
                         const std::string& where, HeadHandler on_head) {
-  if (options.proxy && !url.tls) {
+  if (options.proxy && !url.tls && url.unix_socket.empty()) {
     // A plain request through a proxy names its whole URL (absolute-form).
     wire.insert(wire.find(' ') + 1, "http://" + host_header(url));
   }
@@ -293,6 +293,10 @@ UpstreamUrl parse_upstream_url(std::string_view text) {
   }
   url.path = path;
   return url;
+}
+
+UpstreamUrl unix_socket_url(const std::filesystem::path& path) {
+  return {.tls = false, .host = "localhost", .port = 80, .path = "", .unix_socket = path.string()};
 }
 
 std::optional<UpstreamUrl> proxy_for(const UpstreamUrl& url, const ProxySettings& proxies) {
@@ -358,7 +362,8 @@ ClientResponse send_request_streaming(const UpstreamUrl& url, const ClientReques
 ClientResponse send_request_with_head(const UpstreamUrl& url, const ClientRequest& request,
                                       const HttpClientOptions& options,
                                       std::shared_ptr<const TlsConfig> trust, HeadHandler on_head) {
-  const auto where = describe_endpoint(url.host, url.port);
+  const auto where =
+      url.unix_socket.empty() ? describe_endpoint(url.host, url.port) : url.unix_socket;
   const std::string wire = serialize_client_request(url, request);
   if (url.tls && trust == nullptr) {
     throw HttpClientError("https to " + where + " needs a TLS configuration to trust");

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -32,9 +33,14 @@ struct UpstreamUrl {
   std::string host;  // a DNS name or an address; an IPv6 address without its brackets
   std::uint16_t port = 443;
   std::string path;  // "" for the root, else "/..." without a trailing slash
+  /// Plain HTTP over this unix socket instead of to host:port (never through a proxy).
+  std::string unix_socket;
 
   bool operator==(const UpstreamUrl&) const = default;
 };
+
+/// Plain HTTP to the server on the unix socket at `path` (its Host: "localhost").
+UpstreamUrl unix_socket_url(const std::filesystem::path& path);
 
 /// Parses "http(s)://host[:port][/path]". Hosts are DNS names, IPv4 addresses or bracketed
 /// IPv6 addresses; the path is kept as written (percent-encoding included) less its trailing

@@ -12,6 +12,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 #include <vector>
 
@@ -178,6 +179,28 @@ UniqueFd connect_before(const std::string& host, std::uint16_t port,
     throw TransportError(last_error);
   }
   throw TransportError("cannot connect to " + describe_endpoint(host, port) + ": " + last_error);
+}
+
+UniqueFd connect_unix_before(const std::string& path, SteadyClock::time_point deadline) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof address.sun_path) {
+    throw TransportError("cannot connect to " + path + ": not a unix socket path (at most " +
+                         std::to_string(sizeof address.sun_path - 1) + " bytes)");
+  }
+  std::copy(path.begin(), path.end(), address.sun_path);
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (fd.get() < 0) {
+    throw TransportError("cannot connect to " + path + ": " + std::strerror(errno));
+  }
+  int error = 0;
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
+    error = errno == EINPROGRESS || errno == EAGAIN ? finish_connect(fd.get(), deadline) : errno;
+  }
+  if (error != 0) {
+    throw TransportError("cannot connect to " + path + ": " + std::strerror(error));
+  }
+  return fd;
 }
 
 int send_with_deadline(void* context, const unsigned char* data, std::size_t size) {

@@ -34,6 +34,10 @@ std::string describe_endpoint(const std::string& host, std::uint16_t port);
 UniqueFd connect_before(const std::string& host, std::uint16_t port,
                         SteadyClock::time_point deadline);
 
+/// Connects (non-blocking) to the unix socket at `path` before the deadline; the socket stays
+/// non-blocking. Throws TransportError.
+UniqueFd connect_unix_before(const std::string& path, SteadyClock::time_point deadline);
+
 /// A connected non-blocking socket and the deadline every later read and write must meet.
 /// With `stop`, a wait also ends (as at the deadline) within kStopPollInterval of it turning
 /// true: a download nobody wants any more ends even while its server sends nothing.

@@ -13,14 +13,25 @@ std::string printable_status_line(std::string_view head) {
   return out;
 }
 
+namespace {
+
+UniqueFd connect_for(const UpstreamUrl& url, const HttpClientOptions& options) {
+  const auto deadline = SteadyClock::now() + options.connect_timeout;
+  if (!url.unix_socket.empty()) {
+    return connect_unix_before(url.unix_socket, deadline);
+  }
+  return connect_before(options.proxy ? options.proxy->host : url.host,
+                        options.proxy ? options.proxy->port : url.port, deadline);
+}
+
+}  // namespace
+
 UpstreamConnection::UpstreamConnection(const UpstreamUrl& url, const TlsConfig* trust,
                                        const HttpClientOptions& options, const std::string& where)
     : where_(where),
-      socket_(connect_before(options.proxy ? options.proxy->host : url.host,
-                             options.proxy ? options.proxy->port : url.port,
-                             SteadyClock::now() + options.connect_timeout)),
+      socket_(connect_for(url, options)),
       transport_{socket_.get(), SteadyClock::now() + options.request_timeout, options.stop} {
-  if (options.proxy && url.tls) {
+  if (options.proxy && url.tls && url.unix_socket.empty()) {
     open_tunnel(url, *options.proxy);
   }
   if (url.tls) {

@@ -79,7 +79,7 @@ std::string agent_config_json_schema() {
          R"json("mirror":{"type":"object","additionalProperties":false,"properties":{)json"
          R"json("upstream":{"type":"string","pattern":"^https?://"},"credentials":{"type":"string"},)json"
          R"json("directory":{"type":"string"},"max_gib":{"type":"integer","minimum":1,"maximum":65536},)json"
-         R"json("registry":{"type":"string"},"port":{"type":"integer","minimum":0,"maximum":65535}}},)json"
+         R"json("registry":{"type":"string"},"port":{"type":"integer","minimum":0,"maximum":65535,"description":"ignored: the registry listens on a unix socket in its directory"}}},)json"
          R"json("caches":{"type":"array","items":{"type":"object","additionalProperties":false,)json"
          R"json("required":["name","mount","refresh_script"],"properties":{)json"
          R"json("name":{"type":"string","pattern":"^[a-z0-9][a-z0-9-]{0,23}$"},)json"

@@ -20,7 +20,7 @@ struct MirrorConfig {
   /// Past this the mirror is emptied and refills from upstream: a cache, never the only copy.
   std::uint64_t max_bytes = std::uint64_t{50} << 30U;
   std::filesystem::path registry = "/usr/bin/docker-registry";
-  std::uint16_t port = 0;  // on 127.0.0.1; 0: a free one the agent picks
+  std::uint16_t port = 0;  // ignored (a warning): the registry listens on a unix socket
 };
 
 }  // namespace garm_edge::agent

@@ -137,7 +137,7 @@ AgentDaemon::AgentDaemon(const AgentConfig& config, Logger& log, ServeOptions op
       drain_timer_(io_) {
   if (mirror_) {
     mirror_->start();
-    guests_.serve_mirror({.base_url = mirror_->base_url(), .blob_root = mirror_->blob_root()});
+    guests_.serve_mirror({.socket = mirror_->socket(), .blob_root = mirror_->blob_root()});
     api_.add_metrics_source([this] { return mirror_->render_metrics(); });
   }
   if (config.guests.enabled) {

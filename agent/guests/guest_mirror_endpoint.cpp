@@ -10,6 +10,8 @@ namespace garm_edge::agent {
 namespace {
 
 constexpr std::size_t kMaxTarget = 2048;
+/// The largest blob relayed (image layers of many GB exist; they pass through a pipe).
+constexpr std::size_t kMaxMirrorBodyBytes = std::size_t{64} << 30U;
 
 net::HttpResponse registry_error(int status, std::string_view code, std::string_view message) {
   return {.status = status,
@@ -69,6 +71,10 @@ void GuestService::relay_to_mirror(const net::HttpRequest& request, const std::s
   if (!plain_target(request.path, request.query)) {
     return respond(registry_error(400, "NAME_INVALID", "not a registry path"));
   }
+  // The catalog names every repository any tenant pulled: no pull needs it.
+  if (request.path == "/v2/_catalog" || request.path.starts_with("/v2/_catalog/")) {
+    return respond(registry_error(403, "DENIED", "the mirror does not list its repositories"));
+  }
   const bool head = request.method == "HEAD";
   std::uint64_t held = 0;
   if (const auto blob = blob_file(request.path, mirror_->blob_root); blob && !head) {
@@ -118,7 +124,14 @@ void GuestService::relay_to_mirror(const net::HttpRequest& request, const std::s
   };
   net::ClientResponse answer;
   try {
-    answer = relay_.forward(mirror_->base_url, "", std::move(upstream), timeout, on_head);
+    // Straight to the registry's socket: never through a proxy, and not garm's relay.
+    answer = net::send_request_with_head(net::unix_socket_url(mirror_->socket), upstream,
+                                         {.connect_timeout = std::chrono::seconds(5),
+                                          .request_timeout = timeout,
+                                          .max_response_bytes = kMaxMirrorBodyBytes,
+                                          .proxy = std::nullopt,
+                                          .stop = nullptr},
+                                         nullptr, on_head);
   } catch (const std::exception& e) {
     log_.warning("a pull of " + printable_excerpt(request.path, 200) + " from " + source_ip +
                  " through the registry mirror failed: " + e.what());

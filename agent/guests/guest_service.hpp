@@ -60,7 +60,7 @@ net::HttpServerOptions guest_server_options(const AgentConfig& config, const Gue
 
 /// The host's registry mirror as the guest service reaches it (agent/mirror runs it).
 struct MirrorEndpoint {
-  std::string base_url;             // http://127.0.0.1:<port>
+  std::filesystem::path socket;     // the registry's unix socket
   std::filesystem::path blob_root;  // a blob there before a guest asks for it is a hit
 };
 

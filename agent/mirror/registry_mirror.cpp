@@ -1,10 +1,7 @@
 #include "agent/mirror/registry_mirror.hpp"
 
-#include <arpa/inet.h>
 #include <csignal>
 #include <fstream>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -14,7 +11,6 @@
 #include "common/prometheus_text.hpp"
 #include "common/subprocess.hpp"
 #include "common/text.hpp"
-#include "common/unique_fd.hpp"
 #include "net/http_client.hpp"
 
 namespace garm_edge::agent {
@@ -24,20 +20,7 @@ namespace fs = std::filesystem;
 
 constexpr std::chrono::seconds kRestartDelay{5};
 constexpr std::chrono::minutes kBoundCheck{1};
-
-/// A port on 127.0.0.1 nobody holds now (the registry binds it a moment later).
-std::uint16_t free_loopback_port() {
-  const UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  if (fd.get() < 0 || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&address), length) != 0 ||
-      ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    throw ConfigError("[mirror]: no free port on 127.0.0.1 for the registry");
-  }
-  return ntohs(address.sin_port);
-}
+constexpr std::size_t kMaxUnixSocketPath = 108;  // sockaddr_un's sun_path, its NUL included
 
 std::string read_credentials(const fs::path& file) {
   if (file.empty()) {
@@ -88,7 +71,7 @@ void stop_stale_registries(const fs::path& config_file) {
 }  // namespace
 
 std::string registry_mirror_config(const MirrorConfig& mirror, const fs::path& storage,
-                                   std::uint16_t port, const std::string& credentials) {
+                                   const fs::path& socket, const std::string& credentials) {
   nlohmann::ordered_json proxy{{"remoteurl", mirror.upstream}};
   if (const auto colon = credentials.find(':'); colon != std::string::npos) {
     proxy["username"] = credentials.substr(0, colon);
@@ -102,7 +85,8 @@ std::string registry_mirror_config(const MirrorConfig& mirror, const fs::path& s
         {"delete", {{"enabled", true}}},
         {"cache", {{"blobdescriptor", "inmemory"}}}}},
       {"http",
-       {{"addr", "127.0.0.1:" + std::to_string(port)},
+       {{"net", "unix"},
+        {"addr", socket.string()},
         {"headers", {{"X-Content-Type-Options", {"nosniff"}}}}}},
       {"proxy", proxy}};
   return config.dump(2) + "\n";
@@ -113,11 +97,20 @@ RegistryMirror::RegistryMirror(const AgentConfig& config, Logger& log)
       directory_(config.mirror_directory()),
       storage_(directory_ / "registry"),
       config_file_(directory_ / "registry.json"),
-      port_(config.mirror.port != 0 ? config.mirror.port : free_loopback_port()),
+      socket_(directory_ / "registry.sock"),
       log_(log) {
+  // A unix socket in the agent's private directory: no other account of the host can pull
+  // with the operator's credentials or read what tenants pulled.
+  if (socket_.string().size() >= kMaxUnixSocketPath) {
+    throw ConfigError("[mirror] directory " + directory_.string() +
+                      " is too long for the registry's socket (" + socket_.string() + ")");
+  }
+  if (config_.port != 0) {
+    log_.warning("[mirror] port is no longer used: the registry listens on " + socket_.string());
+  }
   try {
     make_private_directory(directory_);
-    write_atomically(config_file_, registry_mirror_config(config_, storage_, port_,
+    write_atomically(config_file_, registry_mirror_config(config_, storage_, socket_,
                                                           read_credentials(config_.credentials)));
   } catch (const DurableFileError& e) {
     throw ConfigError(std::string("[mirror]: ") + e.what());
@@ -128,8 +121,8 @@ RegistryMirror::~RegistryMirror() {
   stop();
 }
 
-std::string RegistryMirror::base_url() const {
-  return "http://127.0.0.1:" + std::to_string(port_);
+fs::path RegistryMirror::socket() const {
+  return socket_;
 }
 
 fs::path RegistryMirror::blob_root() const {
@@ -139,7 +132,7 @@ fs::path RegistryMirror::blob_root() const {
 bool RegistryMirror::answers() const {
   try {
     const auto answer =
-        net::send_request(net::parse_upstream_url(base_url()),
+        net::send_request(net::unix_socket_url(socket_),
                           {.method = "GET", .target = "/v2/", .headers = {}, .body = ""},
                           {.connect_timeout = std::chrono::seconds(1),
                            .request_timeout = std::chrono::seconds(5),
@@ -161,14 +154,14 @@ void RegistryMirror::start(std::chrono::milliseconds ready_within) {
   while (!answers()) {
     if (std::chrono::steady_clock::now() >= deadline) {
       throw std::runtime_error("the registry mirror (" + config_.registry.string() +
-                               ") did not answer on " + base_url() + " within " +
+                               ") did not answer on " + socket_.string() + " within " +
                                std::to_string(ready_within.count() / 1000) +
                                " s: see the agent's log");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   up_ = true;
-  log_.info("registry mirror of " + config_.upstream + " on " + base_url() + ", storage " +
+  log_.info("registry mirror of " + config_.upstream + " on " + socket_.string() + ", storage " +
             storage_.string());
 }
 

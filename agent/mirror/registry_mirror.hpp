@@ -16,14 +16,16 @@
 namespace garm_edge::agent {
 
 /// The docker-registry config the mirror runs with (JSON, which its YAML reader takes): proxy
-/// mode to the upstream, storage under `storage`, listening on 127.0.0.1:`port`, no access log.
-/// `credentials` is "username:password" or empty.
+/// mode to the upstream, storage under `storage`, listening on the unix socket `socket`, no
+/// access log. `credentials` is "username:password" or empty.
 std::string registry_mirror_config(const MirrorConfig& mirror, const std::filesystem::path& storage,
-                                   std::uint16_t port, const std::string& credentials);
+                                   const std::filesystem::path& socket,
+                                   const std::string& credentials);
 
-/// A pull-through registry on loopback (docs/caches.md): Debian's docker-registry run and
-/// watched by the agent. It is restarted when it dies (after 5 s), and emptied (it is a cache)
-/// when its storage passes max_bytes. Guests reach it only through the guest service.
+/// A pull-through registry on a unix socket in the agent's private mirror directory
+/// (docs/caches.md): Debian's docker-registry run and watched by the agent. It is restarted when it
+/// dies (after 5 s), and emptied (it is a cache) when its storage passes max_bytes. Guests reach it
+/// only through the guest service.
 class RegistryMirror {
  public:
   /// Throws ConfigError when its directory or credentials cannot be used.
@@ -36,8 +38,8 @@ class RegistryMirror {
   void start(std::chrono::milliseconds ready_within = std::chrono::seconds(30));
   void stop();
 
-  /// "http://127.0.0.1:<port>".
-  std::string base_url() const;
+  /// Where the registry listens: `<mirror directory>/registry.sock` (the directory is 0700).
+  std::filesystem::path socket() const;
   /// Where the registry keeps its blobs ("…/docker/registry/v2/blobs"): a blob found there
   /// before a guest asks for it is a hit.
   std::filesystem::path blob_root() const;
@@ -58,7 +60,7 @@ class RegistryMirror {
   std::filesystem::path directory_;
   std::filesystem::path storage_;
   std::filesystem::path config_file_;
-  std::uint16_t port_ = 0;
+  std::filesystem::path socket_;
   Logger& log_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> restart_{false};  // ends the running registry: the loop starts it again

@@ -50,14 +50,14 @@ const std::string kChunked =
 
 TEST_CASE("parse_upstream_url accepts garm's URL forms", "[http_client]") {
   CHECK(parse_upstream_url("https://garm.example.com/api/v1/callbacks") ==
-        UpstreamUrl{true, "garm.example.com", 443, "/api/v1/callbacks"});
+        UpstreamUrl{true, "garm.example.com", 443, "/api/v1/callbacks", ""});
   CHECK(parse_upstream_url("http://10.0.0.5:9997/api/v1/metadata/") ==
-        UpstreamUrl{false, "10.0.0.5", 9997, "/api/v1/metadata"});
-  CHECK(parse_upstream_url("HTTPS://garm:8443") == UpstreamUrl{true, "garm", 8443, ""});
-  CHECK(parse_upstream_url("https://garm/") == UpstreamUrl{true, "garm", 443, ""});
+        UpstreamUrl{false, "10.0.0.5", 9997, "/api/v1/metadata", ""});
+  CHECK(parse_upstream_url("HTTPS://garm:8443") == UpstreamUrl{true, "garm", 8443, "", ""});
+  CHECK(parse_upstream_url("https://garm/") == UpstreamUrl{true, "garm", 443, "", ""});
   CHECK(parse_upstream_url("http://[::1]:8080/x%20y//") ==
-        UpstreamUrl{false, "::1", 8080, "/x%20y"});
-  CHECK(parse_upstream_url("https://[fe80::1]") == UpstreamUrl{true, "fe80::1", 443, ""});
+        UpstreamUrl{false, "::1", 8080, "/x%20y", ""});
+  CHECK(parse_upstream_url("https://[fe80::1]") == UpstreamUrl{true, "fe80::1", 443, "", ""});
 }
 
 TEST_CASE("parse_upstream_url refuses everything else, without quoting the URL", "[http_client]") {

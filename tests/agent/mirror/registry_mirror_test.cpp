@@ -7,6 +7,7 @@
 #include <fstream>
 #include <regex>
 #include <thread>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -31,6 +32,16 @@ std::uint16_t free_port() {
 
 bool answers(const std::string& url) {
   return run_command("curl -s -o /dev/null -m 2 -w '%{http_code}' '" + url + "'").output == "200";
+}
+
+/// curl's arguments for `path` on the mirror's unix socket.
+std::string on_mirror(const agent::RegistryMirror& mirror, const std::string& path) {
+  return "--unix-socket '" + mirror.socket().string() + "' 'http://localhost" + path + "'";
+}
+
+bool mirror_answers(const agent::RegistryMirror& mirror) {
+  return run_command("curl -s -o /dev/null -m 2 -w '%{http_code}' " + on_mirror(mirror, "/v2/"))
+             .output == "200";
 }
 
 /// A plain registry on loopback, its access log in a file: what the mirror fetches from it.
@@ -165,7 +176,7 @@ TEST_CASE(
   });
   agent::RegistryMirror mirror(guests.host.config, guests.host.log);
   mirror.start();
-  guests.guests->serve_mirror({.base_url = mirror.base_url(), .blob_root = mirror.blob_root()});
+  guests.guests->serve_mirror({.socket = mirror.socket(), .blob_root = mirror.blob_root()});
 
   guests.service->create(kControllerId, guests.bootstrap("garm-mirror01", kControllerId.str()));
   const auto record = guests.host.store.get(agent::domain_name_for(kController, "garm-mirror01"));
@@ -202,6 +213,21 @@ TEST_CASE(
   CHECK(
       curl_from(address, guests.base_url() + "/v2/team/../../etc/passwd", "--path-as-is").status ==
       400);
+  // The catalog would name every repository any tenant pulled.
+  CHECK(curl_from(address, guests.base_url() + "/v2/_catalog", "").status == 403);
+
+  // No other account of the host reaches the registry (it pulls with the operator's
+  // credentials): it listens on a unix socket in the agent's 0700 directory, not on loopback.
+  CHECK(mirror.socket().parent_path() == mirror_dir.path());
+  CHECK(std::filesystem::status(mirror_dir.path()).permissions() ==
+        std::filesystem::perms::owner_all);
+  CHECK(run_command("curl -s -o /dev/null -w '%{http_code}' " + on_mirror(mirror, "/v2/")).output ==
+        "200");
+  if (::geteuid() == 0) {
+    const auto as_nobody = run_command("runuser -u nobody -- curl -s -o /dev/null -m 2 " +
+                                       on_mirror(mirror, "/v2/team/sample/manifests/v1"));
+    CHECK(as_nobody.exit_code == 7);  // could not connect
+  }
 }
 
 TEST_CASE("the mirror is restarted when it dies, and emptied when it outgrows its bound",
@@ -222,16 +248,18 @@ TEST_CASE("the mirror is restarted when it dies, and emptied when it outgrows it
   CHECK(config.mirror_directory() == state.path() / "state-mirror");
   CHECK(std::filesystem::status(config.mirror_directory()).permissions() ==
         std::filesystem::perms::owner_all);
-  const auto blob = run_command("curl -sf -o /dev/null -w '%{size_download}' " + mirror.base_url() +
-                                "/v2/team/sample/manifests/v1 " + kManifestAccept);
+  const auto blob =
+      run_command("curl -sf -o /dev/null -w '%{size_download}' " +
+                  on_mirror(mirror, "/v2/team/sample/manifests/v1") + " " + kManifestAccept);
   REQUIRE(blob.exit_code == 0);
   const auto layer =
-      nlohmann::json::parse(run_command("curl -sf " + mirror.base_url() +
-                                        "/v2/team/sample/manifests/v1 " + kManifestAccept)
+      nlohmann::json::parse(run_command("curl -sf " +
+                                        on_mirror(mirror, "/v2/team/sample/manifests/v1") + " " +
+                                        kManifestAccept)
                                 .output)["layers"][0]["digest"]
           .get<std::string>();
   REQUIRE(
-      run_command("curl -sf -o /dev/null " + mirror.base_url() + "/v2/team/sample/blobs/" + layer)
+      run_command("curl -sf -o /dev/null " + on_mirror(mirror, "/v2/team/sample/blobs/" + layer))
           .exit_code == 0);
   wait_until_stored(mirror, 2);  // manifest, layer
   mirror.enforce_bound();
@@ -239,18 +267,18 @@ TEST_CASE("the mirror is restarted when it dies, and emptied when it outgrows it
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   CHECK_FALSE(std::filesystem::exists(mirror.blob_root()));
-  for (int i = 0; i < 100 && !answers(mirror.base_url() + "/v2/"); ++i) {
+  for (int i = 0; i < 100 && !mirror_answers(mirror); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  CHECK(answers(mirror.base_url() + "/v2/"));
+  CHECK(mirror_answers(mirror));
   CHECK_THAT(mirror.render_metrics(), Catch::Contains("garm_edge_mirror_flushes_total 1"));
 
   // Killed from outside: back within its 5 s restart delay.
   run_command("pkill -KILL -f '" + (config.mirror_directory() / "registry.json").string() + "'");
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  for (int i = 0; i < 150 && !answers(mirror.base_url() + "/v2/"); ++i) {
+  for (int i = 0; i < 150 && !mirror_answers(mirror); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  CHECK(answers(mirror.base_url() + "/v2/"));
+  CHECK(mirror_answers(mirror));
   CHECK_THAT(mirror.render_metrics(), Catch::Contains("garm_edge_mirror_restarts_total 1"));
 }
