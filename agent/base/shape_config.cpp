@@ -100,6 +100,16 @@ void check_networks(TomlTableReader& root, const AgentConfig& config) {
   if (!config.networks.empty() && config.network.empty()) {
     root.fail(nullptr, "[[networks]] are further NICs besides [libvirt] network: set it");
   }
+  for (const auto& network : config.networks) {
+    // A second NIC on the guests' own network would carry no anti-spoofing filter: a guest
+    // could send from another guest's address there.
+    if (network.network == config.network) {
+      root.fail(nullptr, "[[networks]] " + network.name + " names the guests' own network " +
+                             config.network +
+                             " ([libvirt] network): a further NIC there would not be "
+                             "filtered against spoofing; give it another network");
+    }
+  }
 }
 
 }  // namespace garm_edge::agent

@@ -394,6 +394,9 @@ controllers = ["9DCF590A-1192-4A9C-B3E4-E0902974C2C0"]
              Catch::Contains("exactly one of network"));
   CHECK_THAT(error_for(with("[[networks]]\nname = \"Lab Net\"\nnetwork = \"a\"\n")),
              Catch::Contains("name must be 1 to 24"));
+  // The guests' own network again, as a further NIC: it would carry no anti-spoofing filter.
+  CHECK_THAT(error_for(with("[[networks]]\nname = \"lab\"\nnetwork = \"garm\"\n")),
+             Catch::Contains("names the guests' own network garm"));
   CHECK_THAT(error_for(with("[[scratch_pools]]\nname = \"nvme\"\n")),
              Catch::Contains("storage_pool"));
   CHECK_THAT(error_for(with("[[scratch_pools]]\nname = \"n\"\nstorage_pool = \"p\"\n"
