@@ -4,6 +4,7 @@
 #include "agent/instances/identifiers.hpp"
 #include "agent/instances/instance_service.hpp"
 #include "wire/pool_shape.hpp"
+#include "wire/schemas.hpp"
 
 namespace garm_edge::agent {
 namespace {
@@ -43,6 +44,11 @@ std::string arch_name(hypervisor::GuestArch arch) {
 
 void InstanceService::plan_shape(CreatePlan& plan, const wire::BootstrapInstance& bootstrap,
                                  const FlavorConfig& flavor) {
+  // Keys the schema does not publish are refused here as at pool validation: a typo must not
+  // be ignored at the create while validation refuses it.
+  if (bootstrap.extra_specs) {
+    wire::validate_extra_spec_keys(*bootstrap.extra_specs);
+  }
   plan.shape = wire::parse_pool_shape(bootstrap.extra_specs);
   const auto& shape = plan.shape;
   auto& record = plan.record;

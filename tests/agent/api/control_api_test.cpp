@@ -177,6 +177,15 @@ TEST_CASE("control API: host, pool and schema routes", "[api]") {
              Catch::Contains("unknown flavor"));
   CHECK(api.call("POST", validate, R"({"image":"../x","flavor":"small"})").status == 400);
   CHECK(api.call("GET", instances("/..x")).status == 400);
+  // A key the extra-specs schema does not publish: refused at validation and at the create.
+  CHECK(api.call("POST", validate,
+                 R"({"image":"debian-12","flavor":"small","extra_specs":{"typo_key":1}})")
+            .status == 400);
+  auto typo = wire::to_json(bootstrap_for("garm-typo01"));
+  typo["extra_specs"] = {{"typo_key", 1}};
+  const auto refused = api.call("POST", instances(), typo.dump());
+  CHECK(refused.status == 400);
+  CHECK_THAT(refused.body, Catch::Contains("extra_specs.typo_key"));
   // Every answered route is counted under its command's name.
   CHECK_THAT(api.metrics(),
              Catch::Contains("route=\"capacity\",method=\"GET\",code=\"200\"") &&
