@@ -4,10 +4,13 @@
 #include <array>
 #include <charconv>
 #include <fcntl.h>
+#include <optional>
+#include <string_view>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/unique_fd.hpp"
+#include "net/secret_token.hpp"
 #include "net/socket_io.hpp"
 #include "net/tls_stream.hpp"
 
@@ -15,37 +18,74 @@ namespace garm_edge::net {
 namespace {
 
 /// A saved session lets the next process skip the public-key work of a full handshake. The
-/// file holds the session's master secret: it is written 0600 and only read back. Returns the
-/// bytes it loaded (empty: none).
-std::string load_session(TlsSession& ssl, const std::filesystem::path& file) {
+/// file holds the session's master secret: it is written 0600 and only read back. Its first
+/// line says what the full handshake that made it verified: the host it was made for, the CA
+/// it was verified against (TlsConfig::ca_tag) and the SHA-256 of the peer's certificate.
+constexpr std::string_view kSessionMagic = "garm-edge-session 2 ";
+
+std::string peer_fingerprint(const mbedtls_x509_crt* peer) {
+  return peer == nullptr ? std::string()
+                         : sha256_hex({reinterpret_cast<const char*>(peer->raw.p), peer->raw.len});
+}
+
+std::string session_header(const TlsConfig& tls, const std::string& host, const std::string& peer) {
+  return std::string(kSessionMagic) + tls.ca_tag() + " " + peer + " " + host + "\n";
+}
+
+/// The file as read (to tell whether it needs writing again) and the peer it vouches for.
+struct LoadedSession {
+  std::string file;
+  std::string peer;
+};
+
+/// Offers the saved session when it was made for this host under this CA.
+std::optional<LoadedSession> load_session(TlsSession& ssl, const std::filesystem::path& file,
+                                          const TlsConfig& tls, const std::string& host) {
   if (file.empty()) {
-    return {};
+    return std::nullopt;
   }
   const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) {
-    return {};
+    return std::nullopt;
   }
   // Only a session this user wrote, private to it: a planted file must not steer the handshake.
   struct stat info {};
   if (::fstat(fd, &info) != 0 || info.st_uid != ::geteuid() || (info.st_mode & 077) != 0 ||
       !S_ISREG(info.st_mode)) {
     ::close(fd);
-    return {};
+    return std::nullopt;
   }
-  std::array<unsigned char, 4096> buffer{};
+  std::array<char, 4096> buffer{};
   const ssize_t got = ::read(fd, buffer.data(), buffer.size());
   ::close(fd);
-  if (got > 0 && mbedtls_ssl_session_load(ssl.resumable_session(), buffer.data(),
-                                          static_cast<std::size_t>(got)) == 0) {
-    mbedtls_ssl_set_session(ssl.context(), ssl.resumable_session());
-    return {reinterpret_cast<const char*>(buffer.data()), static_cast<std::size_t>(got)};
+  const std::string_view text(buffer.data(), got > 0 ? static_cast<std::size_t>(got) : 0);
+  const auto line_end = text.find('\n');
+  if (!text.starts_with(kSessionMagic) || line_end == std::string_view::npos) {
+    return std::nullopt;  // none, or one from before the header: a full handshake
   }
-  return {};
+  const auto fields = text.substr(kSessionMagic.size(), line_end - kSessionMagic.size());
+  const auto first_space = fields.find(' ');
+  const auto second_space = fields.find(' ', first_space + 1);
+  if (first_space == std::string_view::npos || second_space == std::string_view::npos ||
+      fields.substr(0, first_space) != tls.ca_tag() || fields.substr(second_space + 1) != host) {
+    return std::nullopt;  // made under another CA or for another host
+  }
+  const auto session = text.substr(line_end + 1);
+  if (mbedtls_ssl_session_load(ssl.resumable_session(),
+                               reinterpret_cast<const unsigned char*>(session.data()),
+                               session.size()) != 0) {
+    return std::nullopt;
+  }
+  mbedtls_ssl_set_session(ssl.context(), ssl.resumable_session());
+  return LoadedSession{
+      .file = std::string(text),
+      .peer = std::string(fields.substr(first_space + 1, second_space - first_space - 1))};
 }
 
-/// Writes the session unless it is the one `loaded` (a resumed session): rewriting the same
+/// Writes the session unless the file holds it already (a resumed session): rewriting the same
 /// bytes costs a file creation and a rename per call, a fifth of a fleet-wide list.
-void save_session(TlsSession& ssl, const std::filesystem::path& file, const std::string& loaded) {
+void save_session(TlsSession& ssl, const std::filesystem::path& file,
+                  const std::optional<LoadedSession>& loaded, const std::string& header) {
   if (file.empty()) {
     return;
   }
@@ -54,13 +94,18 @@ void save_session(TlsSession& ssl, const std::filesystem::path& file, const std:
   std::array<unsigned char, 4096> buffer{};
   std::size_t length = 0;
   if (mbedtls_ssl_get_session(ssl.context(), &session) == 0 &&
-      mbedtls_ssl_session_save(&session, buffer.data(), buffer.size(), &length) == 0 &&
-      std::string_view(reinterpret_cast<const char*>(buffer.data()), length) != loaded) {
+      mbedtls_ssl_session_save(&session, buffer.data(), buffer.size(), &length) == 0) {
+    const auto contents =
+        header + std::string(reinterpret_cast<const char*>(buffer.data()), length);
     // Per thread: a provider probing many agents at once may save two sessions of one agent.
     const auto temp = file.string() + ".tmp." + std::to_string(::gettid());
-    const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    const int fd =
+        loaded && loaded->file == contents
+            ? -1
+            : ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd >= 0) {
-      const bool written = ::write(fd, buffer.data(), length) == static_cast<ssize_t>(length);
+      const bool written =
+          ::write(fd, contents.data(), contents.size()) == static_cast<ssize_t>(contents.size());
       ::close(fd);
       if (!written || ::rename(temp.c_str(), file.c_str()) != 0) {
         ::unlink(temp.c_str());
@@ -125,16 +170,21 @@ HttpsResponse exchange(const HttpsTarget& target, const TlsConfig& tls,
     const auto kind = session_file.extension();
     session_file.replace_extension().concat("." + tls.own_tag()).concat(kind.string());
   }
-  const auto loaded = load_session(ssl, session_file);
+  const auto loaded = load_session(ssl, session_file, tls, target.host);
   const std::string request =
       method + " " + path + " HTTP/1.1\r\nHost: " + where +
       "\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: " +
       std::to_string(body.size()) + "\r\n\r\n" + body;
   try {
     ssl.handshake(where);
-    // A resumed session skips the certificate checks of a full handshake: its certificate is
-    // checked again against today's CA and CRL (a host revoked since must not resume).
-    if (!loaded.empty() && !tls.accepts(mbedtls_ssl_get_peer_cert(ssl.context()))) {
+    // A resumed session skips the certificate checks of a full handshake. Its certificate was
+    // verified in full when the session was made, under the same CA (the file says which): it
+    // is checked again only for what can have changed since, its dates and today's CRL (a host
+    // revoked since must not resume). Another certificate means the agent did not resume, and
+    // the handshake verified it in full.
+    const auto* peer = mbedtls_ssl_get_peer_cert(ssl.context());
+    const auto fingerprint = peer_fingerprint(peer);
+    if (loaded && fingerprint == loaded->peer && !tls.still_accepts(peer)) {
       throw TransportError(where + " shows a certificate that is revoked or no longer trusted");
     }
     if (options.check_peer) {
@@ -143,7 +193,7 @@ HttpsResponse exchange(const HttpsTarget& target, const TlsConfig& tls,
         throw TransportError(where + " shows " + *refusal);
       }
     }
-    save_session(ssl, session_file, loaded);
+    save_session(ssl, session_file, loaded, session_header(tls, target.host, fingerprint));
     transport.deadline = within_deadline(SteadyClock::now() + options.request_timeout);
     // Until the whole request is out, the agent cannot have acted on it (it reads a request
     // whole, by Content-Length, before it runs it).

@@ -1,6 +1,7 @@
 #include "net/tls_config.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include <mbedtls/ctr_drbg.h>
 #include <mbedtls/error.h>
@@ -48,6 +49,48 @@ bool TlsConfig::accepts(const mbedtls_x509_crt* peer) const {
   auto* crl = crl_.version != 0 ? const_cast<mbedtls_x509_crl*>(&crl_) : nullptr;
   return mbedtls_x509_crt_verify(const_cast<mbedtls_x509_crt*>(peer), ca, crl, nullptr, &flags,
                                  nullptr, nullptr) == 0;
+}
+
+namespace {
+
+bool same_name(const mbedtls_x509_buf& a, const mbedtls_x509_buf& b) {
+  return a.len == b.len && std::memcmp(a.p, b.p, a.len) == 0;
+}
+
+bool within_dates(const mbedtls_x509_time& from, const mbedtls_x509_time& to) {
+  return mbedtls_x509_time_is_future(&from) == 0 && mbedtls_x509_time_is_past(&to) == 0;
+}
+
+}  // namespace
+
+bool TlsConfig::still_accepts(const mbedtls_x509_crt* peer) const {
+  if (peer == nullptr || !within_dates(peer->valid_from, peer->valid_to)) {
+    return false;
+  }
+  bool issuer_trusted = false;
+  for (const auto* ca = &ca_; ca != nullptr && ca->version != 0; ca = ca->next) {
+    issuer_trusted = issuer_trusted || (same_name(ca->subject_raw, peer->issuer_raw) &&
+                                        within_dates(ca->valid_from, ca->valid_to));
+  }
+  if (!issuer_trusted) {
+    return false;
+  }
+  for (const auto* crl = &crl_; crl != nullptr && crl->version != 0; crl = crl->next) {
+    if (!same_name(crl->issuer_raw, peer->issuer_raw)) {
+      continue;
+    }
+    if (mbedtls_x509_time_is_future(&crl->this_update) != 0 ||
+        (crl->next_update.year != 0 && mbedtls_x509_time_is_past(&crl->next_update) != 0)) {
+      return false;
+    }
+    for (const auto* entry = &crl->entry; entry != nullptr && entry->serial.len != 0;
+         entry = entry->next) {
+      if (same_name(entry->serial, peer->serial)) {
+        return false;
+      }
+    }
+  }
+  return true;
 }
 
 TlsConfig::TlsConfig() {
@@ -107,6 +150,11 @@ std::shared_ptr<const TlsConfig> TlsConfig::load(Role role, const TlsFiles& file
                                                               files.certificate.string());
   tls->own_tag_ =
       sha256_hex({reinterpret_cast<const char*>(tls->own_.raw.p), tls->own_.raw.len}).substr(0, 16);
+  std::string trusted;
+  for (const auto* ca = &tls->ca_; ca != nullptr && ca->version != 0; ca = ca->next) {
+    trusted.append(reinterpret_cast<const char*>(ca->raw.p), ca->raw.len);
+  }
+  tls->ca_tag_ = sha256_hex(trusted);
 
   tls->apply_common_settings(role);
   auto* conf = &tls->config_;

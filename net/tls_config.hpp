@@ -66,6 +66,14 @@ class TlsConfig {
   const mbedtls_ssl_config* ssl_config() const { return &config_; }
   /// Would `peer` pass this config's CA and CRL? For connections verified under an older config.
   bool accepts(const mbedtls_x509_crt* peer) const;
+  /// For a certificate verified in full under this CA before (a resumed session's): what can
+  /// have changed since, without a signature check: it is within its dates, its issuer is one
+  /// of the CAs and within its dates, and no CRL of that issuer names its serial (a CRL out of
+  /// its dates refuses it, as a full verification would).
+  bool still_accepts(const mbedtls_x509_crt* peer) const;
+  /// The SHA-256 of the CA certificates this config trusts (hex): a session verified under
+  /// other CAs is not resumed.
+  const std::string& ca_tag() const { return ca_tag_; }
   /// 16 hex digits of the SHA-256 of the certificate this side shows ("none" without one): a
   /// client's saved session belongs to the identity that made it.
   const std::string& own_tag() const { return own_tag_; }
@@ -84,6 +92,7 @@ class TlsConfig {
   /// whose certificate was since revoked cannot resume; no session tickets are issued.
   mutable mbedtls_ssl_cache_context cache_;
   std::string own_tag_ = "none";
+  std::string ca_tag_;
 };
 
 /// TlsConfig::client_trusting per distinct CA bundle, made once: loading the system bundle
