@@ -4,7 +4,9 @@
 #    its TLS session resumed from the previous invocation, and without any saved session;
 #  - the median wall time of `curl --cert` doing the same GET;
 #  - requests per second over one keep-alive mTLS connection (curl with many URLs).
-# Usage: bench/provider_vs_curl.sh BUILD_DIR [RUNS]
+#  - with OTHER_PROVIDERS="LABEL=PATH ...", other builds' providers (e.g. of an older commit) in
+#    the same run, interleaved, each with a session directory of its own.
+# Usage: [OTHER_PROVIDERS=...] bench/provider_vs_curl.sh BUILD_DIR [RUNS]
 set -euo pipefail
 build=$(cd "$1" && pwd)
 runs=${2:-41}
@@ -25,6 +27,23 @@ curl_get() {
 }
 fresh_provider_get() { rm -f "$work"/sessions/*; provider_get; }
 
+# Each other provider: its own config (its own session directory), measured like provider_get.
+declare -A other_binary
+others=()
+for entry in ${OTHER_PROVIDERS:-}; do
+  label=${entry%%=*}
+  other_binary[$label]=${entry#*=}
+  mkdir -p "$work/sessions-$label"
+  sed "s|^session_dir = .*|session_dir = \"$work/sessions-$label\"|" "$work/provider.toml" \
+    > "$work/provider-$label.toml"
+  others+=("$label")
+done
+other_get() {  # LABEL
+  env -i GARM_COMMAND=GetInstance GARM_CONTROLLER_ID="$controller" GARM_INSTANCE_ID=garm-bench \
+    GARM_PROVIDER_CONFIG_FILE="$work/provider-$1.toml" GARM_INTERFACE_VERSION=v0.1.0 \
+    "${other_binary[$1]}" < /dev/null > /dev/null 2>&1 || [ $? -eq 30 ]
+}
+
 # Median wall time in ms of running "$1" $runs times, interleaved with the others by the caller.
 declare -A samples
 measure() {
@@ -34,15 +53,28 @@ measure() {
   ended=$(date +%s%N)
   samples[$name]+="$(( (ended - started) / 1000 )) "
 }
+measure_other() {  # LABEL
+  local started ended
+  started=$(date +%s%N)
+  other_get "$1"
+  ended=$(date +%s%N)
+  samples[other_$1]+="$(( (ended - started) / 1000 )) "
+}
 median_ms() {
   tr ' ' '\n' <<< "${samples[$1]}" | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {printf "%.1f", a[int((NR+1)/2)]/1000}'
 }
 
 provider_get  # warm up: the first call saves a session
+for label in "${others[@]}"; do
+  other_get "$label"
+done
 for _ in $(seq "$runs"); do
   measure provider_get
   measure curl_get
   measure fresh_provider_get
+  for label in "${others[@]}"; do
+    measure_other "$label"
+  done
 done
 resumed=$(median_ms provider_get)
 plain=$(median_ms curl_get)
@@ -52,6 +84,11 @@ echo "  garm-provider-edge, session resumed : $resumed ms"
 echo "  garm-provider-edge, full handshake  : $full ms"
 echo "  curl --cert (OpenSSL)               : $plain ms"
 awk -v a="$resumed" -v b="$plain" 'BEGIN {printf "  provider (resumed) / curl           : %.2f\n", a / b}'
+for label in "${others[@]}"; do
+  other=$(median_ms "other_$label")
+  awk -v l="$label" -v a="$other" -v b="$plain" \
+    'BEGIN {printf "  %-12s session resumed : %s ms (%.2f x curl)\n", l, a, a / b}'
+done
 
 requests=2000
 list=$(for _ in $(seq $requests); do printf '%s ' "https://localhost:$port/healthz"; done)

@@ -4,7 +4,9 @@
 #include <cstring>
 
 #include <mbedtls/ctr_drbg.h>
+#include <mbedtls/ecp.h>
 #include <mbedtls/error.h>
+#include <mbedtls/pk.h>
 
 #include "net/drbg.hpp"
 #include "net/secret_token.hpp"
@@ -59,6 +61,29 @@ bool same_name(const mbedtls_x509_buf& a, const mbedtls_x509_buf& b) {
 
 bool within_dates(const mbedtls_x509_time& from, const mbedtls_x509_time& to) {
   return mbedtls_x509_time_is_future(&from) == 0 && mbedtls_x509_time_is_past(&to) == 0;
+}
+
+/// 0 when `key` is the private key of `certificate`'s public key. A server checks in full (a
+/// scalar multiplication, once per start or reload); a client, which a provider loads once per
+/// process, compares the public point the key file carries with the certificate's (three
+/// quarters of a GetInstance process's instructions otherwise). A key file whose private half
+/// does not match its public half fails at the handshake instead.
+int key_matches(TlsConfig::Role role, const mbedtls_pk_context& certificate,
+                const mbedtls_pk_context& key) {
+  auto& public_key = const_cast<mbedtls_pk_context&>(certificate);
+  auto& private_key = const_cast<mbedtls_pk_context&>(key);
+  if (role == TlsConfig::Role::server || mbedtls_pk_get_type(&public_key) != MBEDTLS_PK_ECKEY ||
+      mbedtls_pk_get_type(&private_key) != MBEDTLS_PK_ECKEY) {
+    return mbedtls_pk_check_pair(&public_key, &private_key);
+  }
+  const auto* shown = mbedtls_pk_ec(public_key);
+  const auto* held = mbedtls_pk_ec(private_key);
+  if (shown->grp.id != held->grp.id ||
+      mbedtls_ecp_is_zero(const_cast<mbedtls_ecp_point*>(&held->Q)) ||
+      mbedtls_ecp_point_cmp(&shown->Q, &held->Q) != 0) {
+    return MBEDTLS_ERR_ECP_BAD_INPUT_DATA;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -145,9 +170,9 @@ std::shared_ptr<const TlsConfig> TlsConfig::load(Role role, const TlsFiles& file
         "certificate " + files.certificate.string());
   check(mbedtls_pk_parse_keyfile(&tls->key_, files.key.c_str(), nullptr),
         "key " + files.key.string());
-  check(mbedtls_pk_check_pair(&tls->own_.pk, &tls->key_), "key " + files.key.string() +
-                                                              " does not belong to certificate " +
-                                                              files.certificate.string());
+  check(key_matches(role, tls->own_.pk, tls->key_), "key " + files.key.string() +
+                                                        " does not belong to certificate " +
+                                                        files.certificate.string());
   tls->own_tag_ =
       sha256_hex({reinterpret_cast<const char*>(tls->own_.raw.p), tls->own_.raw.len}).substr(0, 16);
   std::string trusted;

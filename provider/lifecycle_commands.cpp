@@ -66,7 +66,7 @@ Outcome Provider::get_instance() {
     }
   }
   fail_unless_all_answered(agents, replies, true, "GetInstance " + id);
-  throw CommandFailure(kExitNotFound, "no instance " + id);
+  return not_found(id);
 }
 
 Outcome Provider::delete_instance() {
@@ -114,7 +114,7 @@ Outcome Provider::start_or_stop(bool start) {
   }
   fail_unless_all_answered(agents, replies, true,
                            std::string(start ? "StartInstance " : "StopInstance ") + id);
-  throw CommandFailure(kExitNotFound, "no instance " + id);
+  return not_found(id);
 }
 
 Outcome Provider::create_on_first_taker(const wire::BootstrapInstance& bootstrap,

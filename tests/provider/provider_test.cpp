@@ -138,6 +138,10 @@ TEST_CASE("garm-provider-edge drives a whole lifecycle as garm runs it", "[provi
   const auto missing = garm.run("GetInstance", with({}, created.provider_id));
   CHECK(missing.exit_code == 30);
   CHECK(missing.out.empty());
+  CHECK(missing.err == "garm-provider-edge: no instance " + created.provider_id + "\n");
+  const auto stop_missing = garm.run("StopInstance", with({}, created.provider_id));
+  CHECK(stop_missing.exit_code == 30);
+  CHECK(stop_missing.err == "garm-provider-edge: no instance " + created.provider_id + "\n");
   CHECK(garm.run("ListInstances", pool).out == "[]");
 }
 
