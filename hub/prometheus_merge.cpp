@@ -127,6 +127,58 @@ bool valid_rest(std::string_view rest) {
   return timestamp.empty() || is_timestamp(timestamp);
 }
 
+/// " value" or " value timestamp": the sample's rest (valid already) as both of Prometheus's
+/// parsers read it (the exposition format's parser takes a trailing space for a missing
+/// timestamp).
+std::string canonical_rest(std::string_view rest) {
+  const auto trim = [](std::string_view text) {
+    while (!text.empty() && text.front() == ' ') {
+      text.remove_prefix(1);
+    }
+    return text;
+  };
+  rest = trim(rest);
+  const auto space = std::min(rest.find(' '), rest.size());
+  const auto timestamp = trim(rest.substr(space));
+  return " " + std::string(rest.substr(0, space)) +
+         (timestamp.empty() ? "" : " " + std::string(timestamp));
+}
+
+/// The raw value of `label` in a label set (without braces, valid already).
+std::optional<std::string_view> label_value(std::string_view labels, std::string_view label) {
+  std::size_t at = 0;
+  while (at < labels.size()) {
+    const auto name_end = labels.find('=', at);
+    const auto value_start = name_end + 2;  // past ="
+    auto value_end = value_start;
+    while (value_end < labels.size() && labels[value_end] != '"') {
+      value_end += labels[value_end] == '\\' ? std::size_t{2} : std::size_t{1};
+    }
+    if (labels.substr(at, name_end - at) == label) {
+      return labels.substr(value_start, value_end - value_start);
+    }
+    at = value_end + 2;  // past the quote and the comma
+  }
+  return std::nullopt;
+}
+
+/// A histogram's bucket needs an `le`, a summary's quantile a `quantile`, that both of
+/// Prometheus's parsers read as a number: the exposition format's parser refuses the whole
+/// scrape otherwise.
+bool has_bound(std::string_view name, std::string_view family, std::string_view type,
+               std::string_view labels) {
+  std::string_view bound;
+  if (type == "histogram" && name.size() == family.size() + 7 && name.ends_with("_bucket")) {
+    bound = "le";
+  } else if (type == "summary" && name == family) {
+    bound = "quantile";
+  } else {
+    return true;
+  }
+  const auto value = label_value(labels, bound);
+  return value && is_number(*value);
+}
+
 std::string_view next_line(std::string_view& text) {
   const auto end = text.find('\n');
   auto line = text.substr(0, end);
@@ -244,6 +296,10 @@ void PrometheusMerge::add_text(const std::string& source, std::string_view text)
       continue;
     }
     auto& part = families_.find(family_name)->second.find(source)->second;
+    if (!has_bound(name, family_name, part.type, labels)) {
+      ++malformed;
+      continue;
+    }
     ++part.count;
     auto& out = part.samples;
     out.append(name);
@@ -263,7 +319,7 @@ void PrometheusMerge::add_text(const std::string& source, std::string_view text)
     } else if (!labels.empty()) {
       out.append("{").append(labels).append("}");
     }
-    out.append(rest).append("\n");
+    out.append(canonical_rest(rest)).append("\n");
   }
 }
 

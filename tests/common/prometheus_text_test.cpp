@@ -102,9 +102,22 @@ TEST_CASE("merged metrics: what makes Prometheus refuse the whole scrape never p
             "x 1 -1\n"                     // a negative timestamp
             "x 1 +5\n"
             "# HELP x bad \\q escape\n"  // an escape the format does not have
-            "x{a=\"ok\"} 2 1700000000000\n");
-  CHECK(merge.dropped().at("evil") == 5);
-  CHECK(merge.str() == "# TYPE x gauge\nx{agent=\"evil\",a=\"ok\"} 2 1700000000000\n");
+            "x{a=\"ok\"} 2 1700000000000\n"
+            "x{a=\"space\"} 3 \n"  // a trailing space: written without it
+            "# TYPE h histogram\n"
+            "h_bucket{le=\"++Inf\"} 1\n"  // a bucket bound no parser reads
+            "h_bucket 1\n"                // no bound at all
+            "h_bucket{le=\"+Inf\"} 1\nh_sum 1\nh_count 1\n"
+            "# TYPE s summary\n"
+            "s{quantile=\"half\"} 1\n"
+            "s{quantile=\"0.5\"} 1\n");
+  CHECK(merge.dropped().at("evil") == 8);
+  CHECK(merge.str() ==
+        "# TYPE h histogram\nh_bucket{agent=\"evil\",le=\"+Inf\"} 1\nh_sum{agent=\"evil\"} 1\n"
+        "h_count{agent=\"evil\"} 1\n"
+        "# TYPE s summary\ns{agent=\"evil\",quantile=\"0.5\"} 1\n"
+        "# TYPE x gauge\nx{agent=\"evil\",a=\"ok\"} 2 1700000000000\n"
+        "x{agent=\"evil\",a=\"space\"} 3\n");
 }
 
 TEST_CASE("merged metrics: a host that types a family otherwise loses its own samples only",
