@@ -506,3 +506,31 @@ TEST_CASE("the operator refreshes a cache on every agent that has it for the cli
   CHECK_THAT(unknown.out, Catch::Contains("skipped: this agent has no cache \"nope\""));
   CHECK(run_program(kProvider, {"caches", "refresh", "../x", "--config", config}).exit_code == 2);
 }
+
+TEST_CASE("a saved session says what its full handshake verified, and serves only that host",
+          "[provider][certificates]") {
+  ApiServer server;
+  Garm garm(server);
+  const auto session_text = [&] {
+    for (const auto& entry : std::filesystem::directory_iterator(garm.dir() / "sessions")) {
+      const auto text = read_file(entry.path()).value_or("");
+      return text.substr(0, text.find('\n'));
+    }
+    return std::string();
+  };
+  REQUIRE(garm.run("GetInstance", {{"GARM_INSTANCE_ID", "garm-none"}}).exit_code == 30);
+  const auto first = session_text();
+  // The host it was verified for, the CAs (their SHA-256) and the agent's certificate's.
+  CHECK_THAT(first, Catch::StartsWith("garm-edge-session 2 ") && Catch::EndsWith(" localhost"));
+  REQUIRE(garm.run("GetInstance", {{"GARM_INSTANCE_ID", "garm-none"}}).exit_code == 30);
+  CHECK(session_text() == first);  // resumed: the file is left as it is
+
+  // The same agent under another name of its certificate: that session is not offered, a full
+  // handshake verifies the agent for this name and saves its own.
+  auto config = read_file(garm.config()).value_or("");
+  const auto at = config.find("https://localhost:");
+  config.replace(at, std::string("https://localhost:").size(), "https://127.0.0.1:");
+  std::ofstream(garm.config(), std::ios::trunc) << config;
+  REQUIRE(garm.run("GetInstance", {{"GARM_INSTANCE_ID", "garm-none"}}).exit_code == 30);
+  CHECK_THAT(session_text(), Catch::EndsWith(" 127.0.0.1"));
+}
