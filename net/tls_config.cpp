@@ -32,6 +32,9 @@ void check(int rc, const std::string& what) {
 }
 
 constexpr int kSessionCacheSeconds = 3600;
+/// mbedTLS keeps 50 by default: a hub's hundreds of agents resume their tunnels' sessions, and
+/// garm's provider processes theirs. About 1 KB each (the peer's certificate included).
+constexpr int kSessionCacheEntries = 4096;
 
 }  // namespace
 
@@ -191,6 +194,7 @@ std::shared_ptr<const TlsConfig> TlsConfig::load(Role role, const TlsFiles& file
   }
   if (role == Role::server) {
     mbedtls_ssl_cache_set_timeout(&tls->cache_, kSessionCacheSeconds);
+    mbedtls_ssl_cache_set_max_entries(&tls->cache_, kSessionCacheEntries);
     mbedtls_ssl_conf_session_cache(conf, &tls->cache_, mbedtls_ssl_cache_get,
                                    mbedtls_ssl_cache_set);
   }

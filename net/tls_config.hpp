@@ -66,10 +66,11 @@ class TlsConfig {
   const mbedtls_ssl_config* ssl_config() const { return &config_; }
   /// Would `peer` pass this config's CA and CRL? For connections verified under an older config.
   bool accepts(const mbedtls_x509_crt* peer) const;
-  /// For a certificate verified in full under this CA before (a resumed session's): what can
-  /// have changed since, without a signature check: it is within its dates, its issuer is one
-  /// of the CAs and within its dates, and no CRL of that issuer names its serial (a CRL out of
-  /// its dates refuses it, as a full verification would).
+  /// For a certificate verified in full under these same CAs before (a resumed session's; the
+  /// caller makes sure by ca_tag()): what can have changed since, without a signature check:
+  /// it is within its dates, its issuer is among the CAs (by name) and within its dates, and
+  /// no CRL of that issuer names its serial (a CRL out of its dates refuses it, as a full
+  /// verification would).
   bool still_accepts(const mbedtls_x509_crt* peer) const;
   /// The SHA-256 of the CA certificates this config trusts (hex): a session verified under
   /// other CAs is not resumed.

@@ -132,6 +132,7 @@ bool HubLink::refresh() {
     if (enrolment_ && (missing || joined != joined_at_)) {
       enrolment_.reset();
       tls_.reset();
+      sessions_.forget();
     }
     if (!enrolment_) {
       joined_at_ = joined;
@@ -150,6 +151,7 @@ bool HubLink::refresh() {
     const auto written = std::filesystem::last_write_time(enrolment_->certificate(), error);
     if (!tls_ || (!error && written != credentials_written_)) {
       tls_ = enrolment_->client_tls();
+      sessions_.forget();  // made under the old credentials
       credentials_written_ = written;
     }
     return true;
@@ -192,6 +194,7 @@ void HubLink::fetch_crl_if_due() {
     }
     write_atomically(enrolment_->crl(), *crl, 0644);
     tls_ = enrolment_->client_tls();  // the next tunnels check the hub against it too
+    sessions_.forget();
     log_.info("the hub's CRL changed: " + enrolment_->crl().string() + " updated");
     if (options_.on_crl_change) {
       options_.on_crl_change();
@@ -209,7 +212,7 @@ bool HubLink::dial_one() {
   try {
     auto turned = net::dial_and_turn_around(
         target, tls_, request, std::chrono::steady_clock::now() + options_.dial_timeout,
-        tunnels_.connection_executor());
+        tunnels_.connection_executor(), &sessions_);
     if (turned.status != 200) {
       note_error("the hub refused a tunnel (HTTP " + std::to_string(turned.status) +
                  "): " + printable_excerpt(turned.body, 256));

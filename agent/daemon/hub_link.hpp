@@ -16,6 +16,7 @@
 
 #include "agent/base/log.hpp"
 #include "agent/daemon/hub_enrolment.hpp"
+#include "net/tls_dial.hpp"
 #include "net/tls_server.hpp"
 
 namespace garm_edge::agent {
@@ -105,6 +106,8 @@ class HubLink {
   // The link's thread alone uses these.
   std::optional<HubEnrolment> enrolment_;
   std::shared_ptr<const net::TlsConfig> tls_;
+  /// The session the last tunnel's handshake made, resumed by the next dials.
+  net::SessionMemory sessions_;
   std::filesystem::file_time_type credentials_written_{};
   std::filesystem::file_time_type joined_at_{};
   std::chrono::steady_clock::time_point next_renewal_check_{};

@@ -132,6 +132,57 @@ TEST_CASE("a TLS config refuses a key that does not belong to its certificate", 
       net::TlsError);
 }
 
+TEST_CASE("a client config checks its key by the public point, and still refuses another key",
+          "[pki][tls]") {
+  TempDir dir;
+  const auto pki = dir.path() / "pki";
+  net::pki_init({.directory = pki,
+                 .agent_dns_names = {"localhost"},
+                 .agent_ip_addresses = {},
+                 .client_name = "garm"});
+  const auto client = [&](const std::filesystem::path& key) {
+    return net::TlsConfig::load(
+        net::TlsConfig::Role::client,
+        {.ca = pki / "ca.crt", .crl = "", .certificate = pki / "clients/garm.crt", .key = key});
+  };
+  CHECK_NOTHROW(client(pki / "clients/garm.key"));
+  CHECK_THROWS_WITH(client(pki / "agent.key"), Catch::Contains("does not belong to certificate"));
+}
+
+TEST_CASE("a certificate verified before is still accepted until its CRL names it", "[pki][tls]") {
+  TempDir dir;
+  const auto pki = dir.path() / "pki";
+  net::pki_init({.directory = pki,
+                 .agent_dns_names = {"localhost"},
+                 .agent_ip_addresses = {},
+                 .client_name = "garm"});
+  mbedtls_x509_crt agent;
+  mbedtls_x509_crt_init(&agent);
+  REQUIRE(mbedtls_x509_crt_parse_file(&agent, (pki / "agent.crt").c_str()) == 0);
+  const auto load = [&](const std::filesystem::path& crl) {
+    return net::TlsConfig::load(net::TlsConfig::Role::client,
+                                {.ca = pki / "ca.crt",
+                                 .crl = crl,
+                                 .certificate = pki / "clients/garm.crt",
+                                 .key = pki / "clients/garm.key"});
+  };
+  CHECK(load("")->still_accepts(&agent));
+  const auto serial_of = [](const std::filesystem::path& file) {
+    std::ifstream in(file);
+    return net::certificate_facts(
+               std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()))
+        .serial;
+  };
+  std::ofstream(dir.path() / "others.pem") << net::pki_make_crl(
+      pki, {{.serial = serial_of(pki / "clients/garm.crt"), .revoked_at_unix = 1}}, 1, 30);
+  CHECK(load(dir.path() / "others.pem")->still_accepts(&agent));
+  std::ofstream(dir.path() / "revoked.pem") << net::pki_make_crl(
+      pki, {{.serial = serial_of(pki / "agent.crt"), .revoked_at_unix = 1}}, 2, 30);
+  CHECK_FALSE(load(dir.path() / "revoked.pem")->still_accepts(&agent));
+  CHECK_FALSE(load("")->still_accepts(nullptr));
+  mbedtls_x509_crt_free(&agent);
+}
+
 TEST_CASE("the client trust cache keeps only its most recently used CA bundles", "[pki][tls]") {
   TempDir dir;
   std::vector<std::string> bundles;
