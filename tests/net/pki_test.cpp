@@ -14,6 +14,18 @@ using garm_edge::testing::run_command;
 
 namespace {
 
+/// A CA, an agent certificate for localhost and garm's client certificate in `directory`.
+void init_localhost_pki(const std::filesystem::path& directory) {
+  net::pki_init({.directory = directory,
+                 .agent_dns_names = {"localhost"},
+                 .agent_ip_addresses = {},
+                 .client_name = "garm"});
+}
+
+}  // namespace
+
+namespace {
+
 mode_t mode_of(const std::filesystem::path& path) {
   struct stat info {};
   REQUIRE(::stat(path.c_str(), &info) == 0);
@@ -68,10 +80,7 @@ TEST_CASE("pki init writes a CA, a server and a client certificate that OpenSSL 
 TEST_CASE("pki init never replaces a CA, and names cannot inject DN parts or paths", "[pki]") {
   TempDir dir;
   const auto pki = dir.path() / "pki";
-  net::pki_init({.directory = pki,
-                 .agent_dns_names = {"localhost"},
-                 .agent_ip_addresses = {},
-                 .client_name = "garm"});
+  init_localhost_pki(pki);
   const auto before = openssl("x509 -noout -fingerprint -in " + (pki / "ca.crt").string());
   CHECK_THROWS_WITH(net::pki_init({.directory = pki,
                                    .agent_dns_names = {},
@@ -94,10 +103,7 @@ TEST_CASE("pki init never replaces a CA, and names cannot inject DN parts or pat
 TEST_CASE("pki issue-client signs more clients with the existing CA", "[pki]") {
   TempDir dir;
   const auto pki = dir.path() / "pki";
-  net::pki_init({.directory = pki,
-                 .agent_dns_names = {"localhost"},
-                 .agent_ip_addresses = {},
-                 .client_name = "garm"});
+  init_localhost_pki(pki);
   const auto files = net::pki_issue_client(pki, "garm-staging");
   CHECK_THAT(openssl("verify -purpose sslclient -CAfile " + (pki / "ca.crt").string() + " " +
                      files.certificate.string()),
@@ -109,10 +115,7 @@ TEST_CASE("pki issue-client signs more clients with the existing CA", "[pki]") {
 TEST_CASE("a TLS config refuses a key that does not belong to its certificate", "[pki]") {
   TempDir dir;
   const auto pki = dir.path() / "pki";
-  net::pki_init({.directory = pki,
-                 .agent_dns_names = {"localhost"},
-                 .agent_ip_addresses = {},
-                 .client_name = "garm"});
+  init_localhost_pki(pki);
   CHECK_NOTHROW(
       net::TlsConfig::load(net::TlsConfig::Role::server, {.ca = pki / "ca.crt",
                                                           .crl = "",
@@ -136,10 +139,7 @@ TEST_CASE("a client config checks its key by the public point, and still refuses
           "[pki][tls]") {
   TempDir dir;
   const auto pki = dir.path() / "pki";
-  net::pki_init({.directory = pki,
-                 .agent_dns_names = {"localhost"},
-                 .agent_ip_addresses = {},
-                 .client_name = "garm"});
+  init_localhost_pki(pki);
   const auto client = [&](const std::filesystem::path& key) {
     return net::TlsConfig::load(
         net::TlsConfig::Role::client,
@@ -152,10 +152,7 @@ TEST_CASE("a client config checks its key by the public point, and still refuses
 TEST_CASE("a certificate verified before is still accepted until its CRL names it", "[pki][tls]") {
   TempDir dir;
   const auto pki = dir.path() / "pki";
-  net::pki_init({.directory = pki,
-                 .agent_dns_names = {"localhost"},
-                 .agent_ip_addresses = {},
-                 .client_name = "garm"});
+  init_localhost_pki(pki);
   mbedtls_x509_crt agent;
   mbedtls_x509_crt_init(&agent);
   REQUIRE(mbedtls_x509_crt_parse_file(&agent, (pki / "agent.crt").c_str()) == 0);
