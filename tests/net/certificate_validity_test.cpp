@@ -3,6 +3,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "net/pki.hpp"
+#include "net/tls_dial.hpp"
 #include "support/api_server.hpp"
 #include "support/openssl_ca.hpp"
 
@@ -97,4 +99,42 @@ TEST_CASE("a reload keeps live connections of trusted clients and stops revoked 
   } else {
     CHECK_THAT(second, Catch::Contains("HTTP/1.1 200"));  // the same connection, still served
   }
+}
+
+TEST_CASE("a dialled connection resumes its session, and a resumed peer the CRL names is refused",
+          "[tls][certificates]") {
+  ApiServer server;
+  const auto& pki = server.pki();
+  const auto client = [&](const std::filesystem::path& crl) {
+    return net::TlsConfig::load(net::TlsConfig::Role::client,
+                                {.ca = pki / "ca.crt",
+                                 .crl = crl,
+                                 .certificate = pki / "clients/garm.crt",
+                                 .key = pki / "clients/garm.key"});
+  };
+  asio::io_context io;
+  net::SessionMemory sessions;
+  const std::string request =
+      "GET /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n";
+  const auto dial = [&](const std::shared_ptr<const net::TlsConfig>& tls) {
+    return net::dial_and_turn_around({.host = "localhost", .port = server.port()}, tls, request,
+                                     std::chrono::steady_clock::now() + std::chrono::seconds(5),
+                                     io.get_executor(), &sessions);
+  };
+  const auto trusting = client("");
+  CHECK(dial(trusting).status == 200);
+  const auto first = sessions.get(trusting->ca_tag());
+  REQUIRE_FALSE(first.empty());
+  CHECK(dial(trusting).status == 200);
+  CHECK(sessions.get(trusting->ca_tag()) == first);  // resumed: the same session
+  CHECK(sessions.get("another CA").empty());
+
+  // The agent's certificate revoked since: the resumed session's peer is refused without a full
+  // handshake (mbedTLS's own verification would name another reason).
+  std::ifstream in(pki / "agent.crt");
+  const auto serial =
+      net::certificate_facts(std::string(std::istreambuf_iterator<char>(in), {})).serial;
+  std::ofstream(pki / "crl.pem") << net::pki_make_crl(
+      pki, {{.serial = serial, .revoked_at_unix = std::time(nullptr)}}, 1, 30);
+  CHECK_THROWS_WITH(dial(client(pki / "crl.pem")), Catch::Contains("revoked or no longer trusted"));
 }
