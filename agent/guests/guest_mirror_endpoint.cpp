@@ -10,8 +10,6 @@ namespace garm_edge::agent {
 namespace {
 
 constexpr std::size_t kMaxTarget = 2048;
-/// The largest blob relayed (image layers of many GB exist; they pass through a pipe).
-constexpr std::size_t kMaxMirrorBodyBytes = std::size_t{64} << 30U;
 
 net::HttpResponse registry_error(int status, std::string_view code, std::string_view message) {
   return {.status = status,
@@ -128,7 +126,7 @@ void GuestService::relay_to_mirror(const net::HttpRequest& request, const std::s
     answer = net::send_request_with_head(net::unix_socket_url(mirror_->socket), upstream,
                                          {.connect_timeout = std::chrono::seconds(5),
                                           .request_timeout = timeout,
-                                          .max_response_bytes = kMaxMirrorBodyBytes,
+                                          .max_response_bytes = HttpGarmRelay::kMaxBodyBytes,
                                           .proxy = std::nullopt,
                                           .stop = nullptr},
                                          nullptr, on_head);
