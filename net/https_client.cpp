@@ -185,6 +185,7 @@ HttpsResponse exchange(const HttpsTarget& target, const TlsConfig& tls,
     const auto* peer = mbedtls_ssl_get_peer_cert(ssl.context());
     const auto fingerprint = peer_fingerprint(peer);
     if (loaded && fingerprint == loaded->peer && !tls.still_accepts(peer)) {
+      ::unlink(session_file.c_str());  // the next call verifies in full
       throw TransportError(where + " shows a certificate that is revoked or no longer trusted");
     }
     if (options.check_peer) {
@@ -193,7 +194,11 @@ HttpsResponse exchange(const HttpsTarget& target, const TlsConfig& tls,
         throw TransportError(where + " shows " + *refusal);
       }
     }
-    save_session(ssl, session_file, loaded, session_header(tls, target.host, fingerprint));
+    // Only a session whose certificate a resume can check again (issued by one of the CAs
+    // themselves, not through an intermediate) is kept: else every resume would be refused.
+    if (tls.still_accepts(peer)) {
+      save_session(ssl, session_file, loaded, session_header(tls, target.host, fingerprint));
+    }
     transport.deadline = within_deadline(SteadyClock::now() + options.request_timeout);
     // Until the whole request is out, the agent cannot have acted on it (it reads a request
     // whole, by Content-Length, before it runs it).

@@ -194,8 +194,16 @@ UniqueFd connect_unix_before(const std::string& path, SteadyClock::time_point de
     throw TransportError("cannot connect to " + path + ": " + std::strerror(errno));
   }
   int error = 0;
-  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
-    error = errno == EINPROGRESS || errno == EAGAIN ? finish_connect(fd.get(), deadline) : errno;
+  // EAGAIN on a unix socket is a full listen backlog, not a connection under way: try again
+  // until the deadline.
+  while (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
+    error = errno;
+    if (error != EAGAIN || SteadyClock::now() >= deadline) {
+      error = error == EINPROGRESS ? finish_connect(fd.get(), deadline) : error;
+      break;
+    }
+    ::usleep(2000);
+    error = 0;
   }
   if (error != 0) {
     throw TransportError("cannot connect to " + path + ": " + std::strerror(error));

@@ -190,14 +190,16 @@ net::HttpResponse ControlApi::route(const net::HttpRequest& request, const net::
   // endpoint exists; a host's or the hub's certificate is no client whatever its CN says (a
   // join token must not make garm).
   const bool under_v1 = !parts->empty() && parts->front() == "v1";
+  // From the parsed path, as the route is matched: "/metrics/", "//metrics" and "/%6Detrics"
+  // reach the same command and must meet the same checks.
+  const bool metrics_path = parts->size() == 1 && parts->front() == "metrics";
   // A metrics reader (Prometheus, directly or through the hub's fleet scrape) reads /metrics
   // and nothing else, without an [[api.clients]] entry.
-  if (request.method == "GET" && request.path == "/metrics" &&
-      wire::metrics_reader(peer.uri_names)) {
+  if (request.method == "GET" && metrics_path && wire::metrics_reader(peer.uri_names)) {
     route_name = "metrics";
     return run(ShowMetrics{});
   }
-  const bool for_clients = under_v1 || request.path == "/metrics";
+  const bool for_clients = under_v1 || metrics_path;
   if (const auto refusal = wire::refusal_as_client(peer.uri_names); for_clients && refusal) {
     route_name = "forbidden";
     auto refused = error_response(403, "forbidden", "this is " + *refusal);
@@ -214,7 +216,7 @@ net::HttpResponse ControlApi::route(const net::HttpRequest& request, const net::
   }
   // The metrics name every controller's pools and caches: a client of some controllers only
   // must not read them (through a hub, the hub must vouch for every controller too).
-  if (request.path == "/metrics" && !sees_every_controller(identities, peer)) {
+  if (metrics_path && !sees_every_controller(identities, peer)) {
     route_name = "forbidden";
     return error_response(403, "forbidden",
                           "client \"" + printable_excerpt(peer.common_name) +

@@ -102,13 +102,15 @@ fs::path hub_crl_path(const fs::path& state_dir) {
       .crl();
 }
 
-std::shared_ptr<const net::TlsConfig> HubEnrolment::client_tls() const {
+std::shared_ptr<const net::TlsConfig> HubEnrolment::client_tls(bool with_crl) const {
   // The hub's CRL as last fetched: a hub certificate revoked since commands nothing.
-  return net::TlsConfig::load(net::TlsConfig::Role::client, {.ca = ca(),
-                                                             .crl = "",
-                                                             .certificate = certificate(),
-                                                             .key = key(),
-                                                             .crls_when_present = {crl()}});
+  return net::TlsConfig::load(
+      net::TlsConfig::Role::client,
+      {.ca = ca(),
+       .crl = "",
+       .certificate = certificate(),
+       .key = key(),
+       .crls_when_present = with_crl ? std::vector{crl()} : std::vector<fs::path>{}});
 }
 
 HubEnrolment::Validity HubEnrolment::validity(std::int64_t now_unix) const {
@@ -145,16 +147,22 @@ HubEnrolment join_hub(const JoinOptions& options) {
                     "); remove that directory to join again");
   }
   const auto target = net::parse_https_url(token->hub_url);
+  const net::HttpsClientOptions client_options{.connect_timeout = options.timeout,
+                                               .request_timeout = options.timeout,
+                                               .session_file = {},
+                                               .deadline = std::nullopt,
+                                               .check_peer = [](const net::PeerIdentity& peer) {
+                                                 return wire::refusal_as_hub(peer.uri_names,
+                                                                             peer.common_name);
+                                               }};
+  // The hub's role counts only from the enrolment's connection, which trusts the CA alone (the
+  // first one trusts nothing).
   auto role_seen = std::make_shared<bool>(false);
-  const net::HttpsClientOptions client_options{
-      .connect_timeout = options.timeout,
-      .request_timeout = options.timeout,
-      .session_file = {},
-      .deadline = std::nullopt,
-      .check_peer = [role_seen](const net::PeerIdentity& peer) {
-        *role_seen = *role_seen || !wire::role_claims(peer.uri_names).empty();
-        return wire::refusal_as_hub(peer.uri_names, peer.common_name);
-      }};
+  auto enrol_options = client_options;
+  enrol_options.check_peer = [role_seen](const net::PeerIdentity& peer) {
+    *role_seen = *role_seen || !wire::role_claims(peer.uri_names).empty();
+    return wire::refusal_as_hub(peer.uri_names, peer.common_name);
+  };
   // The first connection trusts nothing: what it fetches is checked against the token.
   const auto ca = net::HttpsClient(target, net::TlsConfig::client_unverified(), client_options)
                       .request("GET", "/v1/ca");
@@ -172,7 +180,7 @@ HubEnrolment join_hub(const JoinOptions& options) {
                      {"name", options.name},           {"request", credentials.request_pem},
                      {"dns_names", options.dns_names}, {"ip_addresses", options.ip_addresses}};
   const auto answer =
-      net::HttpsClient(target, net::TlsConfig::client_trusting(ca.body, {}), client_options)
+      net::HttpsClient(target, net::TlsConfig::client_trusting(ca.body, {}), enrol_options)
           .request("POST", "/v1/enrol", body.dump());
   if (answer.status != 200) {
     throw JoinError("the hub refused the enrolment: " + refusal(answer));
@@ -207,11 +215,15 @@ HubEnrolment join_hub(const JoinOptions& options) {
 
 namespace {
 
-/// One request to the hub as the enrolled host.
+/// One request to the hub as the enrolled host. The CRL fetch goes without the CRL held: an
+/// expired or damaged one must not keep the agent from fetching the next (what it fetches is
+/// checked against the CA and must not be older).
 net::HttpsResponse ask_hub(const HubEnrolment& enrolment, std::chrono::milliseconds timeout,
                            const std::string& method, const std::string& path,
                            const std::string& body = "") {
-  return net::HttpsClient(net::parse_https_url(enrolment.hub_url), enrolment.client_tls(),
+  const bool fetching_crl = path == "/v1/crl";
+  return net::HttpsClient(net::parse_https_url(enrolment.hub_url),
+                          enrolment.client_tls(!fetching_crl),
                           {.connect_timeout = timeout,
                            .request_timeout = timeout,
                            .session_file = {},

@@ -27,8 +27,9 @@ struct HubEnrolment {
   std::filesystem::path key() const { return directory / "agent.pem"; }
   /// The hub's CRL as last fetched (the agent's API refuses what it names).
   std::filesystem::path crl() const { return directory / "crl.pem"; }
-  /// The agent's client TLS config for the hub (its CA, certificate and key).
-  std::shared_ptr<const net::TlsConfig> client_tls() const;
+  /// The agent's client TLS config for the hub (its CA, certificate and key, and the hub's CRL
+  /// as last fetched unless `with_crl` is false).
+  std::shared_ptr<const net::TlsConfig> client_tls(bool with_crl = true) const;
   /// Seconds until the agent's certificate expires, and its whole lifetime.
   struct Validity {
     std::int64_t remaining = 0;

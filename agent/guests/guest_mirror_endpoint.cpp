@@ -19,14 +19,15 @@ net::HttpResponse registry_error(int status, std::string_view code, std::string_
           .headers = {}};
 }
 
-/// Plain registry paths only: no "..", nothing a shell or a log could misread.
+/// Plain registry paths only: no "..", nothing a shell or a log could misread, and no
+/// percent-encoding in the path (no registry name, tag or digest needs it, and the registry
+/// would decode "/v2/%5Fcatalog" into the catalog).
 bool plain_target(std::string_view path, std::string_view query) {
-  const auto plain = [](std::string_view text) {
-    return text.find_first_not_of(
-               "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-               "/._-:@=&+%") == std::string_view::npos;
-  };
-  return path.size() + query.size() <= kMaxTarget && plain(path) && plain(query) &&
+  constexpr std::string_view kPlain =
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-:@=&+";
+  return path.size() + query.size() <= kMaxTarget &&
+         path.find_first_not_of(kPlain) == std::string_view::npos &&
+         query.find_first_not_of(std::string(kPlain) + "%") == std::string_view::npos &&
          path.find("..") == std::string_view::npos;
 }
 

@@ -330,6 +330,11 @@ TEST_CASE("control API: /metrics is for clients of every controller and metrics 
   // garm's client acts for one controller: the metrics name others' pools and caches.
   const auto refused = read(kGarm);
   CHECK(refused.status == 403);
+  for (const auto* spelling : {"/metrics/", "//metrics", "/%6Detrics"}) {
+    INFO(spelling);
+    CHECK(api.call("GET", spelling, "", kGarm).status == 403);
+    CHECK(api.call("GET", spelling, "", kStranger).status == 403);
+  }
   CHECK_THAT(refused.body, Catch::Contains("controllers = [\\\"*\\\"] or a metrics certificate"));
   CHECK_THAT(refused.body, !Catch::Contains(kController));
   CHECK(read({.common_name = "operator", .uri_names = {}}).status == 200);

@@ -215,6 +215,8 @@ TEST_CASE(
       400);
   // The catalog would name every repository any tenant pulled.
   CHECK(curl_from(address, guests.base_url() + "/v2/_catalog", "").status == 403);
+  CHECK(curl_from(address, guests.base_url() + "/v2/%5Fcatalog", "").status == 400);
+  CHECK(curl_from(address, guests.base_url() + "/v2/_c%61talog", "").status == 400);
 
   // No other account of the host reaches the registry (it pulls with the operator's
   // credentials): it listens on a unix socket in the agent's 0700 directory, not on loopback.
