@@ -163,20 +163,18 @@ std::optional<std::string_view> label_value(std::string_view labels, std::string
 }
 
 /// A histogram's bucket needs an `le`, a summary's quantile a `quantile`, that both of
-/// Prometheus's parsers read as a number: the exposition format's parser refuses the whole
-/// scrape otherwise.
+/// Prometheus's parsers read as a number; the exposition format's parser reads that label as a
+/// number on every sample of the family that has it, and refuses the whole scrape otherwise.
 bool has_bound(std::string_view name, std::string_view family, std::string_view type,
                std::string_view labels) {
-  std::string_view bound;
-  if (type == "histogram" && name.size() == family.size() + 7 && name.ends_with("_bucket")) {
-    bound = "le";
-  } else if (type == "summary" && name == family) {
-    bound = "quantile";
-  } else {
+  const bool histogram = type == "histogram";
+  if (!histogram && type != "summary") {
     return true;
   }
-  const auto value = label_value(labels, bound);
-  return value && is_number(*value);
+  const auto value = label_value(labels, histogram ? "le" : "quantile");
+  const bool needed =
+      histogram ? name.size() == family.size() + 7 && name.ends_with("_bucket") : name == family;
+  return value ? is_number(*value) : !needed;
 }
 
 std::string_view next_line(std::string_view& text) {
@@ -413,6 +411,26 @@ bool PrometheusMerge::kept(const std::string& source, const Part& part, const Fa
   return part.count > 0 && part.type == kept_type && (source.empty() || !own_family);
 }
 
+bool PrometheusMerge::shadowed(const std::string& name) const {
+  for (const std::string_view suffix : {"_bucket", "_sum", "_count"}) {
+    if (name.size() <= suffix.size() || !name.ends_with(suffix)) {
+      continue;
+    }
+    const auto base = families_.find(std::string_view(name).substr(0, name.size() - suffix.size()));
+    if (base == families_.end()) {
+      continue;
+    }
+    const auto type = kept_type(base->first, base->second);
+    if ((type == "histogram" || type == "summary") &&
+        std::any_of(base->second.begin(), base->second.end(), [&](const auto& part) {
+          return kept(part.first, part.second, base->second, type);
+        })) {
+      return true;
+    }
+  }
+  return false;
+}
+
 std::map<std::string, std::size_t, std::less<>> PrometheusMerge::dropped() const {
   std::map<std::string, std::size_t, std::less<>> dropped;
   for (const auto& [source, count] : malformed_) {
@@ -422,8 +440,9 @@ std::map<std::string, std::size_t, std::less<>> PrometheusMerge::dropped() const
   }
   for (const auto& [name, family] : families_) {
     const auto type = kept_type(name, family);
+    const bool lost = shadowed(name);
     for (const auto& [source, part] : family) {
-      if (!source.empty() && !kept(source, part, family, type)) {
+      if (!source.empty() && (lost || !kept(source, part, family, type))) {
         dropped[source] += part.count;
       }
     }
@@ -434,6 +453,9 @@ std::map<std::string, std::size_t, std::less<>> PrometheusMerge::dropped() const
 std::string PrometheusMerge::str() const {
   std::string out;
   for (const auto& [name, family] : families_) {
+    if (shadowed(name)) {
+      continue;  // its samples' names belong to a histogram's or summary's group
+    }
     const auto type = kept_type(name, family);
     std::string help;
     std::string samples;

@@ -58,6 +58,9 @@ class PrometheusMerge {
                         const std::string& source) const;
   /// The type the merge keeps for a family ("" when no source gives it samples).
   std::string kept_type(const std::string& name, const Family& family) const;
+  /// Whether `name` is X_bucket, X_sum or X_count of a histogram or summary X in the output: the
+  /// exposition format's parser takes such a family for a second TYPE of X.
+  bool shadowed(const std::string& name) const;
   /// Whether `part` of `source` is in the output of a family of type `kept`.
   static bool kept(const std::string& source, const Part& part, const Family& family,
                    const std::string& kept_type);

@@ -108,10 +108,14 @@ TEST_CASE("merged metrics: what makes Prometheus refuse the whole scrape never p
             "h_bucket{le=\"++Inf\"} 1\n"  // a bucket bound no parser reads
             "h_bucket 1\n"                // no bound at all
             "h_bucket{le=\"+Inf\"} 1\nh_sum 1\nh_count 1\n"
+            "h_sum{le=\"x\"} 1\n"  // the parser reads an le on any sample of a histogram
             "# TYPE s summary\n"
             "s{quantile=\"half\"} 1\n"
-            "s{quantile=\"0.5\"} 1\n");
-  CHECK(merge.dropped().at("evil") == 8);
+            "s{quantile=\"0.5\"} 1\n"
+            "s_count{quantile=\"x\"} 1\n"
+            // A family named for a histogram's group: taken for a second TYPE of h.
+            "# TYPE h_count gauge\nh_count{x=\"y\"} 5\n");
+  CHECK(merge.dropped().at("evil") == 11);
   CHECK(merge.str() ==
         "# TYPE h histogram\nh_bucket{agent=\"evil\",le=\"+Inf\"} 1\nh_sum{agent=\"evil\"} 1\n"
         "h_count{agent=\"evil\"} 1\n"
