@@ -70,13 +70,9 @@ std::optional<LoadedSession> load_session(TlsSession& ssl, const std::filesystem
       fields.substr(0, first_space) != tls.ca_tag() || fields.substr(second_space + 1) != host) {
     return std::nullopt;  // made under another CA or for another host
   }
-  const auto session = text.substr(line_end + 1);
-  if (mbedtls_ssl_session_load(ssl.resumable_session(),
-                               reinterpret_cast<const unsigned char*>(session.data()),
-                               session.size()) != 0) {
+  if (!ssl.offer_session(text.substr(line_end + 1))) {
     return std::nullopt;
   }
-  mbedtls_ssl_set_session(ssl.context(), ssl.resumable_session());
   return LoadedSession{
       .file = std::string(text),
       .peer = std::string(fields.substr(first_space + 1, second_space - first_space - 1))};
@@ -86,33 +82,26 @@ std::optional<LoadedSession> load_session(TlsSession& ssl, const std::filesystem
 /// bytes costs a file creation and a rename per call, a fifth of a fleet-wide list.
 void save_session(TlsSession& ssl, const std::filesystem::path& file,
                   const std::optional<LoadedSession>& loaded, const std::string& header) {
-  if (file.empty()) {
+  const auto session = ssl.session_bytes();
+  if (file.empty() || session.empty()) {
     return;
   }
-  mbedtls_ssl_session session;
-  mbedtls_ssl_session_init(&session);
-  std::array<unsigned char, 4096> buffer{};
-  std::size_t length = 0;
-  if (mbedtls_ssl_get_session(ssl.context(), &session) == 0 &&
-      mbedtls_ssl_session_save(&session, buffer.data(), buffer.size(), &length) == 0) {
-    const auto contents =
-        header + std::string(reinterpret_cast<const char*>(buffer.data()), length);
-    // Per thread: a provider probing many agents at once may save two sessions of one agent.
-    const auto temp = file.string() + ".tmp." + std::to_string(::gettid());
-    const int fd =
-        loaded && loaded->file == contents
-            ? -1
-            : ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd >= 0) {
-      const bool written =
-          ::write(fd, contents.data(), contents.size()) == static_cast<ssize_t>(contents.size());
-      ::close(fd);
-      if (!written || ::rename(temp.c_str(), file.c_str()) != 0) {
-        ::unlink(temp.c_str());
-      }
-    }
+  const auto contents = header + session;
+  if (loaded && loaded->file == contents) {
+    return;
   }
-  mbedtls_ssl_session_free(&session);
+  // Per thread: a provider probing many agents at once may save two sessions of one agent.
+  const auto temp = file.string() + ".tmp." + std::to_string(::gettid());
+  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    return;
+  }
+  const bool written =
+      ::write(fd, contents.data(), contents.size()) == static_cast<ssize_t>(contents.size());
+  ::close(fd);
+  if (!written || ::rename(temp.c_str(), file.c_str()) != 0) {
+    ::unlink(temp.c_str());
+  }
 }
 
 HttpsResponse parse_response(const std::string& text) {
@@ -184,7 +173,8 @@ HttpsResponse exchange(const HttpsTarget& target, const TlsConfig& tls,
     // the handshake verified it in full.
     const auto* peer = mbedtls_ssl_get_peer_cert(ssl.context());
     const auto fingerprint = peer_fingerprint(peer);
-    if (loaded && fingerprint == loaded->peer && !tls.still_accepts(peer)) {
+    const bool rechecked = tls.still_accepts(peer);
+    if (loaded && fingerprint == loaded->peer && !rechecked) {
       ::unlink(session_file.c_str());  // the next call verifies in full
       throw TransportError(where + " shows a certificate that is revoked or no longer trusted");
     }
@@ -196,7 +186,7 @@ HttpsResponse exchange(const HttpsTarget& target, const TlsConfig& tls,
     }
     // Only a session whose certificate a resume can check again (issued by one of the CAs
     // themselves, not through an intermediate) is kept: else every resume would be refused.
-    if (tls.still_accepts(peer)) {
+    if (rechecked) {
       save_session(ssl, session_file, loaded, session_header(tls, target.host, fingerprint));
     }
     transport.deadline = within_deadline(SteadyClock::now() + options.request_timeout);

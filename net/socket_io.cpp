@@ -272,27 +272,48 @@ std::size_t receive_plain(Transport& transport, char* data, std::size_t size,
 TlsSession::TlsSession(const mbedtls_ssl_config* config, const std::string& host,
                        Transport& transport)
     : expected_address_(ip_literal_bytes(host)) {
-  mbedtls_ssl_session_init(&session_);
-  try {
-    if (const int rc = mbedtls_ssl_setup(ssl_.get(), config); rc != 0) {
-      throw TransportError(describe_tls_error("TLS setup", rc));
+  if (const int rc = mbedtls_ssl_setup(ssl_.get(), config); rc != 0) {
+    throw TransportError(describe_tls_error("TLS setup", rc));
+  }
+  if (expected_address_.empty()) {
+    if (const int rc = mbedtls_ssl_set_hostname(ssl_.get(), host.c_str()); rc != 0) {
+      throw TransportError(describe_tls_error("TLS host name " + host, rc));
     }
-    if (expected_address_.empty()) {
-      if (const int rc = mbedtls_ssl_set_hostname(ssl_.get(), host.c_str()); rc != 0) {
-        throw TransportError(describe_tls_error("TLS host name " + host, rc));
-      }
-    } else {
-      mbedtls_ssl_set_verify(ssl_.get(), verify_address_san, &expected_address_);
-    }
-  } catch (...) {
-    mbedtls_ssl_session_free(&session_);
-    throw;
+  } else {
+    mbedtls_ssl_set_verify(ssl_.get(), verify_address_san, &expected_address_);
   }
   mbedtls_ssl_set_bio(ssl_.get(), &transport, send_with_deadline, receive_with_deadline, nullptr);
 }
 
-TlsSession::~TlsSession() {
-  mbedtls_ssl_session_free(&session_);
+TlsSession::~TlsSession() = default;
+
+bool TlsSession::offer_session(std::string_view saved) {
+  if (saved.empty()) {
+    return false;
+  }
+  mbedtls_ssl_session session;
+  mbedtls_ssl_session_init(&session);
+  // mbedtls_ssl_set_session copies the session, certificate included.
+  const bool offered =
+      mbedtls_ssl_session_load(&session, reinterpret_cast<const unsigned char*>(saved.data()),
+                               saved.size()) == 0 &&
+      mbedtls_ssl_set_session(ssl_.get(), &session) == 0;
+  mbedtls_ssl_session_free(&session);
+  return offered;
+}
+
+std::string TlsSession::session_bytes() {
+  mbedtls_ssl_session session;
+  mbedtls_ssl_session_init(&session);
+  std::array<unsigned char, 4096> buffer{};
+  std::size_t length = 0;
+  std::string saved;
+  if (mbedtls_ssl_get_session(ssl_.get(), &session) == 0 &&
+      mbedtls_ssl_session_save(&session, buffer.data(), buffer.size(), &length) == 0) {
+    saved.assign(reinterpret_cast<const char*>(buffer.data()), length);
+  }
+  mbedtls_ssl_session_free(&session);
+  return saved;
 }
 
 SslContextPtr TlsSession::release() {

@@ -83,12 +83,14 @@ class TlsSession {
   /// The established session, for a new owner that sets its own BIO callbacks (a session
   /// loaded with load_session must not be taken: it lives here).
   SslContextPtr release();
-  /// Storage for a session loaded from disk; it must live as long as the context.
-  mbedtls_ssl_session* resumable_session() { return &session_; }
+  /// Offers a session saved by session_bytes() for resumption (before the handshake); false
+  /// when it does not load.
+  bool offer_session(std::string_view saved);
+  /// The established session, serialized ("" when mbedTLS cannot give it).
+  std::string session_bytes();
 
  private:
   SslContextPtr ssl_ = make_ssl_context();
-  mbedtls_ssl_session session_;
   std::string expected_address_;  // the peer's address in network order, when `host` is one
   bool closed_cleanly_ = false;
 };

@@ -42,36 +42,6 @@ asio::ip::tcp protocol_of(int fd) {
   return address.ss_family == AF_INET6 ? asio::ip::tcp::v6() : asio::ip::tcp::v4();
 }
 
-/// Offers `saved` (a serialized session) for resumption; false when it does not load.
-bool offer_session(TlsSession& ssl, const std::string& saved) {
-  if (saved.empty()) {
-    return false;
-  }
-  mbedtls_ssl_session session;
-  mbedtls_ssl_session_init(&session);
-  // mbedtls_ssl_set_session copies the session, certificate included.
-  const bool offered =
-      mbedtls_ssl_session_load(&session, reinterpret_cast<const unsigned char*>(saved.data()),
-                               saved.size()) == 0 &&
-      mbedtls_ssl_set_session(ssl.context(), &session) == 0;
-  mbedtls_ssl_session_free(&session);
-  return offered;
-}
-
-std::string session_of(TlsSession& ssl) {
-  mbedtls_ssl_session session;
-  mbedtls_ssl_session_init(&session);
-  std::array<unsigned char, 4096> buffer{};
-  std::size_t length = 0;
-  std::string saved;
-  if (mbedtls_ssl_get_session(ssl.context(), &session) == 0 &&
-      mbedtls_ssl_session_save(&session, buffer.data(), buffer.size(), &length) == 0) {
-    saved.assign(reinterpret_cast<const char*>(buffer.data()), length);
-  }
-  mbedtls_ssl_session_free(&session);
-  return saved;
-}
-
 }  // namespace
 
 std::string SessionMemory::get(const std::string& ca_tag) const {
@@ -94,7 +64,7 @@ TurnedAround dial_and_turn_around(const HttpsTarget& target, std::shared_ptr<con
     UniqueFd socket = connect_before(target.host, target.port, deadline);
     Transport transport{socket.get(), deadline};
     TlsSession ssl(tls->ssl_config(), target.host, transport);
-    const bool offered = sessions != nullptr && offer_session(ssl, sessions->get(tls->ca_tag()));
+    const bool offered = sessions != nullptr && ssl.offer_session(sessions->get(tls->ca_tag()));
     ssl.handshake(where);
     // A resumed session's certificate was verified when the session was made: only what can
     // have changed since is checked (dates, today's CRL).
@@ -102,7 +72,7 @@ TurnedAround dial_and_turn_around(const HttpsTarget& target, std::shared_ptr<con
       throw HttpsError(where + " shows a certificate that is revoked or no longer trusted");
     }
     if (sessions != nullptr) {
-      sessions->put(tls->ca_tag(), session_of(ssl));
+      sessions->put(tls->ca_tag(), ssl.session_bytes());
     }
     ssl.write_all(request, where);
     std::string answer;

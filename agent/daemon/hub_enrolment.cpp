@@ -215,15 +215,11 @@ HubEnrolment join_hub(const JoinOptions& options) {
 
 namespace {
 
-/// One request to the hub as the enrolled host. The CRL fetch goes without the CRL held: an
-/// expired or damaged one must not keep the agent from fetching the next (what it fetches is
-/// checked against the CA and must not be older).
-net::HttpsResponse ask_hub(const HubEnrolment& enrolment, std::chrono::milliseconds timeout,
-                           const std::string& method, const std::string& path,
-                           const std::string& body = "") {
-  const bool fetching_crl = path == "/v1/crl";
-  return net::HttpsClient(net::parse_https_url(enrolment.hub_url),
-                          enrolment.client_tls(!fetching_crl),
+/// One request to the hub as the enrolled host, with `tls` (its client_tls()).
+net::HttpsResponse ask_hub(const HubEnrolment& enrolment, std::shared_ptr<const net::TlsConfig> tls,
+                           std::chrono::milliseconds timeout, const std::string& method,
+                           const std::string& path, const std::string& body = "") {
+  return net::HttpsClient(net::parse_https_url(enrolment.hub_url), std::move(tls),
                           {.connect_timeout = timeout,
                            .request_timeout = timeout,
                            .session_file = {},
@@ -249,7 +245,9 @@ std::optional<std::int64_t> kept_crl_issued_at(const HubEnrolment& enrolment) {
 
 std::optional<std::string> fetch_hub_crl(const HubEnrolment& enrolment,
                                          std::chrono::milliseconds timeout) {
-  const auto answer = ask_hub(enrolment, timeout, "GET", "/v1/crl");
+  // Without the CRL held: an expired or damaged one must not keep the agent from fetching the
+  // next (what it fetches is checked against the CA, and must not be older).
+  const auto answer = ask_hub(enrolment, enrolment.client_tls(false), timeout, "GET", "/v1/crl");
   if (answer.status == 404) {
     return std::nullopt;  // a hub older than revocation
   }
@@ -272,7 +270,7 @@ std::optional<std::string> fetch_hub_crl(const HubEnrolment& enrolment,
 
 void renew_certificate(const HubEnrolment& enrolment, std::chrono::milliseconds timeout) {
   auto credentials = net::pki_make_request(enrolment.name);
-  const auto answer = ask_hub(enrolment, timeout, "POST", "/v1/renew",
+  const auto answer = ask_hub(enrolment, enrolment.client_tls(), timeout, "POST", "/v1/renew",
                               json({{"request", credentials.request_pem}}).dump());
   if (answer.status != 200) {
     throw JoinError("the hub refused the renewal: " + refusal(answer));
