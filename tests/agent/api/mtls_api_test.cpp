@@ -49,13 +49,21 @@ class HeldConnections {
                         "connect = lambda: socket.create_connection(('127.0.0.1', " +
                         std::to_string(server.port()) + "))\nheld = [" + open_one +
                         " for _ in range(" + std::to_string(count) +
-                        ")]\nprint('held', len(held), flush=True)\nend = time.time() + 120\n"
+                        ")]\nprint('held', len(held), flush=True)\nopen('" + release_ +
+                        ".held', 'w').close()\nend = time.time() + 120\n"
                         "while time.time() < end and not os.path.exists('" +
                         release_ + "'): time.sleep(0.02)\"";
     holder_ = std::jthread([this, script] { said_ = run_command(script).output; });
     // Each handshake takes a second or more where the agent runs under qemu-user; the test
-    // checks the count itself (a REQUIRE here would leave the holder running).
-    held_within(server, count, std::chrono::seconds(90));
+    // checks the count itself (a REQUIRE here would leave the holder running). The agent
+    // counts a connection from its accept, so its count alone would let a test go on while
+    // the last ones are still in their handshakes.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+    while (!std::filesystem::exists(release_ + ".held") &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    held_within(server, count, std::chrono::seconds(5));
   }
   ~HeldConnections() { release(); }
   HeldConnections(const HeldConnections&) = delete;
