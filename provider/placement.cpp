@@ -167,13 +167,17 @@ void kvm_first(const PlacementRequest& request, const std::vector<PlacementInput
   });
 }
 
-/// FNV-1a: the same on every host and every run, so a name's choice never changes.
+/// FNV-1a, the same on every host and every run so that a name's choice never changes, then
+/// SplitMix64's finalizer: FNV-1a alone moves only bits 40 to 48 for a change in the last
+/// bytes, so garm's names (alike but for their ends) sorted by it chose few of the tied agents.
 std::uint64_t stable_hash(std::string_view text) {
   std::uint64_t hash = 14695981039346656037ULL;
   for (const char c : text) {
     hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
   }
-  return hash;
+  hash = (hash ^ (hash >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  hash = (hash ^ (hash >> 27)) * 0x94d049bb133111ebULL;
+  return hash ^ (hash >> 31);
 }
 
 /// Most free memory (times weight/100) first. Agents within one instance's memory of each

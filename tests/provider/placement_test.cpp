@@ -1,6 +1,7 @@
 #include "provider/placement.hpp"
 
 #include <map>
+#include <set>
 
 #include <catch2/catch.hpp>
 
@@ -105,6 +106,28 @@ TEST_CASE("spread breaks near-ties by the instance's name: a burst spreads, a re
   CHECK(first_choice["a"] >= 10);
   CHECK(first_choice["b"] >= 10);
   CHECK(first_choice.count("c") == 0);
+}
+
+TEST_CASE("a burst of names alike but for their ends spreads over many tied agents",
+          "[placement]") {
+  std::vector<AgentEndpoint> endpoints;
+  for (int i = 0; i < 32; ++i) {
+    endpoints.push_back(endpoint("f" + std::to_string(100 + i).substr(1)));
+  }
+  std::vector<PlacementInput> inputs;
+  for (const auto& agent : endpoints) {
+    inputs.push_back({&agent, capacity(8192), ""});
+  }
+  std::set<std::string> first_choices;
+  for (int i = 0; i < 32; ++i) {
+    const auto name = "garm-fleet-" + std::to_string(100 + i).substr(1);
+    first_choices.insert(
+        names(plan_placement(small_debian(wire::OsArch::amd64, name), inputs, Placement::spread),
+              inputs)
+            .front());
+  }
+  // 32 names on 32 equal agents at random take about 20 of them; FNV-1a's order took 13.
+  CHECK(first_choices.size() >= 16);
 }
 
 TEST_CASE("pack fills the highest weight first, then config order, whatever is free",
