@@ -84,6 +84,16 @@ std::vector<AgentClient*> Provider::all_agents() {
 }
 
 std::vector<AgentReply> Provider::ask(const std::vector<AgentClient*>& agents,
+                                      const std::string& method, const std::string& path) {
+  if (agents.size() == fleet_.agents().size()) {
+    // Every agent: those behind a hub in one relay per hub, not a connection each.
+    fleet_.fan_out(method, path, CallKind::request);
+  }
+  return ask(agents,
+             [&](AgentClient& agent) { return agent.call(method, path, "", CallKind::request); });
+}
+
+std::vector<AgentReply> Provider::ask(const std::vector<AgentClient*>& agents,
                                       const std::function<net::HttpsResponse(AgentClient&)>& call) {
   if (agents.size() == fleet_.agents().size()) {
     return fleet_.ask_all(call);

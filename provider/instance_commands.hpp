@@ -100,6 +100,9 @@ class Provider {
   /// `call` on each of `agents` at once (the whole fleet's replies, filtered when fewer).
   std::vector<AgentReply> ask(const std::vector<AgentClient*>& agents,
                               const std::function<net::HttpsResponse(AgentClient&)>& call);
+  /// `method` `path` (no body) of each of `agents`, as a request.
+  std::vector<AgentReply> ask(const std::vector<AgentClient*>& agents, const std::string& method,
+                              const std::string& path);
 
   /// Fails, naming every agent that did not answer 200 (or, when `not_found_is_an_answer`,
   /// that it has no such instance): an instance on an agent that is down is not gone.

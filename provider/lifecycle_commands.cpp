@@ -57,9 +57,7 @@ Outcome Provider::get_instance() {
   const auto routed = route(id);
   const auto& agents = routed.agents;
   const auto& ref = routed.ref;
-  const auto replies = ask(agents, [&](AgentClient& agent) {
-    return agent.call("GET", instance_path(ref), "", CallKind::request);
-  });
+  const auto replies = ask(agents, "GET", instance_path(ref));
   for (std::size_t i = 0; i < replies.size(); ++i) {
     if (replies[i].answered(200)) {
       return {0, print_instance(*agents[i], replies[i].response->body), ""};
@@ -74,9 +72,7 @@ Outcome Provider::delete_instance() {
   const auto id = get("GARM_INSTANCE_ID");
   const auto routed = route(id);
   const auto& agents = routed.agents;
-  const auto replies = ask(agents, [&](AgentClient& agent) {
-    return agent.call("DELETE", instance_path(routed.ref), "", CallKind::request);
-  });
+  const auto replies = ask(agents, "DELETE", instance_path(routed.ref));
   // An agent that answered anything but 200 refused: garm retries. One that could not be
   // reached may still hold the instance, but garm creates nothing for the slot until this
   // exits 0, so one dead host would hold every failed create: its delete is kept and carried
@@ -105,9 +101,7 @@ Outcome Provider::start_or_stop(bool start) {
   const auto routed = route(id);
   const auto& agents = routed.agents;
   const auto& ref = routed.ref;
-  const auto replies = ask(agents, [&](AgentClient& agent) {
-    return agent.call("POST", instance_path(ref) + action, "", CallKind::request);
-  });
+  const auto replies = ask(agents, "POST", instance_path(ref) + action);
   if (std::any_of(replies.begin(), replies.end(),
                   [](const AgentReply& reply) { return reply.answered(200); })) {
     return {0, "", ""};
