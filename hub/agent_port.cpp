@@ -123,6 +123,7 @@ void HubServer::watch_agents() {
         log_.warning(std::string("the CRL could not be refreshed: ") + e.what());
       }
       reload_if_crl_changed();
+      refresh_placement_views();
     }
     watch_agents();
   });

@@ -17,7 +17,8 @@ namespace {
 /// The families only the hub writes: no agent's series may take their names (an agent's own
 /// garm_edge_hub_link_* are its view of its link, and stay).
 const std::vector<std::string> kHubFamilies = {"garm_edge_agent_up", "garm_edge_hub_agent_",
-                                               "garm_edge_hub_certificate_"};
+                                               "garm_edge_hub_certificate_",
+                                               "garm_edge_hub_placement_"};
 
 std::string metrics_request(const std::string& agent, const std::string& reader) {
   return "GET /metrics HTTP/1.1\r\nHost: " + agent + "\r\nX-Garm-Edge-Caller: " + reader +
@@ -105,6 +106,19 @@ void render_certificates(PrometheusText& text, const std::filesystem::path& pki)
   }
 }
 
+void render_placement(PrometheusText& text, const FleetView& view) {
+  text.family("garm_edge_hub_placement_probes_total", "counter",
+              "Placement probes of one agent: answered by the hub from the agent's view, or "
+              "relayed to the agent (no fresh view, or it may hold the instance).");
+  text.sample("garm_edge_hub_placement_probes_total", {{"answered_by", "hub"}},
+              view.probes_answered_by_hub);
+  text.sample("garm_edge_hub_placement_probes_total", {{"answered_by", "agent"}},
+              view.probes_relayed);
+  text.family("garm_edge_hub_placement_views", "gauge",
+              "Agents whose placement view the hub holds.");
+  text.sample("garm_edge_hub_placement_views", {}, std::uint64_t{view.placement_views});
+}
+
 }  // namespace
 
 void scrape_agents(Tunnels& tunnels, const std::vector<std::string>& connected,
@@ -169,6 +183,7 @@ std::string render_fleet_metrics(const FleetView& view,
   PrometheusText own;
   render_agents(own, view, scrapes, dropped);
   render_certificates(own, view.pki);
+  render_placement(own, view);
   merge.add_own(own.str());
   return merge.str();
 }

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -46,6 +47,10 @@ struct FleetView {
   std::vector<AgentRecord> enrolled;
   std::vector<AgentPresence> presence;
   std::filesystem::path pki;  // the hub's certificate, its CA and its clients'
+  /// Placement probes of one agent the hub answered from its view, and those it relayed.
+  std::uint64_t probes_answered_by_hub = 0;
+  std::uint64_t probes_relayed = 0;
+  std::size_t placement_views = 0;  // agents whose view the hub holds
 };
 
 /// The whole answer of the hub's /metrics: the hub's own series (garm_edge_agent_up for every

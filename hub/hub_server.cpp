@@ -24,7 +24,9 @@ HubServer::HubServer(asio::io_context& io, HubConfig config, Logger& log)
       tunnels_(io, config_.tunnels),
       limiter_(config_.enrolment_failures_per_minute),
       ca_pem_(store_.ca_pem()),
-      watch_timer_(io) {
+      watch_timer_(io),
+      // Three heartbeats: a view missed once or twice is still used.
+      views_(3 * config_.tunnels.heartbeat_interval) {
   // Before the certificate is loaded: one made before roles existed gets the hub's role now.
   store_.prepare_to_serve(unix_now());
   crl_written_ = crl_write_time();
@@ -157,7 +159,12 @@ void HubServer::scrape_fleet(const std::string& reader, const net::TlsServer::Re
   }
   // Counted out however the scrape ends: answered, or an exception on the way.
   const auto in_flight = std::shared_ptr<void>(nullptr, [this](void*) { --scrapes_in_flight_; });
-  FleetView view{.enrolled = enrolled(), .presence = tunnels_.presence(), .pki = store_.pki()};
+  FleetView view{.enrolled = enrolled(),
+                 .presence = tunnels_.presence(),
+                 .pki = store_.pki(),
+                 .probes_answered_by_hub = probes_answered_by_hub_.load(),
+                 .probes_relayed = probes_relayed_.load(),
+                 .placement_views = views_.size()};
   std::vector<std::string> connected;
   for (const auto& presence : view.presence) {
     const bool enrolled_now =

@@ -16,6 +16,7 @@
 #include "hub/enrolment.hpp"
 #include "hub/hub_config.hpp"
 #include "hub/hub_store.hpp"
+#include "hub/placement_views.hpp"
 #include "hub/tunnels.hpp"
 #include "net/tls_server.hpp"
 
@@ -78,6 +79,28 @@ class HubServer {
   /// accepts (removed, or removed and enrolled again): it dials again, and is refused or not.
   void drop_revoked_tunnels();
 
+  // ---- placement probes the hub answers itself (hub/placement_probes.cpp) ----------------
+  struct ProbedInstance {
+    std::string controller;  // lower case
+    std::string name;
+  };
+  /// The instance a relayed `GET /v1/controllers/C/placement/NAME` probes; nothing for any
+  /// other request.
+  static std::optional<ProbedInstance> probed_instance(const std::string& method,
+                                                       const std::string& target);
+  /// Asks every connected agent that offers views for one when its view is a heartbeat
+  /// interval old or missing.
+  void refresh_placement_views();
+  /// At most one view request per agent in flight; one asked for meanwhile follows it.
+  void ask_placement_view(const std::string& agent);
+  void take_placement_view(const std::string& agent, PlacementViews::Clock::time_point asked_at,
+                           const std::optional<net::ClientResponse>& answer,
+                           const std::string& error);
+  /// A create or delete relayed to `agent`: placement counts it as in flight, and asks for a
+  /// new view once it is answered (wraps `done`).
+  void watch_instance_changes(const net::HttpRequest& request, const std::string& agent,
+                              Tunnels::Done& done);
+
   HubConfig config_;
   Logger& log_;
   HubStore store_;
@@ -96,6 +119,13 @@ class HubServer {
   mutable std::vector<AgentRecord> enrolled_;
   mutable std::uint64_t enrolled_generation_ = 0;
   mutable std::chrono::steady_clock::time_point enrolled_read_at_{};
+  PlacementViews views_;
+  std::mutex views_mutex_;
+  std::set<std::string> views_asking_;   // views_mutex_
+  std::set<std::string> views_stale_;    // views_mutex_: asked for again once answered
+  std::set<std::string> views_failing_;  // views_mutex_: their last view request failed
+  std::atomic<std::uint64_t> probes_answered_by_hub_{0};
+  std::atomic<std::uint64_t> probes_relayed_{0};
 };
 
 }  // namespace garm_edge::hub

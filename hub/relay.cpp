@@ -6,6 +6,7 @@
 #include "common/unix_time.hpp"
 #include "hub/hub_server.hpp"
 #include "hub/json_answer.hpp"
+#include "hub/relayed_request.hpp"
 #include "net/http_syntax.hpp"
 #include "wire/relay_framing.hpp"
 
@@ -68,8 +69,52 @@ std::optional<std::string> controller_of(std::string_view path) {
   return ascii_lower(rest.substr(0, rest.find('/')));
 }
 
-/// The request an agent gets over its tunnel, as `caller` (a [[clients]] entry): its identity,
-/// and the controllers it may act for, so that the agent shows it only their warm guests.
+/// What one relay to many agents may copy: its body once per agent named.
+constexpr std::size_t kMaxFanOutBytes = 16 * 1024 * 1024;
+
+constexpr std::size_t kMaxRelayTargets = 4096;
+/// Below the 64 MiB a provider reads of one answer (net::HttpsClient).
+constexpr std::size_t kMaxFramedBytes = 48 * 1024 * 1024;
+
+/// The answers of a relay to many agents, as they come in: they go back framed, not as JSON
+/// strings (nothing to escape or parse on either side, and no agent's bytes can pass for
+/// another's: each part's length is the hub's count), once every agent's is in.
+class GatheredAnswers {
+ public:
+  GatheredAnswers(std::size_t agents, net::TlsServer::Respond respond)
+      : left_(agents), respond_(std::move(respond)) {}
+
+  void add(const std::string& agent, int status, bool sent, std::string bytes) {
+    std::unique_lock lock(mutex_);
+    // The whole stays within what a provider reads: one agent's huge answer fails that
+    // agent's part, named, not the answer of every agent.
+    if (framed_.size() + bytes.size() > kMaxFramedBytes) {
+      bytes = "agent " + agent + " answered " + std::to_string(bytes.size()) +
+              " bytes, more than this relay's answers may hold";
+      status = 0;
+    }
+    framed_ += agent + " " + std::to_string(status) + " " + (sent ? "1" : "0") + " " +
+               std::to_string(bytes.size()) + "\n" + bytes;
+    if (--left_ > 0) {
+      return;
+    }
+    auto framed = std::move(framed_);
+    lock.unlock();
+    respond_({.status = 200,
+              .content_type = std::string(wire::kRelayContentType),
+              .body = std::move(framed),
+              .headers = {}});
+  }
+
+ private:
+  std::mutex mutex_;
+  std::string framed_ = std::string(wire::kRelayFraming) + "\n";
+  std::size_t left_;
+  net::TlsServer::Respond respond_;
+};
+
+}  // namespace
+
 std::string relayed_request(const std::string& method, const std::string& target,
                             const std::string& agent, const std::string& body,
                             const HubClient& caller) {
@@ -82,15 +127,6 @@ std::string relayed_request(const std::string& method, const std::string& target
          "\r\nX-Garm-Edge-Caller: " + caller.identity +
          "\r\nX-Garm-Edge-Caller-Controllers: " + controllers + "\r\n\r\n" + body;
 }
-
-/// What one relay to many agents may copy: its body once per agent named.
-constexpr std::size_t kMaxFanOutBytes = 16 * 1024 * 1024;
-
-constexpr std::size_t kMaxRelayTargets = 4096;
-/// Below the 64 MiB a provider reads of one answer (net::HttpsClient).
-constexpr std::size_t kMaxFramedBytes = 48 * 1024 * 1024;
-
-}  // namespace
 
 void HubServer::on_provider_request(HttpRequest request, const net::PeerIdentity& peer,
                                     const net::TlsServer::Respond& respond) {
@@ -163,20 +199,20 @@ void HubServer::relay(const HttpRequest& request, const HubClient& caller,
                       const net::TlsServer::Respond& respond) {
   const auto& name = request.path;
   auto wire = relayed_request(request.method, request.target, name, request.body, caller);
-  tunnels_.relay(name, caller.identity, std::move(wire), config_.relay_timeout,
-                 [respond, name](std::optional<net::ClientResponse> answer,
-                                 const std::string& error, bool sent) {
-                   if (!answer) {
-                     // The code tells the provider whether the agent may have acted on it.
-                     return respond(error_answer(
-                         502, sent ? "agent_unreachable" : "agent_not_connected", error));
-                   }
-                   respond({.status = answer->status,
-                            .content_type = std::string(
-                                answer->header("content-type").value_or("application/json")),
-                            .body = std::move(answer->body),
-                            .headers = {}});
-                 });
+  Tunnels::Done done = [respond, name](std::optional<net::ClientResponse> answer,
+                                       const std::string& error, bool sent) {
+    if (!answer) {
+      // The code tells the provider whether the agent may have acted on it.
+      return respond(error_answer(502, sent ? "agent_unreachable" : "agent_not_connected", error));
+    }
+    respond(
+        {.status = answer->status,
+         .content_type = std::string(answer->header("content-type").value_or("application/json")),
+         .body = std::move(answer->body),
+         .headers = {}});
+  };
+  watch_instance_changes(request, name, done);
+  tunnels_.relay(name, caller.identity, std::move(wire), config_.relay_timeout, std::move(done));
 }
 
 void HubServer::relay_to_many(const HttpRequest& request, const HubClient& client,
@@ -224,53 +260,36 @@ void HubServer::relay_to_many(const HttpRequest& request, const HubClient& clien
   if (const auto refusal = refusal_for(client, method, target, *controller)) {
     return respond(*refusal);
   }
-  // The answers go back framed, not as JSON strings: nothing to escape or parse on either side,
-  // and no agent's bytes can pass for another's (each part's length is the hub's count).
-  struct Gathered {
-    std::mutex mutex;
-    std::string framed = std::string(wire::kRelayFraming) + "\n";
-    std::size_t left = 0;
-    net::TlsServer::Respond respond;
-  };
   if (agents.empty()) {
     return respond({.status = 200,
                     .content_type = std::string(wire::kRelayContentType),
                     .body = std::string(wire::kRelayFraming) + "\n",
                     .headers = {}});
   }
-  auto gathered = std::make_shared<Gathered>();
-  gathered->left = agents.size();
-  gathered->respond = respond;
+  auto gathered = std::make_shared<GatheredAnswers>(agents.size(), respond);
+  // A placement probe: the hub answers for every agent whose view shows it cannot hold the
+  // instance; only the others are asked.
+  const auto probed = probed_instance(method, target);
+  const auto now = PlacementViews::Clock::now();
   for (const auto& name : agents) {
-    tunnels_.relay(
-        name, client.identity, relayed_request(method, target, name, body, client), timeout,
-        [gathered, name](std::optional<net::ClientResponse> answer, const std::string& error,
-                         bool sent) {
-          int status = answer ? answer->status : 0;
-          std::string bytes = error;
-          if (answer) {
-            bytes = std::move(answer->body);
-          }
-          std::unique_lock lock(gathered->mutex);
-          // The whole stays within what a provider reads: one agent's huge answer
-          // fails that agent's part, named, not the answer of every agent.
-          if (gathered->framed.size() + bytes.size() > kMaxFramedBytes) {
-            bytes = "agent " + name + " answered " + std::to_string(bytes.size()) +
-                    " bytes, more than this relay's answers may hold";
-            status = 0;
-          }
-          gathered->framed += name + " " + std::to_string(status) + " " + (sent ? "1" : "0") + " " +
-                              std::to_string(bytes.size()) + "\n" + bytes;
-          if (--gathered->left > 0) {
-            return;
-          }
-          auto framed = std::move(gathered->framed);
-          lock.unlock();
-          gathered->respond({.status = 200,
-                             .content_type = std::string(wire::kRelayContentType),
-                             .body = std::move(framed),
-                             .headers = {}});
-        });
+    if (probed) {
+      const auto presence = tunnels_.presence(name);
+      if (presence && presence->tunnels > 0) {
+        if (auto answer = views_.answer(name, probed->controller, probed->name, now)) {
+          ++probes_answered_by_hub_;
+          gathered->add(name, 200, true, std::move(*answer));
+          continue;
+        }
+      }
+      ++probes_relayed_;
+    }
+    tunnels_.relay(name, client.identity, relayed_request(method, target, name, body, client),
+                   timeout,
+                   [gathered, name](std::optional<net::ClientResponse> answer,
+                                    const std::string& error, bool sent) {
+                     const int status = answer ? answer->status : 0;
+                     gathered->add(name, status, sent, answer ? std::move(answer->body) : error);
+                   });
   }
 }
 

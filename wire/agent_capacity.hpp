@@ -104,7 +104,8 @@ struct ShapeOffer {
 /// uses an addition only with agents that list it; an agent that lists nothing is older than
 /// the list and offers the baseline (which includes binding warm guests: "warm-bind").
 inline const std::vector<std::string> kAgentFeatures = {
-    "warm-bind", "hub-tunnel", "capacity-features", "image-pull", "caches", "pool-shapes"};
+    "warm-bind", "hub-tunnel",  "capacity-features", "image-pull",
+    "caches",    "pool-shapes", "placement-view"};
 
 /// What an agent tells placement and the fleet view in one answer (`GET /v1/capacity`).
 struct AgentCapacity {

@@ -86,6 +86,10 @@ const std::array kRoutes{
           [](const RouteArgs&, const net::HttpRequest&) -> ApiCommand { return ListFlavors{}; }},
     Route{"GET", "/v1/capacity", "capacity",
           [](const RouteArgs&, const net::HttpRequest&) -> ApiCommand { return ShowCapacity{}; }},
+    Route{"GET", "/v1/placement-view", "placement_view",
+          [](const RouteArgs&, const net::HttpRequest&) -> ApiCommand {
+            return ShowPlacementView{};
+          }},
     Route{"GET", "/v1/warm", "warm",
           [](const RouteArgs&, const net::HttpRequest&) -> ApiCommand { return ListWarm{}; }},
     Route{"POST", "/v1/draining", "draining",

@@ -29,6 +29,11 @@ struct ListFlavors {
 struct ShowCapacity {
   static constexpr std::string_view kRoute = "capacity";
 };
+/// What a hub keeps to answer placement probes itself: every controller's view of the host
+/// and its instances' names, so only a client allowed for every controller ("*") may read it.
+struct ShowPlacementView {
+  static constexpr std::string_view kRoute = "placement_view";
+};
 /// The agent's warm guests not yet bound to garm's instances.
 struct ListWarm {
   static constexpr std::string_view kRoute = "warm";
@@ -121,10 +126,11 @@ struct ValidatePool {
 };
 
 using ApiCommand =
-    std::variant<Health, ShowMetrics, ListImages, ListFlavors, ShowCapacity, ListWarm, SetDraining,
-                 PullImage, RefreshCache, ExtraSpecsSchema, ConfigSchema, CreateInstance,
-                 DryRunCreate, GetInstance, ShowPlacement, GetGuest, ListInstances, ListEvents,
-                 DeleteInstance, DeleteAllInstances, StartInstance, StopInstance, ValidatePool>;
+    std::variant<Health, ShowMetrics, ListImages, ListFlavors, ShowCapacity, ShowPlacementView,
+                 ListWarm, SetDraining, PullImage, RefreshCache, ExtraSpecsSchema, ConfigSchema,
+                 CreateInstance, DryRunCreate, GetInstance, ShowPlacement, GetGuest, ListInstances,
+                 ListEvents, DeleteInstance, DeleteAllInstances, StartInstance, StopInstance,
+                 ValidatePool>;
 
 /// The route name of a command, for /metrics.
 std::string_view route_of(const ApiCommand& command);

@@ -2,9 +2,12 @@
 #include "agent/api/capacity_answer.hpp"
 
 #include <algorithm>
+#include <set>
 
 #include "agent/instances/cache_generations.hpp"
+#include "common/text.hpp"
 #include "hypervisor/guest_arch.hpp"
+#include "wire/validate.hpp"
 
 #ifndef GARM_EDGE_VERSION
 #define GARM_EDGE_VERSION "0.0.0"
@@ -93,6 +96,29 @@ wire::ShapeOffer shape_offer(const AgentConfig& config, const hypervisor::HostCa
   return offer;
 }
 
+/// The controllers capacity_answer shows something of their own to: every other controller
+/// is shown what one `shown` that lets none through gives.
+std::set<std::string> controllers_with_their_own(const AgentConfig& config,
+                                                 const CapacityReport& report,
+                                                 const CacheGenerations* caches) {
+  std::set<std::string> controllers;
+  if (caches != nullptr) {
+    for (const auto& status : caches->statuses()) {
+      controllers.insert(status.controller);
+    }
+  }
+  for (const auto& warm : report.warm) {
+    controllers.insert(warm.controller);
+  }
+  for (const auto& pool : config.scratch_pools) {
+    controllers.insert(pool.scope.controllers.begin(), pool.scope.controllers.end());
+  }
+  for (const auto& network : config.networks) {
+    controllers.insert(network.scope.controllers.begin(), network.scope.controllers.end());
+  }
+  return controllers;
+}
+
 }  // namespace
 
 std::vector<wire::FlavorOffer> flavor_offers(const AgentConfig& config) {
@@ -173,6 +199,29 @@ wire::AgentCapacity capacity_answer(const AgentConfig& config, const CapacityRep
                            .warming = warm.warming});
   }
   return answer;
+}
+
+wire::PlacementView placement_view(const AgentConfig& config, const CapacityReport& report,
+                                   const ImageBases* images, const CacheGenerations* caches) {
+  wire::PlacementView view;
+  for (const auto& controller : controllers_with_their_own(config, report, caches)) {
+    if (wire::is_uuid(controller)) {
+      view.by_controller[ascii_lower(controller)] = capacity_answer(
+          config, report, images, caches,
+          [&](const std::string& owner) { return ascii_lower(owner) == ascii_lower(controller); });
+    }
+  }
+  view.others =
+      capacity_answer(config, report, images, caches, [](const std::string&) { return false; });
+  for (const auto& [controller, name] : report.instances) {
+    if (auto key = wire::instance_key(controller, name); wire::is_instance_key(key)) {
+      view.instances.push_back(std::move(key));
+    }
+  }
+  std::sort(view.instances.begin(), view.instances.end());
+  view.instances.erase(std::unique(view.instances.begin(), view.instances.end()),
+                       view.instances.end());
+  return view;
 }
 
 }  // namespace garm_edge::agent

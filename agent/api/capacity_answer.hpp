@@ -2,6 +2,7 @@
 
 #include "agent/api/control_api.hpp"
 #include "wire/agent_capacity.hpp"
+#include "wire/placement_view.hpp"
 
 namespace garm_edge::agent {
 
@@ -16,5 +17,11 @@ std::vector<wire::FlavorOffer> flavor_offers(const AgentConfig& config);
 wire::AgentCapacity capacity_answer(const AgentConfig& config, const CapacityReport& report,
                                     const ImageBases* images, const CacheGenerations* caches,
                                     const ControllerFilter& shown);
+
+/// `GET /v1/placement-view`, for a hub to answer placement probes itself: capacity_answer
+/// for each controller with something of its own here and for every other one, and the
+/// instances held or being created.
+wire::PlacementView placement_view(const AgentConfig& config, const CapacityReport& report,
+                                   const ImageBases* images, const CacheGenerations* caches);
 
 }  // namespace garm_edge::agent

@@ -29,6 +29,21 @@ namespace {
 using net::HttpResponse;
 using nlohmann::ordered_json;
 
+/// What a command does to or shows of the whole host, for the refusal of a client that may not
+/// act for every controller; nullptr for a command of narrower reach.
+const char* whole_host_action(const ApiCommand& command) {
+  if (std::holds_alternative<SetDraining>(command)) {
+    return "drain this host";
+  }
+  if (std::holds_alternative<PullImage>(command)) {
+    return "pull images";
+  }
+  if (std::holds_alternative<ShowPlacementView>(command)) {
+    return "read every controller's placement view";
+  }
+  return nullptr;
+}
+
 HttpResponse json_response(int status, const ordered_json& body) {
   return HttpResponse{.status = status,
                       .content_type = "application/json",
@@ -256,14 +271,11 @@ net::HttpResponse ControlApi::route(const net::HttpRequest& request, const net::
   }
   const auto command = match->route->parse(args, request);
   route_name = route_of(command);  // dry runs are told from creates only now
-  const bool whole_host =
-      std::holds_alternative<SetDraining>(command) || std::holds_alternative<PullImage>(command);
-  if (whole_host && !sees_every_controller(identities, peer)) {
-    return error_response(
-        403, "forbidden",
-        "client \"" + printable_excerpt(peer.common_name) + "\" may not " +
-            (std::holds_alternative<SetDraining>(command) ? "drain this host" : "pull images") +
-            ": that needs controllers = [\"*\"]");
+  if (const auto* whole_host = whole_host_action(command);
+      whole_host != nullptr && !sees_every_controller(identities, peer)) {
+    return error_response(403, "forbidden",
+                          "client \"" + printable_excerpt(peer.common_name) + "\" may not " +
+                              whole_host + ": that needs controllers = [\"*\"]");
   }
   // Warm guests belong to controllers: a client sees only those it may act for (through a hub,
   // also only those the hub lets it act for: the agent trusts the hub with every controller).
@@ -329,6 +341,12 @@ net::HttpResponse ControlApi::run(const ShowCapacity&, const ControllerFilter& s
   return json_response(
       200, wire::to_json(capacity_answer(config_, service_.capacity(), service_.image_bases(),
                                          service_.cache_generations(), shown)));
+}
+
+net::HttpResponse ControlApi::run(const ShowPlacementView&) {
+  return json_response(
+      200, wire::to_json(placement_view(config_, service_.capacity(), service_.image_bases(),
+                                        service_.cache_generations())));
 }
 
 net::HttpResponse ControlApi::run(const ListWarm&, const ControllerFilter& shown) {

@@ -50,6 +50,7 @@ class ControlApi {
   net::HttpResponse run(const ListImages&);
   net::HttpResponse run(const ListFlavors&);
   net::HttpResponse run(const ShowCapacity&, const ControllerFilter& shown);
+  net::HttpResponse run(const ShowPlacementView&);
   net::HttpResponse run(const ListWarm&, const ControllerFilter& shown);
   net::HttpResponse run(const SetDraining& command);
   net::HttpResponse run(const PullImage& command);

@@ -115,6 +115,16 @@ bool CapacityLedger::under_way(const std::string& domain_name) const {
   return holds_.count(domain_name) != 0;
 }
 
+std::vector<std::string> CapacityLedger::under_way() const {
+  const std::lock_guard lock(mutex_);
+  std::vector<std::string> domains;
+  domains.reserve(holds_.size());
+  for (const auto& [domain_name, resources] : holds_) {
+    domains.push_back(domain_name);
+  }
+  return domains;
+}
+
 Resources CapacityLedger::used_locked(const std::vector<InstanceResources>& domains) const {
   Resources used;
   for (const auto& domain : domains) {

@@ -84,6 +84,9 @@ struct CapacityReport {
   /// The agent's domains by power state (running, shutoff, ...).
   std::map<std::string, std::size_t> by_state;
   std::vector<WarmCount> warm;  // one per [[warm]] entry
+  /// Every instance the agent holds or is creating, as (controller ID, garm's name); a bound
+  /// warm guest under the instance it became.
+  std::vector<std::pair<std::string, std::string>> instances;
 };
 
 /// One instance's resources, by its libvirt domain name.
@@ -129,6 +132,8 @@ class CapacityLedger {
   Resources used(const std::vector<InstanceResources>& domains) const;
   /// Is a create of this domain under way (queued or running)?
   bool under_way(const std::string& domain_name) const;
+  /// The domains whose creates are under way.
+  std::vector<std::string> under_way() const;
 
  private:
   Resources used_locked(const std::vector<InstanceResources>& domains) const;

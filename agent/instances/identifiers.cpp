@@ -31,6 +31,20 @@ std::string domain_name_for(std::string_view controller_id, std::string_view ins
          std::string(instance_name);
 }
 
+std::optional<std::pair<std::string, std::string>> instance_of_domain_name(
+    std::string_view domain_name) {
+  constexpr std::size_t kUuidLength = 36;
+  if (!domain_name.starts_with(kDomainNamePrefix)) {
+    return std::nullopt;
+  }
+  const auto rest = domain_name.substr(kDomainNamePrefix.size());
+  if (rest.size() < kUuidLength + 2 || rest[kUuidLength] != '-') {
+    return std::nullopt;
+  }
+  return std::pair{std::string(rest.substr(0, kUuidLength)),
+                   std::string(rest.substr(kUuidLength + 1))};
+}
+
 namespace {
 
 constexpr std::string_view kCacheSuffix = ".cache";

@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace garm_edge::agent {
 
@@ -18,6 +19,10 @@ inline constexpr std::string_view kDomainNamePrefix = "garm-edge-";
 /// `garm-edge-<controller UUID>-<name>`. The whole controller ID keeps two controllers'
 /// instances of the same name apart on one host; the name stays readable in `virsh list`.
 std::string domain_name_for(std::string_view controller_id, std::string_view instance_name);
+/// The controller ID and instance name domain_name_for made `domain_name` of; nothing for a
+/// name it does not make.
+std::optional<std::pair<std::string, std::string>> instance_of_domain_name(
+    std::string_view domain_name);
 
 /// The overlay volume of a domain.
 std::string volume_name_for(std::string_view domain_name);

@@ -198,6 +198,15 @@ CapacityReport InstanceService::capacity() {
     report.by_state = counts_by_state(domains);
     report.draining = draining();
     report.warm = warm_counts();
+    for (const auto& domain : domains) {
+      report.instances.emplace_back(domain.tags.get(tag::kController).value_or(""),
+                                    domain.tags.get(tag::kName).value_or(""));
+    }
+    for (const auto& domain_name : capacity_ledger_.under_way()) {
+      if (auto instance = instance_of_domain_name(domain_name)) {
+        report.instances.push_back(std::move(*instance));
+      }
+    }
     return report;
   });
 }

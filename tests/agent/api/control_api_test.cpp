@@ -8,6 +8,7 @@
 #include "agent/instances/warm_spec.hpp"
 #include "support/test_support.hpp"
 #include "wire/bootstrap.hpp"
+#include "wire/placement_view.hpp"
 
 using namespace garm_edge;
 using namespace garm_edge::testing;
@@ -61,6 +62,16 @@ struct Api {
 
 std::string instances(const std::string& rest = "") {
   return "/v1/controllers/" + kController + "/instances" + rest;
+}
+
+/// [[warm]]: one debian-12/small guest for kController.
+agent::WarmConfig one_warm_guest_of_garm() {
+  return {.controller = kController,
+          .image = "debian-12",
+          .flavor = "small",
+          .count = 1,
+          .ready_timeout = std::chrono::seconds(600),
+          .name = "debian-12/small for " + kController};
 }
 
 std::string code_of(const net::HttpResponse& response) {
@@ -352,12 +363,7 @@ TEST_CASE("control API: placement hears only of the asking controller's warm gue
           "[api][warm]") {
   Api api;
   api.host.config.api.clients.push_back({.identity = "other", .controllers = {kOtherController}});
-  api.host.config.warm = {{.controller = kController,
-                           .image = "debian-12",
-                           .flavor = "small",
-                           .count = 1,
-                           .ready_timeout = std::chrono::seconds(600),
-                           .name = "debian-12/small for " + kController}};
+  api.host.config.warm = {one_warm_guest_of_garm()};
   const net::PeerIdentity kOther{.common_name = "other", .uri_names = {}};
   const auto warm_offers = [&](const std::string& controller, const net::PeerIdentity& peer) {
     const auto answer =
@@ -482,4 +488,42 @@ TEST_CASE("control API: a cache's controller refreshes it and sees it, no other 
   auto with_foreign_cache = create;
   with_foreign_cache["extra_specs"] = {{"caches", "x"}};
   CHECK(api.call("POST", instances(), with_foreign_cache.dump()).status == 400);
+}
+
+TEST_CASE("control API: a hub's placement view is each controller's own probe, for every name",
+          "[api][hub][placement]") {
+  Api api;
+  api.host.config.api.clients.push_back({.identity = "other", .controllers = {kOtherController}});
+  api.host.config.api.clients.push_back(
+      {.identity = "urn:garm-edge:through-hub", .controllers = {"*"}});
+  api.host.config.warm = {one_warm_guest_of_garm()};
+  REQUIRE(
+      api.call("POST", instances(), wire::to_json(bootstrap_for("garm-view01")).dump()).status ==
+      200);
+  const auto as_hub = [](const std::string& controllers) {
+    return net::PeerIdentity{.common_name = "garm-edge-hub",
+                             .uri_names = {"urn:garm-edge:through-hub",
+                                           "urn:garm-edge:through-hub:controllers:" + controllers}};
+  };
+  // It names every controller's instances and warm guests: a client of one controller, or a
+  // hub that vouches for one only, may not read it.
+  CHECK(api.call("GET", "/v1/placement-view").status == 403);
+  CHECK(api.call("GET", "/v1/placement-view", "", as_hub(kController)).status == 403);
+  const auto answer = api.call("GET", "/v1/placement-view", "", as_hub("*"));
+  REQUIRE(answer.status == 200);
+  const auto view = wire::parse_placement_view(answer.body);
+  CHECK(view.instances == std::vector<std::string>{wire::instance_key(kController, "garm-view01")});
+  // What the hub answers for a name the agent does not hold is what the agent's probe says.
+  const auto probe = [&](const std::string& controller, const net::PeerIdentity& peer) {
+    const auto probed =
+        api.call("GET", "/v1/controllers/" + controller + "/placement/garm-view02", "", peer);
+    REQUIRE(probed.status == 200);
+    return json::parse(probed.body).at("capacity");
+  };
+  const net::PeerIdentity kOther{.common_name = "other", .uri_names = {}};
+  CHECK(json::parse(wire::to_json(view.shown_to(kController)).dump()) == probe(kController, kGarm));
+  CHECK(json::parse(wire::to_json(view.shown_to(kOtherController)).dump()) ==
+        probe(kOtherController, kOther));
+  CHECK(view.shown_to(kController).warm.size() == 1);
+  CHECK(view.shown_to(kOtherController).warm.empty());
 }

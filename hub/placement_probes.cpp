@@ -1,0 +1,151 @@
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "common/text.hpp"
+#include "hub/hub_server.hpp"
+#include "hub/relayed_request.hpp"
+
+// Placement probes the hub answers itself (hub/placement_views.hpp): each agent's view is
+// asked for every heartbeat interval and after every create or delete relayed to it.
+namespace garm_edge::hub {
+namespace {
+
+/// The hub asks for views as a caller of every controller: what each controller is shown is
+/// picked from the view per probe, by the controller the provider's client acts for.
+const HubClient kHubItself{.identity = "garm-edge-hub", .controllers = {"*"}};
+constexpr std::string_view kViewFeature = "placement-view";
+
+bool offers_views(const AgentPresence& presence) {
+  const auto& features = presence.hello.features;
+  return std::find(features.begin(), features.end(), kViewFeature) != features.end();
+}
+
+}  // namespace
+
+std::optional<HubServer::ProbedInstance> HubServer::probed_instance(const std::string& method,
+                                                                    const std::string& target) {
+  constexpr std::string_view kControllers = "/v1/controllers/";
+  constexpr std::string_view kPlacement = "/placement/";
+  if (method != "GET" || !target.starts_with(kControllers)) {
+    return std::nullopt;
+  }
+  const auto rest = std::string_view(target).substr(kControllers.size());
+  const auto slash = rest.find('/');
+  if (slash == std::string_view::npos || !rest.substr(slash).starts_with(kPlacement)) {
+    return std::nullopt;
+  }
+  const auto name = rest.substr(slash + kPlacement.size());
+  if (name.empty() || name.find_first_of("/?") != std::string_view::npos) {
+    return std::nullopt;
+  }
+  return ProbedInstance{.controller = ascii_lower(rest.substr(0, slash)),
+                        .name = std::string(name)};
+}
+
+void HubServer::refresh_placement_views() {
+  const auto now = PlacementViews::Clock::now();
+  std::set<std::string> present;
+  for (const auto& presence : tunnels_.presence()) {
+    present.insert(presence.name);
+    if (presence.tunnels == 0 || !offers_views(presence)) {
+      continue;
+    }
+    const auto taken = views_.taken_at(presence.name);
+    if (!taken || now - *taken >= config_.tunnels.heartbeat_interval) {
+      ask_placement_view(presence.name);
+    }
+  }
+  views_.keep_only(present);
+}
+
+void HubServer::ask_placement_view(const std::string& agent) {
+  {
+    std::lock_guard lock(views_mutex_);
+    if (!views_asking_.insert(agent).second) {
+      views_stale_.insert(agent);  // asked for once more when this answer is in
+      return;
+    }
+  }
+  const auto asked_at = PlacementViews::Clock::now();
+  tunnels_.relay(
+      agent, kHubItself.identity,
+      relayed_request("GET", "/v1/placement-view", agent, "", kHubItself),
+      // A heartbeat's bound: a view request must not keep a dead tunnel open.
+      config_.tunnels.heartbeat_timeout,
+      [this, agent, asked_at](std::optional<net::ClientResponse> answer, const std::string& error,
+                              bool) { take_placement_view(agent, asked_at, answer, error); });
+}
+
+void HubServer::take_placement_view(const std::string& agent,
+                                    PlacementViews::Clock::time_point asked_at,
+                                    const std::optional<net::ClientResponse>& answer,
+                                    const std::string& error) {
+  std::string why;
+  try {
+    if (!answer) {
+      why = error;
+    } else if (answer->status != 200) {
+      why = "HTTP " + std::to_string(answer->status) + ": " + printable_excerpt(answer->body, 256);
+    } else {
+      views_.update(agent, wire::parse_placement_view(answer->body), asked_at);
+    }
+  } catch (const std::exception& e) {
+    why = std::string("an unusable answer: ") + e.what();
+  }
+  if (!why.empty()) {
+    views_.forget(agent);  // its probes go to it again
+  }
+  bool again = false;
+  bool tell = false;
+  {
+    std::lock_guard lock(views_mutex_);
+    views_asking_.erase(agent);
+    again = views_stale_.erase(agent) > 0;
+    // Said once per change, not every heartbeat: the agent is asked itself meanwhile.
+    tell = why.empty() ? views_failing_.erase(agent) > 0 : views_failing_.insert(agent).second;
+  }
+  if (tell) {
+    log_.info(why.empty() ? "agent " + agent + " gives its placement view again"
+                          : "agent " + agent +
+                                " gives no placement view (its probes are relayed "
+                                "to it): " +
+                                printable_excerpt(why, 512));
+  }
+  if (again) {
+    ask_placement_view(agent);
+  }
+}
+
+void HubServer::watch_instance_changes(const net::HttpRequest& request, const std::string& agent,
+                                       Tunnels::Done& done) {
+  const auto path = request.target.substr(0, request.target.find('?'));
+  constexpr std::string_view kControllers = "/v1/controllers/";
+  if (!path.starts_with(kControllers) || (request.method != "POST" && request.method != "DELETE")) {
+    return;
+  }
+  const auto rest = std::string_view(path).substr(kControllers.size());
+  const auto controller = ascii_lower(rest.substr(0, rest.find('/')));
+  const bool instances = rest.substr(std::min(rest.size(), controller.size())) == "/instances";
+  std::string created;
+  if (request.method == "POST" && instances) {
+    const auto body = nlohmann::json::parse(request.body, nullptr, false);
+    if (body.is_object() && body.contains("name") && body["name"].is_string()) {
+      created = body["name"].get<std::string>();
+      views_.create_started(agent, controller, created);
+    }
+  } else if (request.method != "DELETE") {
+    return;  // start, stop: nothing placement counts changes
+  }
+  done = [this, agent, controller, created, next = std::move(done)](
+             std::optional<net::ClientResponse> answer, std::string error, bool sent) {
+    if (!created.empty()) {
+      views_.create_ended(agent, controller, created, answer && answer->status == 200,
+                          PlacementViews::Clock::now());
+    }
+    ask_placement_view(agent);  // its room changed
+    next(std::move(answer), std::move(error), sent);
+  };
+}
+
+}  // namespace garm_edge::hub

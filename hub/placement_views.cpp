@@ -1,0 +1,98 @@
+#include "hub/placement_views.hpp"
+
+namespace garm_edge::hub {
+namespace {
+
+/// What the agent's `GET .../placement/NAME` answers when it has no such instance.
+std::string no_instance_answer(const wire::AgentCapacity& capacity) {
+  return wire::to_json(wire::PlacementAnswer{.instance = std::nullopt,
+                                             .create_under_way = false,
+                                             .capacity = capacity})
+      .dump();
+}
+
+}  // namespace
+
+void PlacementViews::update(const std::string& agent, const wire::PlacementView& view,
+                            Clock::time_point at) {
+  View kept{.answer_by_controller = {},
+            .answer_for_others = no_instance_answer(view.others),
+            .instances = {view.instances.begin(), view.instances.end()},
+            .made = {},
+            .taken_at = at};
+  for (const auto& [controller, capacity] : view.by_controller) {
+    kept.answer_by_controller[controller] = no_instance_answer(capacity);
+  }
+  std::lock_guard lock(mutex_);
+  if (const auto old = views_.find(agent); old != views_.end()) {
+    // The agent may have answered before those creates took their place.
+    for (const auto& [key, made_at] : old->second.made) {
+      if (made_at >= at) {
+        kept.instances.insert(key);
+        kept.made.emplace(key, made_at);
+      }
+    }
+  }
+  views_[agent] = std::move(kept);
+}
+
+void PlacementViews::keep_only(const std::set<std::string>& agents) {
+  std::lock_guard lock(mutex_);
+  std::erase_if(views_, [&](const auto& view) { return agents.count(view.first) == 0; });
+}
+
+void PlacementViews::forget(const std::string& agent) {
+  std::lock_guard lock(mutex_);
+  views_.erase(agent);
+}
+
+void PlacementViews::create_started(const std::string& agent, const std::string& controller,
+                                    const std::string& name) {
+  std::lock_guard lock(mutex_);
+  ++creating_[{agent, wire::instance_key(controller, name)}];
+}
+
+void PlacementViews::create_ended(const std::string& agent, const std::string& controller,
+                                  const std::string& name, bool made, Clock::time_point now) {
+  const auto key = wire::instance_key(controller, name);
+  std::lock_guard lock(mutex_);
+  if (const auto found = creating_.find({agent, key});
+      found != creating_.end() && --found->second == 0) {
+    creating_.erase(found);
+  }
+  // Until the next view shows it: a retry of the create finds it at once.
+  if (const auto view = views_.find(agent); made && view != views_.end()) {
+    view->second.instances.insert(key);
+    view->second.made[key] = now;
+  }
+}
+
+std::optional<std::string> PlacementViews::answer(const std::string& agent,
+                                                  const std::string& controller,
+                                                  const std::string& name,
+                                                  Clock::time_point now) const {
+  const auto key = wire::instance_key(controller, name);
+  std::lock_guard lock(mutex_);
+  const auto view = views_.find(agent);
+  if (view == views_.end() || now - view->second.taken_at > max_age_ ||
+      view->second.instances.count(key) != 0 || creating_.count({agent, key}) != 0) {
+    return std::nullopt;
+  }
+  const auto shown = view->second.answer_by_controller.find(key.substr(0, key.find('/')));
+  return shown == view->second.answer_by_controller.end() ? view->second.answer_for_others
+                                                          : shown->second;
+}
+
+std::optional<PlacementViews::Clock::time_point> PlacementViews::taken_at(
+    const std::string& agent) const {
+  std::lock_guard lock(mutex_);
+  const auto view = views_.find(agent);
+  return view == views_.end() ? std::nullopt : std::optional(view->second.taken_at);
+}
+
+std::size_t PlacementViews::size() const {
+  std::lock_guard lock(mutex_);
+  return views_.size();
+}
+
+}  // namespace garm_edge::hub

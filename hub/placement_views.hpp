@@ -1,0 +1,65 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "wire/placement_view.hpp"
+
+namespace garm_edge::hub {
+
+/// What the hub knows of each agent's placement view (wire::PlacementView), so that a
+/// provider's placement probe of every agent costs a relayed request only to the agents that
+/// may hold the instance: the others' answers are the hub's, made from a view at most `max_age`
+/// old. An agent without a fresh view, one that holds or is creating the instance, and one a
+/// create of it is relayed to right now are asked themselves. Thread-safe.
+class PlacementViews {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  explicit PlacementViews(std::chrono::milliseconds max_age) : max_age_(max_age) {}
+
+  /// `agent`'s view, asked for at `at`: the instances of creates that ended since are kept.
+  void update(const std::string& agent, const wire::PlacementView& view, Clock::time_point at);
+  /// Forgets the views of agents not in `agents` (removed from the hub).
+  void keep_only(const std::set<std::string>& agents);
+  /// The agent's view is gone (it was removed, or refused to give one): it is asked itself.
+  void forget(const std::string& agent);
+  /// A create of `controller`'s instance `name` was relayed to `agent`, and its answer came
+  /// (`made`: 200, the instance exists there).
+  void create_started(const std::string& agent, const std::string& controller,
+                      const std::string& name);
+  void create_ended(const std::string& agent, const std::string& controller,
+                    const std::string& name, bool made, Clock::time_point now);
+
+  /// The agent's answer to a placement probe of `controller`'s instance `name`, as the agent
+  /// would give it when it has no such instance; nothing when only the agent can tell.
+  std::optional<std::string> answer(const std::string& agent, const std::string& controller,
+                                    const std::string& name, Clock::time_point now) const;
+  /// When the agent's view was last taken; nothing without one.
+  std::optional<Clock::time_point> taken_at(const std::string& agent) const;
+  std::size_t size() const;
+
+ private:
+  struct View {
+    std::map<std::string, std::string> answer_by_controller;  // placement answer JSON text
+    std::string answer_for_others;
+    std::set<std::string> instances;
+    /// Instances of creates that ended since, by when: kept over a view asked for earlier.
+    std::map<std::string, Clock::time_point> made;
+    Clock::time_point taken_at;
+  };
+
+  std::chrono::milliseconds max_age_;
+  mutable std::mutex mutex_;
+  std::map<std::string, View> views_;
+  /// Relayed creates in flight, by agent and instance key.
+  std::map<std::pair<std::string, std::string>, std::size_t> creating_;
+};
+
+}  // namespace garm_edge::hub
