@@ -89,9 +89,32 @@ def hub_fds(pid):
     return len(os.listdir("/proc/%d/fd" % pid))
 
 
+def fleet_idle_cpu(bench, seconds=5.0):
+    """The agents' own CPU while garm asks nothing (heartbeats, views, reconcile), all of them
+    together, in % of one core: what the machine gives the fleet before any command."""
+    pids = [p.proc.pid for p in bench.processes]
+    before = sum(hub_bench.cpu_seconds(pid) for pid in pids)
+    time.sleep(seconds)
+    return (sum(hub_bench.cpu_seconds(pid) for pid in pids) - before) / seconds * 100
+
+
+def solo_create_ms(config, size, count=5):
+    """One create at a time (nothing else asked): its median, and each deleted after."""
+    times = []
+    for index in range(count):
+        name = "garm-solo-n%d-%d" % (size, index)
+        seconds, code, out = run_garm(config, "CreateInstance", name, hub_bench.bootstrap(name))
+        if code == 0:
+            times.append(seconds)
+            run_garm(config, "DeleteInstance", provider_id(out, name))
+    return statistics.median(times) * 1000 if times else float("nan")
+
+
 def measure_size(bench, config, size, concurrencies, log):
     row = {"agents": size}
     pid = bench.hub.proc.pid
+    row["fleet_idle_cpu_pct"] = fleet_idle_cpu(bench)
+    row["solo_create_ms"] = solo_create_ms(config, size)
     for concurrency in concurrencies:
         ids = ["garm-n%d-c%d-%d" % (size, concurrency, i) for i in range(concurrency)]
         cpu_before = hub_bench.cpu_seconds(pid)
@@ -191,7 +214,8 @@ def main():
                       "once: create p50/p99 %6.1f/%6.1f, get p99 %6.1f, delete p99 %6.1f ms, %d "
                       "failed | list %6.1f ms | delete by name %6.1f ms | hub %.2f CPU s/1,000, "
                       "RSS %5.1f MiB, %d fds, %d tunnels | back after kill -9: %.2f s | agent "
-                      "RSS %.1f MiB"
+                      "RSS %.1f MiB | one create alone %.1f ms | the idle agents' CPU %.0f %% "
+                      "of a core"
                       % (size, row["CreateInstance_c16_p50"], row["CreateInstance_c16_p99"],
                          row["GetInstance_c16_p99"], row["CreateInstance_c64_p50"],
                          row["CreateInstance_c64_p99"], row["GetInstance_c64_p99"],
@@ -200,7 +224,8 @@ def main():
                          row["DeleteInstance_c64_failed"], row["list_ms"],
                          row["delete_by_name_ms"], row["hub_cpu_s_per_1000_c64"],
                          row["hub_rss_mib"], row["hub_fds"], row["tunnels"], row["reconnect_s"],
-                         agent_rss), flush=True)
+                         agent_rss, row["solo_create_ms"], row["fleet_idle_cpu_pct"]),
+                      flush=True)
         with open(os.path.join(OUT, "fleet-scale.tsv"), "w") as tsv:
             for row in rows:
                 tsv.write("%d\t%.2f\t%.2f\t%.2f\t%.3f\n" % (
