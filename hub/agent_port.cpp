@@ -82,6 +82,9 @@ HttpResponse HubServer::open_tunnel(const HttpRequest& request, const net::PeerI
   auto answer = json_answer(200, {{"agent", agent->name}});
   answer.take_over_tls = [this, name = agent->name, serial = peer.serial,
                           hello = std::move(hello)](std::shared_ptr<net::TlsStream> stream) {
+    if (const auto presence = tunnels_.presence(name); !presence || presence->tunnels == 0) {
+      views_.forget(name);  // back after a restart, perhaps another version: a new view first
+    }
     tunnels_.add(name, serial, hello, std::move(stream));
   };
   return answer;
@@ -140,6 +143,7 @@ void HubServer::drop_revoked_tunnels() {
       log_.info("agent " + name + (agent ? " changed certificates" : " was removed") +
                 ": closing its tunnels");
       tunnels_.drop(name);
+      views_.forget(name);
     }
   }
 }

@@ -21,12 +21,12 @@ HubServer::HubServer(asio::io_context& io, HubConfig config, Logger& log)
     : config_(std::move(config)),
       log_(log),
       store_(open_hub_store(config_)),
+      // Three heartbeats: a view missed once or twice is still used.
+      views_(3 * config_.tunnels.heartbeat_interval),
       tunnels_(io, config_.tunnels),
       limiter_(config_.enrolment_failures_per_minute),
       ca_pem_(store_.ca_pem()),
-      watch_timer_(io),
-      // Three heartbeats: a view missed once or twice is still used.
-      views_(3 * config_.tunnels.heartbeat_interval) {
+      watch_timer_(io) {
   // Before the certificate is loaded: one made before roles existed gets the hub's role now.
   store_.prepare_to_serve(unix_now());
   crl_written_ = crl_write_time();

@@ -106,6 +106,14 @@ class HubServer {
   HubStore store_;
   /// Before tunnels_: a scrape's callback, held by the tunnels, counts itself out of it.
   std::atomic<std::size_t> scrapes_in_flight_{0};
+  /// Before tunnels_ too: view requests and relayed creates call back into them.
+  PlacementViews views_;
+  std::mutex views_mutex_;
+  std::set<std::string> views_asking_;   // views_mutex_
+  std::set<std::string> views_stale_;    // views_mutex_: asked for again once answered
+  std::set<std::string> views_failing_;  // views_mutex_: their last view request failed
+  std::atomic<std::uint64_t> probes_answered_by_hub_{0};
+  std::atomic<std::uint64_t> probes_relayed_{0};
   Tunnels tunnels_;
   EnrolmentLimiter limiter_;
   std::string ca_pem_;
@@ -119,13 +127,6 @@ class HubServer {
   mutable std::vector<AgentRecord> enrolled_;
   mutable std::uint64_t enrolled_generation_ = 0;
   mutable std::chrono::steady_clock::time_point enrolled_read_at_{};
-  PlacementViews views_;
-  std::mutex views_mutex_;
-  std::set<std::string> views_asking_;   // views_mutex_
-  std::set<std::string> views_stale_;    // views_mutex_: asked for again once answered
-  std::set<std::string> views_failing_;  // views_mutex_: their last view request failed
-  std::atomic<std::uint64_t> probes_answered_by_hub_{0};
-  std::atomic<std::uint64_t> probes_relayed_{0};
 };
 
 }  // namespace garm_edge::hub

@@ -5,6 +5,9 @@
 #include "common/text.hpp"
 #include "hub/hub_server.hpp"
 #include "hub/relayed_request.hpp"
+#include "wire/error.hpp"
+#include "wire/json_fields.hpp"
+#include "wire/validate.hpp"
 
 // Placement probes the hub answers itself (hub/placement_views.hpp): each agent's view is
 // asked for every heartbeat interval and after every create or delete relayed to it.
@@ -15,6 +18,8 @@ namespace {
 /// picked from the view per probe, by the controller the provider's client acts for.
 const HubClient kHubItself{.identity = "garm-edge-hub", .controllers = {"*"}};
 constexpr std::string_view kViewFeature = "placement-view";
+/// A view larger than this is refused unread: an agent's is tens of KiB.
+constexpr std::size_t kMaxViewBytes = 4 * 1024 * 1024;
 
 bool offers_views(const AgentPresence& presence) {
   const auto& features = presence.hello.features;
@@ -35,12 +40,18 @@ std::optional<HubServer::ProbedInstance> HubServer::probed_instance(const std::s
   if (slash == std::string_view::npos || !rest.substr(slash).starts_with(kPlacement)) {
     return std::nullopt;
   }
-  const auto name = rest.substr(slash + kPlacement.size());
-  if (name.empty() || name.find_first_of("/?") != std::string_view::npos) {
+  const auto controller = rest.substr(0, slash);
+  const auto name = std::string(rest.substr(slash + kPlacement.size()));
+  // What the agent would refuse, or look up by provider ID as well, is the agent's to answer.
+  try {
+    wire::validate_instance_name(name);
+  } catch (const wire::WireError&) {
     return std::nullopt;
   }
-  return ProbedInstance{.controller = ascii_lower(rest.substr(0, slash)),
-                        .name = std::string(name)};
+  if (!wire::is_uuid(controller) || wire::is_uuid(name)) {
+    return std::nullopt;
+  }
+  return ProbedInstance{.controller = ascii_lower(controller), .name = name};
 }
 
 void HubServer::refresh_placement_views() {
@@ -56,7 +67,7 @@ void HubServer::refresh_placement_views() {
       ask_placement_view(presence.name);
     }
   }
-  views_.keep_only(present);
+  views_.keep_only(present, now);
 }
 
 void HubServer::ask_placement_view(const std::string& agent) {
@@ -87,6 +98,8 @@ void HubServer::take_placement_view(const std::string& agent,
       why = error;
     } else if (answer->status != 200) {
       why = "HTTP " + std::to_string(answer->status) + ": " + printable_excerpt(answer->body, 256);
+    } else if (answer->body.size() > kMaxViewBytes) {
+      why = "a view of " + std::to_string(answer->body.size()) + " bytes";
     } else {
       views_.update(agent, wire::parse_placement_view(answer->body), asked_at);
     }
@@ -129,22 +142,32 @@ void HubServer::watch_instance_changes(const net::HttpRequest& request, const st
   const bool instances = rest.substr(std::min(rest.size(), controller.size())) == "/instances";
   std::string created;
   if (request.method == "POST" && instances) {
-    const auto body = nlohmann::json::parse(request.body, nullptr, false);
-    if (body.is_object() && body.contains("name") && body["name"].is_string()) {
-      created = body["name"].get<std::string>();
-      views_.create_started(agent, controller, created);
+    try {
+      const auto body = wire::parse_json_text(request.body, "a create");
+      if (body.is_object() && body.contains("name") && body["name"].is_string()) {
+        created = body["name"].get<std::string>();
+        views_.create_started(agent, controller, created);
+      }
+    } catch (const wire::WireError&) {
+      // Not a create the agent takes either.
     }
   } else if (request.method != "DELETE") {
     return;  // start, stop: nothing placement counts changes
   }
   done = [this, agent, controller, created, next = std::move(done)](
              std::optional<net::ClientResponse> answer, std::string error, bool sent) {
+    // Only a refusal before any work (4xx, or 503: no room, draining) made nothing; a create
+    // whose answer was lost after it was sent may still finish there.
+    const bool refused =
+        answer && ((answer->status >= 400 && answer->status < 500) || answer->status == 503);
+    next(std::move(answer), std::move(error), sent);
     if (!created.empty()) {
-      views_.create_ended(agent, controller, created, answer && answer->status == 200,
+      views_.create_ended(agent, controller, created, sent && !refused,
                           PlacementViews::Clock::now());
     }
-    ask_placement_view(agent);  // its room changed
-    next(std::move(answer), std::move(error), sent);
+    if (views_.taken_at(agent)) {
+      ask_placement_view(agent);  // its room changed
+    }
   };
 }
 

@@ -18,27 +18,21 @@ void PlacementViews::update(const std::string& agent, const wire::PlacementView&
   View kept{.answer_by_controller = {},
             .answer_for_others = no_instance_answer(view.others),
             .instances = {view.instances.begin(), view.instances.end()},
-            .made = {},
             .taken_at = at};
   for (const auto& [controller, capacity] : view.by_controller) {
     kept.answer_by_controller[controller] = no_instance_answer(capacity);
   }
   std::lock_guard lock(mutex_);
-  if (const auto old = views_.find(agent); old != views_.end()) {
-    // The agent may have answered before those creates took their place.
-    for (const auto& [key, made_at] : old->second.made) {
-      if (made_at >= at) {
-        kept.instances.insert(key);
-        kept.made.emplace(key, made_at);
-      }
-    }
-  }
+  // Creates that ended before this view was asked for are in it (or were deleted since).
+  std::erase_if(made_,
+                [&](const auto& made) { return made.first.first == agent && made.second < at; });
   views_[agent] = std::move(kept);
 }
 
-void PlacementViews::keep_only(const std::set<std::string>& agents) {
+void PlacementViews::keep_only(const std::set<std::string>& agents, Clock::time_point now) {
   std::lock_guard lock(mutex_);
   std::erase_if(views_, [&](const auto& view) { return agents.count(view.first) == 0; });
+  std::erase_if(made_, [&](const auto& made) { return now - made.second > max_age_; });
 }
 
 void PlacementViews::forget(const std::string& agent) {
@@ -60,10 +54,9 @@ void PlacementViews::create_ended(const std::string& agent, const std::string& c
       found != creating_.end() && --found->second == 0) {
     creating_.erase(found);
   }
-  // Until the next view shows it: a retry of the create finds it at once.
-  if (const auto view = views_.find(agent); made && view != views_.end()) {
-    view->second.instances.insert(key);
-    view->second.made[key] = now;
+  // Until a view asked for later shows it: a retry of the create finds it at once.
+  if (made) {
+    made_[{agent, key}] = now;
   }
 }
 
@@ -75,7 +68,8 @@ std::optional<std::string> PlacementViews::answer(const std::string& agent,
   std::lock_guard lock(mutex_);
   const auto view = views_.find(agent);
   if (view == views_.end() || now - view->second.taken_at > max_age_ ||
-      view->second.instances.count(key) != 0 || creating_.count({agent, key}) != 0) {
+      view->second.instances.count(key) != 0 || creating_.count({agent, key}) != 0 ||
+      made_.count({agent, key}) != 0) {
     return std::nullopt;
   }
   const auto shown = view->second.answer_by_controller.find(key.substr(0, key.find('/')));

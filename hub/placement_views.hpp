@@ -26,12 +26,13 @@ class PlacementViews {
 
   /// `agent`'s view, asked for at `at`: the instances of creates that ended since are kept.
   void update(const std::string& agent, const wire::PlacementView& view, Clock::time_point at);
-  /// Forgets the views of agents not in `agents` (removed from the hub).
-  void keep_only(const std::set<std::string>& agents);
+  /// Forgets the views of agents not in `agents` (removed from the hub), and creates that
+  /// ended longer ago than a view may be old.
+  void keep_only(const std::set<std::string>& agents, Clock::time_point now);
   /// The agent's view is gone (it was removed, or refused to give one): it is asked itself.
   void forget(const std::string& agent);
   /// A create of `controller`'s instance `name` was relayed to `agent`, and its answer came
-  /// (`made`: 200, the instance exists there).
+  /// (`made`: the instance may exist there: anything but a refusal before any work).
   void create_started(const std::string& agent, const std::string& controller,
                       const std::string& name);
   void create_ended(const std::string& agent, const std::string& controller,
@@ -50,8 +51,6 @@ class PlacementViews {
     std::map<std::string, std::string> answer_by_controller;  // placement answer JSON text
     std::string answer_for_others;
     std::set<std::string> instances;
-    /// Instances of creates that ended since, by when: kept over a view asked for earlier.
-    std::map<std::string, Clock::time_point> made;
     Clock::time_point taken_at;
   };
 
@@ -60,6 +59,9 @@ class PlacementViews {
   std::map<std::string, View> views_;
   /// Relayed creates in flight, by agent and instance key.
   std::map<std::pair<std::string, std::string>, std::size_t> creating_;
+  /// Relayed creates that ended, by agent and instance key, and when: an instance the next view
+  /// may not show yet (it was asked for before the create took its place, or there is none).
+  std::map<std::pair<std::string, std::string>, Clock::time_point> made_;
 };
 
 }  // namespace garm_edge::hub

@@ -271,6 +271,10 @@ void HubServer::relay_to_many(const HttpRequest& request, const HubClient& clien
   // instance; only the others are asked.
   const auto probed = probed_instance(method, target);
   const auto now = PlacementViews::Clock::now();
+  HttpRequest relayed;  // what placement watches of it: creates and deletes
+  relayed.method = method;
+  relayed.target = target;
+  relayed.body = body;
   for (const auto& name : agents) {
     if (probed) {
       const auto presence = tunnels_.presence(name);
@@ -283,13 +287,16 @@ void HubServer::relay_to_many(const HttpRequest& request, const HubClient& clien
       }
       ++probes_relayed_;
     }
+    Tunnels::Done done = [gathered, name](std::optional<net::ClientResponse> answer,
+                                          const std::string& error, bool sent) {
+      if (!answer) {
+        return gathered->add(name, 0, sent, error);
+      }
+      gathered->add(name, answer->status, sent, std::move(answer->body));
+    };
+    watch_instance_changes(relayed, name, done);
     tunnels_.relay(name, client.identity, relayed_request(method, target, name, body, client),
-                   timeout,
-                   [gathered, name](std::optional<net::ClientResponse> answer,
-                                    const std::string& error, bool sent) {
-                     const int status = answer ? answer->status : 0;
-                     gathered->add(name, status, sent, answer ? std::move(answer->body) : error);
-                   });
+                   timeout, std::move(done));
   }
 }
 

@@ -167,8 +167,8 @@ void kvm_first(const PlacementRequest& request, const std::vector<PlacementInput
   });
 }
 
-/// FNV-1a, the same on every host and every run so that a name's choice never changes, then
-/// SplitMix64's finalizer: FNV-1a alone moves only bits 40 to 48 for a change in the last
+/// FNV-1a, the same on every host and every run of one version (a retry makes the same choice),
+/// then SplitMix64's finalizer: FNV-1a alone moves only bits 40 to 48 for a change in the last
 /// bytes, so garm's names (alike but for their ends) sorted by it chose few of the tied agents.
 std::uint64_t stable_hash(std::string_view text) {
   std::uint64_t hash = 14695981039346656037ULL;

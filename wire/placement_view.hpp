@@ -33,7 +33,7 @@ std::string instance_key(std::string_view controller, std::string_view name);
 bool is_instance_key(std::string_view key);
 
 /// What one view may hold: an agent's answer beyond these is refused whole.
-constexpr std::size_t kMaxViewControllers = 1024;
+constexpr std::size_t kMaxViewControllers = 256;
 constexpr std::size_t kMaxViewInstances = 65536;
 
 nlohmann::ordered_json to_json(const PlacementView& view);

@@ -192,6 +192,9 @@ CapacityReport InstanceService::capacity() {
     report.addresses = guests_->addresses();
     report.limit =
         limit_within_addresses(limits_of(report.host, config_.capacity), report.addresses);
+    // Creates under way before the domains: a create holds its place until its domain is
+    // defined, so one that ends between the two readings is in the second.
+    const auto under_way = capacity_ledger_.under_way();
     const auto domains = hypervisor_.list({{tag::kAgent, config_.agent_id}});
     report.used = capacity_ledger_.used(resources_of(domains));
     report.free = room_of(report.used, report.limit, report.addresses);
@@ -202,7 +205,7 @@ CapacityReport InstanceService::capacity() {
       report.instances.emplace_back(domain.tags.get(tag::kController).value_or(""),
                                     domain.tags.get(tag::kName).value_or(""));
     }
-    for (const auto& domain_name : capacity_ledger_.under_way()) {
+    for (const auto& domain_name : under_way) {
       if (auto instance = instance_of_domain_name(domain_name)) {
         report.instances.push_back(std::move(*instance));
       }

@@ -93,13 +93,33 @@ TEST_CASE("a create relayed through the hub is its agent's to answer until a vie
   // A view asked for after it ended is the agent's word (it was deleted since, say).
   views.update("rack1", view_with({}), at + 2s);
   CHECK(warm_offers_in(views.answer("rack1", kController, "garm-c", at + 2s)) == 1);
-  // A create that failed made nothing: probes of it are the hub's again.
+  // A create refused before any work made nothing: probes of it are the hub's again.
   views.create_started("rack1", kController, "garm-d");
   views.create_ended("rack1", kController, "garm-d", false, at + 2s);
   CHECK(warm_offers_in(views.answer("rack1", kController, "garm-d", at + 2s)) == 1);
   // Agents removed from the hub are forgotten.
-  views.keep_only({"rack2"});
+  views.keep_only({"rack2"}, at + 2s);
   CHECK(views.size() == 0);
+}
+
+TEST_CASE("a create that ended while the hub held no view of its agent still counts",
+          "[hub][placement]") {
+  PlacementViews views(30s);
+  const auto at = PlacementViews::Clock::now();
+  // The agent's first view is asked for while a create of garm-e runs there (the agent took
+  // its hold after answering), and arrives after the create ended.
+  views.create_started("rack1", kController, "garm-e");
+  views.create_ended("rack1", kController, "garm-e", true, at + 1s);
+  views.update("rack1", view_with({}), at + 500ms);
+  CHECK(warm_offers_in(views.answer("rack1", kController, "garm-e", at + 1s)) == -1);
+  CHECK(warm_offers_in(views.answer("rack1", kController, "garm-f", at + 1s)) == 1);
+  // Forgotten (a failed view request) and taken again: still the agent's until a later view.
+  views.forget("rack1");
+  views.update("rack1", view_with({}), at + 800ms);
+  CHECK(warm_offers_in(views.answer("rack1", kController, "garm-e", at + 1s)) == -1);
+  // A view older than allowed is not used, and what ended long ago is dropped.
+  views.keep_only({"rack1"}, at + 40s);
+  CHECK(warm_offers_in(views.answer("rack1", kController, "garm-e", at + 40s)) == -1);
 }
 
 TEST_CASE("an agent's placement view is refused whole when it is not what an agent sends",
