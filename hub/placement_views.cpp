@@ -3,12 +3,23 @@
 namespace garm_edge::hub {
 namespace {
 
-/// What the agent's `GET .../placement/NAME` answers when it has no such instance.
-std::string no_instance_answer(const wire::AgentCapacity& capacity) {
-  return wire::to_json(wire::PlacementAnswer{.instance = std::nullopt,
-                                             .create_under_way = false,
-                                             .capacity = capacity})
-      .dump();
+/// What the agent's `GET .../placement/NAME` answers when it has no such instance: its
+/// capacity as it wrote it when there is that text (fields a newer agent adds pass through).
+std::string no_instance_answer(const wire::AgentCapacity& capacity, const std::string& text) {
+  if (text.empty()) {
+    return wire::to_json(wire::PlacementAnswer{.instance = std::nullopt,
+                                               .create_under_way = false,
+                                               .capacity = capacity})
+        .dump();
+  }
+  return R"({"instance":null,"create_under_way":false,"capacity":)" + text + "}";
+}
+
+const std::string& text_of(const std::map<std::string, std::string>& texts,
+                           const std::string& controller) {
+  static const std::string none;
+  const auto found = texts.find(controller);
+  return found == texts.end() ? none : found->second;
 }
 
 }  // namespace
@@ -16,11 +27,12 @@ std::string no_instance_answer(const wire::AgentCapacity& capacity) {
 void PlacementViews::update(const std::string& agent, const wire::PlacementView& view,
                             Clock::time_point at) {
   View kept{.answer_by_controller = {},
-            .answer_for_others = no_instance_answer(view.others),
+            .answer_for_others = no_instance_answer(view.others, view.others_text),
             .instances = {view.instances.begin(), view.instances.end()},
             .taken_at = at};
   for (const auto& [controller, capacity] : view.by_controller) {
-    kept.answer_by_controller[controller] = no_instance_answer(capacity);
+    kept.answer_by_controller[controller] =
+        no_instance_answer(capacity, text_of(view.by_controller_text, controller));
   }
   std::lock_guard lock(mutex_);
   // Creates that ended before this view was asked for are in it (or were deleted since).

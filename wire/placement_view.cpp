@@ -58,12 +58,14 @@ PlacementView parse_placement_view(std::string_view json_text) {
     }
     view.by_controller[ascii_lower(controller)] =
         agent_capacity_from_json(capacity, "by_controller." + controller);
+    view.by_controller_text[ascii_lower(controller)] = capacity.dump();
   }
   const auto* others = in.find("others");
   if (others == nullptr || !others->is_object()) {
     throw WireError("others", "expected an object");
   }
   view.others = agent_capacity_from_json(*others, "others");
+  view.others_text = others->dump();
   auto instances = in.string_list("instances").value_or(std::vector<std::string>{});
   if (instances.size() > kMaxViewInstances) {
     throw WireError("instances", "more than " + std::to_string(kMaxViewInstances));

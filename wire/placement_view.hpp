@@ -21,6 +21,10 @@ struct PlacementView {
   std::map<std::string, AgentCapacity> by_controller;
   AgentCapacity others;
   std::vector<std::string> instances;
+  /// The capacities as the agent wrote them (parse_placement_view fills them): what a hub
+  /// passes on keeps the fields a newer agent adds. Empty for a view made here.
+  std::map<std::string, std::string> by_controller_text;
+  std::string others_text;
 
   /// What controller `controller` is shown.
   const AgentCapacity& shown_to(const std::string& controller) const;

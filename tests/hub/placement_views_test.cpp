@@ -153,3 +153,17 @@ TEST_CASE("an agent's placement view is refused whole when it is not what an age
   }
   CHECK_THROWS_AS(wire::parse_placement_view(text(many, kController)), wire::WireError);
 }
+
+TEST_CASE("the hub passes on the capacity as the agent wrote it, with fields it does not know",
+          "[hub][placement][skew]") {
+  auto document = json::parse(wire::to_json(view_with({})).dump());
+  document["others"]["from_a_newer_agent"] = {{"quota", 3}};
+  const auto view = wire::parse_placement_view(document.dump());
+  PlacementViews views(30s);
+  const auto at = PlacementViews::Clock::now();
+  views.update("rack1", view, at);
+  const auto answer = views.answer("rack1", kOtherController, "garm-a", at);
+  REQUIRE(answer);
+  CHECK(json::parse(*answer).at("capacity").at("from_a_newer_agent").at("quota") == 3);
+  CHECK(warm_offers_in(answer) == 0);
+}
