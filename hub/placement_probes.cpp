@@ -6,6 +6,7 @@
 #include "hub/hub_server.hpp"
 #include "hub/relayed_request.hpp"
 #include "wire/error.hpp"
+#include "wire/identity.hpp"
 #include "wire/json_fields.hpp"
 #include "wire/validate.hpp"
 
@@ -14,9 +15,10 @@
 namespace garm_edge::hub {
 namespace {
 
-/// The hub asks for views as a caller of every controller: what each controller is shown is
-/// picked from the view per probe, by the controller the provider's client acts for.
-const HubClient kHubItself{.identity = "garm-edge-hub", .controllers = {"*"}};
+/// The hub asks for views as a caller of every controller (what each controller is shown is
+/// picked from the view per probe), under its own name, which no client can be issued: no
+/// client shares the turn of its view requests.
+const HubClient kHubItself{.identity = std::string(wire::kHubCommonName), .controllers = {"*"}};
 constexpr std::string_view kViewFeature = "placement-view";
 /// A view larger than this is refused unread: an agent's is tens of KiB.
 constexpr std::size_t kMaxViewBytes = 4 * 1024 * 1024;
