@@ -155,6 +155,13 @@ void HubServer::watch_instance_changes(const net::HttpRequest& request, const st
     }
   } else if (request.method != "DELETE") {
     return;  // start, stop: nothing placement counts changes
+  } else if (constexpr std::string_view kOne = "/instances/";
+             rest.substr(std::min(rest.size(), controller.size())).starts_with(kOne)) {
+    // A delete by name goes to every agent: only one that may hold the name has changed.
+    const auto ref = std::string(rest.substr(controller.size() + kOne.size()));
+    if (!wire::is_uuid(ref) && !views_.may_hold(agent, controller, ref)) {
+      return;
+    }
   }
   done = [this, agent, controller, created, next = std::move(done)](
              std::optional<net::ClientResponse> answer, std::string error, bool sent) {

@@ -79,14 +79,24 @@ std::optional<std::string> PlacementViews::answer(const std::string& agent,
   const auto key = wire::instance_key(controller, name);
   std::lock_guard lock(mutex_);
   const auto view = views_.find(agent);
-  if (view == views_.end() || now - view->second.taken_at > max_age_ ||
-      view->second.instances.count(key) != 0 || creating_.count({agent, key}) != 0 ||
-      made_.count({agent, key}) != 0) {
+  if (may_hold_locked(agent, key) || now - view->second.taken_at > max_age_) {
     return std::nullopt;
   }
   const auto shown = view->second.answer_by_controller.find(key.substr(0, key.find('/')));
   return shown == view->second.answer_by_controller.end() ? view->second.answer_for_others
                                                           : shown->second;
+}
+
+bool PlacementViews::may_hold(const std::string& agent, const std::string& controller,
+                              const std::string& name) const {
+  std::lock_guard lock(mutex_);
+  return may_hold_locked(agent, wire::instance_key(controller, name));
+}
+
+bool PlacementViews::may_hold_locked(const std::string& agent, const std::string& key) const {
+  const auto view = views_.find(agent);
+  return view == views_.end() || view->second.instances.count(key) != 0 ||
+         creating_.count({agent, key}) != 0 || made_.count({agent, key}) != 0;
 }
 
 std::optional<PlacementViews::Clock::time_point> PlacementViews::taken_at(

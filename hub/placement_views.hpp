@@ -42,11 +42,17 @@ class PlacementViews {
   /// would give it when it has no such instance; nothing when only the agent can tell.
   std::optional<std::string> answer(const std::string& agent, const std::string& controller,
                                     const std::string& name, Clock::time_point now) const;
+  /// Whether the agent may hold `controller`'s instance `name`: its view, or a create of it
+  /// relayed through the hub, says so, or there is no view to tell.
+  bool may_hold(const std::string& agent, const std::string& controller,
+                const std::string& name) const;
   /// When the agent's view was last taken; nothing without one.
   std::optional<Clock::time_point> taken_at(const std::string& agent) const;
   std::size_t size() const;
 
  private:
+  bool may_hold_locked(const std::string& agent, const std::string& key) const;
+
   struct View {
     std::map<std::string, std::string> answer_by_controller;  // placement answer JSON text
     std::string answer_for_others;

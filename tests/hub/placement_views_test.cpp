@@ -167,3 +167,16 @@ TEST_CASE("the hub passes on the capacity as the agent wrote it, with fields it 
   CHECK(json::parse(*answer).at("capacity").at("from_a_newer_agent").at("quota") == 3);
   CHECK(warm_offers_in(answer) == 0);
 }
+
+TEST_CASE("only an agent that may hold a name has changed when it is deleted by name",
+          "[hub][placement]") {
+  PlacementViews views(30s);
+  const auto at = PlacementViews::Clock::now();
+  CHECK(views.may_hold("rack1", kController, "garm-a"));  // no view: it may
+  views.update("rack1", view_with({"garm-a"}), at);
+  CHECK(views.may_hold("rack1", kController, "garm-a"));
+  CHECK_FALSE(views.may_hold("rack1", kController, "garm-b"));
+  CHECK_FALSE(views.may_hold("rack1", kOtherController, "garm-a"));
+  views.create_started("rack1", kController, "garm-b");
+  CHECK(views.may_hold("rack1", kController, "garm-b"));
+}
