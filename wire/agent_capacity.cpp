@@ -29,6 +29,43 @@ ordered_json shapes_json(const ShapeOffer& shapes) {
 }
 
 ShapeOffer shapes_from(const ObjectReader& in, std::string_view key);
+ResourceAmount amount_from(const ObjectReader& in, std::string_view key);
+
+ordered_json share_json(const ControllerShare& share) {
+  ordered_json room = ordered_json::object();
+  for (const auto& [priority, amount] : share.room) {
+    room[std::string(to_string(priority))] = amount_json(amount);
+  }
+  return {{"controller", share.controller},
+          {"used", amount_json(share.used)},
+          {"quota", amount_json(share.quota)},
+          {"reserved", amount_json(share.reserved)},
+          {"max_priority", to_string(share.max_priority)},
+          {"room", room},
+          {"instances_bounded", share.instances_bounded},
+          {"disk_bounded", share.disk_bounded}};
+}
+
+ControllerShare share_from(const ObjectReader& in) {
+  ControllerShare share{
+      .controller = in.string_or_empty("controller"),
+      .used = amount_from(in, "used"),
+      .quota = amount_from(in, "quota"),
+      .reserved = amount_from(in, "reserved"),
+      .max_priority = in.enum_value<Priority>("max_priority").value_or(Priority::high),
+      .room = {},
+      .instances_bounded = in.boolean("instances_bounded"),
+      .disk_bounded = in.boolean("disk_bounded")};
+  if (const auto* room = in.find("room"); room != nullptr && !room->is_null()) {
+    const ObjectReader by_priority(*room, in.path_of("room"));
+    for (const auto priority : {Priority::low, Priority::normal, Priority::high}) {
+      if (by_priority.find(to_string(priority)) != nullptr) {
+        share.room[priority] = amount_from(by_priority, to_string(priority));
+      }
+    }
+  }
+  return share;
+}
 
 ResourceAmount amount_from(const ObjectReader& in, std::string_view key) {
   const auto* value = in.find(key);
@@ -146,6 +183,12 @@ bool AgentCapacity::offers(std::string_view feature, bool baseline) const {
   return std::find(features.begin(), features.end(), feature) != features.end();
 }
 
+const ResourceAmount& ControllerShare::room_at(Priority priority) const {
+  static const ResourceAmount kNone{};
+  const auto found = room.find(std::min(priority, max_priority));
+  return found == room.end() ? kNone : found->second;
+}
+
 std::uint64_t AgentCapacity::warm_ready(std::string_view image, std::string_view flavor) const {
   std::uint64_t ready = 0;
   for (const auto& offer : warm) {
@@ -201,6 +244,10 @@ ordered_json to_json(const AgentCapacity& capacity) {
                     {"ready", offer.ready},
                     {"warming", offer.warming}});
   }
+  ordered_json shares = ordered_json::array();
+  for (const auto& share : capacity.shares) {
+    shares.push_back(share_json(share));
+  }
   ordered_json caches = ordered_json::array();
   for (const auto& offer : capacity.caches) {
     caches.push_back({{"name", offer.name},
@@ -226,6 +273,8 @@ ordered_json to_json(const AgentCapacity& capacity) {
           {"warm", warm},
           {"caches", caches},
           {"shapes", shapes_json(capacity.shapes)},
+          {"share", capacity.share ? share_json(*capacity.share) : ordered_json()},
+          {"shares", shares},
           {"features", capacity.features}};
 }
 
@@ -303,6 +352,10 @@ AgentCapacity agent_capacity_from_json(const nlohmann::json& document, const std
                       .error = item.string_or_empty("error")};
   });
   capacity.shapes = shapes_from(in, "shapes");
+  if (const auto* share = in.find("share"); share != nullptr && !share->is_null()) {
+    capacity.share = share_from(ObjectReader(*share, in.path_of("share")));
+  }
+  capacity.shares = items_from<ControllerShare>(in, "shares", share_from);
   capacity.features = in.string_list("features").value_or(std::vector<std::string>{});
   return capacity;
 }

@@ -100,12 +100,33 @@ struct ShapeOffer {
   bool operator==(const ShapeOffer&) const = default;
 };
 
+/// One controller's share of a host (docs/shares.md): what its instances and warm guests take,
+/// the operator's quota and reservation for it, and what a create of it may still take here at
+/// each priority.
+struct ControllerShare {
+  std::string controller;
+  ResourceAmount used;
+  ResourceAmount quota;     // a field 0: no quota on it
+  ResourceAmount reserved;  // kept for it: other controllers' creates leave what it does not use
+  Priority max_priority = Priority::high;  // its pools' priority is capped there
+  /// By priority: the room of the host that neither other controllers' unused reservations
+  /// nor the operator's headroom for higher priorities hold, within its quota. Instances and
+  /// disk are 0 when unbounded (neither the host nor the quota limits them).
+  std::map<Priority, ResourceAmount> room;
+  bool instances_bounded = false;
+  bool disk_bounded = false;
+
+  /// The room at `priority` (capped at max_priority).
+  const ResourceAmount& room_at(Priority priority) const;
+  bool operator==(const ControllerShare&) const = default;
+};
+
 /// The additions to the agent API since its baseline that this build's agent offers. A provider
 /// uses an addition only with agents that list it; an agent that lists nothing is older than
 /// the list and offers the baseline (which includes binding warm guests: "warm-bind").
 inline const std::vector<std::string> kAgentFeatures = {
     "warm-bind", "hub-tunnel",  "capacity-features", "image-pull",
-    "caches",    "pool-shapes", "placement-view"};
+    "caches",    "pool-shapes", "placement-view",    "shares"};
 
 /// What an agent tells placement and the fleet view in one answer (`GET /v1/capacity`).
 struct AgentCapacity {
@@ -126,6 +147,12 @@ struct AgentCapacity {
   std::vector<WarmOffer> warm;
   std::vector<CacheOffer> caches;
   ShapeOffer shapes;
+  /// In a placement answer: the share of the controller it was asked for, unnamed (also one
+  /// without a quota: other controllers' reservations and the priority headroom shrink its
+  /// room).
+  std::optional<ControllerShare> share;
+  /// Every share the client may see: its own controllers' with a quota, reservation or use.
+  std::vector<ControllerShare> shares;
   /// What the agent offers beyond the API's baseline (docs/fleet.md, version skew); empty
   /// from an agent older than the list.
   std::vector<std::string> features;

@@ -52,6 +52,12 @@ constexpr NameTable<AddressType, 2> kAddressTypeNames{{
     {AddressType::private_address, "private"},
 }};
 
+constexpr NameTable<Priority, 3> kPriorityNames{{
+    {Priority::low, "low"},
+    {Priority::normal, "normal"},
+    {Priority::high, "high"},
+}};
+
 template <class Enum, std::size_t N>
 std::string_view name_of(const NameTable<Enum, N>& table, Enum value) {
   for (const auto& [candidate, name] : table) {
@@ -89,6 +95,9 @@ std::string_view to_string(OsArch value) {
 std::string_view to_string(AddressType value) {
   return name_of(kAddressTypeNames, value);
 }
+std::string_view to_string(Priority value) {
+  return name_of(kPriorityNames, value);
+}
 
 template <>
 std::optional<InstanceStatus> parse_enum<InstanceStatus>(std::string_view text) {
@@ -109,6 +118,10 @@ std::optional<OsArch> parse_enum<OsArch>(std::string_view text) {
 template <>
 std::optional<AddressType> parse_enum<AddressType>(std::string_view text) {
   return value_of(kAddressTypeNames, text);
+}
+template <>
+std::optional<Priority> parse_enum<Priority>(std::string_view text) {
+  return value_of(kPriorityNames, text);
 }
 
 bool is_reportable_by_provider(InstanceStatus status) {

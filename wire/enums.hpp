@@ -35,12 +35,16 @@ enum class RunnerStatus {
 enum class OsType { linux, windows, unknown };
 enum class OsArch { amd64, i386, arm64, arm };
 enum class AddressType { public_address, private_address };
+/// A pool's priority on a shared fleet (extra spec `priority`, docs/shares.md): low-priority
+/// creates leave the room the operator keeps for higher ones.
+enum class Priority { low, normal, high };
 
 std::string_view to_string(InstanceStatus value);
 std::string_view to_string(RunnerStatus value);
 std::string_view to_string(OsType value);
 std::string_view to_string(OsArch value);
 std::string_view to_string(AddressType value);
+std::string_view to_string(Priority value);
 
 template <class Enum>
 std::optional<Enum> parse_enum(std::string_view text);
@@ -55,6 +59,8 @@ template <>
 std::optional<OsArch> parse_enum<OsArch>(std::string_view text);
 template <>
 std::optional<AddressType> parse_enum<AddressType>(std::string_view text);
+template <>
+std::optional<Priority> parse_enum<Priority>(std::string_view text);
 
 /// The statuses garm accepts from a provider (garm: runner/providers/util).
 bool is_reportable_by_provider(InstanceStatus status);

@@ -152,6 +152,23 @@ std::vector<std::string> parse_cache_names(const std::optional<nlohmann::json>& 
   return names;
 }
 
+std::optional<Priority> parse_priority(const std::optional<nlohmann::json>& extra_specs) {
+  if (!extra_specs || !extra_specs->is_object()) {
+    return std::nullopt;
+  }
+  const auto found = extra_specs->find("priority");
+  if (found == extra_specs->end() || found->is_null()) {
+    return std::nullopt;
+  }
+  const auto priority = found->is_string()
+                            ? parse_enum<Priority>(found->get_ref<const std::string&>())
+                            : std::nullopt;
+  if (!priority) {
+    throw WireError("extra_specs.priority", "expected \"low\", \"normal\" or \"high\"");
+  }
+  return priority;
+}
+
 bool PoolShape::is_default() const {
   return *this == PoolShape{};
 }

@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "wire/enums.hpp"
+
 namespace garm_edge::wire {
 
 /// An empty disk a guest gets on a named local storage pool of the agent (e.g. NVMe), formatted
@@ -59,5 +61,9 @@ PoolShape parse_pool_shape(const std::optional<nlohmann::json>& extra_specs);
 /// The `caches` a pool's extra specs name (docs/caches.md): at most 8 distinct cache names.
 /// Throws WireError for anything else; whether the agent has them is the agent's to say.
 std::vector<std::string> parse_cache_names(const std::optional<nlohmann::json>& extra_specs);
+
+/// The pool's `priority` extra spec (docs/shares.md): low, normal or high; nothing when absent.
+/// Throws WireError for anything else.
+std::optional<Priority> parse_priority(const std::optional<nlohmann::json>& extra_specs);
 
 }  // namespace garm_edge::wire

@@ -23,7 +23,8 @@ std::string extra_specs_json_schema() {
          R"("description":"empty disks, formatted (ext4) and mounted before the runner starts; they go with the guest"},)"
          R"("networks":{"type":"array","maxItems":4,"items":{"type":"string","pattern":"^[a-z0-9][a-z0-9-]{0,23}$"},"description":"further NICs on [[networks]] of the agent, by name"},)"
          R"("nested_virtualization":{"type":"boolean","description":"the guest may run KVM itself; needs a KVM host with nested on and [extra_specs] nested_virtualization = true"},)"
-         R"("virt_type":{"enum":["any","kvm","qemu"],"description":"kvm: only hosts with KVM for the image's architecture; qemu: emulated (TCG) even there"}},)"
+         R"("virt_type":{"enum":["any","kvm","qemu"],"description":"kvm: only hosts with KVM for the image's architecture; qemu: emulated (TCG) even there"},)"
+         R"("priority":{"enum":["low","normal","high"],"description":"on a nearly full host low-priority creates leave the room the operator keeps for higher ones, and high-priority ones go to the hosts with most room; capped by the operator per controller, see docs/shares.md"}},)"
          R"("additionalProperties":false})";
 }
 
@@ -47,6 +48,7 @@ void validate_extra_spec_keys(const nlohmann::json& extra_specs) {
   }
   parse_pool_shape(extra_specs);  // a pool-shape value that is wrong fails here too
   parse_cache_names(extra_specs);
+  parse_priority(extra_specs);
 }
 
 }  // namespace garm_edge::wire

@@ -96,6 +96,43 @@ wire::ShapeOffer shape_offer(const AgentConfig& config, const hypervisor::HostCa
   return offer;
 }
 
+wire::ResourceAmount amount_of(const Resources& r) {
+  return wire::ResourceAmount{.vcpus = r.vcpus,
+                              .memory_mib = r.memory_mib,
+                              .instances = r.instances,
+                              .disk_gib = r.disk_gib};
+}
+
+wire::ControllerShare share_answer(const ShareState& state) {
+  wire::ControllerShare share{.controller = state.controller,
+                              .used = amount_of(state.used),
+                              .quota = amount_of(state.quota),
+                              .reserved = amount_of(state.reserved),
+                              .max_priority = state.max_priority,
+                              .room = {},
+                              .instances_bounded = state.instances_bounded,
+                              .disk_bounded = state.disk_bounded};
+  for (const auto& [priority, room] : state.room) {
+    share.room[priority] = amount_of(room);
+  }
+  return share;
+}
+
+/// The controllers with a share to show: a [[quotas]] entry or something on the host.
+std::set<std::string> controllers_with_shares(const AgentConfig& config,
+                                              const CapacityReport& report) {
+  std::set<std::string> controllers;
+  for (const auto& quota : config.shares.quotas) {
+    controllers.insert(quota.controller);
+  }
+  for (const auto& [controller, used] : report.usage.by_controller) {
+    if (wire::is_uuid(controller)) {
+      controllers.insert(ascii_lower(controller));
+    }
+  }
+  return controllers;
+}
+
 /// The controllers capacity_answer shows something of their own to: every other controller
 /// is shown what one `shown` that lets none through gives.
 std::set<std::string> controllers_with_their_own(const AgentConfig& config,
@@ -116,6 +153,7 @@ std::set<std::string> controllers_with_their_own(const AgentConfig& config,
   for (const auto& network : config.networks) {
     controllers.insert(network.scope.controllers.begin(), network.scope.controllers.end());
   }
+  controllers.merge(controllers_with_shares(config, report));
   return controllers;
 }
 
@@ -161,13 +199,9 @@ std::vector<wire::ImageOffer> image_offers(const AgentConfig& config, const Imag
 
 wire::AgentCapacity capacity_answer(const AgentConfig& config, const CapacityReport& report,
                                     const ImageBases* images, const CacheGenerations* caches,
-                                    const ControllerFilter& shown) {
-  const auto amount = [](const Resources& r) {
-    return wire::ResourceAmount{.vcpus = r.vcpus,
-                                .memory_mib = r.memory_mib,
-                                .instances = r.instances,
-                                .disk_gib = r.disk_gib};
-  };
+                                    const ControllerFilter& shown,
+                                    const std::optional<std::string>& asking) {
+  const auto amount = amount_of;
   wire::AgentCapacity answer{.agent_id = config.agent_id,
                              .version = GARM_EDGE_VERSION,
                              .machine = report.host.machine,
@@ -184,7 +218,23 @@ wire::AgentCapacity capacity_answer(const AgentConfig& config, const CapacityRep
                              .warm = {},
                              .caches = cache_offers(caches, shown),
                              .shapes = shape_offer(config, report.host, shown),
+                             .share = std::nullopt,
+                             .shares = {},
                              .features = wire::kAgentFeatures};
+  const HostShares shares(
+      config.shares, report.usage, report.limit,
+      report.addresses ? std::optional<std::size_t>(report.addresses->free) : std::nullopt);
+  if (asking) {
+    // Unnamed: it is the asker's, and a hub answers for any controller without a share here
+    // with one answer (placement_view's `others`).
+    answer.share = share_answer(shares.share_of(*asking));
+    answer.share->controller.clear();
+  }
+  for (const auto& controller : controllers_with_shares(config, report)) {
+    if (shown(controller)) {
+      answer.shares.push_back(share_answer(shares.share_of(controller)));
+    }
+  }
   for (const auto& [state, count] : report.by_state) {
     answer.instances_by_state[state] = count;
   }
@@ -208,11 +258,13 @@ wire::PlacementView placement_view(const AgentConfig& config, const CapacityRepo
     if (wire::is_uuid(controller)) {
       view.by_controller[ascii_lower(controller)] = capacity_answer(
           config, report, images, caches,
-          [&](const std::string& owner) { return ascii_lower(owner) == ascii_lower(controller); });
+          [&](const std::string& owner) { return ascii_lower(owner) == ascii_lower(controller); },
+          controller);
     }
   }
-  view.others =
-      capacity_answer(config, report, images, caches, [](const std::string&) { return false; });
+  // Any other controller has no quota, reservation or instance here: its share is one of those.
+  view.others = capacity_answer(
+      config, report, images, caches, [](const std::string&) { return false; }, std::string());
   for (const auto& [controller, name] : report.instances) {
     if (auto key = wire::instance_key(controller, name); wire::is_instance_key(key)) {
       view.instances.push_back(std::move(key));

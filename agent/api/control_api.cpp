@@ -442,7 +442,8 @@ net::HttpResponse ControlApi::run(const ShowPlacement& command) {
       .create_under_way = service_.create_under_way(command.controller, command.instance.str()),
       .capacity = capacity_answer(
           config_, service_.capacity(), service_.image_bases(), service_.cache_generations(),
-          [&](const std::string& controller) { return controller == command.controller.str(); })};
+          [&](const std::string& controller) { return controller == command.controller.str(); },
+          command.controller.str())};
   return json_response(200, wire::to_json(answer));
 }
 

@@ -188,6 +188,17 @@ std::filesystem::path beside_state_dir(const std::filesystem::path& state_dir,
   return state.parent_path() / (name.string() + "-" + std::string(suffix));
 }
 
+void read_quotas(TableReader& root, SharesConfig& shares) {
+  const auto* array = root.array_of_tables("quotas");
+  for (std::size_t i = 0; array != nullptr && i < array->size(); ++i) {
+    shares.quotas.push_back(read_quota(*array->get(i)->as_table(), root.source(), i));
+    if (shares.find(shares.quotas.back().controller) != &shares.quotas.back()) {
+      root.fail(array->get(i),
+                "[[quotas]] names controller " + shares.quotas.back().controller + " twice");
+    }
+  }
+}
+
 }  // namespace
 
 std::filesystem::path AgentConfig::cache_directory() const {
@@ -231,6 +242,8 @@ AgentConfig parse_agent_config(std::string_view toml_text, const std::string& so
   config.scratch_pools =
       read_list<ScratchPoolConfig>(root, "scratch_pools", read_with_api(read_scratch_pool));
   config.networks = read_list<NetworkConfig>(root, "networks", read_with_api(read_network));
+  read_quotas(root, config.shares);
+  read_headroom_section(root, config.shares);
   root.reject_unknown_keys();
   if (config.images.empty() || config.flavors.empty()) {
     root.fail(nullptr, "at least one [[images]] and one [[flavors]] entry are required");

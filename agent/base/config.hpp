@@ -15,6 +15,7 @@
 #include "agent/base/image_config.hpp"
 #include "agent/base/mirror_config.hpp"
 #include "agent/base/shape_config.hpp"
+#include "agent/base/share_config.hpp"
 #include "common/config_error.hpp"
 #include "hypervisor/libvirt_options.hpp"
 
@@ -75,6 +76,8 @@ struct AgentConfig {
   ExtraSpecLimits extra_specs;
   std::vector<ScratchPoolConfig> scratch_pools;
   std::vector<NetworkConfig> networks;
+  /// How the controllers that share the host share it: [[quotas]] and [headroom].
+  SharesConfig shares;
   /// Where cache generations are kept; empty: beside state_dir, "<state_dir>-caches".
   std::filesystem::path caches_dir;
   MirrorConfig mirror;

@@ -91,7 +91,15 @@ std::string agent_config_json_schema() {
          R"json("refresh_script":{"type":"string"},"refresh_image":{"type":"string"},)json"
          R"json("refresh_flavor":{"type":"string"},)json"
          R"json("refresh_every_hours":{"type":"integer","minimum":0,"maximum":8760},)json"
-         R"json("refresh_timeout_minutes":{"type":"integer","minimum":1,"maximum":1440}}}}}})json";
+         R"json("refresh_timeout_minutes":{"type":"integer","minimum":1,"maximum":1440}}}},)json"
+         R"json("quotas":{"type":"array","items":{"type":"object","additionalProperties":false,)json"
+         R"json("required":["controller"],"properties":{"controller":{"type":"string"},)json"
+         R"json("max_instances":{"type":"integer","minimum":0,"maximum":1099511627776},"max_vcpus":{"type":"integer","minimum":0,"maximum":1099511627776},"max_memory_mib":{"type":"integer","minimum":0,"maximum":1099511627776},"max_disk_gib":{"type":"integer","minimum":0,"maximum":1099511627776},)json"
+         R"json("reserved_instances":{"type":"integer","minimum":0,"maximum":1099511627776},"reserved_vcpus":{"type":"integer","minimum":0,"maximum":1099511627776},"reserved_memory_mib":{"type":"integer","minimum":0,"maximum":1099511627776},"reserved_disk_gib":{"type":"integer","minimum":0,"maximum":1099511627776},)json"
+         R"json("max_priority":{"enum":["low","normal","high"]}}}},)json"
+         R"json("headroom":{"type":"object","additionalProperties":false,"properties":{)json"
+         R"json("low":{"type":"object","additionalProperties":false,"properties":{"instances":{"type":"integer","minimum":0,"maximum":1099511627776},"vcpus":{"type":"integer","minimum":0,"maximum":1099511627776},"memory_mib":{"type":"integer","minimum":0,"maximum":1099511627776},"disk_gib":{"type":"integer","minimum":0,"maximum":1099511627776}}},)json"
+         R"json("normal":{"type":"object","additionalProperties":false,"properties":{"instances":{"type":"integer","minimum":0,"maximum":1099511627776},"vcpus":{"type":"integer","minimum":0,"maximum":1099511627776},"memory_mib":{"type":"integer","minimum":0,"maximum":1099511627776},"disk_gib":{"type":"integer","minimum":0,"maximum":1099511627776}}}}}}})json";
 }
 
 }  // namespace garm_edge::agent

@@ -67,4 +67,8 @@ NetworkConfig read_network(const toml::table& table, const std::string& source, 
 /// [[networks]] need the guests' own network ([libvirt] network).
 void check_networks(TomlTableReader& root, const AgentConfig& config);
 
+/// [[quotas]] and [headroom] (agent/base/share_config.cpp).
+QuotaConfig read_quota(const toml::table& table, const std::string& source, std::size_t index);
+void read_headroom_section(TomlTableReader& root, SharesConfig& shares);
+
 }  // namespace garm_edge::agent

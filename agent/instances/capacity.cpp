@@ -86,28 +86,59 @@ Resources room_of(const Resources& used, const Resources& limit,
   return room;
 }
 
+std::string_view to_string(RefusalReason reason) {
+  switch (reason) {
+    case RefusalReason::quota:
+      return "quota";
+    case RefusalReason::reserved:
+      return "reserved";
+    case RefusalReason::priority:
+      return "priority";
+    default:
+      return "capacity";
+  }
+}
+
+Resources Usage::of(const std::string& controller) const {
+  const auto found = by_controller.find(controller);
+  return found == by_controller.end() ? Resources{} : found->second;
+}
+
+Resources min_each(const Resources& a, const Resources& b) {
+  return {.vcpus = std::min(a.vcpus, b.vcpus),
+          .memory_mib = std::min(a.memory_mib, b.memory_mib),
+          .instances = std::min(a.instances, b.instances),
+          .disk_gib = std::min(a.disk_gib, b.disk_gib)};
+}
+
+bool within(const Resources& wanted, const Resources& room) {
+  return min_each(wanted, room) == wanted;
+}
+
 CapacityLedger::Hold::~Hold() {
   if (ledger_ != nullptr) {
     ledger_->release(domain_name_);
   }
 }
 
-std::optional<CapacityLedger::Hold> CapacityLedger::reserve(
-    const std::string& domain_name, const std::function<std::vector<InstanceResources>()>& domains,
-    const Resources& wanted, const Resources& limit, const Resources& headroom) {
-  auto needed = wanted;
-  needed += headroom;
+std::variant<CapacityLedger::Hold, Refusal> CapacityLedger::reserve(
+    const std::string& domain_name, const std::string& owner,
+    const std::function<std::vector<InstanceResources>()>& domains, const Resources& wanted,
+    const Admission& admit) {
   const std::lock_guard lock(mutex_);
-  if (holds_.count(domain_name) != 0 || !fits(used_locked(domains()), needed, limit)) {
-    return std::nullopt;
+  if (holds_.count(domain_name) != 0) {
+    return Refusal{RefusalReason::capacity, "a create of " + domain_name + " is under way already"};
   }
-  holds_.emplace(domain_name, wanted);
+  if (auto refusal = admit(usage_locked(domains()))) {
+    return std::move(*refusal);
+  }
+  holds_.emplace(domain_name, InstanceResources{domain_name, owner, wanted});
   return Hold(*this, domain_name);
 }
 
-Resources CapacityLedger::used(const std::vector<InstanceResources>& domains) const {
+Usage CapacityLedger::usage(const std::vector<InstanceResources>& domains) const {
   const std::lock_guard lock(mutex_);
-  return used_locked(domains);
+  return usage_locked(domains);
 }
 
 bool CapacityLedger::under_way(const std::string& domain_name) const {
@@ -125,17 +156,21 @@ std::vector<std::string> CapacityLedger::under_way() const {
   return domains;
 }
 
-Resources CapacityLedger::used_locked(const std::vector<InstanceResources>& domains) const {
-  Resources used;
+Usage CapacityLedger::usage_locked(const std::vector<InstanceResources>& domains) const {
+  Usage usage;
+  const auto count = [&usage](const InstanceResources& instance) {
+    usage.total += instance.resources;
+    usage.by_controller[instance.owner] += instance.resources;
+  };
   for (const auto& domain : domains) {
     if (holds_.count(domain.domain_name) == 0) {
-      used += domain.resources;
+      count(domain);
     }
   }
   for (const auto& [name, held] : holds_) {
-    used += held;
+    count(held);
   }
-  return used;
+  return usage;
 }
 
 void CapacityLedger::release(const std::string& domain_name) {

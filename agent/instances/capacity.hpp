@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -8,6 +9,8 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <variant>
 #include <vector>
 
 #include "agent/base/config.hpp"
@@ -58,6 +61,41 @@ Resources limit_within_addresses(Resources limit, const std::optional<AddressCou
 Resources room_of(const Resources& used, const Resources& limit,
                   const std::optional<AddressCount>& addresses);
 
+/// One instance's resources, by its libvirt domain name, and the controller it counts for
+/// (a warm guest: the one it is kept for).
+struct InstanceResources {
+  std::string domain_name;
+  std::string owner;
+  Resources resources;
+};
+
+/// Why a create was refused before any work (docs/shares.md): the host is full, the
+/// controller is at its quota, the room left is reserved for other controllers, or it is kept
+/// for higher-priority pools.
+enum class RefusalReason { capacity, quota, reserved, priority };
+inline constexpr std::array<RefusalReason, 4> kRefusalReasons = {
+    RefusalReason::capacity, RefusalReason::quota, RefusalReason::reserved,
+    RefusalReason::priority};
+std::string_view to_string(RefusalReason reason);
+
+struct Refusal {
+  RefusalReason reason = RefusalReason::capacity;
+  std::string message;
+};
+
+/// What the host's instances and the creates under way take, in all and by controller.
+struct Usage {
+  Resources total;
+  std::map<std::string, Resources> by_controller;
+
+  Resources of(const std::string& controller) const;
+};
+
+/// Each field the smaller of the two.
+Resources min_each(const Resources& a, const Resources& b);
+/// Is every field of `wanted` at most that of `room`?
+bool within(const Resources& wanted, const Resources& room);
+
 /// The warm guests of one `[[warm]]` entry that a create of its controller, image and flavor
 /// can take.
 struct WarmCount {
@@ -76,6 +114,8 @@ struct CapacityReport {
   Resources limit;
   /// Every instance the agent holds, of any controller, and the creates under way.
   Resources used;
+  /// `used` by the controller each counts for.
+  Usage usage;
   /// `limit` minus `used`, and no more instances than free guest addresses.
   Resources free;
   /// Nothing without `[guests]` (guests get no address).
@@ -87,12 +127,6 @@ struct CapacityReport {
   /// Every instance the agent holds or is creating, as (controller ID, garm's name); a bound
   /// warm guest under the instance it became.
   std::vector<std::pair<std::string, std::string>> instances;
-};
-
-/// One instance's resources, by its libvirt domain name.
-struct InstanceResources {
-  std::string domain_name;
-  Resources resources;
 };
 
 /// Creates under way, counted against the host from before they start until they return. A
@@ -120,27 +154,30 @@ class CapacityLedger {
     std::string domain_name_;
   };
 
+  /// Says why a create may not go ahead given what is used now; nothing when it may.
+  using Admission = std::function<std::optional<Refusal>(const Usage&)>;
+
   /// `domains` lists what the host's existing domains take; it runs under the ledger's lock,
-  /// so a create that finishes meanwhile is counted once. Nothing when `wanted` plus
-  /// `headroom` does not fit in `limit` (or a create of `domain_name` is under way already);
-  /// only `wanted` is held.
-  std::optional<Hold> reserve(const std::string& domain_name,
-                              const std::function<std::vector<InstanceResources>()>& domains,
-                              const Resources& wanted, const Resources& limit,
-                              const Resources& headroom = {});
+  /// so a create that finishes meanwhile is counted once, and `admit` decides on that. Holds
+  /// `wanted` for `owner` and nothing else; what `admit` said when it refused (or that a
+  /// create of `domain_name` is under way already).
+  std::variant<Hold, Refusal> reserve(
+      const std::string& domain_name, const std::string& owner,
+      const std::function<std::vector<InstanceResources>()>& domains, const Resources& wanted,
+      const Admission& admit);
   /// What `domains` and the creates under way take together, each instance once.
-  Resources used(const std::vector<InstanceResources>& domains) const;
+  Usage usage(const std::vector<InstanceResources>& domains) const;
   /// Is a create of this domain under way (queued or running)?
   bool under_way(const std::string& domain_name) const;
   /// The domains whose creates are under way.
   std::vector<std::string> under_way() const;
 
  private:
-  Resources used_locked(const std::vector<InstanceResources>& domains) const;
+  Usage usage_locked(const std::vector<InstanceResources>& domains) const;
   void release(const std::string& domain_name);
 
   mutable std::mutex mutex_;
-  std::map<std::string, Resources> holds_;
+  std::map<std::string, InstanceResources> holds_;
 };
 
 /// The operator's runtime draining switch, kept across restarts as a file in the state

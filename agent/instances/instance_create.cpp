@@ -3,6 +3,7 @@
 #include "agent/instances/instance_service.hpp"
 #include "common/text.hpp"
 #include "hypervisor/domain_xml.hpp"
+#include "wire/pool_shape.hpp"
 #include "wire/validate.hpp"
 
 namespace garm_edge::agent {
@@ -186,6 +187,7 @@ InstanceService::CreatePlan InstanceService::plan_create(const ControllerId& con
   plan.domain.vcpus = flavor->vcpus;
   plan.domain.memory_mib = flavor->memory_mib;
   plan.resources = {.vcpus = flavor->vcpus, .memory_mib = flavor->memory_mib, .instances = 1};
+  plan.priority = wire::parse_priority(b.extra_specs);
   plan_shape(plan, b, *flavor);
   plan_caches(plan, b);  // before the guest's seed, which mounts them
   plan.guest = guests_->plan(r, b);
@@ -210,28 +212,41 @@ CapacityLedger::Hold InstanceService::admit_create(const CreatePlan& plan) {
     throw ServiceError(Code::draining,
                        "agent " + config_.agent_id + " is draining: it takes no new instances");
   }
+  // Guest addresses are chosen after this, under their own lock (record_create_intent).
   const auto limit = limits_of(hypervisor_.capacity(), config_.capacity);
+  // A warm guest counts for the controller it is kept for, at low priority, and leaves room
+  // for one more of its flavor besides itself: it never takes the slot a cold create needs.
+  const auto& owner = plan.record.warm ? plan.record.warm->controller : plan.record.controller_id;
+  const auto priority =
+      plan.record.warm ? wire::Priority::low : plan.priority.value_or(wire::Priority::normal);
+  const auto kept_free = plan.record.warm ? plan.resources : Resources{};
   // Under the instance's lock: no other create of this name holds a reservation.
-  // A warm guest needs room for one more of its flavor besides itself: it never takes the slot
-  // a cold create needs.
-  const auto headroom = plan.record.warm ? plan.resources : Resources{};
-  auto hold = capacity_ledger_.reserve(
-      plan.record.domain_name, [&] { return resources_of_agent_domains(); }, plan.resources, limit,
-      headroom);
-  if (!hold) {
-    const auto used = capacity_ledger_.used(resources_of_agent_domains());
-    throw ServiceError(
-        Code::no_capacity,
-        "agent " + config_.agent_id + " has no room for flavor " + plan.record.flavor + " (" +
-            std::to_string(plan.resources.vcpus) + " vCPUs, " +
-            std::to_string(plan.resources.memory_mib) + " MiB): " + std::to_string(used.instances) +
-            " instances take " + std::to_string(used.vcpus) + " of " + std::to_string(limit.vcpus) +
-            " vCPUs and " + std::to_string(used.memory_mib) + " of " +
-            std::to_string(limit.memory_mib) + " MiB" +
-            (limit.instances > 0 ? ", limit " + std::to_string(limit.instances) + " instances"
-                                 : std::string()));
+  auto held = capacity_ledger_.reserve(
+      plan.record.domain_name, owner, [&] { return resources_of_agent_domains(); }, plan.resources,
+      [&](const Usage& usage) {
+        return HostShares(config_.shares, usage, limit, std::nullopt)
+            .admit(owner, priority, plan.resources, kept_free, config_.agent_id);
+      });
+  if (auto* refusal = std::get_if<Refusal>(&held)) {
+    refusals_.count(refusal->reason);
+    if (refusal->reason == RefusalReason::capacity) {
+      throw ServiceError(Code::no_capacity, no_room_text(plan, limit));
+    }
+    throw ServiceError(Code::no_capacity, refusal->message);
   }
-  return std::move(*hold);
+  return std::move(std::get<CapacityLedger::Hold>(held));
+}
+
+std::string InstanceService::no_room_text(const CreatePlan& plan, const Resources& limit) {
+  const auto used = capacity_ledger_.usage(resources_of_agent_domains()).total;
+  return "agent " + config_.agent_id + " has no room for flavor " + plan.record.flavor + " (" +
+         std::to_string(plan.resources.vcpus) + " vCPUs, " +
+         std::to_string(plan.resources.memory_mib) + " MiB): " + std::to_string(used.instances) +
+         " instances take " + std::to_string(used.vcpus) + " of " + std::to_string(limit.vcpus) +
+         " vCPUs and " + std::to_string(used.memory_mib) + " of " +
+         std::to_string(limit.memory_mib) + " MiB" +
+         (limit.instances > 0 ? ", limit " + std::to_string(limit.instances) + " instances"
+                              : std::string());
 }
 
 std::pair<const ImageConfig*, const FlavorConfig*> InstanceService::fit_pool(

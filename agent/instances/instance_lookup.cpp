@@ -3,6 +3,7 @@
 #include "agent/instances/domain_view.hpp"
 #include "agent/instances/identifiers.hpp"
 #include "agent/instances/instance_service.hpp"
+#include "agent/instances/warm_spec.hpp"
 
 namespace garm_edge::agent {
 namespace {
@@ -46,6 +47,15 @@ Resources resources_of(const hypervisor::Domain& domain, const AgentConfig& conf
       .disk_gib =
           number_tag(domain, tag::kDiskGib).value_or(flavor != nullptr ? flavor->disk_gib : 0),
   };
+}
+
+/// The controller a domain counts for: a warm guest's, the one it is kept for.
+std::string owner_of(const hypervisor::Domain& domain) {
+  auto controller = std::string(domain.tags.get(tag::kController).value_or(""));
+  if (controller == kWarmControllerId) {
+    return std::string(domain.tags.get(tag::kWarmController).value_or(""));
+  }
+  return controller;
 }
 
 }  // namespace
@@ -171,7 +181,7 @@ std::vector<InstanceResources> InstanceService::resources_of(
   std::vector<InstanceResources> resources;
   resources.reserve(domains.size());
   for (const auto& domain : domains) {
-    resources.push_back({domain.name, agent::resources_of(domain, config_)});
+    resources.push_back({domain.name, owner_of(domain), agent::resources_of(domain, config_)});
   }
   return resources;
 }
@@ -196,7 +206,8 @@ CapacityReport InstanceService::capacity() {
     // defined, so one that ends between the two readings is in the second.
     const auto under_way = capacity_ledger_.under_way();
     const auto domains = hypervisor_.list({{tag::kAgent, config_.agent_id}});
-    report.used = capacity_ledger_.used(resources_of(domains));
+    report.usage = capacity_ledger_.usage(resources_of(domains));
+    report.used = report.usage.total;
     report.free = room_of(report.used, report.limit, report.addresses);
     report.by_state = counts_by_state(domains);
     report.draining = draining();

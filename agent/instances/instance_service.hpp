@@ -17,6 +17,7 @@
 #include "agent/base/log.hpp"
 #include "agent/instances/cache_generations.hpp"
 #include "agent/instances/capacity.hpp"
+#include "agent/instances/shares.hpp"
 #include "agent/instances/create_gate.hpp"
 #include "agent/instances/event_log.hpp"
 #include "agent/instances/guest_side.hpp"
@@ -154,6 +155,8 @@ class InstanceService {
   /// The host's resources, what its instances and creates under way take, its guest addresses
   /// and whether it is draining: what placement needs, from one listing.
   CapacityReport capacity();
+  /// Creates refused before any work, by reason, since start (docs/shares.md).
+  const RefusalCounters& refusals() const { return refusals_; }
   /// Draining: creates are refused (code draining); everything else goes on. Kept in the
   /// state directory. Throws internal when the switch cannot be kept.
   void set_draining(bool draining);
@@ -203,6 +206,8 @@ class InstanceService {
     hypervisor::DomainSpec domain;
     std::optional<GuestPlan> guest;
     Resources resources;  // the flavor's, counted against the host's capacity
+    /// The pool's priority as asked (extra spec `priority`), before the operator's cap.
+    std::optional<wire::Priority> priority;
     std::vector<hypervisor::VolumeSpec> cache_volumes;    // one per record.caches entry
     wire::PoolShape shape;                                // what the pool's extra specs ask
     std::vector<hypervisor::VolumeSpec> scratch_volumes;  // one per record.scratch_disks entry
@@ -272,6 +277,8 @@ class InstanceService {
   /// Refuses a create on a draining host or beyond its capacity; otherwise the create's
   /// resources stay reserved until the returned hold is gone.
   CapacityLedger::Hold admit_create(const CreatePlan& plan);
+  /// Why the host itself has no room for the plan's flavor, with what its instances take.
+  std::string no_room_text(const CreatePlan& plan, const Resources& limit);
   /// What each of the agent's domains takes, from its tags.
   std::vector<InstanceResources> resources_of(const std::vector<hypervisor::Domain>& domains) const;
   std::vector<InstanceResources> resources_of_agent_domains();
@@ -334,6 +341,7 @@ class InstanceService {
   DeleteMarks deletes_;
   CreateGate create_gate_;
   CapacityLedger capacity_ledger_;
+  RefusalCounters refusals_;
   DrainSwitch drain_;
   EventLog events_;
   StartupTracker startup_;

@@ -53,6 +53,9 @@ std::string config_with(const std::map<std::string, Section>& overrides) {
   if (overrides.contains("networks")) {  // a further network names a libvirt network
     sections["networks"] = {{"name", "\"lab\""}, {"network", "\"lab\""}};
   }
+  if (overrides.contains("quotas")) {  // a quota names its controller
+    sections["quotas"] = {{"controller", "\"9dcf590a-1192-4a9c-b3e4-e0902974c2c0\""}};
+  }
   if (overrides.contains("mirror")) {  // the mirror runs a registry that must be there
     sections["mirror"]["registry"] = "\"/bin/sh\"";
     sections["guests"];
@@ -69,7 +72,8 @@ std::string config_with(const std::map<std::string, Section>& overrides) {
   std::ostringstream text;
   for (const auto& [section, keys] : sections) {
     const bool array = section == "images" || section == "flavors" || section == "warm" ||
-                       section == "caches" || section == "scratch_pools" || section == "networks";
+                       section == "caches" || section == "scratch_pools" || section == "networks" ||
+                       section == "quotas";
     text << (array ? "[[" : "[") << section << (array ? "]]" : "]") << "\n";
     for (const auto& [key, value] : keys) {
       text << key << " = " << value << "\n";
