@@ -33,8 +33,10 @@ Outcome Provider::create(const std::string& stdin_text) {
   const auto unsettled = settle_kept_deletes(bootstrap.name);
   PlacementPlan plan{.warm_first = {}, .order = {0}, .skipped = {}};
   // With one agent there is no choice to make, and the agent itself is idempotent by name
-  // and refuses what it has no room for: no probe round trip.
-  if (fleet_.agents().size() > 1) {
+  // and refuses what it has no room for: no probe round trip, unless a fleet quota needs the
+  // controller's use.
+  const auto* quota = config_.find_quota(controller_);
+  if (fleet_.agents().size() > 1 || quota != nullptr) {
     auto probed = probe_fleet(bootstrap.name);
     if (probed.creating_on != nullptr) {
       // garm's retry of a create that has not returned: placing it again would make a second
@@ -47,6 +49,15 @@ Outcome Provider::create(const std::string& stdin_text) {
       return {0, print_instance(*probed.holder, std::move(probed.held)), ""};
     }
     plan = plan_placement(request, probed.inputs, config_.placement);
+    if (const auto over =
+            quota != nullptr ? over_fleet_quota(*quota, request, probed.inputs) : std::nullopt) {
+      // Binding a warm guest kept for the controller takes nothing more: only those are tried.
+      if (plan.warm_first.empty()) {
+        throw CommandFailure(1, "CreateInstance " + bootstrap.name + ": " + *over);
+      }
+      plan.order.clear();
+      plan.skipped.push_back({"[[quotas]]", *over});
+    }
   }
   pass_over(plan, unsettled, bootstrap.name);
   return create_on_first_taker(bootstrap, std::move(plan));

@@ -95,6 +95,38 @@ std::uint64_t disk_gib_wanted(const wire::PoolShape& shape, const wire::FlavorOf
   return total;
 }
 
+/// What the agent's share for this controller leaves a create of the pool's priority: its
+/// quota there, other controllers' reservations and the headroom kept for higher priorities.
+const wire::ResourceAmount* share_room(const PlacementRequest& request,
+                                       const wire::AgentCapacity& capacity) {
+  if (!capacity.share) {
+    return nullptr;  // an agent older than shares: its free room is all there is
+  }
+  return &capacity.share->room_at(request.priority.value_or(wire::Priority::normal));
+}
+
+std::optional<std::string> no_share_room(const PlacementRequest& request,
+                                         const wire::AgentCapacity& capacity,
+                                         const wire::FlavorOffer& flavor) {
+  const auto* room = share_room(request, capacity);
+  if (room == nullptr) {
+    return std::nullopt;
+  }
+  const auto& share = *capacity.share;
+  const bool slot = !share.instances_bounded || room->instances >= 1;
+  const bool disk = !share.disk_bounded || disk_gib_wanted(request.shape, flavor) <= room->disk_gib;
+  if (flavor.vcpus <= room->vcpus && flavor.memory_mib <= room->memory_mib && slot && disk) {
+    return std::nullopt;
+  }
+  const auto priority =
+      std::min(request.priority.value_or(wire::Priority::normal), share.max_priority);
+  return "no room for this controller at priority " + std::string(wire::to_string(priority)) +
+         ": " + resources_text(room->vcpus, room->memory_mib) +
+         (share.instances_bounded ? ", " + std::to_string(room->instances) + " instances" : "") +
+         " left of its quota, other controllers' reservations and the headroom kept for "
+         "higher priorities";
+}
+
 std::optional<std::string> unfit_reason(const PlacementRequest& request, const AgentEndpoint& agent,
                                         const wire::AgentCapacity& capacity, bool need_room) {
   if (capacity.draining) {
@@ -135,6 +167,9 @@ std::optional<std::string> unfit_reason(const PlacementRequest& request, const A
     return "no free guest address: " + std::to_string(capacity.addresses->held) + " held, " +
            std::to_string(capacity.addresses->resting) + " resting after a delete, of " +
            std::to_string(capacity.addresses->total);
+  }
+  if (auto reason = no_share_room(request, capacity, *flavor)) {
+    return reason;
   }
   const auto& free = capacity.free;
   const bool instance_slot = capacity.limit.instances == 0 || free.instances >= 1;
@@ -186,9 +221,12 @@ std::uint64_t stable_hash(std::string_view text) {
 /// piling onto the first, and a retry of one name makes the same choice.
 void order_for_spread(const PlacementRequest& request, const std::vector<PlacementInput>& inputs,
                       std::vector<std::size_t>& order) {
-  const auto score = [&inputs](std::size_t i) {
-    return static_cast<double>(inputs[i].capacity->free.memory_mib) * inputs[i].agent->weight /
-           100.0;
+  const auto score = [&](std::size_t i) {
+    const auto* room = share_room(request, *inputs[i].capacity);
+    const auto free = room != nullptr
+                          ? std::min(room->memory_mib, inputs[i].capacity->free.memory_mib)
+                          : inputs[i].capacity->free.memory_mib;
+    return static_cast<double>(free) * inputs[i].agent->weight / 100.0;
   };
   std::stable_sort(order.begin(), order.end(),
                    [&](std::size_t a, std::size_t b) { return score(a) > score(b); });
@@ -215,7 +253,8 @@ PlacementRequest placement_request_for(const wire::BootstrapInstance& bootstrap)
                            .arch = bootstrap.arch,
                            .os_type = bootstrap.os_type,
                            .labels = {},
-                           .shape = wire::parse_pool_shape(bootstrap.extra_specs)};
+                           .shape = wire::parse_pool_shape(bootstrap.extra_specs),
+                           .priority = wire::parse_priority(bootstrap.extra_specs)};
   if (!bootstrap.extra_specs || !bootstrap.extra_specs->is_object()) {
     return request;
   }
@@ -255,6 +294,10 @@ PlacementPlan plan_placement(const PlacementRequest& request,
       plan.warm_first.push_back(i);
     }
   }
+  // A pool that must start goes where there is most room, not where packing would put it.
+  if (request.priority == wire::Priority::high) {
+    policy = Placement::spread;
+  }
   for (auto* agents : {&plan.warm_first, &plan.order}) {
     if (policy == Placement::pack) {
       std::stable_sort(agents->begin(), agents->end(), [&](std::size_t a, std::size_t b) {
@@ -266,6 +309,50 @@ PlacementPlan plan_placement(const PlacementRequest& request,
     kvm_first(request, inputs, *agents);
   }
   return plan;
+}
+
+std::optional<std::string> over_fleet_quota(const FleetQuota& quota,
+                                            const PlacementRequest& request,
+                                            const std::vector<PlacementInput>& inputs) {
+  wire::ResourceAmount held;
+  const wire::FlavorOffer* flavor = nullptr;
+  std::size_t uncounted = 0;
+  for (const auto& input : inputs) {
+    if (!input.capacity || !input.capacity->share) {
+      ++uncounted;
+      continue;
+    }
+    const auto& used = input.capacity->share->used;
+    held.instances += used.instances;
+    held.vcpus += used.vcpus;
+    held.memory_mib += used.memory_mib;
+    held.disk_gib += used.disk_gib;
+    if (flavor == nullptr) {
+      flavor = input.capacity->find_flavor(request.flavor);
+    }
+  }
+  const wire::FlavorOffer none{};
+  const auto& wanted = flavor != nullptr ? *flavor : none;
+  std::string over;
+  const auto check = [&](const char* key, std::uint64_t max, std::uint64_t has, std::uint64_t add) {
+    if (max != 0 && has + add > max) {
+      over += std::string(over.empty() ? "" : ", ") + key + " " + std::to_string(max) + " (holds " +
+              std::to_string(has) + ")";
+    }
+  };
+  check("max_instances", quota.max_instances, held.instances, 1);
+  check("max_vcpus", quota.max_vcpus, held.vcpus, wanted.vcpus);
+  check("max_memory_mib", quota.max_memory_mib, held.memory_mib, wanted.memory_mib);
+  check("max_disk_gib", quota.max_disk_gib, held.disk_gib, disk_gib_wanted(request.shape, wanted));
+  if (over.empty()) {
+    return std::nullopt;
+  }
+  return "controller " + quota.controller +
+         " is at its fleet quota ([[quotas]] of the provider): " + over +
+         (uncounted > 0 ? "; " + std::to_string(uncounted) +
+                              " agents that did not tell "
+                              "their share are not counted"
+                        : std::string());
 }
 
 std::string describe_skipped(const std::vector<SkippedAgent>& skipped) {

@@ -21,6 +21,8 @@ struct PlacementRequest {
   std::optional<wire::OsType> os_type;
   std::vector<std::string> labels;  // the pool's extra spec agent_labels: all are needed
   wire::PoolShape shape;            // root disk, scratch disks, networks, virt type
+  /// The pool's extra spec `priority`; an agent caps it for its controller (docs/shares.md).
+  std::optional<wire::Priority> priority;
 };
 
 /// From garm's bootstrap; throws wire::WireError when agent_labels is not a list of strings or
@@ -54,10 +56,20 @@ struct PlacementPlan {
 /// memory times weight/100 first (agents within one instance's memory of each other are tied,
 /// and ties go by a hash of the instance and agent names), pack the highest weight and then
 /// config order; either way agents that run the image's architecture with KVM come before those
-/// that emulate it. Every other agent is skipped with its reason. Agents that could take it but
+/// that emulate it. Where an agent tells the controller's share, its room at the pool's
+/// priority is what counts as free, and a high-priority pool goes to the most room whatever the
+/// policy. Every other agent is skipped with its reason. Agents that could take it but
 /// for room, with a warm guest of the image and flavor ready, are also in `warm_first`.
 PlacementPlan plan_placement(const PlacementRequest& request,
                              const std::vector<PlacementInput>& inputs, Placement policy);
+
+/// Why a cold create of the request would take its controller past its fleet-wide quota, from
+/// what each agent's share says the controller holds there (instances, warm guests kept for
+/// it, creates under way); nothing when it fits. Agents that did not answer are not counted,
+/// and the message says how many.
+std::optional<std::string> over_fleet_quota(const FleetQuota& quota,
+                                            const PlacementRequest& request,
+                                            const std::vector<PlacementInput>& inputs);
 
 /// "rack1: no capacity: ..." one line per skipped agent.
 std::string describe_skipped(const std::vector<SkippedAgent>& skipped);

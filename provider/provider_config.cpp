@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/text.hpp"
 #include "common/toml_reader.hpp"
 #include "wire/validate.hpp"
 
@@ -66,7 +67,30 @@ HubEndpoint read_hub(const toml::table& table, const std::string& source, std::s
   return hub;
 }
 
+FleetQuota read_quota(const toml::table& table, const std::string& source, std::size_t index,
+                      const ProviderConfig& config) {
+  TomlTableReader in(table, source, "[[quotas]] #" + std::to_string(index + 1));
+  constexpr std::int64_t kMax = std::int64_t{1} << 40;
+  FleetQuota quota{
+      .controller = ascii_lower(in.required_string("controller")),
+      .max_instances = in.integer<std::uint64_t>("max_instances", 0, kMax).value_or(0),
+      .max_vcpus = in.integer<std::uint64_t>("max_vcpus", 0, kMax).value_or(0),
+      .max_memory_mib = in.integer<std::uint64_t>("max_memory_mib", 0, kMax).value_or(0),
+      .max_disk_gib = in.integer<std::uint64_t>("max_disk_gib", 0, kMax).value_or(0)};
+  if (!wire::is_uuid(quota.controller) || config.find_quota(quota.controller) != nullptr) {
+    in.fail(in.node("controller"), "controller must be a garm controller's UUID, named once");
+  }
+  in.reject_unknown_keys();
+  return quota;
+}
+
 }  // namespace
+
+const FleetQuota* ProviderConfig::find_quota(const std::string& controller) const {
+  const auto found = std::find_if(quotas.begin(), quotas.end(),
+                                  [&](const FleetQuota& q) { return q.controller == controller; });
+  return found == quotas.end() ? nullptr : &*found;
+}
 
 const AgentEndpoint* ProviderConfig::find_agent(const std::string& name) const {
   for (const auto& agent : agents) {
@@ -93,6 +117,10 @@ ProviderConfig parse_provider_config(const std::string& text, const std::string&
   const auto* hubs = root.array_of_tables("hubs");
   for (std::size_t i = 0; hubs != nullptr && i < hubs->size(); ++i) {
     config.hubs.push_back(read_hub(*hubs->get(i)->as_table(), source, i, config, defaults));
+  }
+  const auto* quotas = root.array_of_tables("quotas");
+  for (std::size_t i = 0; quotas != nullptr && i < quotas->size(); ++i) {
+    config.quotas.push_back(read_quota(*quotas->get(i)->as_table(), source, i, config));
   }
   if (config.agents.empty() && config.hubs.empty()) {
     root.fail(agents, "at least one [[agents]] or [[hubs]] entry is required");
@@ -146,7 +174,13 @@ std::string provider_config_json_schema() {
          R"json("request_seconds":{"type":"integer","minimum":1,"maximum":3600},)json"
          R"json("create_seconds":{"type":"integer","minimum":1,"maximum":3600},)json"
          R"json("probe_seconds":{"type":"integer","minimum":1,"maximum":3600}}},)json"
-         R"json("session_dir":{"type":"string"}}})json";
+         R"json("session_dir":{"type":"string"},)json"
+         R"json("quotas":{"type":"array","items":{"type":"object","additionalProperties":false,)json"
+         R"json("required":["controller"],"properties":{"controller":{"type":"string"},)json"
+         R"json("max_instances":{"type":"integer","minimum":0,"maximum":1099511627776},)json"
+         R"json("max_vcpus":{"type":"integer","minimum":0,"maximum":1099511627776},)json"
+         R"json("max_memory_mib":{"type":"integer","minimum":0,"maximum":1099511627776},)json"
+         R"json("max_disk_gib":{"type":"integer","minimum":0,"maximum":1099511627776}}}}}})json";
 }
 
 }  // namespace garm_edge::provider

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -50,6 +51,16 @@ struct HubEndpoint {
   std::filesystem::path crl = {};
 };
 
+/// `[[quotas]]`: the most one controller may hold across the whole fleet, warm guests kept for
+/// it included (docs/shares.md); a field 0: no bound on it.
+struct FleetQuota {
+  std::string controller;  // a UUID, lower case
+  std::uint64_t max_instances = 0;
+  std::uint64_t max_vcpus = 0;
+  std::uint64_t max_memory_mib = 0;
+  std::uint64_t max_disk_gib = 0;
+};
+
 /// How CreateInstance chooses among the agents that can take an instance.
 enum class Placement {
   spread,  // the most free memory (scaled by weight): load spread over the fleet
@@ -72,8 +83,10 @@ struct ProviderConfig {
   std::chrono::milliseconds probe_timeout{std::chrono::seconds(3)};
   /// Where TLS sessions are kept between invocations (garm gives no HOME); empty: none.
   std::filesystem::path session_dir;
+  std::vector<FleetQuota> quotas;
 
   const AgentEndpoint* find_agent(const std::string& name) const;
+  const FleetQuota* find_quota(const std::string& controller) const;
 };
 
 /// Throws ConfigError naming the file, line, column and key that are wrong.

@@ -83,6 +83,59 @@ void render_flavor_room(PrometheusText& text, const CapacityReport& report,
   }
 }
 
+/// Each controller's use of the host, and the quota and reservation the operator set for it
+/// (docs/shares.md): what a controller at its quota, or one starved of its share, shows.
+void render_shares(PrometheusText& text, const CapacityReport& report, const SharesConfig& shares) {
+  using Field = std::uint64_t Resources::*;
+  const std::pair<const char*, Field> kFields[] = {{"vcpus", &Resources::vcpus},
+                                                   {"memory_mib", &Resources::memory_mib},
+                                                   {"disk_gib", &Resources::disk_gib}};
+  const auto samples = [&](const char* name, const PrometheusText::LabelList& labels,
+                           const Resources& amount, bool zero_is_none) {
+    if (!zero_is_none || amount.instances != 0) {
+      auto with = labels;
+      with.emplace_back("resource", "instances");
+      text.sample(name, with, static_cast<std::uint64_t>(amount.instances));
+    }
+    for (const auto& [resource, field] : kFields) {
+      if (!zero_is_none || amount.*field != 0) {
+        auto with = labels;
+        with.emplace_back("resource", resource);
+        text.sample(name, with, amount.*field);
+      }
+    }
+  };
+  text.family("garm_edge_controller_use", "gauge",
+              "What each controller's instances, warm guests and creates under way take here.");
+  for (const auto& [controller, used] : report.usage.by_controller) {
+    samples("garm_edge_controller_use", {{"controller", controller}}, used, false);
+  }
+  text.family("garm_edge_controller_limit", "gauge",
+              "The operator's [[quotas]] for a controller here: kind quota (at most) or reserved "
+              "(kept for it).");
+  for (const auto& quota : shares.quotas) {
+    for (const auto& [kind, amount] :
+         {std::pair{"quota", &quota.max}, std::pair{"reserved", &quota.reserved}}) {
+      samples("garm_edge_controller_limit", {{"controller", quota.controller}, {"kind", kind}},
+              Resources{.vcpus = amount->vcpus,
+                        .memory_mib = amount->memory_mib,
+                        .instances = static_cast<std::size_t>(amount->instances),
+                        .disk_gib = amount->disk_gib},
+              true);
+    }
+  }
+}
+
+void render_refusals(PrometheusText& text, const RefusalCounters& refusals) {
+  text.family("garm_edge_create_refusals_total", "counter",
+              "Creates refused before any work, by reason: capacity (the host is full), quota, "
+              "reserved (for other controllers), priority (headroom for higher priorities).");
+  for (const auto reason : kRefusalReasons) {
+    text.sample("garm_edge_create_refusals_total", {{"reason", std::string(to_string(reason))}},
+                refusals.of(reason));
+  }
+}
+
 void render_disk(PrometheusText& text, const std::string& pool, const std::string& path) {
   struct statvfs space {};
   if (path.empty() || ::statvfs(path.c_str(), &space) != 0) {
@@ -103,6 +156,7 @@ std::string render_host_metrics(InstanceService& service) {
   const auto health = service.health();
   text.family("garm_edge_libvirt_up", "gauge", "1 when libvirt answers the agent.");
   text.sample("garm_edge_libvirt_up", {}, std::uint64_t{health.reachable ? 1u : 0u});
+  render_refusals(text, service.refusals());
   if (!health.reachable) {
     return text.str();
   }
@@ -110,6 +164,7 @@ std::string render_host_metrics(InstanceService& service) {
     const auto report = service.capacity();
     render_capacity(text, report);
     render_flavor_room(text, report, service.config().flavors);
+    render_shares(text, report, service.config().shares);
     const auto& pool = service.config().storage_pool;
     render_disk(text, pool, service.storage_pool_path());
   } catch (const std::exception&) {

@@ -50,7 +50,8 @@ PlacementRequest small_debian(std::optional<wire::OsArch> arch = wire::OsArch::a
           .arch = arch,
           .os_type = wire::OsType::linux,
           .labels = {},
-          .shape = {}};
+          .shape = {},
+          .priority = std::nullopt};
 }
 
 std::vector<std::string> names(const PlacementPlan& plan, const std::vector<PlacementInput>& in) {
@@ -470,4 +471,85 @@ TEST_CASE("the shape offer and disk amounts read back as they were written",
   const auto back = wire::parse_agent_capacity(wire::to_json(original).dump());
   CHECK(back.shapes == original.shapes);
   CHECK(back.free.disk_gib == 12);
+}
+
+namespace {
+
+/// `capacity(free)` whose share for the asking controller leaves `room_instances` at normal
+/// and low priority (`low_room`), holding `used` smalls.
+wire::AgentCapacity shared_capacity(std::uint64_t free_memory_mib, std::uint64_t room_instances,
+                                    std::uint64_t low_room, std::uint64_t used = 0) {
+  auto c = capacity(free_memory_mib);
+  wire::ControllerShare share;
+  share.used = {.vcpus = 2 * used, .memory_mib = 2048 * used, .instances = used, .disk_gib = 0};
+  share.instances_bounded = true;
+  const auto room = [](std::uint64_t instances) {
+    return wire::ResourceAmount{
+        .vcpus = 2 * instances, .memory_mib = 2048 * instances, .instances = instances};
+  };
+  share.room = {{wire::Priority::low, room(low_room)},
+                {wire::Priority::normal, room(room_instances)},
+                {wire::Priority::high, room(room_instances + 1)}};
+  c.share = share;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("placement: an agent's share for the controller is its room, at the pool's priority",
+          "[placement][shares]") {
+  const auto a = endpoint("a");
+  const auto b = endpoint("b");
+  // a has the most free memory but none of it for this controller at normal priority.
+  const std::vector<PlacementInput> inputs = {{&a, shared_capacity(30000, 0, 0), ""},
+                                              {&b, shared_capacity(8192, 2, 0), ""}};
+  auto request = small_debian();
+  auto plan = plan_placement(request, inputs, Placement::spread);
+  CHECK(names(plan, inputs) == std::vector<std::string>{"b"});
+  CHECK_THAT(reason_of(plan, "a"),
+             Catch::Contains("no room for this controller at priority normal"));
+  request.priority = wire::Priority::low;
+  plan = plan_placement(request, inputs, Placement::spread);
+  CHECK(plan.order.empty());
+  CHECK_THAT(reason_of(plan, "b"), Catch::Contains("priority low"));
+  // High takes the headroom; and goes to the most room even when the policy packs.
+  request.priority = wire::Priority::high;
+  const auto c = endpoint("c");
+  const std::vector<PlacementInput> three = {{&c, shared_capacity(8192, 3, 0), ""},
+                                             {&a, shared_capacity(30000, 0, 0), ""},
+                                             {&b, shared_capacity(30000, 9, 0), ""}};
+  plan = plan_placement(request, three, Placement::pack);
+  CHECK(names(plan, three) == std::vector<std::string>{"b", "c", "a"});
+  request.priority = wire::Priority::normal;
+  CHECK(names(plan_placement(request, three, Placement::pack), three) ==
+        std::vector<std::string>{"c", "b"});
+  // The operator's cap on the controller's priority is the agent's to apply, and the share says
+  // it: a high pool of a controller capped at low gets low's room.
+  auto capped = shared_capacity(30000, 3, 0);
+  capped.share->max_priority = wire::Priority::low;
+  const std::vector<PlacementInput> one = {{&a, capped, ""}};
+  request.priority = wire::Priority::high;
+  CHECK(plan_placement(request, one, Placement::spread).order.empty());
+}
+
+TEST_CASE("placement: a fleet quota counts the controller's use on every agent that answered",
+          "[placement][shares]") {
+  const auto a = endpoint("a");
+  const auto b = endpoint("b");
+  const auto c = endpoint("c");
+  const FleetQuota quota{.controller = kController, .max_instances = 5, .max_vcpus = 0};
+  std::vector<PlacementInput> inputs = {{&a, shared_capacity(30000, 9, 9, 2), ""},
+                                        {&b, shared_capacity(30000, 9, 9, 2), ""},
+                                        {&c, std::nullopt, "unreachable"}};
+  CHECK_FALSE(over_fleet_quota(quota, small_debian(), inputs));
+  inputs[2] = {&c, shared_capacity(30000, 9, 9, 1), ""};
+  const auto over = over_fleet_quota(quota, small_debian(), inputs);
+  REQUIRE(over);
+  CHECK_THAT(*over, Catch::Contains("max_instances 5 (holds 5)") && Catch::Contains(kController));
+  // vCPUs count the flavor's: 10 held + 2 > 11.
+  const FleetQuota vcpus{.controller = kController, .max_instances = 0, .max_vcpus = 11};
+  CHECK_THAT(over_fleet_quota(vcpus, small_debian(), inputs).value_or(""),
+             Catch::Contains("max_vcpus 11 (holds 10)"));
+  inputs[2] = {&c, std::nullopt, "unreachable"};
+  CHECK_FALSE(over_fleet_quota(vcpus, small_debian(), inputs));
 }

@@ -152,6 +152,38 @@ TEST_CASE("the provider's config schema and its reader agree key by key", "[conf
   CHECK(properties.contains("session_dir"));
 }
 
+TEST_CASE("provider config: a fleet quota names a controller once, within the schema's bounds",
+          "[config][provider][shares]") {
+  const auto schema = nlohmann::json::parse(garm_edge::provider::provider_config_json_schema());
+  const auto& quota = schema.at("properties").at("quotas").at("items");
+  const std::string controller =
+      "[[quotas]]\ncontroller = \"9DCF590A-1192-4a9c-b3e4-e0902974c2c0\"\n";
+  for (const auto& [key, property] : quota.at("properties").items()) {
+    if (key == "controller") {
+      continue;
+    }
+    INFO(key);
+    const auto with = [&](std::int64_t value) {
+      return provider_config_error(kAgent + controller + key + " = " + std::to_string(value) +
+                                   "\n");
+    };
+    CHECK(with(property.at("minimum")) == "no error");
+    CHECK(with(property.at("maximum")) == "no error");
+    CHECK_THAT(with(property.at("maximum").get<std::int64_t>() + 1), Catch::Contains(key));
+  }
+  const auto config = garm_edge::provider::parse_provider_config(
+      kAgent + controller + "max_instances = 40\nmax_vcpus = 80\n", "provider.toml");
+  REQUIRE(config.quotas.size() == 1);
+  CHECK(config.find_quota("9dcf590a-1192-4a9c-b3e4-e0902974c2c0")->max_instances == 40);
+  CHECK(config.quotas[0].max_memory_mib == 0);  // not bounded
+  CHECK_THAT(provider_config_error(kAgent + controller + controller),
+             Catch::Contains("named once"));
+  CHECK_THAT(provider_config_error(kAgent + "[[quotas]]\ncontroller = \"team-a\"\n"),
+             Catch::Contains("controller must be a garm controller's UUID"));
+  CHECK_THAT(provider_config_error(kAgent + controller + "max_jobs = 3\n"),
+             Catch::Contains("max_jobs"));
+}
+
 TEST_CASE("provider config: an empty session_dir is a mistake, not 'no sessions'",
           "[config][provider]") {
   CHECK_THAT(provider_config_error("session_dir = \"\"\n" + kAgent),

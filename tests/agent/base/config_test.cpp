@@ -406,3 +406,50 @@ controllers = ["9DCF590A-1192-4A9C-B3E4-E0902974C2C0"]
                             "[[scratch_pools]]\nname = \"n\"\nstorage_pool = \"q\"\n")),
              Catch::Contains("defined twice"));
 }
+
+TEST_CASE("quotas and headroom: read as written, and what cannot be meant is refused",
+          "[config][shares]") {
+  const auto config = parse_agent_config(with(R"(
+[[quotas]]
+controller = "AAAAAAAA-0000-4000-8000-000000000001"
+max_instances = 3
+max_vcpus = 12
+reserved_instances = 1
+max_priority = "normal"
+
+[[quotas]]
+controller = "bbbbbbbb-0000-4000-8000-000000000002"
+reserved_vcpus = 4
+
+[headroom]
+low = { instances = 2, memory_mib = 4096 }
+normal = { instances = 1 }
+)"),
+                                         "agent.toml");
+  REQUIRE(config.shares.quotas.size() == 2);
+  const auto* a = config.shares.find("aaaaaaaa-0000-4000-8000-000000000001");  // lower case
+  REQUIRE(a != nullptr);
+  CHECK(a->max == ShareAmount{.instances = 3, .vcpus = 12, .memory_mib = 0, .disk_gib = 0});
+  CHECK(a->reserved.instances == 1);
+  CHECK(a->max_priority == garm_edge::wire::Priority::normal);
+  CHECK(config.shares.quotas[1].max_priority == garm_edge::wire::Priority::high);
+  CHECK(config.shares.headroom_of(garm_edge::wire::Priority::low) ==
+        ShareAmount{.instances = 2, .vcpus = 0, .memory_mib = 4096, .disk_gib = 0});
+  CHECK(config.shares.headroom_of(garm_edge::wire::Priority::high) == ShareAmount{});
+
+  const std::string quota = "[[quotas]]\ncontroller = \"aaaaaaaa-0000-4000-8000-000000000001\"\n";
+  CHECK_THAT(error_for(with(quota + "max_instances = 2\nreserved_instances = 3\n")),
+             Catch::Contains("reserved_instances is more than max_instances"));
+  CHECK_THAT(error_for(with(quota + quota)),
+             Catch::Contains("names controller") && Catch::Contains("twice"));
+  CHECK_THAT(error_for(with("[[quotas]]\ncontroller = \"team-a\"\n")),
+             Catch::Contains("controller must be a garm controller's UUID"));
+  CHECK_THAT(error_for(with(quota + "max_priority = \"urgent\"\n")),
+             Catch::Contains("max_priority"));
+  CHECK_THAT(error_for(with(quota + "max_jobs = 3\n")), Catch::Contains("max_jobs"));
+  CHECK_THAT(error_for(with("[headroom]\nlow = { instances = 1 }\nnormal = { instances = 2 }\n")),
+             Catch::Contains("normal.instances is more than low.instances"));
+  CHECK_THAT(error_for(with("[headroom]\nnormal = { vcpus = 2 }\n")),
+             Catch::Contains("normal.vcpus is more than low.vcpus"));
+  CHECK_THAT(error_for(with("[headroom]\nhigh = { instances = 1 }\n")), Catch::Contains("high"));
+}
