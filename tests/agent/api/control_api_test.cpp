@@ -527,3 +527,48 @@ TEST_CASE("control API: a hub's placement view is each controller's own probe, f
   CHECK(view.shown_to(kController).warm.size() == 1);
   CHECK(view.shown_to(kOtherController).warm.empty());
 }
+
+TEST_CASE("control API: a controller's client sees its own share and never another's use",
+          "[api][shares]") {
+  Api api;
+  api.host.config.api.clients.push_back({.identity = "other", .controllers = {kOtherController}});
+  api.host.config.api.clients.push_back({.identity = "operator", .controllers = {"*"}});
+  api.host.config.shares.quotas.push_back(
+      {.controller = kController, .max = {.instances = 5}, .reserved = {.instances = 1}});
+  const net::PeerIdentity kOther{.common_name = "other", .uri_names = {}};
+  const net::PeerIdentity kOperator{.common_name = "operator", .uri_names = {}};
+  REQUIRE(api.call("POST", "/v1/controllers/" + kController + "/instances",
+                   wire::to_go_json_text(wire::to_json(bootstrap_for("garm-share01"))))
+              .status == 200);
+  const auto shares_seen_by = [&](const net::PeerIdentity& peer) {
+    const auto answer = api.call("GET", "/v1/capacity", "", peer);
+    REQUIRE(answer.status == 200);
+    return answer.body;
+  };
+  // garm's own client: its share, with its use, quota and reservation.
+  const auto own = json::parse(shares_seen_by(kGarm)).at("shares");
+  REQUIRE(own.size() == 1);
+  CHECK(own.at(0).at("controller") == kController);
+  CHECK(own.at(0).at("used").at("instances") == 1);
+  CHECK(own.at(0).at("quota").at("instances") == 5);
+  CHECK(own.at(0).at("room").at("normal").at("instances") == 4);
+  // The other controller's client: neither garm's controller nor what it holds or may hold.
+  const auto other = shares_seen_by(kOther);
+  CHECK_THAT(other, !Catch::Contains(kController));
+  CHECK(json::parse(other).at("shares").empty());
+  // ...though the room garm's reservation keeps from it shows in its own placement's share.
+  const auto placement = json::parse(
+      api.call("GET", "/v1/controllers/" + kOtherController + "/placement/garm-x", "", kOther)
+          .body);
+  CHECK_THAT(placement.dump(), !Catch::Contains(kController));
+  CHECK(placement.at("capacity").at("share").at("used").at("instances") == 0);
+  // The operator sees every share.
+  CHECK(json::parse(shares_seen_by(kOperator)).at("shares").size() == 1);
+  // And /metrics (for clients of every controller) has use, limits and refusals.
+  const auto metrics = api.call("GET", "/metrics", "", kOperator).body;
+  CHECK_THAT(metrics, Catch::Contains("garm_edge_controller_use{controller=\"" + kController +
+                                      "\",resource=\"instances\"} 1"));
+  CHECK_THAT(metrics, Catch::Contains("garm_edge_controller_limit{controller=\"" + kController +
+                                      "\",kind=\"quota\",resource=\"instances\"} 5"));
+  CHECK_THAT(metrics, Catch::Contains("garm_edge_create_refusals_total{reason=\"quota\"} 0"));
+}

@@ -1370,3 +1370,36 @@ TEST_CASE("stopping the agent during a slow download does not wait for the guest
   // short, long before its own 60 s.
   CHECK(download.get().exit_code == 18);
 }
+
+TEST_CASE("warm guests count against their controller's quota, and binding one takes nothing more",
+          "[guests][integration][warm][shares]") {
+  FakeGarm garm(two_instances());
+  GuestHost agent(garm, true, [](agent::AgentConfig& config) {
+    warm_one(config);
+    config.shares.quotas.push_back(
+        {.controller = kController, .max = {.instances = 2}, .reserved = {}});
+  });
+  agent::WarmPool pool(*agent.service, agent.host.clock, agent.host.log);
+  REQUIRE(pool.pass().started == 1);
+  const auto warm = agent.service->warm_guests().front();
+  CHECK(agent.service->capacity().usage.of(kController).instances == 1);
+  agent.service->create(kControllerId, agent.bootstrap("garm-guest-a", kTokenA));  // cold: 2 of 2
+  // A second warm guest would take the controller past its quota: none is started.
+  agent.host.config.warm.front().count = 2;
+  const auto pass = pool.pass();
+  CHECK(pass.started == 0);
+  CHECK(pass.failures == 0);  // a full quota is no failure
+  try {
+    agent.service->create(kControllerId, agent.bootstrap("garm-guest-b", kTokenB));
+    FAIL("a cold create went past the quota that a warm guest fills");
+  } catch (const agent::ServiceError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("is at its quota"));
+  }
+  // The warm guest, once ready, is the controller's own: binding it adds nothing.
+  REQUIRE(agent.service->mark_warm_ready(warm.domain_name));
+  const auto bound = agent.service->create(kControllerId, agent.bootstrap("garm-guest-b", kTokenB));
+  CHECK(bound.provider_id == warm.domain_uuid);
+  CHECK(agent.service->capacity().usage.of(kController).instances == 2);
+  // Another controller is not held back by this one's quota.
+  agent.service->create(kOtherControllerId, agent.bootstrap("garm-other-1", "token-other-1"));
+}

@@ -205,3 +205,106 @@ TEST_CASE(
   CHECK_THROWS_MATCHES(service->create(kControllerId, bootstrap_for(name_of(4))), ServiceError,
                        has_code(ServiceError::Code::no_capacity));
 }
+
+namespace {
+
+/// kRoomy, with at most 8 instances, and the given shares.
+Host host_with_shares(const agent::SharesConfig& shares) {
+  return Host("lifecycle.xml", [&](agent::AgentConfig& config) {
+    config.capacity = kRoomy;
+    config.capacity.max_instances = 8;
+    config.shares = shares;
+  });
+}
+
+std::string refusal_of(agent::InstanceService& service, const agent::ControllerId& controller,
+                       const std::string& name, const std::string& priority = "") {
+  auto bootstrap = bootstrap_for(name);
+  if (!priority.empty()) {
+    bootstrap.extra_specs = nlohmann::json{{"priority", priority}};
+  }
+  try {
+    service.create(controller, bootstrap);
+    return "(created)";
+  } catch (const ServiceError& e) {
+    CHECK(e.code() == ServiceError::Code::no_capacity);  // the provider tries the next agent
+    return e.what();
+  }
+}
+
+}  // namespace
+
+TEST_CASE("shares: a controller at its quota is refused with nothing made, another goes on",
+          "[capacity][shares]") {
+  agent::SharesConfig shares;
+  shares.quotas.push_back({.controller = kController, .max = {.instances = 3}, .reserved = {}});
+  auto host = host_with_shares(shares);
+  auto service = host.service();
+  for (int i = 0; i < 3; ++i) {
+    service->create(kControllerId, bootstrap_for(name_of(i)));
+  }
+  CHECK_THAT(refusal_of(*service, kControllerId, name_of(3)),
+             Catch::Contains("is at its quota") && Catch::Contains("holds 3 instances"));
+  CHECK(host.holds_nothing_of(kController, name_of(3)));
+  CHECK(service->refusals().of(agent::RefusalReason::quota) == 1);
+  // garm's retry of a create that finished is answered, at the quota or not.
+  CHECK(service->create(kControllerId, bootstrap_for(name_of(2))).name == name_of(2));
+  for (int i = 4; i < 8; ++i) {
+    CHECK(service->create(kOtherControllerId, bootstrap_for(name_of(i))).name == name_of(i));
+  }
+  const auto report = service->capacity();
+  CHECK(report.usage.of(kController).instances == 3);
+  CHECK(report.usage.of(kOtherController).instances == 4);
+  // A delete gives the slot back to its controller.
+  service->remove(kControllerId, instance_ref(name_of(0)));
+  CHECK(service->create(kControllerId, bootstrap_for(name_of(3))).name == name_of(3));
+}
+
+TEST_CASE("shares: a reservation keeps the last slots for its controller", "[capacity][shares]") {
+  agent::SharesConfig shares;
+  shares.quotas.push_back(
+      {.controller = kOtherController, .max = {}, .reserved = {.instances = 2}});
+  auto host = host_with_shares(shares);
+  auto service = host.service();
+  for (int i = 0; i < 6; ++i) {
+    service->create(kControllerId, bootstrap_for(name_of(i)));
+  }
+  CHECK_THAT(refusal_of(*service, kControllerId, name_of(6)),
+             Catch::Contains("keeps the rest for other controllers' reservations"));
+  CHECK(host.holds_nothing_of(kController, name_of(6)));
+  CHECK(service->create(kOtherControllerId, bootstrap_for(name_of(6))).name == name_of(6));
+  CHECK(service->create(kOtherControllerId, bootstrap_for(name_of(7))).name == name_of(7));
+  CHECK(service->refusals().of(agent::RefusalReason::reserved) == 1);
+  // The share each is told of: A has no room left, B none either (the host is full).
+  const auto report = service->capacity();
+  const agent::HostShares view(shares, report.usage, report.limit, std::nullopt);
+  CHECK(view.share_of(kController).room.at(wire::Priority::normal).instances == 0);
+}
+
+TEST_CASE("shares: low-priority pools leave the headroom to higher ones, capped per controller",
+          "[capacity][shares]") {
+  agent::SharesConfig shares;
+  shares.headroom.low = {.instances = 2};
+  shares.quotas.push_back({.controller = kOtherController,
+                           .max = {},
+                           .reserved = {},
+                           .max_priority = wire::Priority::normal});
+  auto host = host_with_shares(shares);
+  auto service = host.service();
+  for (int i = 0; i < 6; ++i) {
+    CHECK(refusal_of(*service, kControllerId, name_of(i), "low") == "(created)");
+  }
+  CHECK_THAT(refusal_of(*service, kControllerId, name_of(6), "low"),
+             Catch::Contains("free for higher-priority pools") && Catch::Contains("is low"));
+  CHECK(refusal_of(*service, kOtherControllerId, name_of(6), "high") == "(created)");
+  CHECK(refusal_of(*service, kControllerId, name_of(7)) == "(created)");  // normal by default
+  CHECK(service->refusals().of(agent::RefusalReason::priority) == 1);
+  // A priority that is not one is refused as garm's input, before anything.
+  CHECK_THROWS_MATCHES(service->create(kControllerId,
+                                       [] {
+                                         auto b = bootstrap_for("garm-cap200");
+                                         b.extra_specs = nlohmann::json{{"priority", "urgent"}};
+                                         return b;
+                                       }()),
+                       ServiceError, has_code(ServiceError::Code::invalid_argument));
+}
