@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iomanip>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -124,6 +125,67 @@ std::string table(const ProviderConfig& config, const std::vector<Fleet::Capacit
         << (std::to_string(c.free.memory_mib) + "/" + std::to_string(c.limit.memory_mib))
         << std::setw(24) << states_text(c) << std::setw(22) << warm_text(c)
         << printable_excerpt(images_text(c), 400) << "\n";
+  }
+  return out.str();
+}
+
+/// "max_instances 40, max_vcpus 80", or "-" when the provider sets no fleet quota.
+std::string fleet_quota_text(const FleetQuota* quota) {
+  if (quota == nullptr) {
+    return "-";
+  }
+  std::vector<std::string> bounds;
+  for (const auto& [key, value] :
+       {std::pair{"max_instances", quota->max_instances}, std::pair{"max_vcpus", quota->max_vcpus},
+        std::pair{"max_memory_mib", quota->max_memory_mib},
+        std::pair{"max_disk_gib", quota->max_disk_gib}}) {
+    if (value != 0) {
+      bounds.push_back(std::string(key) + " " + std::to_string(value));
+    }
+  }
+  return bounds.empty() ? "-" : joined(bounds, ", ");
+}
+
+/// Per controller the client may see: what it holds over the fleet, its fleet quota, and on
+/// how many agents it is at the agent's own quota (docs/shares.md). Nothing when no agent
+/// tells shares.
+std::string shares_table(const ProviderConfig& config,
+                         const std::vector<Fleet::CapacityProbe>& probes) {
+  struct Row {
+    wire::ResourceAmount used;
+    std::size_t agents = 0;
+    std::size_t at_quota = 0;
+  };
+  std::map<std::string, Row> rows;
+  for (const auto& probe : probes) {
+    for (const auto& share :
+         probe.capacity ? probe.capacity->shares : std::vector<wire::ControllerShare>{}) {
+      auto& row = rows[share.controller];
+      row.used.instances += share.used.instances;
+      row.used.vcpus += share.used.vcpus;
+      row.used.memory_mib += share.used.memory_mib;
+      ++row.agents;
+      const auto& quota = share.quota;
+      row.at_quota += (quota.instances != 0 && share.used.instances >= quota.instances) ||
+                              (quota.vcpus != 0 && share.used.vcpus >= quota.vcpus) ||
+                              (quota.memory_mib != 0 && share.used.memory_mib >= quota.memory_mib)
+                          ? 1
+                          : 0;
+    }
+  }
+  if (rows.empty()) {
+    return "";
+  }
+  std::ostringstream out;
+  out << "\n"
+      << std::left << std::setw(38) << "CONTROLLER" << std::setw(11) << "INSTANCES" << std::setw(8)
+      << "VCPUS" << std::setw(14) << "MEMORY (MiB)" << std::setw(16) << "AT AGENT QUOTA"
+      << "FLEET QUOTA\n";
+  for (const auto& [controller, row] : rows) {
+    out << std::setw(38) << printable_excerpt(controller, 36) << std::setw(11) << row.used.instances
+        << std::setw(8) << row.used.vcpus << std::setw(14) << row.used.memory_mib << std::setw(16)
+        << (std::to_string(row.at_quota) + " of " + std::to_string(row.agents))
+        << fleet_quota_text(config.find_quota(controller)) << "\n";
   }
   return out.str();
 }
@@ -359,7 +421,9 @@ Outcome run_status(const std::vector<std::string>& arguments) {
     hubs += "hub " + hub + ": error: " + printable_excerpt(error, 400) + "\n";
   }
   return {all_answered && hub_errors.empty() ? 0 : 1,
-          table(config, probes) + hubs + deferred_table(config, deferred), ""};
+          table(config, probes) + shares_table(config, probes) + hubs +
+              deferred_table(config, deferred),
+          ""};
 }
 
 }  // namespace garm_edge::provider

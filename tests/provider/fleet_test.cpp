@@ -76,8 +76,9 @@ std::string timeouts_for(const std::vector<FleetMember>& members) {
 class FleetGarm {
  public:
   /// `session_dir`: its own when empty; "none" for none.
+  /// `extra`: further top-level config (e.g. [[quotas]]).
   FleetGarm(const std::vector<FleetMember>& members, const std::string& placement = "spread",
-            std::filesystem::path session_dir = {}) {
+            std::filesystem::path session_dir = {}, const std::string& extra = "") {
     std::ofstream config(config_ = dir_.path() / "provider.toml");
     if (session_dir.empty()) {
       session_dir = dir_.path() / "sessions";
@@ -101,6 +102,7 @@ class FleetGarm {
       }
       config << "]\n";
     }
+    config << extra;
   }
 
   ProcessResult run(const std::string& command, std::map<std::string, std::string> extra = {},
@@ -546,4 +548,43 @@ TEST_CASE("one command makes every agent with the image pull it ahead of demand"
   CHECK(forbidden.exit_code == 1);
   CHECK_THAT(forbidden.out, Catch::Contains("garm-only: error: HTTP 403"));
   CHECK(refused.operator_command({"images", "pull", "../x"}).exit_code == 2);
+}
+
+TEST_CASE("fleet: a fleet quota holds across agents, and an agent's reservation steers placement",
+          "[fleet][shares]") {
+  auto a = amd64_agent(32768);
+  auto b = amd64_agent(32768);
+  // c keeps its 4 slots for another controller: garm's creates never go there.
+  auto c = ApiServer("api.xml", [](agent::AgentConfig& config) {
+    config.images.resize(1);
+    config.capacity = {.cpu_overcommit = 100,
+                       .memory_overcommit = 1.0,
+                       .reserved_memory_mib = 0,
+                       .max_instances = 4};
+    config.shares.quotas.push_back(
+        {.controller = kOtherController, .max = {}, .reserved = {.instances = 4}});
+  });
+  const FleetGarm garm({{.name = "a", .server = &a},
+                        {.name = "b", .server = &b},
+                        {.name = "c", .server = &c, .weight = 1000}},
+                       "pack", {},
+                       "[[quotas]]\ncontroller = \"" + kController + "\"\nmax_instances = 4\n");
+  std::map<std::string, int> placed;
+  for (int i = 0; i < 4; ++i) {
+    ++placed[agent_of(garm.create("garm-fq0" + std::to_string(i)))];
+  }
+  CHECK(placed.count("c") == 0);
+  // The fifth is refused by the provider, with nothing made anywhere.
+  const auto over = garm.create("garm-fq04");
+  CHECK(over.exit_code == 1);
+  CHECK_THAT(over.err,
+             Catch::Contains("fleet quota") && Catch::Contains("max_instances 4 (holds 4)"));
+  CHECK(json::parse(garm.list().out).size() == 4);
+  // The status view sums the controller's use over the fleet beside its quota.
+  const auto status = garm.status();
+  CHECK_THAT(status.out, Catch::Contains("FLEET QUOTA") && Catch::Contains(kController) &&
+                             Catch::Contains("max_instances 4"));
+  // A delete gives the fleet its room back.
+  REQUIRE(garm.run("DeleteInstance", {{"GARM_INSTANCE_ID", "garm-fq00"}}).exit_code == 0);
+  CHECK(agent_of(garm.create("garm-fq04")) != "c");
 }
