@@ -83,6 +83,9 @@ class HubServer {
   struct ProbedInstance {
     std::string controller;  // lower case
     std::string name;
+    /// `?share=fresh`: the controller's own use must be exact (the provider counts a fleet
+    /// quota), so no view older than its last create there will do.
+    bool fresh_share = false;
   };
   /// The instance a relayed `GET /v1/controllers/C/placement/NAME` probes; nothing for any
   /// other request.

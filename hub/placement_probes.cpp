@@ -43,7 +43,12 @@ std::optional<HubServer::ProbedInstance> HubServer::probed_instance(const std::s
     return std::nullopt;
   }
   const auto controller = rest.substr(0, slash);
-  const auto name = std::string(rest.substr(slash + kPlacement.size()));
+  auto name = std::string(rest.substr(slash + kPlacement.size()));
+  const auto query = name.find('?');
+  const bool fresh_share = query != std::string::npos && name.substr(query) == "?share=fresh";
+  if (fresh_share) {
+    name.erase(query);
+  }
   // What the agent would refuse, or look up by provider ID as well, is the agent's to answer.
   try {
     wire::validate_instance_name(name);
@@ -53,7 +58,8 @@ std::optional<HubServer::ProbedInstance> HubServer::probed_instance(const std::s
   if (!wire::is_uuid(controller) || wire::is_uuid(name)) {
     return std::nullopt;
   }
-  return ProbedInstance{.controller = ascii_lower(controller), .name = name};
+  return ProbedInstance{
+      .controller = ascii_lower(controller), .name = name, .fresh_share = fresh_share};
 }
 
 void HubServer::refresh_placement_views() {

@@ -74,12 +74,13 @@ void PlacementViews::create_ended(const std::string& agent, const std::string& c
 
 std::optional<std::string> PlacementViews::answer(const std::string& agent,
                                                   const std::string& controller,
-                                                  const std::string& name,
-                                                  Clock::time_point now) const {
+                                                  const std::string& name, Clock::time_point now,
+                                                  bool fresh_share) const {
   const auto key = wire::instance_key(controller, name);
   std::lock_guard lock(mutex_);
   const auto view = views_.find(agent);
-  if (may_hold_locked(agent, key) || now - view->second.taken_at > max_age_) {
+  if (may_hold_locked(agent, key) || now - view->second.taken_at > max_age_ ||
+      (fresh_share && changed_since_view_locked(agent, controller))) {
     return std::nullopt;
   }
   const auto shown = view->second.answer_by_controller.find(key.substr(0, key.find('/')));
@@ -97,6 +98,18 @@ bool PlacementViews::may_hold_locked(const std::string& agent, const std::string
   const auto view = views_.find(agent);
   return view == views_.end() || view->second.instances.count(key) != 0 ||
          creating_.count({agent, key}) != 0 || made_.count({agent, key}) != 0;
+}
+
+bool PlacementViews::changed_since_view_locked(const std::string& agent,
+                                               const std::string& controller) const {
+  // Keys are "controller/name": this controller's sort together, from "controller/".
+  const auto prefix = controller + "/";
+  const auto any_of = [&](const auto& entries) {
+    const auto first = entries.lower_bound({agent, prefix});
+    return first != entries.end() && first->first.first == agent &&
+           first->first.second.starts_with(prefix);
+  };
+  return any_of(creating_) || any_of(made_);
 }
 
 std::optional<PlacementViews::Clock::time_point> PlacementViews::taken_at(

@@ -40,8 +40,11 @@ class PlacementViews {
 
   /// The agent's answer to a placement probe of `controller`'s instance `name`, as the agent
   /// would give it when it has no such instance; nothing when only the agent can tell.
+  /// `fresh_share`: also nothing while a create of `controller` there is under way or ended
+  /// after the view was asked for (the view's share of it would be short of that create).
   std::optional<std::string> answer(const std::string& agent, const std::string& controller,
-                                    const std::string& name, Clock::time_point now) const;
+                                    const std::string& name, Clock::time_point now,
+                                    bool fresh_share = false) const;
   /// Whether the agent may hold `controller`'s instance `name`: its view, or a create of it
   /// relayed through the hub, says so, or there is no view to tell.
   bool may_hold(const std::string& agent, const std::string& controller,
@@ -52,6 +55,8 @@ class PlacementViews {
 
  private:
   bool may_hold_locked(const std::string& agent, const std::string& key) const;
+  /// Is a create of `controller` on `agent` under way, or ended after its view was asked for?
+  bool changed_since_view_locked(const std::string& agent, const std::string& controller) const;
 
   struct View {
     std::map<std::string, std::string> answer_by_controller;  // placement answer JSON text

@@ -279,7 +279,8 @@ void HubServer::relay_to_many(const HttpRequest& request, const HubClient& clien
     if (probed) {
       const auto presence = tunnels_.presence(name);
       if (presence && presence->tunnels > 0) {
-        if (auto answer = views_.answer(name, probed->controller, probed->name, now)) {
+        if (auto answer =
+                views_.answer(name, probed->controller, probed->name, now, probed->fresh_share)) {
           ++probes_answered_by_hub_;
           gathered->add(name, 200, true, std::move(*answer));
           continue;

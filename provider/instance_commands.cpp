@@ -32,7 +32,11 @@ Provider::Provider(const std::map<std::string, std::string>& environment, Provid
 
 Provider::FleetProbe Provider::probe_fleet(const std::string& name) {
   const auto deadline = std::chrono::steady_clock::now() + config_.probe_timeout;
-  const auto path = controller_path(controller_) + "/placement/" + percent_encode(name);
+  // A fleet quota counts the controller's use: a hub must not answer from a view that predates
+  // this controller's last create on an agent (docs/shares.md).
+  const bool counts_use = config_.find_quota(controller_) != nullptr;
+  const auto path = controller_path(controller_) + "/placement/" + percent_encode(name) +
+                    (counts_use ? "?share=fresh" : "");
   fleet_.fan_out("GET", path, CallKind::probe, deadline);
   const auto replies = fleet_.ask_all(
       [&](AgentClient& agent) { return agent.call("GET", path, "", CallKind::probe, deadline); });

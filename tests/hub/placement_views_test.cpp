@@ -180,3 +180,26 @@ TEST_CASE("only an agent that may hold a name has changed when it is deleted by 
   views.create_started("rack1", kController, "garm-b");
   CHECK(views.may_hold("rack1", kController, "garm-b"));
 }
+
+TEST_CASE(
+    "a probe that counts a fleet quota is the agent's while its controller's create is "
+    "newer than the view",
+    "[hub][placement][shares]") {
+  PlacementViews views(30s);
+  const auto at = PlacementViews::Clock::now();
+  views.update("rack1", view_with({}), at);
+  views.create_started("rack1", kController, "garm-q1");
+  // Another name of the same controller: the view's share is short of garm-q1.
+  CHECK(warm_offers_in(views.answer("rack1", kController, "garm-q2", at, true)) == -1);
+  CHECK(warm_offers_in(views.answer("rack1", kController, "garm-q2", at, false)) == 1);
+  // Another controller's share is not changed by it.
+  CHECK(warm_offers_in(views.answer("rack1", kOtherController, "garm-q2", at, true)) == 0);
+  views.create_ended("rack1", kController, "garm-q1", true, at + 1s);
+  CHECK(warm_offers_in(views.answer("rack1", kController, "garm-q2", at + 1s, true)) == -1);
+  // A view asked for after the create ended counts it.
+  views.update("rack1", view_with({"garm-q1"}), at + 2s);
+  CHECK(warm_offers_in(views.answer("rack1", kController, "garm-q2", at + 2s, true)) == 1);
+  // A controller whose ID is a prefix of another's is not taken for it.
+  views.create_started("rack1", kController.substr(0, 8), "garm-q3");
+  CHECK(warm_offers_in(views.answer("rack1", kController, "garm-q2", at + 2s, true)) == 1);
+}

@@ -635,6 +635,38 @@ def tokens_are_refused(hub, agent, work):
     return good
 
 
+def fleet_quota_through_the_hub(hub, direct, work):
+    """A fleet quota (docs/shares.md) counted over agents behind NAT and a direct one, each
+    create right after the last: the hub must not answer from a view older than the
+    controller's last create there."""
+    provider = Provider(work, hub, direct, name="provider-quota.toml")
+    with open(provider.config, "a") as f:
+        f.write('[[quotas]]\ncontroller = "%s"\nmax_instances = 3\n' % CONTROLLER)
+    placed = {}
+    for name, pool, arch in (("garm-quota-arm", POOL_ARM, "arm64"),
+                             ("garm-quota-0", POOL_AMD, "amd64"),
+                             ("garm-quota-1", POOL_AMD, "amd64")):
+        result = provider.create(name, pool=pool, arch=arch)
+        check(result.returncode == 0, "CreateInstance %s under the fleet quota: %s"
+              % (name, result.stderr.strip()[-300:]))
+        placed[name] = agent_of(result)
+    check(placed["garm-quota-arm"] == "a2", "the arm64 instance is behind NAT: %s" % placed)
+    over = provider.create("garm-quota-2")
+    check(over.returncode == 1 and "fleet quota" in over.stderr and "holds 3" in over.stderr,
+          "the fourth create is refused by the fleet quota, counting the NAT'd agent's: "
+          + (over.stderr.strip()[-300:] or over.stdout))
+    check("garm-quota-2" not in provider.instances(), "the refused create made nothing")
+    status = run(PROVIDER, "status", "--config", provider.config, check_rc=False)
+    check("max_instances 3" in status.stdout and CONTROLLER in status.stdout,
+          "status shows the controller's use beside its fleet quota:\n" + status.stdout[-800:])
+    check(provider.call("DeleteInstance", instance="garm-quota-arm").returncode == 0,
+          "deleting the NAT'd agent's instance")
+    again = provider.create("garm-quota-2")
+    check(again.returncode == 0, "a delete through the hub gives the quota its room back: "
+          + again.stderr.strip()[-300:])
+    check(provider.call("RemoveAllInstances").returncode == 0, "the quota test leaves nothing")
+
+
 def main():
     if os.geteuid() != 0 or shutil.which("iptables") is None:
         print("skipped: the hub tier needs root and iptables (network namespaces)")
@@ -839,6 +871,7 @@ def main():
         for name, agent in agents.items():
             left = os.listdir(os.path.join(agent.state, "instances"))
             check(not left, "agent %s keeps no instance record (nothing leaked): %s" % (name, left))
+        fleet_quota_through_the_hub(hub, agents["direct"], work)
         fleet_of_32(hub, work)
         kept_deletes_in_parallel(provider, agents["direct"], work)
         revocation_reaches_the_direct_path(hub, agents["direct"], provider, work)
