@@ -168,9 +168,6 @@ std::optional<std::string> unfit_reason(const PlacementRequest& request, const A
            std::to_string(capacity.addresses->resting) + " resting after a delete, of " +
            std::to_string(capacity.addresses->total);
   }
-  if (auto reason = no_share_room(request, capacity, *flavor)) {
-    return reason;
-  }
   const auto& free = capacity.free;
   const bool instance_slot = capacity.limit.instances == 0 || free.instances >= 1;
   if (flavor->vcpus > free.vcpus || flavor->memory_mib > free.memory_mib || !instance_slot) {
@@ -186,7 +183,8 @@ std::optional<std::string> unfit_reason(const PlacementRequest& request, const A
     return "no capacity: disks of " + std::to_string(disk) + " GiB, free " +
            std::to_string(free.disk_gib) + " GiB";
   }
-  return std::nullopt;
+  // The host has room: whether it is this controller's to take (docs/shares.md).
+  return no_share_room(request, capacity, *flavor);
 }
 
 /// Agents that emulate the image's architecture after those that run it on KVM: one fleet may
