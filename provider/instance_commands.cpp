@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/text.hpp"
 #include "net/https_client.hpp"
 #include "wire/agent_capacity.hpp"
 #include "wire/error.hpp"
@@ -22,7 +23,7 @@ Provider::Provider(const std::map<std::string, std::string>& environment, Provid
   if (!config_.session_dir.empty()) {
     deferred_.emplace(config_.session_dir);
   }
-  controller_ = get("GARM_CONTROLLER_ID");
+  controller_ = ascii_lower(get("GARM_CONTROLLER_ID"));  // as agents and [[quotas]] spell it
   try {
     wire::validate_uuid(controller_, "GARM_CONTROLLER_ID");
   } catch (const wire::WireError& e) {

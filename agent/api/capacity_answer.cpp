@@ -263,8 +263,9 @@ wire::PlacementView placement_view(const AgentConfig& config, const CapacityRepo
     }
   }
   // Any other controller has no quota, reservation or instance here: its share is one of those.
+  // ("*" is no controller's ID: no domain counts for it, as none counts for those controllers.)
   view.others = capacity_answer(
-      config, report, images, caches, [](const std::string&) { return false; }, std::string());
+      config, report, images, caches, [](const std::string&) { return false; }, std::string("*"));
   for (const auto& [controller, name] : report.instances) {
     if (auto key = wire::instance_key(controller, name); wire::is_instance_key(key)) {
       view.instances.push_back(std::move(key));

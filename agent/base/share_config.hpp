@@ -31,6 +31,8 @@ struct QuotaConfig {
 struct HeadroomConfig {
   ShareAmount low;     // low-priority creates leave this free (for normal and high ones)
   ShareAmount normal;  // normal-priority creates leave this free (for high ones)
+
+  bool operator==(const HeadroomConfig&) const = default;
 };
 
 struct SharesConfig {

@@ -212,8 +212,15 @@ CapacityLedger::Hold InstanceService::admit_create(const CreatePlan& plan) {
     throw ServiceError(Code::draining,
                        "agent " + config_.agent_id + " is draining: it takes no new instances");
   }
-  // Guest addresses are chosen after this, under their own lock (record_create_intent).
-  const auto limit = limits_of(hypervisor_.capacity(), config_.capacity);
+  auto limit = limits_of(hypervisor_.capacity(), config_.capacity);
+  // With shares set, instances bounded only by the guest address range count as bounded, as
+  // capacity answers say (reservations and headroom of instances hold there too). The address
+  // itself is chosen after this, under its own lock (record_create_intent).
+  std::optional<AddressCount> addresses;
+  if (!config_.shares.quotas.empty() || config_.shares.headroom != HeadroomConfig{}) {
+    addresses = guests_->addresses();
+    limit = limit_within_addresses(limit, addresses);
+  }
   // A warm guest counts for the controller it is kept for, at low priority, and leaves room
   // for one more of its flavor besides itself: it never takes the slot a cold create needs.
   const auto& owner = plan.record.warm ? plan.record.warm->controller : plan.record.controller_id;
@@ -224,20 +231,32 @@ CapacityLedger::Hold InstanceService::admit_create(const CreatePlan& plan) {
   auto held = capacity_ledger_.reserve(
       plan.record.domain_name, owner, [&] { return resources_of_agent_domains(); }, plan.resources,
       [&](const Usage& usage) {
-        return HostShares(config_.shares, usage, limit, std::nullopt)
+        return HostShares(config_.shares, usage, limit,
+                          addresses ? std::optional(addresses->free) : std::nullopt)
             .admit(owner, priority, plan.resources, kept_free, config_.agent_id);
       });
   if (auto* refusal = std::get_if<Refusal>(&held)) {
-    refusals_.count(refusal->reason);
+    // garm's creates only: a warm guest or cache builder the host has no room for is no pool
+    // left waiting.
+    if (!plan.record.warm && plan.record.controller_id != kCacheBuilderControllerId) {
+      refusals_.count(refusal->reason);
+    }
     if (refusal->reason == RefusalReason::capacity) {
-      throw ServiceError(Code::no_capacity, no_room_text(plan, limit));
+      throw ServiceError(Code::no_capacity, no_room_text(plan, limit, addresses));
     }
     throw ServiceError(Code::no_capacity, refusal->message);
   }
   return std::move(std::get<CapacityLedger::Hold>(held));
 }
 
-std::string InstanceService::no_room_text(const CreatePlan& plan, const Resources& limit) {
+std::string InstanceService::no_room_text(const CreatePlan& plan, const Resources& limit,
+                                          const std::optional<AddressCount>& addresses) {
+  if (addresses && addresses->free == 0) {
+    return "agent " + config_.agent_id +
+           " has no free guest address: " + std::to_string(addresses->held) + " held, " +
+           std::to_string(addresses->resting) + " resting after a delete, of " +
+           std::to_string(addresses->total);
+  }
   const auto used = capacity_ledger_.usage(resources_of_agent_domains()).total;
   return "agent " + config_.agent_id + " has no room for flavor " + plan.record.flavor + " (" +
          std::to_string(plan.resources.vcpus) + " vCPUs, " +

@@ -1,5 +1,6 @@
 #include "agent/instances/instance_ids.hpp"
 
+#include "common/text.hpp"
 #include "wire/json_fields.hpp"
 #include "wire/schemas.hpp"
 #include "wire/validate.hpp"
@@ -8,7 +9,9 @@ namespace garm_edge::agent {
 
 ControllerId ControllerId::parse(std::string_view text, const std::string& field) {
   wire::validate_uuid(text, field);
-  return ControllerId(std::string(text));
+  // garm's IDs are lower case, and so is every ID agent.toml names: one controller is one
+  // spelling, whatever case a client (or a hub relaying for it) sends.
+  return ControllerId(ascii_lower(text));
 }
 
 InstanceRef InstanceRef::parse(std::string_view text, const std::string& field) {

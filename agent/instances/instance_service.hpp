@@ -17,7 +17,6 @@
 #include "agent/base/log.hpp"
 #include "agent/instances/cache_generations.hpp"
 #include "agent/instances/capacity.hpp"
-#include "agent/instances/shares.hpp"
 #include "agent/instances/create_gate.hpp"
 #include "agent/instances/event_log.hpp"
 #include "agent/instances/guest_side.hpp"
@@ -26,6 +25,7 @@
 #include "agent/instances/instance_store.hpp"
 #include "agent/instances/keyed_mutex.hpp"
 #include "agent/instances/service_error.hpp"
+#include "agent/instances/shares.hpp"
 #include "agent/instances/startup_tracker.hpp"
 #include "hypervisor/hypervisor.hpp"
 #include "wire/bootstrap.hpp"
@@ -278,7 +278,8 @@ class InstanceService {
   /// resources stay reserved until the returned hold is gone.
   CapacityLedger::Hold admit_create(const CreatePlan& plan);
   /// Why the host itself has no room for the plan's flavor, with what its instances take.
-  std::string no_room_text(const CreatePlan& plan, const Resources& limit);
+  std::string no_room_text(const CreatePlan& plan, const Resources& limit,
+                           const std::optional<AddressCount>& addresses);
   /// What each of the agent's domains takes, from its tags.
   std::vector<InstanceResources> resources_of(const std::vector<hypervisor::Domain>& domains) const;
   std::vector<InstanceResources> resources_of_agent_domains();

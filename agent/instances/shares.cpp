@@ -151,10 +151,11 @@ std::optional<Refusal> HostShares::admit(const std::string& controller, wire::Pr
                        amount_text(max, max) + " ([[quotas]] max_*)"};
   }
   if (!within(needed, room_for(controller))) {
+    const auto others = minus(reserved_unused_total_, unused_reservation(controller));
     return Refusal{RefusalReason::reserved,
                    "agent " + agent_id + " keeps the rest for other controllers' reservations: " +
-                       amount_text(reserved_unused_total_, reserved_unused_total_) +
-                       " reserved and unused of " + amount_text(free_, kEveryField) + " free"};
+                       amount_text(others, others) + " reserved and unused of " +
+                       amount_text(free_, kEveryField) + " free"};
   }
   if (!within(needed, room_beyond_headroom(controller, priority))) {
     const auto effective = priority_for(controller, priority);

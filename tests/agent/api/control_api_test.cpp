@@ -572,3 +572,48 @@ TEST_CASE("control API: a controller's client sees its own share and never anoth
                                       "\",kind=\"quota\",resource=\"instances\"} 5"));
   CHECK_THAT(metrics, Catch::Contains("garm_edge_create_refusals_total{reason=\"quota\"} 0"));
 }
+
+TEST_CASE(
+    "control API: a reservation holds where the guest address range is the only bound, "
+    "and a controller's ID in another case is the same controller",
+    "[api][guests][shares]") {
+  Api api([](agent::AgentConfig& config) {
+    enable_guest_addresses(config, "192.168.150.10-192.168.150.13");  // 4 guests, no max_instances
+    config.api.clients.push_back({.identity = "hub-vouched", .controllers = {"*"}});
+    config.shares.quotas.push_back(
+        {.controller = kOtherController, .max = {}, .reserved = {.instances = 2}});
+    config.shares.quotas.push_back(
+        {.controller = kController, .max = {.instances = 3}, .reserved = {}});
+  });
+  const net::PeerIdentity kEvery{.common_name = "hub-vouched", .uri_names = {}};
+  const auto create = [&](const std::string& controller, const std::string& name,
+                          const net::PeerIdentity& peer) {
+    return api.call("POST", "/v1/controllers/" + controller + "/instances",
+                    wire::to_json(bootstrap_for(name)).dump(), peer);
+  };
+  REQUIRE(create(kController, "garm-res01", kGarm).status == 200);
+  // The same controller in capitals (as a client trusted for every controller might send it)
+  // counts against the same quota and reservation.
+  auto upper = kController;
+  std::transform(upper.begin(), upper.end(), upper.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  REQUIRE(create(upper, "garm-res02", kEvery).status == 200);
+  // Two addresses left, both kept for the other controller: placement says so, and so does
+  // the create.
+  const auto placement =
+      json::parse(api.call("GET", "/v1/controllers/" + kController + "/placement/garm-res03").body);
+  CHECK(placement.at("capacity").at("share").at("room").at("normal").at("instances") == 0);
+  CHECK(placement.at("capacity").at("share").at("used").at("instances") == 2);
+  const auto refused = create(kController, "garm-res03", kGarm);
+  CHECK(refused.status == 503);
+  CHECK_THAT(refused.body, Catch::Contains("other controllers' reservations") &&
+                               Catch::Contains("2 instances reserved and unused"));
+  CHECK(api.host.holds_nothing_of(kController, "garm-res03"));
+  CHECK(create(upper, "garm-res03", kEvery).status == 503);
+  REQUIRE(create(kOtherController, "garm-res04", kEvery).status == 200);
+  REQUIRE(create(kOtherController, "garm-res05", kEvery).status == 200);
+  // Every address is taken now: the refusal says so.
+  const auto full = create(kOtherController, "garm-res06", kEvery);
+  CHECK(full.status == 503);
+  CHECK_THAT(full.body, Catch::Contains("no free guest address"));
+}

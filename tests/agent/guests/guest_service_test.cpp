@@ -1389,12 +1389,15 @@ TEST_CASE("warm guests count against their controller's quota, and binding one t
   const auto pass = pool.pass();
   CHECK(pass.started == 0);
   CHECK(pass.failures == 0);  // a full quota is no failure
+  // ...nor a refusal of garm's: no pool waits for a warm guest.
+  CHECK(agent.service->refusals().of(agent::RefusalReason::quota) == 0);
   try {
     agent.service->create(kControllerId, agent.bootstrap("garm-guest-b", kTokenB));
     FAIL("a cold create went past the quota that a warm guest fills");
   } catch (const agent::ServiceError& e) {
     CHECK_THAT(e.what(), Catch::Contains("is at its quota"));
   }
+  CHECK(agent.service->refusals().of(agent::RefusalReason::quota) == 1);
   // The warm guest, once ready, is the controller's own: binding it adds nothing.
   REQUIRE(agent.service->mark_warm_ready(warm.domain_name));
   const auto bound = agent.service->create(kControllerId, agent.bootstrap("garm-guest-b", kTokenB));
