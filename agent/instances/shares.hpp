@@ -73,7 +73,7 @@ class HostShares {
   Resources room_at(const std::string& controller, wire::Priority priority) const;
 
   const SharesConfig& config_;
-  Usage usage_;  // a copy: one entry per controller, and no reference to outlive
+  Usage usage_;      // a copy: one entry per controller, and no reference to outlive
   Resources limit_;  // unbounded fields as kUnbounded
   Resources free_;
   Resources reserved_unused_total_;
