@@ -92,6 +92,19 @@ std::string printable_excerpt(std::string_view value, std::size_t max_bytes) {
   return out;
 }
 
+std::string concat(std::initializer_list<std::string_view> parts) {
+  std::size_t size = 0;
+  for (const auto part : parts) {
+    size += part.size();
+  }
+  std::string text;
+  text.reserve(size);
+  for (const auto part : parts) {
+    text += part;
+  }
+  return text;
+}
+
 std::string ascii_lower(std::string_view value) {
   std::string lower(value);
   for (auto& c : lower) {

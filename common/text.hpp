@@ -1,5 +1,6 @@
 #pragma once
 
+#include <initializer_list>
 #include <string>
 #include <string_view>
 
@@ -16,6 +17,9 @@ std::string printable_excerpt(std::string_view value, std::size_t max_bytes = 64
 
 /// `value` with ASCII letters in lower case (UUIDs and hex digests compare that way).
 std::string ascii_lower(std::string_view value);
+
+/// The parts one after the other: one call where a chain of `+` would make a temporary each.
+std::string concat(std::initializer_list<std::string_view> parts);
 
 /// strerror(errno), read before anything else can change errno.
 std::string errno_text();

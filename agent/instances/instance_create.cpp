@@ -252,20 +252,32 @@ CapacityLedger::Hold InstanceService::admit_create(const CreatePlan& plan) {
 std::string InstanceService::no_room_text(const CreatePlan& plan, const Resources& limit,
                                           const std::optional<AddressCount>& addresses) {
   if (addresses && addresses->free == 0) {
-    return "agent " + config_.agent_id +
-           " has no free guest address: " + std::to_string(addresses->held) + " held, " +
-           std::to_string(addresses->resting) + " resting after a delete, of " +
-           std::to_string(addresses->total);
+    return concat({"agent ", config_.agent_id, " has no free guest address: ",
+                   std::to_string(addresses->held), " held, ", std::to_string(addresses->resting),
+                   " resting after a delete, of ", std::to_string(addresses->total)});
   }
   const auto used = capacity_ledger_.usage(resources_of_agent_domains()).total;
-  return "agent " + config_.agent_id + " has no room for flavor " + plan.record.flavor + " (" +
-         std::to_string(plan.resources.vcpus) + " vCPUs, " +
-         std::to_string(plan.resources.memory_mib) + " MiB): " + std::to_string(used.instances) +
-         " instances take " + std::to_string(used.vcpus) + " of " + std::to_string(limit.vcpus) +
-         " vCPUs and " + std::to_string(used.memory_mib) + " of " +
-         std::to_string(limit.memory_mib) + " MiB" +
-         (limit.instances > 0 ? ", limit " + std::to_string(limit.instances) + " instances"
-                              : std::string());
+  return concat({"agent ",
+                 config_.agent_id,
+                 " has no room for flavor ",
+                 plan.record.flavor,
+                 " (",
+                 std::to_string(plan.resources.vcpus),
+                 " vCPUs, ",
+                 std::to_string(plan.resources.memory_mib),
+                 " MiB): ",
+                 std::to_string(used.instances),
+                 " instances take ",
+                 std::to_string(used.vcpus),
+                 " of ",
+                 std::to_string(limit.vcpus),
+                 " vCPUs and ",
+                 std::to_string(used.memory_mib),
+                 " of ",
+                 std::to_string(limit.memory_mib),
+                 " MiB",
+                 limit.instances > 0 ? ", limit " + std::to_string(limit.instances) + " instances"
+                                     : std::string()});
 }
 
 std::pair<const ImageConfig*, const FlavorConfig*> InstanceService::fit_pool(

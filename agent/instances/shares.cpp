@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "common/text.hpp"
+
 namespace garm_edge::agent {
 namespace {
 
@@ -139,31 +141,31 @@ std::optional<Refusal> HostShares::admit(const std::string& controller, wire::Pr
                                          const std::string& agent_id) const {
   const auto needed = plus(wanted, kept_free);
   if (!within(needed, free_)) {
-    return Refusal{RefusalReason::capacity, "agent " + agent_id + " has no room: it needs " +
-                                                amount_text(needed, kEveryField) + ", free " +
-                                                amount_text(free_, kEveryField)};
+    return Refusal{RefusalReason::capacity, concat({"agent ", agent_id, " has no room: free ",
+                                                    amount_text(free_, kEveryField)})};
   }
-  if (const auto left = quota_left(controller); !within(wanted, left)) {
+  if (!within(wanted, quota_left(controller))) {
     const auto max = resources_of(config_.find(controller)->max);
     return Refusal{RefusalReason::quota,
-                   "controller " + controller + " is at its quota on agent " + agent_id +
-                       ": it holds " + amount_text(usage_.of(controller), max) + " of at most " +
-                       amount_text(max, max) + " ([[quotas]] max_*)"};
+                   concat({"controller ", controller, " is at its quota on agent ", agent_id,
+                           ": it holds ", amount_text(usage_.of(controller), max), " of at most ",
+                           amount_text(max, max), " ([[quotas]] max_*)"})};
   }
   if (!within(needed, room_for(controller))) {
     const auto others = minus(reserved_unused_total_, unused_reservation(controller));
-    return Refusal{RefusalReason::reserved,
-                   "agent " + agent_id + " keeps the rest for other controllers' reservations: " +
-                       amount_text(others, others) + " reserved and unused of " +
-                       amount_text(free_, kEveryField) + " free"};
+    return Refusal{
+        RefusalReason::reserved,
+        concat({"agent ", agent_id, " keeps the rest for other controllers' reservations: ",
+                amount_text(others, others), " reserved and unused of ",
+                amount_text(free_, kEveryField), " free"})};
   }
   if (!within(needed, room_beyond_headroom(controller, priority))) {
     const auto effective = priority_for(controller, priority);
     const auto kept = resources_of(config_.headroom_of(effective));
     return Refusal{RefusalReason::priority,
-                   "agent " + agent_id + " keeps " + amount_text(kept, kept) +
-                       " free for higher-priority pools; this pool's priority is " +
-                       std::string(wire::to_string(effective)) + " ([headroom])"};
+                   concat({"agent ", agent_id, " keeps ", amount_text(kept, kept),
+                           " free for higher-priority pools; this pool's priority is ",
+                           wire::to_string(effective), " ([headroom])"})};
   }
   return std::nullopt;
 }
