@@ -117,11 +117,7 @@ void render_shares(PrometheusText& text, const CapacityReport& report, const Sha
     for (const auto& [kind, amount] :
          {std::pair{"quota", &quota.max}, std::pair{"reserved", &quota.reserved}}) {
       samples("garm_edge_controller_limit", {{"controller", quota.controller}, {"kind", kind}},
-              Resources{.vcpus = amount->vcpus,
-                        .memory_mib = amount->memory_mib,
-                        .instances = static_cast<std::size_t>(amount->instances),
-                        .disk_gib = amount->disk_gib},
-              true);
+              resources_of(*amount), true);
     }
   }
 }

@@ -4,6 +4,7 @@
 #include "agent/instances/shares.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include "common/text.hpp"
 
@@ -12,13 +13,20 @@ namespace {
 
 /// A field no limit bounds: large enough that no sum of real amounts reaches it.
 constexpr std::uint64_t kUnbounded = std::uint64_t{1} << 50;
+/// The same for instances, which are counted in std::size_t (32 bits on armhf).
+constexpr std::size_t kUnboundedInstances = std::numeric_limits<std::size_t>::max() / 4;
+
+}  // namespace
 
 Resources resources_of(const ShareAmount& amount) {
   return {.vcpus = amount.vcpus,
           .memory_mib = amount.memory_mib,
-          .instances = static_cast<std::size_t>(amount.instances),
+          .instances = static_cast<std::size_t>(
+              std::min<std::uint64_t>(amount.instances, kUnboundedInstances)),
           .disk_gib = amount.disk_gib};
 }
+
+namespace {
 
 Resources minus(Resources a, const Resources& b) {
   a -= b;
@@ -35,19 +43,20 @@ Resources unbounded_where_zero(Resources bound) {
   for (auto* field : {&bound.vcpus, &bound.memory_mib, &bound.disk_gib}) {
     *field = *field == 0 ? kUnbounded : *field;
   }
-  bound.instances = bound.instances == 0 ? kUnbounded : bound.instances;
+  bound.instances = bound.instances == 0 ? kUnboundedInstances : bound.instances;
   return bound;
 }
 
 /// "3 instances, 6 vCPUs, 6144 MiB": the bounded fields that are not 0 in `shown`.
 std::string amount_text(const Resources& amount, const Resources& shown) {
   std::string text;
-  const auto add = [&text](std::uint64_t value, std::uint64_t show, const char* unit) {
-    if (show != 0 && value < kUnbounded / 2) {
+  const auto add = [&text](std::uint64_t value, std::uint64_t show, const char* unit,
+                           std::uint64_t unbounded = kUnbounded) {
+    if (show != 0 && value < unbounded / 2) {
       text += (text.empty() ? "" : ", ") + std::to_string(value) + unit;
     }
   };
-  add(amount.instances, shown.instances, " instances");
+  add(amount.instances, shown.instances, " instances", kUnboundedInstances);
   add(amount.vcpus, shown.vcpus, " vCPUs");
   add(amount.memory_mib, shown.memory_mib, " MiB");
   add(amount.disk_gib, shown.disk_gib, " GiB of disk");
@@ -65,7 +74,7 @@ HostShares::HostShares(const SharesConfig& config, const Usage& usage, const Res
       limit_(limit),
       instances_bounded_(limit.instances != 0),
       disk_bounded_(limit.disk_gib != 0) {
-  limit_.instances = instances_bounded_ ? limit.instances : kUnbounded;
+  limit_.instances = instances_bounded_ ? limit.instances : kUnboundedInstances;
   limit_.disk_gib = disk_bounded_ ? limit.disk_gib : kUnbounded;
   free_ = minus(limit_, usage.total);
   if (free_addresses) {
