@@ -117,7 +117,7 @@ void render_shares(PrometheusText& text, const CapacityReport& report, const Sha
     for (const auto& [kind, amount] :
          {std::pair{"quota", &quota.max}, std::pair{"reserved", &quota.reserved}}) {
       samples("garm_edge_controller_limit", {{"controller", quota.controller}, {"kind", kind}},
-              resources_of(*amount), true);
+              share_resources(*amount), true);
     }
   }
 }

@@ -18,7 +18,7 @@ constexpr std::size_t kUnboundedInstances = std::numeric_limits<std::size_t>::ma
 
 }  // namespace
 
-Resources resources_of(const ShareAmount& amount) {
+Resources share_resources(const ShareAmount& amount) {
   return {.vcpus = amount.vcpus,
           .memory_mib = amount.memory_mib,
           .instances = static_cast<std::size_t>(
@@ -97,13 +97,13 @@ Resources HostShares::quota_left(const std::string& controller) const {
   if (quota == nullptr) {
     return unbounded_where_zero({});
   }
-  return minus(unbounded_where_zero(resources_of(quota->max)), usage_.of(controller));
+  return minus(unbounded_where_zero(share_resources(quota->max)), usage_.of(controller));
 }
 
 Resources HostShares::unused_reservation(const std::string& controller) const {
   const auto* quota = config_.find(controller);
   return quota == nullptr ? Resources{}
-                          : minus(resources_of(quota->reserved), usage_.of(controller));
+                          : minus(share_resources(quota->reserved), usage_.of(controller));
 }
 
 Resources HostShares::unreserved() const {
@@ -117,7 +117,7 @@ Resources HostShares::room_for(const std::string& controller) const {
 Resources HostShares::room_beyond_headroom(const std::string& controller,
                                            wire::Priority priority) const {
   const auto after_headroom =
-      minus(unreserved(), resources_of(config_.headroom_of(priority_for(controller, priority))));
+      minus(unreserved(), share_resources(config_.headroom_of(priority_for(controller, priority))));
   return min_each(free_, plus(unused_reservation(controller), after_headroom));
 }
 
@@ -127,11 +127,11 @@ Resources HostShares::room_at(const std::string& controller, wire::Priority prio
 
 ShareState HostShares::share_of(const std::string& controller) const {
   const auto* quota = config_.find(controller);
-  const auto max = quota != nullptr ? resources_of(quota->max) : Resources{};
+  const auto max = quota != nullptr ? share_resources(quota->max) : Resources{};
   ShareState share{.controller = controller,
                    .used = usage_.of(controller),
                    .quota = max,
-                   .reserved = quota != nullptr ? resources_of(quota->reserved) : Resources{},
+                   .reserved = quota != nullptr ? share_resources(quota->reserved) : Resources{},
                    .max_priority = quota != nullptr ? quota->max_priority : wire::Priority::high,
                    .room = {},
                    .instances_bounded = instances_bounded_ || max.instances != 0,
@@ -154,7 +154,7 @@ std::optional<Refusal> HostShares::admit(const std::string& controller, wire::Pr
                                                     amount_text(free_, kEveryField)})};
   }
   if (!within(wanted, quota_left(controller))) {
-    const auto max = resources_of(config_.find(controller)->max);
+    const auto max = share_resources(config_.find(controller)->max);
     return Refusal{RefusalReason::quota,
                    concat({"controller ", controller, " is at its quota on agent ", agent_id,
                            ": it holds ", amount_text(usage_.of(controller), max), " of at most ",
@@ -170,7 +170,7 @@ std::optional<Refusal> HostShares::admit(const std::string& controller, wire::Pr
   }
   if (!within(needed, room_beyond_headroom(controller, priority))) {
     const auto effective = priority_for(controller, priority);
-    const auto kept = resources_of(config_.headroom_of(effective));
+    const auto kept = share_resources(config_.headroom_of(effective));
     return Refusal{RefusalReason::priority,
                    concat({"agent ", agent_id, " keeps ", amount_text(kept, kept),
                            " free for higher-priority pools; this pool's priority is ",

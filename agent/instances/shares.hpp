@@ -14,7 +14,7 @@
 namespace garm_edge::agent {
 
 /// An amount of agent.toml as the resources it bounds (instances no more than std::size_t holds).
-Resources resources_of(const ShareAmount& amount);
+Resources share_resources(const ShareAmount& amount);
 
 /// Refusals by reason since start, for /metrics.
 class RefusalCounters {
