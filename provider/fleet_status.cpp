@@ -161,9 +161,7 @@ std::string shares_table(const ProviderConfig& config,
     for (const auto& share :
          probe.capacity ? probe.capacity->shares : std::vector<wire::ControllerShare>{}) {
       auto& row = rows[share.controller];
-      row.used.instances += share.used.instances;
-      row.used.vcpus += share.used.vcpus;
-      row.used.memory_mib += share.used.memory_mib;
+      row.used += share.used;
       ++row.agents;
       const auto& quota = share.quota;
       row.at_quota += (quota.instances != 0 && share.used.instances >= quota.instances) ||

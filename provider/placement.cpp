@@ -220,10 +220,9 @@ std::uint64_t stable_hash(std::string_view text) {
 void order_for_spread(const PlacementRequest& request, const std::vector<PlacementInput>& inputs,
                       std::vector<std::size_t>& order) {
   const auto score = [&](std::size_t i) {
+    // The share's room is never more than the host's free room.
     const auto* room = share_room(request, *inputs[i].capacity);
-    const auto free = room != nullptr
-                          ? std::min(room->memory_mib, inputs[i].capacity->free.memory_mib)
-                          : inputs[i].capacity->free.memory_mib;
+    const auto free = room != nullptr ? room->memory_mib : inputs[i].capacity->free.memory_mib;
     return static_cast<double>(free) * inputs[i].agent->weight / 100.0;
   };
   std::stable_sort(order.begin(), order.end(),
@@ -320,11 +319,7 @@ std::optional<std::string> over_fleet_quota(const FleetQuota& quota,
       ++uncounted;
       continue;
     }
-    const auto& used = input.capacity->share->used;
-    held.instances += used.instances;
-    held.vcpus += used.vcpus;
-    held.memory_mib += used.memory_mib;
-    held.disk_gib += used.disk_gib;
+    held += input.capacity->share->used;
     if (flavor == nullptr) {
       flavor = input.capacity->find_flavor(request.flavor);
     }

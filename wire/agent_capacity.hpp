@@ -22,6 +22,13 @@ struct ResourceAmount {
   std::uint64_t instances = 0;  // in a limit: 0 means none
   std::uint64_t disk_gib = 0;   // guests' disks at full size; in a limit: 0 means not counted
 
+  ResourceAmount& operator+=(const ResourceAmount& other) {
+    vcpus += other.vcpus;
+    memory_mib += other.memory_mib;
+    instances += other.instances;
+    disk_gib += other.disk_gib;
+    return *this;
+  }
   bool operator==(const ResourceAmount&) const = default;
 };
 
