@@ -284,6 +284,9 @@ std::string render_domain_xml(const DomainSpec& spec, VirtType virt_type) {
   if (!spec.uuid.empty()) {
     append_text(domain, "uuid", spec.uuid);
   }
+  if (spec.generation_id && spec.arch == GuestArch::x86_64) {
+    domain.append_child("genid");  // empty: libvirt picks the value, and a new one on restore
+  }
   append_metadata(domain, spec.tags);
   auto memory = domain.append_child("memory");
   memory.append_attribute("unit").set_value("MiB");
@@ -310,6 +313,9 @@ std::string render_overlay_volume_xml(const VolumeSpec& spec) {
   if (!spec.backing_path.empty() && spec.backing_path.front() != '/') {
     reject("backing store path", "must be an absolute path");
   }
+  if (spec.format != "qcow2" && spec.format != "raw") {
+    reject("volume format", "must be qcow2 or raw");
+  }
   pugi::xml_document document;
   auto volume = document.append_child("volume");
   volume.append_attribute("type").set_value("file");
@@ -321,7 +327,7 @@ std::string render_overlay_volume_xml(const VolumeSpec& spec) {
   // volume for lack of space the overlay will never use.
   append_text(volume, "allocation", "0");
   auto target = volume.append_child("target");
-  target.append_child("format").append_attribute("type").set_value("qcow2");
+  target.append_child("format").append_attribute("type").set_value(spec.format.c_str());
   append_text(target.append_child("permissions"), "mode", "0600");
   if (spec.backing_path.empty()) {
     return to_indented_text(document);  // an empty disk: a scratch disk the guest formats

@@ -100,6 +100,9 @@ struct DomainSpec {
   bool nested_virtualization = false;
   /// Emulation (TCG) even where KVM could run the guest; unset: the host's best.
   bool emulated = false;
+  /// A VM generation ID device (x86_64 only): libvirt gives it a new value on every restore from
+  /// a saved state, and the guest's kernel reseeds its random number generator when it changes.
+  bool generation_id = false;
   Tags tags;
 };
 
@@ -125,8 +128,9 @@ struct VolumeSpec {
   std::string pool;
   std::string name;
   std::uint64_t capacity_bytes = 0;
-  std::string backing_path;  // empty: an empty (sparse) qcow2 volume
+  std::string backing_path;  // empty: an empty (sparse) volume
   std::string backing_format = "qcow2";
+  std::string format = "qcow2";  // raw: a file libvirt writes as it is (a saved memory state)
 };
 
 struct Volume {
@@ -194,6 +198,12 @@ class Hypervisor {
   virtual bool destroy(std::string_view uuid) = 0;
   /// Removes a (stopped) domain's definition. False when there was no such domain.
   virtual bool undefine(std::string_view uuid) = 0;
+  /// Writes a running domain's memory and device state to `path` (an existing volume's file)
+  /// and stops it; its definition stays. May take as long as writing its memory out.
+  virtual void save(std::string_view uuid, const std::string& path) = 0;
+  /// Starts the domain saved in `path` where it was saved. Throws when the file is damaged or
+  /// was written by another QEMU or for another definition; the file is left as it was.
+  virtual void restore(const std::string& path) = 0;
 
   virtual std::optional<Domain> find_by_uuid(std::string_view uuid) = 0;
   virtual std::optional<Domain> find_by_name(std::string_view name) = 0;

@@ -46,6 +46,9 @@ std::optional<Domain> describe_found(Session& session, const DomainHandle& domai
 }
 
 constexpr std::array kArchitectures{GuestArch::x86_64, GuestArch::aarch64, GuestArch::armv7l};
+/// Beyond the usual deadline, for writing a guest's memory out or reading it back: a few GiB at
+/// disk speed, slower on a loaded host.
+constexpr std::chrono::seconds kMemoryStateGrace{300};
 
 }  // namespace
 
@@ -279,6 +282,25 @@ bool LibvirtHypervisor::undefine(std::string_view uuid) {
                   throw_last_error("undefine domain " + uuid);
                 }
                 return true;
+              });
+}
+
+void LibvirtHypervisor::save(std::string_view uuid, const std::string& path) {
+  call_within(options_.call_timeout + kMemoryStateGrace, "save domain " + std::string(uuid),
+              [uuid = std::string(uuid), path](Session&, virConnectPtr conn) {
+                auto domain = require_uuid(conn, uuid);
+                if (virDomainSaveFlags(domain.get(), path.c_str(), nullptr, 0) < 0) {
+                  throw_last_error("save domain " + uuid + " to " + path);
+                }
+              });
+}
+
+void LibvirtHypervisor::restore(const std::string& path) {
+  call_within(options_.call_timeout + kMemoryStateGrace, "restore a domain from " + path,
+              [path](Session&, virConnectPtr conn) {
+                if (virDomainRestoreFlags(conn, path.c_str(), nullptr, 0) < 0) {
+                  throw_last_error("restore a domain from " + path);
+                }
               });
 }
 

@@ -32,6 +32,8 @@ class LibvirtHypervisor final : public Hypervisor {
   void shutdown(std::string_view uuid, std::chrono::milliseconds grace) override;
   bool destroy(std::string_view uuid) override;
   bool undefine(std::string_view uuid) override;
+  void save(std::string_view uuid, const std::string& path) override;
+  void restore(const std::string& path) override;
   std::optional<Domain> find_by_uuid(std::string_view uuid) override;
   std::optional<Domain> find_by_name(std::string_view name) override;
   std::vector<Domain> list(const Tags& filter) override;

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -188,6 +189,11 @@ std::string render_linux_assignment(const wire::BootstrapInstance& bootstrap,
                                     const GuestEndpoints& endpoints,
                                     std::string_view install_script,
                                     std::string_view wanted_runner_sha256);
+
+/// The assignment as the agent hands it out: with the agent's clock (Unix seconds) on its
+/// second line, read when it is served. A guest restored from a saved state steps its clock
+/// to it, and renews its DHCP lease when it was more than a few seconds behind.
+std::string assignment_at(std::string_view assignment, std::chrono::system_clock::time_point now);
 
 /// Quoting for the places values cross into.
 std::string shell_quote(std::string_view value);       // POSIX sh single quotes

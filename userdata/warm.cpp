@@ -2,8 +2,10 @@
 // assignment it runs once the agent binds it to garm's instance, which does as root what
 // cloud-init does for a cold guest from garm's bootstrap.
 
+#include <cstdio>
 #include <string>
 
+#include "common/text.hpp"
 #include "userdata/internal.hpp"
 #include "wire/base64.hpp"
 
@@ -36,6 +38,30 @@ until code=$(curl -fsS -o "$assignment" -w '%{http_code}' --header @<(auth_heade
   sleep 1
 done
 exec sudo /bin/bash "$assignment"
+)bash";
+
+/// A guest restored from its saved state slept for as long as it was saved: its clock is that
+/// far behind (GitHub refuses a runner's tokens on a stale clock), and its DHCP lease may have
+/// run out. AGENT_TIME is the agent's clock when it served the assignment.
+constexpr std::string_view kAfterSleep = R"bash(renew_dhcp_lease() {
+  local dev
+  dev=$(ip -4 route show default | awk '{print $5; exit}')
+  [ -n "$dev" ] || return 0
+  if command -v networkctl >/dev/null && systemctl -q is-active systemd-networkd; then
+    networkctl renew "$dev"
+  elif command -v dhclient >/dev/null; then
+    # Without releasing the lease: the new client asks for the same (reserved) address.
+    dhclient -x -pf "/run/dhclient.$dev.pid" 2>/dev/null || true
+    timeout 30 dhclient -4 -pf "/run/dhclient.$dev.pid" -lf "/var/lib/dhcp/dhclient.$dev.leases" "$dev"
+  fi
+}
+if [ -n "${AGENT_TIME:-}" ]; then
+  behind=$(( ${AGENT_TIME%.*} - $(date -u +%s) ))
+  date -u -s "@$AGENT_TIME" >/dev/null || true
+  if [ "${behind#-}" -gt 5 ]; then
+    renew_dhcp_lease || echo "garm-edge: the DHCP lease was not renewed" >&2
+  fi
+fi
 )bash";
 
 /// Reports a failed step to garm (through the agent's relay) before the script stops.
@@ -134,6 +160,7 @@ std::string render_linux_assignment(const wire::BootstrapInstance& bootstrap,
       "umask 022\n";
   assign_shell(script, "CALLBACK_URL", callback_base(endpoints.callback_url));
   assign_shell(script, "BEARER_TOKEN", bootstrap.instance_token);
+  script += kAfterSleep;
   script += kFailureTrap;
   const auto name = shell_quote(bootstrap.name);
   script += "hostnamectl set-hostname " + name + " 2>/dev/null || true\n";
@@ -156,6 +183,19 @@ std::string render_linux_assignment(const wire::BootstrapInstance& bootstrap,
   script += "su -l -c /install_runner.sh runner\nrm -f /install_runner.sh\n";
   script += std::string(kAssignmentEnd) + "\n";
   return script;
+}
+
+std::string assignment_at(std::string_view assignment, std::chrono::system_clock::time_point now) {
+  const auto millis =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
+  char line[64];
+  std::snprintf(line, sizeof line, "AGENT_TIME=%lld.%03lld\n",
+                static_cast<long long>(millis / 1000), static_cast<long long>(millis % 1000));
+  const auto first_line = assignment.find('\n');
+  if (first_line == std::string_view::npos) {
+    return std::string(assignment);
+  }
+  return concat({assignment.substr(0, first_line + 1), line, assignment.substr(first_line + 1)});
 }
 
 }  // namespace garm_edge::userdata

@@ -55,6 +55,8 @@ const std::map<std::string, std::string, std::less<>>& agent_metric_types() {
       {"garm_edge_storage_pool_bytes", "gauge"},
       {"garm_edge_warm_guests", "gauge"},
       {"garm_edge_warm_guests_total", "counter"},
+      {"garm_edge_warm_restore_fallbacks_total", "counter"},
+      {"garm_edge_warm_restore_seconds", "histogram"},
   };
   return kTypes;
 }

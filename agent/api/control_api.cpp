@@ -87,7 +87,7 @@ ordered_json startup_json(const StartupTimeline& timeline) {
                        std::chrono::duration<double>(at - timeline.marks.front().second).count()}});
   }
   return {
-      {"start", timeline.labels.warm ? "warm" : "cold"},
+      {"start", timeline.labels.start()},
       {"phases", phases},
       {"failure", timeline.failure ? ordered_json(to_string(*timeline.failure)) : ordered_json()},
       {"summary", timeline.summary()}};

@@ -77,6 +77,8 @@ void read_capacity_section(TableReader& root, AgentConfig& config) {
       in.integer<std::size_t>("max_instances", 0, 100000).value_or(capacity.max_instances);
   capacity.disk_gib =
       in.integer<std::uint64_t>("disk_gib", 0, std::int64_t{1} << 30).value_or(capacity.disk_gib);
+  capacity.max_saved_gib = in.integer<std::uint64_t>("max_saved_gib", 0, std::int64_t{1} << 30)
+                               .value_or(capacity.max_saved_gib);
   in.reject_unknown_keys();
 }
 

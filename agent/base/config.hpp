@@ -43,6 +43,9 @@ struct CapacityConfig {
   std::size_t max_instances = 0;
   /// What guests' disks (root and scratch, at their full size) may add up to; 0: not counted.
   std::uint64_t disk_gib = 0;
+  /// What saved warm guests' memory files may add up to (GiB of their flavors' memory); 0: no
+  /// bound of its own (they still count in disk_gib).
+  std::uint64_t max_saved_gib = 0;
 };
 
 struct AgentConfig {

@@ -71,6 +71,7 @@ WarmConfig read_warm(const toml::table& table, const std::string& source, std::s
   warm.image = in.required_string("image");
   warm.flavor = in.required_string("flavor");
   warm.count = in.integer<std::size_t>("count", 0, 256).value_or(warm.count);
+  warm.saved = in.integer<std::size_t>("saved", 0, 256).value_or(warm.saved);
   warm.ready_timeout = std::chrono::seconds(
       in.integer<long>("ready_timeout_seconds", 30, 86400).value_or(warm.ready_timeout.count()));
   warm.name = warm.image + "/" + warm.flavor + " for " + warm.controller;

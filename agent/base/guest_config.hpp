@@ -54,6 +54,9 @@ struct WarmConfig {
   std::string image;
   std::string flavor;
   std::size_t count = 1;
+  /// Further guests kept saved to disk beside the `count` running ones: each boots, becomes
+  /// ready, and is then saved (its memory in a file, its QEMU gone); binding one restores it.
+  std::size_t saved = 0;
   /// A warm guest not ready this long after it was created is destroyed (and counted wasted).
   std::chrono::seconds ready_timeout{900};
   std::string name;  // "image/flavor for <controller>", unique among [[warm]] entries

@@ -102,7 +102,7 @@ struct WarmCount {
   std::string controller;
   std::string image;
   std::string flavor;
-  std::size_t ready = 0;
+  std::size_t ready = 0;  // running, or saved to disk (a create restores it)
   std::size_t warming = 0;
 };
 

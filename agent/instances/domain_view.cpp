@@ -42,6 +42,9 @@ hypervisor::Tags tags_for(const InstanceRecord& r, std::string_view agent_id,
   };
   if (r.warm) {
     tags.set(tag::kWarmController, r.warm->controller);
+    if (r.warm->state == WarmState::saving || r.warm->state == WarmState::saved) {
+      tags.set(tag::kWarmSaved, "1");
+    }
   }
   return tags;
 }

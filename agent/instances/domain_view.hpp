@@ -31,6 +31,9 @@ inline constexpr const char* kCreatedAt = "created-at";
 inline constexpr const char* kStateId = "state-id";
 /// A warm guest's owner (docs/warm-guests.md): the controller whose create alone may bind it.
 inline constexpr const char* kWarmController = "warm-controller-id";
+/// A warm guest saved to disk (or being saved): shut off, it holds its disk and its memory
+/// file, not its vCPUs and memory.
+inline constexpr const char* kWarmSaved = "warm-saved";
 }  // namespace tag
 
 /// The tags of `record`'s domain, made by agent `agent_id` with state directory `state_id`.

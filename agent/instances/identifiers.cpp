@@ -49,6 +49,7 @@ namespace {
 
 constexpr std::string_view kCacheSuffix = ".cache";
 constexpr std::string_view kScratchSuffix = ".scratch";
+constexpr std::string_view kMemorySuffix = ".memory";
 
 }  // namespace
 
@@ -66,6 +67,8 @@ std::optional<std::string> domain_name_of_volume(std::string_view volume_name) {
     stem = stem.substr(0, dot);
   } else if (stem.ends_with(kSuffix)) {
     stem.remove_suffix(kSuffix.size());
+  } else if (stem.ends_with(kMemorySuffix)) {
+    stem.remove_suffix(kMemorySuffix.size());
   } else {
     return std::nullopt;
   }
@@ -77,6 +80,10 @@ std::optional<std::string> domain_name_of_volume(std::string_view volume_name) {
 
 std::string volume_name_for(std::string_view domain_name) {
   return std::string(domain_name) + ".qcow2";
+}
+
+std::string memory_volume_name_for(std::string_view domain_name) {
+  return std::string(domain_name) + std::string(kMemorySuffix);
 }
 
 std::string cache_volume_name_for(std::string_view domain_name, std::string_view cache) {

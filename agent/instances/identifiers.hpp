@@ -26,6 +26,8 @@ std::optional<std::pair<std::string, std::string>> instance_of_domain_name(
 
 /// The overlay volume of a domain.
 std::string volume_name_for(std::string_view domain_name);
+/// The raw volume a saved warm guest's memory state is written to.
+std::string memory_volume_name_for(std::string_view domain_name);
 /// The overlay of cache `cache` for the domain, "<domain>.<cache>.cache" (domain_name_of_volume
 /// finds the domain).
 std::string cache_volume_name_for(std::string_view domain_name, std::string_view cache);

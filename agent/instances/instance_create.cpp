@@ -57,6 +57,8 @@ wire::ProviderInstance InstanceService::create_as(const ControllerId& controller
         plan.record.warm = *warm;
         // On the domain too, as tags_for(record) puts it: the owner is seen without our records.
         plan.domain.tags.set(tag::kWarmController, warm->controller);
+        // A saved one is restored with a new generation ID: its kernel reseeds its CRNG.
+        plan.domain.generation_id = true;
         if (plan.guest && plan.guest->record.runner_archive) {
           plan.record.warm->unpacked_sha256 = plan.guest->record.runner_archive->sha256;
         }
@@ -207,7 +209,8 @@ InstanceService::CreatePlan InstanceService::plan_create(const ControllerId& con
   return plan;
 }
 
-CapacityLedger::Hold InstanceService::admit_create(const CreatePlan& plan) {
+CapacityLedger::Hold InstanceService::admit_create(const CreatePlan& plan,
+                                                   const std::optional<Restoring>& restoring) {
   if (draining()) {
     throw ServiceError(Code::draining,
                        "agent " + config_.agent_id + " is draining: it takes no new instances");
@@ -227,13 +230,16 @@ CapacityLedger::Hold InstanceService::admit_create(const CreatePlan& plan) {
   const auto priority =
       plan.record.warm ? wire::Priority::low : plan.priority.value_or(wire::Priority::normal);
   const auto kept_free = plan.record.warm ? plan.resources : Resources{};
+  const auto& key = restoring ? restoring->domain_name : plan.record.domain_name;
+  const auto& added = restoring ? restoring->added : plan.resources;
   // Under the instance's lock: no other create of this name holds a reservation.
   auto held = capacity_ledger_.reserve(
-      plan.record.domain_name, owner, [&] { return resources_of_agent_domains(); }, plan.resources,
+      key, owner, [&] { return resources_of_agent_domains(); },
+      restoring ? restoring->held : plan.resources,
       [&](const Usage& usage) {
         return HostShares(config_.shares, usage, limit,
                           addresses ? std::optional(addresses->free) : std::nullopt)
-            .admit(owner, priority, plan.resources, kept_free, config_.agent_id);
+            .admit(owner, priority, added, kept_free, config_.agent_id);
       });
   if (auto* refusal = std::get_if<Refusal>(&held)) {
     // garm's creates only: a warm guest or cache builder the host has no room for is no pool

@@ -37,7 +37,7 @@ const FlavorConfig* flavor_to_count(const hypervisor::Domain& domain, const Agen
   return largest == config.flavors.end() ? nullptr : &*largest;
 }
 
-Resources resources_of(const hypervisor::Domain& domain, const AgentConfig& config) {
+Resources running_resources_of(const hypervisor::Domain& domain, const AgentConfig& config) {
   const auto* flavor = flavor_to_count(domain, config);
   return Resources{
       .vcpus = number_tag(domain, tag::kVcpus).value_or(flavor != nullptr ? flavor->vcpus : 1),
@@ -47,6 +47,17 @@ Resources resources_of(const hypervisor::Domain& domain, const AgentConfig& conf
       .disk_gib =
           number_tag(domain, tag::kDiskGib).value_or(flavor != nullptr ? flavor->disk_gib : 0),
   };
+}
+
+Resources resources_of(const hypervisor::Domain& domain, const AgentConfig& config) {
+  auto resources = running_resources_of(domain, config);
+  if (domain.tags.get(tag::kWarmSaved) && domain.state == hypervisor::PowerState::shutoff) {
+    // Its memory is a file on the storage pool's disk, at most the flavor's memory in size.
+    resources.disk_gib += (resources.memory_mib + 1023) / 1024;
+    resources.vcpus = 0;
+    resources.memory_mib = 0;
+  }
+  return resources;
 }
 
 /// The controller a domain counts for: a warm guest's, the one it is kept for.
@@ -184,6 +195,10 @@ std::vector<InstanceResources> InstanceService::resources_of(
     resources.push_back({domain.name, owner_of(domain), agent::resources_of(domain, config_)});
   }
   return resources;
+}
+
+Resources InstanceService::running_resources_of(const hypervisor::Domain& domain) const {
+  return agent::running_resources_of(domain, config_);
 }
 
 std::vector<InstanceResources> InstanceService::resources_of_agent_domains() {

@@ -1,3 +1,6 @@
+#include <algorithm>
+#include <array>
+
 #include <nlohmann/json.hpp>
 
 #include "agent/instances/instance_store.hpp"
@@ -13,6 +16,10 @@ std::string_view to_string(WarmState state) {
   switch (state) {
     case WarmState::ready:
       return "ready";
+    case WarmState::saving:
+      return "saving";
+    case WarmState::saved:
+      return "saved";
     case WarmState::bound:
       return "bound";
     default:
@@ -35,6 +42,8 @@ std::string_view to_string(Intent intent) {
 namespace {
 
 constexpr int kRecordVersion = 1;
+constexpr std::array kWarmStates{WarmState::warming, WarmState::ready, WarmState::saving,
+                                 WarmState::saved, WarmState::bound};
 
 Intent parse_intent(std::string_view text) {
   for (auto intent : {Intent::creating, Intent::created, Intent::deleting}) {
@@ -73,7 +82,8 @@ nlohmann::ordered_json warm_to_json(const WarmRecord& w) {
           {"bound_at", w.bound_at},
           {"assignment", w.assignment},
           {"delivered", w.delivered},
-          {"unpacked_sha256", w.unpacked_sha256}};
+          {"unpacked_sha256", w.unpacked_sha256},
+          {"saved_at", w.saved_at}};
 }
 
 WarmRecord warm_from_json(const nlohmann::json& document) {
@@ -82,19 +92,19 @@ WarmRecord warm_from_json(const nlohmann::json& document) {
   w.spec = in.required_string("spec");
   w.controller = in.string_or_empty("controller");
   const auto state = in.required_string("state");
-  if (state == "ready") {
-    w.state = WarmState::ready;
-  } else if (state == "bound") {
-    w.state = WarmState::bound;
-  } else if (state != "warming") {
-    throw wire::WireError("warm.state", "must be warming, ready or bound");
+  const auto known = std::find_if(kWarmStates.begin(), kWarmStates.end(),
+                                  [&](WarmState s) { return to_string(s) == state; });
+  if (known == kWarmStates.end()) {
+    throw wire::WireError("warm.state", "must be warming, ready, saving, saved or bound");
   }
+  w.state = *known;
   w.token_hash = in.string_or_empty("token_hash");
   w.ready_at = in.string_or_empty("ready_at");
   w.bound_at = in.string_or_empty("bound_at");
   w.assignment = in.string_or_empty("assignment");
   w.delivered = in.boolean("delivered");
   w.unpacked_sha256 = in.string_or_empty("unpacked_sha256");
+  w.saved_at = in.string_or_empty("saved_at");
   return w;
 }
 

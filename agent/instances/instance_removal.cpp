@@ -1,6 +1,7 @@
 #include <set>
 
 #include "agent/instances/domain_view.hpp"
+#include "agent/instances/identifiers.hpp"
 #include "agent/instances/instance_service.hpp"
 
 namespace garm_edge::agent {
@@ -117,6 +118,9 @@ void InstanceService::teardown(const InstanceRecord& record) {
     guests_->release(*record.guest);
   }
   hypervisor_.delete_volume(record.volume_pool, record.volume_name);
+  if (record.warm) {  // a saved one's memory, or what a restore could not delete
+    hypervisor_.delete_volume(record.volume_pool, memory_volume_name_for(record.domain_name));
+  }
   delete_cache_volumes(record);
   delete_scratch_volumes(record);
   store_.remove(record.domain_name);

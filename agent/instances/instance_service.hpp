@@ -27,6 +27,7 @@
 #include "agent/instances/service_error.hpp"
 #include "agent/instances/shares.hpp"
 #include "agent/instances/startup_tracker.hpp"
+#include "agent/instances/warm_restores.hpp"
 #include "hypervisor/hypervisor.hpp"
 #include "wire/bootstrap.hpp"
 #include "wire/pool_shape.hpp"
@@ -184,6 +185,13 @@ class InstanceService {
   void finish_assignment(std::string_view domain_name);
   /// Warm guests bound to garm's creates since the agent started.
   std::size_t warm_bound() const { return warm_bound_.load(); }
+  /// Saves a ready warm guest to disk: its memory to a raw volume beside its overlay, its
+  /// domain shut off (QEMU gone). False when it is no ready warm guest (any more). Throws when
+  /// the save failed; the guest is then ready again, or removed.
+  bool save_warm(std::string_view domain_name);
+  /// Can a saved warm guest still be restored: its domain shut off and its memory file there?
+  bool saved_intact(const InstanceRecord& record);
+  const WarmRestores& warm_restores() const { return warm_restores_; }
 
   /// Where the storage pool keeps its volumes. Throws HypervisorError.
   std::string storage_pool_path() { return hypervisor_.pool_path(config_.storage_pool); }
@@ -223,6 +231,11 @@ class InstanceService {
   /// flavor garm's instance, if there is one. Another controller's warm guest is never taken.
   std::optional<wire::ProviderInstance> bind_warm(const wire::BootstrapInstance& bootstrap,
                                                   const CreatePlan& plan);
+  /// Under the saved guest's lock: restores it for `plan`'s create, within the host's room
+  /// for it (else no_capacity). Nothing when it could not be restored: it is then removed,
+  /// counted by reason, and the create goes on without it.
+  std::optional<hypervisor::Domain> restore_saved(const InstanceRecord& saved,
+                                                  const CreatePlan& plan);
   /// Is `record` a ready warm guest of `spec` that `controller`'s create may take?
   static bool bindable(const InstanceRecord& record, std::string_view spec,
                        std::string_view controller);
@@ -230,7 +243,7 @@ class InstanceService {
   std::optional<hypervisor::Domain> find_bound(const ControllerId& controller,
                                                const std::string& name);
   /// After a failed binding: the warm guest's record and tags as they were, or it is removed.
-  void unbind(const InstanceRecord& warm, const hypervisor::Domain& domain);
+  void unbind(const InstanceRecord& warm, const hypervisor::Domain& domain, bool restored);
   /// The tags a record's domain carries: its names, and the resources it was made with.
   hypervisor::Tags bound_tags(const InstanceRecord& bound, const hypervisor::Domain& domain) const;
   /// The last runner tool `controller` sent for an image's OS and arch in a create that
@@ -274,15 +287,25 @@ class InstanceService {
   /// Gives the guest its address and records the intent, atomically with respect to other
   /// creates, so no two guests are given one address.
   void record_create_intent(CreatePlan& plan);
+  /// A saved warm guest restored for garm's create: it holds its slot and disk already, and
+  /// its vCPUs and memory come back. Its hold (under its own domain's name) is the whole guest.
+  struct Restoring {
+    std::string domain_name;
+    Resources held;
+    Resources added;
+  };
   /// Refuses a create on a draining host or beyond its capacity; otherwise the create's
   /// resources stay reserved until the returned hold is gone.
-  CapacityLedger::Hold admit_create(const CreatePlan& plan);
+  CapacityLedger::Hold admit_create(const CreatePlan& plan,
+                                    const std::optional<Restoring>& restoring = std::nullopt);
   /// Why the host itself has no room for the plan's flavor, with what its instances take.
   std::string no_room_text(const CreatePlan& plan, const Resources& limit,
                            const std::optional<AddressCount>& addresses);
   /// What each of the agent's domains takes, from its tags.
   std::vector<InstanceResources> resources_of(const std::vector<hypervisor::Domain>& domains) const;
   std::vector<InstanceResources> resources_of_agent_domains();
+  /// A domain's resources as when it runs (a saved warm guest's once restored).
+  Resources running_resources_of(const hypervisor::Domain& domain) const;
   /// The image's base file: the pulled one when ready, else the local one. Throws
   /// no_capacity while a pulled image has none yet, internal when a volume is missing.
   ImageBase base_image(const ImageConfig& image);
@@ -351,6 +374,7 @@ class InstanceService {
   ImageBases* images_ = nullptr;
   CacheGenerations* caches_ = nullptr;
   std::atomic<std::size_t> warm_bound_{0};
+  WarmRestores warm_restores_;
   std::mutex tools_mutex_;
   /// Whose runner tool for which OS and arch: one controller's tools reach its own warm
   /// guests only.

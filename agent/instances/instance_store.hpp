@@ -74,7 +74,9 @@ struct GuestRecord {
 /// One instance as the agent remembers it; the file is keyed by the libvirt domain name.
 /// Where a warm guest is in its life: booting its generic part, ready for an assignment, or
 /// bound to a garm instance (from then on it is that instance).
-enum class WarmState { warming, ready, bound };
+/// warming -> ready -> bound, or (a saved entry's) ready -> saving -> saved -> bound: a saved
+/// guest's memory is a file, its domain is shut off, and binding restores it.
+enum class WarmState { warming, ready, saving, saved, bound };
 
 std::string_view to_string(WarmState state);
 
@@ -93,6 +95,7 @@ struct WarmRecord {
   std::string assignment;
   bool delivered = false;
   std::string unpacked_sha256;  // the runner archive it unpacked while warming, if any
+  std::string saved_at;         // RFC 3339; its memory is in memory_volume_for(its domain's name)
 
   bool operator==(const WarmRecord&) const = default;
 };

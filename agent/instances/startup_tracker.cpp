@@ -28,6 +28,8 @@ std::string_view to_string(StartupPhase phase) {
       return "received";
     case StartupPhase::bound:
       return "bound";
+    case StartupPhase::restored:
+      return "restored";
     case StartupPhase::defined:
       return "defined";
     case StartupPhase::started:
@@ -69,8 +71,7 @@ std::string StartupTimeline::summary() const {
   const auto head =
       failure ? "failed (" + std::string(to_string(*failure)) + ")"
               : "ready in " + one_decimal(seconds_between(start, marks.back().second)) + " s";
-  return head + " (" + (labels.warm ? "warm" : "cold") + ")" +
-         (phases.empty() ? "" : ": " + phases);
+  return head + " (" + std::string(labels.start()) + ")" + (phases.empty() ? "" : ": " + phases);
 }
 
 StartupTracker::StartupTracker(const Clock& clock, Options options)
@@ -91,7 +92,7 @@ StartupTracker::Key StartupTracker::key_of(const StartupTimeline& timeline) {
   if (slots.empty()) {
     pool_slots_.erase(timeline.controller);
   }
-  return {labels.warm ? "warm" : "cold", pool, labels.image, labels.flavor};
+  return {std::string(labels.start()), pool, labels.image, labels.flavor};
 }
 
 void StartupTracker::free_idle_pools(std::chrono::system_clock::time_point now) {

@@ -19,8 +19,18 @@ namespace garm_edge::agent {
 
 /// Where a runner's start stands. A cold guest: garm's CreateInstance received, its domain
 /// defined and started, its seed fetched, its first status report, its runner idle. A warm
-/// guest: bound to garm's create, its first status report, idle.
-enum class StartupPhase { received, bound, defined, started, seed_fetched, first_status, idle };
+/// guest: bound to garm's create, its first status report, idle; a saved one is restored from
+/// its memory state between being taken and its first report.
+enum class StartupPhase {
+  received,
+  bound,
+  restored,
+  defined,
+  started,
+  seed_fetched,
+  first_status,
+  idle
+};
 std::string_view to_string(StartupPhase phase);
 
 /// Why a start never reached idle.
@@ -34,6 +44,9 @@ struct StartupLabels {
   std::string image;
   std::string flavor;
   bool warm = false;
+  bool restored = false;  // a saved warm guest, restored
+  /// The `start` label: cold, warm or restored.
+  std::string_view start() const { return restored ? "restored" : warm ? "warm" : "cold"; }
 };
 
 struct StartupTimeline {

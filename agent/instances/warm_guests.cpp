@@ -161,7 +161,9 @@ std::vector<WarmCount> InstanceService::warm_counts() {
       if (guest.warm->spec != spec || guest.intent != Intent::created) {
         continue;  // bind_warm would not take it
       }
-      (guest.warm->state == WarmState::ready ? count.ready : count.warming) += 1;
+      const bool bindable_now =
+          guest.warm->state == WarmState::ready || guest.warm->state == WarmState::saved;
+      (bindable_now ? count.ready : count.warming) += 1;
     }
     counts.push_back(count);
   }
@@ -200,7 +202,8 @@ wire::ProviderInstance InstanceService::create_warm(const WarmConfig& warm) {
                           .bound_at = "",
                           .assignment = "",
                           .delivered = false,
-                          .unpacked_sha256 = ""};
+                          .unpacked_sha256 = "",
+                          .saved_at = ""};
   return create_as(ControllerId::parse(kWarmControllerId), bootstrap, &record, WarmUse::preferred);
 }
 
@@ -277,10 +280,15 @@ hypervisor::Tags InstanceService::bound_tags(const InstanceRecord& bound,
   return tags;
 }
 
-void InstanceService::unbind(const InstanceRecord& warm, const hypervisor::Domain& domain) {
+void InstanceService::unbind(const InstanceRecord& warm, const hypervisor::Domain& domain,
+                             bool restored) {
   // The call may have taken effect after its deadline, or live and not persistent: put the
-  // warm tags back, or else remove the guest (neither garm's nor the pool's any more).
+  // warm tags back, or else remove the guest (neither garm's nor the pool's any more). A
+  // restored guest is no saved one any more: it goes.
   try {
+    if (restored) {
+      throw ServiceError(ServiceError::Code::internal, "it was restored for the create");
+    }
     store_.put(warm);
     hypervisor_.set_tags(domain.uuid, bound_tags(warm, domain));
   } catch (const std::exception& e) {
@@ -298,9 +306,10 @@ bool InstanceService::bindable(const InstanceRecord& record, std::string_view sp
                                std::string_view controller) {
   // The owner and the spec (which includes the owner) both: a guest made for one controller,
   // or by an agent before warm guests had owners, never becomes another's instance.
-  return record.warm && record.warm->state == WarmState::ready && record.warm->spec == spec &&
-         record.warm->controller == controller && record.controller_id == kWarmControllerId &&
-         record.intent == Intent::created;
+  return record.warm &&
+         (record.warm->state == WarmState::ready || record.warm->state == WarmState::saved) &&
+         record.warm->spec == spec && record.warm->controller == controller &&
+         record.controller_id == kWarmControllerId && record.intent == Intent::created;
 }
 
 std::optional<wire::ProviderInstance> InstanceService::bind_warm(
@@ -318,15 +327,22 @@ std::optional<wire::ProviderInstance> InstanceService::bind_warm(
   auto candidates = warm_guests();
   std::erase_if(candidates,
                 [&](const InstanceRecord& r) { return !bindable(r, spec, controller); });
-  std::sort(candidates.begin(), candidates.end(),
-            [](const auto& a, const auto& b) { return a.warm->ready_at < b.warm->ready_at; });
+  // Running ones first (no restore to wait for), then saved ones; each the longest ready first.
+  std::sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) {
+    const bool a_saved = a.warm->state == WarmState::saved;
+    const bool b_saved = b.warm->state == WarmState::saved;
+    return a_saved != b_saved ? b_saved : a.warm->ready_at < b.warm->ready_at;
+  });
+  const auto taken = clock_.now();
   for (const auto& candidate : candidates) {
     auto lock = instance_locks_.lock(candidate.domain_name);
     const auto record = store_.get(candidate.domain_name);  // as it is under the lock
     if (!record || !bindable(*record, spec, controller)) {
       continue;
     }
-    const auto domain = hypervisor_.find_by_uuid(record->domain_uuid);
+    const bool restored = record->warm->state == WarmState::saved;
+    const auto domain =
+        restored ? restore_saved(*record, plan) : hypervisor_.find_by_uuid(record->domain_uuid);
     if (!domain || domain->state != hypervisor::PowerState::running) {
       continue;  // reconcile or the warm pool deals with it
     }
@@ -346,19 +362,26 @@ std::optional<wire::ProviderInstance> InstanceService::bind_warm(
     try {
       hypervisor_.set_tags(domain->uuid, tags);
     } catch (const std::exception& e) {
-      unbind(*record, *domain);
+      unbind(restored ? bound : *record, *domain, restored);
       log_.warning("create " + bound.name + ": could not bind warm guest " + bound.domain_name +
                    " (" + e.what() + "); creating a guest instead");
       return std::nullopt;
     }
-    startup_.begin(
-        bound.domain_name, bound.name, bound.controller_id,
-        {.pool = bound.pool_id, .image = bound.image, .flavor = bound.flavor, .warm = true},
-        clock_.now());
+    startup_.begin(bound.domain_name, bound.name, bound.controller_id,
+                   {.pool = bound.pool_id,
+                    .image = bound.image,
+                    .flavor = bound.flavor,
+                    .warm = true,
+                    .restored = restored},
+                   restored ? taken : clock_.now());
+    if (restored) {
+      startup_.mark(bound.domain_name, StartupPhase::restored);
+    }
     guests_->admit(bound);
     ++warm_bound_;
     events_.record("created", bound.name, bound.controller_id,
-                   "warm guest " + bound.domain_name + " (" + bound.domain_uuid + ") bound" +
+                   "warm guest " + bound.domain_name + " (" + bound.domain_uuid + ") " +
+                       (restored ? "restored and bound" : "bound") +
                        (bound.guest ? ", address " + bound.guest->ip : ""));
     const auto now = hypervisor_.find_by_uuid(domain->uuid);
     return describe(now ? *now : *domain);

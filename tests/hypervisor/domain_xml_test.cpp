@@ -147,6 +147,34 @@ TEST_CASE("overlay volume XML names its backing store and format", "[xml]") {
                   HypervisorError);
 }
 
+TEST_CASE("a guest that may be saved gets a generation ID device, x86_64 only", "[xml]") {
+  auto spec = sample_spec();
+  CHECK(parse(render_domain_xml(spec, VirtType::kvm)).child("domain").child("genid").empty());
+  spec.generation_id = true;
+  const auto document = parse(render_domain_xml(spec, VirtType::kvm));
+  const auto genid = document.child("domain").child("genid");
+  REQUIRE_FALSE(genid.empty());
+  CHECK(std::string(genid.text().get()).empty());  // libvirt picks it, anew on every restore
+  spec.arch = GuestArch::aarch64;                  // QEMU's vmgenid device is x86's
+  CHECK(parse(render_domain_xml(spec, VirtType::qemu)).child("domain").child("genid").empty());
+}
+
+TEST_CASE("a memory state volume is raw, and no other format passes", "[xml]") {
+  hypervisor::VolumeSpec spec{.pool = "default",
+                              .name = "x.memory",
+                              .capacity_bytes = 0,
+                              .backing_path = "",
+                              .backing_format = "",
+                              .format = "raw"};
+  const auto document = parse(render_overlay_volume_xml(spec));
+  CHECK(std::string(
+            document.child("volume").child("target").child("format").attribute("type").value()) ==
+        "raw");
+  CHECK(document.child("volume").child("backingStore").empty());
+  spec.format = "raw'/><x";
+  CHECK_THROWS_AS(render_overlay_volume_xml(spec), HypervisorError);
+}
+
 TEST_CASE("metadata from libvirt is read with or without our prefix", "[xml]") {
   const auto tags = parse_tags_metadata(
       "<instance>\n  <pool-id>p1</pool-id>\n  <agent-id>a</agent-id>\n</instance>");

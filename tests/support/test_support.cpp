@@ -252,6 +252,12 @@ bool FaultyHypervisor::destroy(std::string_view uuid) {
 bool FaultyHypervisor::undefine(std::string_view uuid) {
   return intercept("undefine", [&] { return inner_.undefine(uuid); });
 }
+void FaultyHypervisor::save(std::string_view uuid, const std::string& path) {
+  intercept("save", [&] { inner_.save(uuid, path); });
+}
+void FaultyHypervisor::restore(const std::string& path) {
+  intercept("restore", [&] { inner_.restore(path); });
+}
 std::optional<hypervisor::Domain> FaultyHypervisor::find_by_uuid(std::string_view uuid) {
   return intercept("find_by_uuid", [&] { return rewritten(inner_.find_by_uuid(uuid)); });
 }

@@ -204,6 +204,8 @@ class FaultyHypervisor final : public hypervisor::Hypervisor {
   void shutdown(std::string_view uuid, std::chrono::milliseconds grace) override;
   bool destroy(std::string_view uuid) override;
   bool undefine(std::string_view uuid) override;
+  void save(std::string_view uuid, const std::string& path) override;
+  void restore(const std::string& path) override;
   std::optional<hypervisor::Domain> find_by_uuid(std::string_view uuid) override;
   std::optional<hypervisor::Domain> find_by_name(std::string_view name) override;
   std::vector<hypervisor::Domain> list(const hypervisor::Tags& filter) override;

@@ -364,6 +364,98 @@ expect "$(leftovers "garm-edge-$controller-")" "" "DeleteInstance removes domain
 expect "$(compgen -G "$work/state/instances/*.json" || true)" "" "no instance record is left"
 garm ListInstances GARM_POOL_ID="$pool_id"
 expect "$out" "[]" "ListInstances of the emptied pool"
+# ---- saved warm guests: memory on disk, restored on create ----------------------------------
+echo "== saved warm guests"
+cp "$work/agent.toml" "$work/agent-without-saved.toml"
+# Room for two instances: both saved guests, then the restored one and the cold fallback; no
+# refill boots beside the restored guest.
+cat >> "$work/agent.toml" <<TOML
+[[warm]]
+controller = "$controller"
+image = "debian-12"
+flavor = "small"
+count = 0
+saved = 2
+ready_timeout_seconds = 86400
+[capacity]
+max_instances = 2
+TOML
+restart_agent "$work/agent-saved-1.log"
+saved_guests() { control_root warm | python3 -c '
+import json, sys
+print(" ".join(g["provider_id"] for g in json.load(sys.stdin) if g["state"] == "saved"))'; }
+two_saved() { [ "$(saved_guests | wc -w)" = 2 ]; }
+wait_for "two warm guests to boot, get ready and be saved" "$deadline_seconds" two_saved
+read -r saved_a saved_b <<< "$(saved_guests)"
+for uuid in "$saved_a" "$saved_b"; do
+  expect "$(virsh domstate "$uuid")" "shut off" "a saved guest's domain is shut off"
+  pgrep -f "guest=$(virsh domname "$uuid")" >/dev/null && fail "a saved guest's QEMU still runs"
+  virsh dumpxml --inactive "$uuid" | grep -q '<genid>' || fail "a saved guest has no VM generation ID"
+done
+memory_files=("$pool_dir"/*.memory)
+expect "${#memory_files[@]}" 2 "one memory file per saved guest in the storage pool"
+for file in "${memory_files[@]}"; do
+  expect "$(stat -c %a "$file")" 600 "a memory file is readable by its owner only"
+  echo "saved guest: $(du -m "$file" | cut -f1) MiB on disk ($(stat -c %s "$file") bytes) for a 1024 MiB guest"
+done
+mac_of() { virsh domiflist "$1" | awk '$5 ~ /:/ {print $5; exit}'; }
+lease_expiry() {  # MAC: the expiry of its lease in libvirt's dnsmasq, as Unix seconds
+  date -d "$(virsh net-dhcp-leases "$network" --mac "$1" | awk '/ipv4/ {print $1, $2; exit}')" +%s
+}
+declare -A expiry_before
+for uuid in "$saved_a" "$saved_b"; do expiry_before[$uuid]=$(lease_expiry "$(mac_of "$uuid")"); done
+# They are records and files: a restarted agent keeps them.
+restart_agent "$work/agent-saved-2.log"
+expect "$(saved_guests)" "$saved_a $saved_b" "a restarted agent keeps both saved guests"
+sleep 10  # long enough asleep that a restored guest's clock is visibly behind
+restored_probe=$(cat <<'SH'
+guest_now=$(date -u +%s.%N)
+forks=$(sudo dmesg | grep -c 'crng reseeded due to virtual machine fork' || true)
+kernels=$(sudo dmesg | grep -c 'Linux version' || true)
+post /status "{\"status\": \"installing\", \"message\": \"restored: clock $guest_now, vm forks $forks, kernel starts $kernels\"}"
+SH
+)
+token6=jwt-sixth-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
+create_guest garm-saved00006 "$token6" "$(vm_helpers garm-instance-data "$(install_script "$token6" 106 "$restored_probe")")"
+created6=$created restore_create_seconds=$create_seconds
+restored_uuid=$(printf '%s' "$out" | json_field provider_id)
+restored_uuid=${restored_uuid#"$vm_name:"}
+case " $saved_a $saved_b " in *" $restored_uuid "*) ;; *) fail "garm's instance is no saved guest: $out" ;; esac
+wait_for "the restored guest to report idle" "$deadline_seconds" reported_idle "$token6"
+idle6=$(garm_requests "$token6" | awk '/callbacks\/status {"status": "idle"/ {print $1; exit}')
+report6=$(garm_requests "$token6" | grep -o '^[0-9.]* /api/v1/callbacks/status {"status": "installing", "message": "restored: [^"]*' | head -1)
+[ -n "$report6" ] || fail "the restored guest did not report its clock"
+skew=$(awk -v line="$report6" 'BEGIN { split(line, f, " "); for (i = 1; i <= length(f); i++) if (f[i] == "clock") g = f[i + 1]; d = f[1] - g; printf "%.2f", d < 0 ? -d : d }')
+echo "restored guest's clock is ${skew}s from the host's when its install script ran"
+awk -v s="$skew" 'BEGIN { exit !(s <= 2) }' || fail "the restored guest's clock is ${skew}s off the host's"
+case "$report6" in *"vm forks 1, kernel starts 1"*) ;; *) fail "the restored guest's kernel was not told of its restore, or booted again: $report6" ;; esac
+echo "the restored guest's kernel reseeded its CRNG on the new generation ID, without a second boot"
+restored_mac=$(mac_of "$restored_uuid")
+restored_lease=$(virsh net-dhcp-leases "$network" --mac "$restored_mac" | awk '/ipv4/ {print $5; exit}')
+expect "${restored_lease%/*}" "$(printf '%s' "$out" | json_field addresses.0.address)" "the restored guest's lease is its reserved address"
+[ "$(lease_expiry "$restored_mac")" -gt "${expiry_before[$restored_uuid]}" ] ||
+  fail "the restored guest's DHCP lease was not renewed"
+echo "saved guest restored and bound in ${restore_create_seconds}s; idle $(awk -v a="$created6" -v b="$idle6" 'BEGIN { printf "%.1f", b - a }')s after CreateInstance"
+# The other one's memory file damaged: the create goes cold and that guest is removed.
+other_uuid=$saved_a; [ "$other_uuid" = "$restored_uuid" ] && other_uuid=$saved_b
+other_file=$pool_dir/$(virsh domname "$other_uuid").memory
+head -c 4096 /dev/urandom | dd of="$other_file" bs=4096 seek=1 conv=notrunc status=none
+token7=jwt-seventh-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
+create_guest garm-saved00007 "$token7" "$(vm_helpers garm-instance-data "$(install_script "$token7" 107)")"
+cold_uuid=$(printf '%s' "$out" | json_field provider_id)
+[ "${cold_uuid#"$vm_name:"}" != "$other_uuid" ] || fail "a damaged saved guest was bound"
+virsh dominfo "$other_uuid" >/dev/null 2>&1 && fail "the damaged saved guest was not removed"
+[ -e "$other_file" ] && fail "the damaged guest's memory file is left"
+grep -q "could not be restored" "$work/agent-saved-2.log" || fail "the agent did not say why it went cold"
+echo "a damaged memory file sent the create cold and its guest was removed"
+garm DeleteInstance GARM_INSTANCE_ID=garm-saved00007
+expect "$last_status" 0 "DeleteInstance of the cold fallback"
+garm DeleteInstance GARM_INSTANCE_ID=garm-saved00006
+expect "$last_status" 0 "DeleteInstance of the restored guest"
+cp "$work/agent-without-saved.toml" "$work/agent.toml"
+restart_agent "$work/agent-saved-3.log"
+no_saved_left() { [ "$(control_root warm)" = "[]" ] && ! compgen -G "$pool_dir/*.memory" >/dev/null; }
+wait_for "the agent to retire what is left of the saved guests" 120 no_saved_left
 # ---- job caches: a builder makes each generation, jobs write only to their own overlay -------
 echo "== a job cache"
 cat > "$work/cache-refresh.sh" <<'SH'

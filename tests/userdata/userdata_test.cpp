@@ -1358,3 +1358,53 @@ TEST_CASE("scratch disks are formatted and mounted, further NICs brought up, ear
                     UserDataError);
   }
 }
+
+TEST_CASE(
+    "a restored guest steps its clock to the agent's, and renews its lease only after a sleep",
+    "[userdata][warm]") {
+  TempDir dir;
+  const auto assignment = assignment_at(
+      render_linux_assignment(full_bootstrap(), kRelayEndpoints, "#!/bin/bash\n", "abc"),
+      std::chrono::system_clock::now());
+  const auto time_line = assignment.find("\nAGENT_TIME=");
+  REQUIRE(time_line == assignment.find('\n'));  // the second line, whatever the script holds
+  const auto begin = assignment.find("renew_dhcp_lease() {");
+  const auto end = assignment.find("report_failure() {");
+  REQUIRE(begin != std::string::npos);
+  REQUIRE(end != std::string::npos);
+  write_file(dir.path() / "after_sleep.sh", assignment.substr(begin, end - begin));
+  // What the block runs, as stubs that log their arguments; `date` reads the real clock.
+  std::filesystem::create_directories(dir.path() / "bin");
+  write_file(dir.path() / "bin/date",
+             "#!/bin/bash\nif [ \"$2\" = -s ]; then echo \"date $*\" >> \"$LOG\"; else exec "
+             "/bin/date \"$@\"; fi\n");
+  write_file(dir.path() / "bin/ip", "#!/bin/sh\necho 'default via 10.0.0.1 dev ens9 proto dhcp'\n");
+  write_file(dir.path() / "bin/dhclient", "#!/bin/sh\necho \"dhclient $*\" >> \"$LOG\"\n");
+  write_file(dir.path() / "bin/systemctl", "#!/bin/sh\nexit 3\n");
+  for (const char* stub : {"date", "ip", "dhclient", "systemctl"}) {
+    std::filesystem::permissions(dir.path() / "bin" / stub, std::filesystem::perms::owner_all);
+  }
+  const auto run_with = [&](double agent_time) {
+    const auto log = dir.path() / "log";
+    std::filesystem::remove(log);
+    char assigned[64];
+    std::snprintf(assigned, sizeof assigned, "%.3f", agent_time);
+    const auto result =
+        run_command("cd " + dir.path().string() + " && PATH=" + (dir.path() / "bin").string() +
+                    ":$PATH LOG=" + log.string() + " AGENT_TIME=" + assigned +
+                    " bash -euo pipefail after_sleep.sh 2>&1");
+    REQUIRE(result.exit_code == 0);
+    std::ifstream in(log);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+  };
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const auto awake = run_with(now);
+  CHECK_THAT(awake, Catch::StartsWith("date -u -s @"));
+  CHECK(awake.find("dhclient") == std::string::npos);  // a running warm guest keeps its lease
+  const auto slept = run_with(now + 3600);
+  CHECK_THAT(slept, Catch::Contains("date -u -s @"));
+  CHECK_THAT(slept, Catch::Contains("dhclient -x -pf /run/dhclient.ens9.pid"));
+  CHECK_THAT(slept, Catch::Contains("dhclient -4 -pf /run/dhclient.ens9.pid -lf "
+                                    "/var/lib/dhcp/dhclient.ens9.leases ens9"));
+}

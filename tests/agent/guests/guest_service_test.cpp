@@ -683,6 +683,13 @@ std::string shell_value(const std::string& script, const std::string& name) {
   return script.substr(from, script.find('\'', from) - from);
 }
 
+std::string without_agent_time(std::string assignment) {
+  const auto line = assignment.find("\nAGENT_TIME=");
+  REQUIRE(line != std::string::npos);
+  assignment.erase(line + 1, assignment.find('\n', line + 1) - line);
+  return assignment;
+}
+
 void warm_one(agent::AgentConfig& config) {
   config.warm = {{.controller = kController,
                   .image = "debian-12",
@@ -797,7 +804,15 @@ TEST_CASE("a warm guest waits with no garm secret, then garm's create binds it a
   CHECK_THAT(assignment.body, Catch::Contains("su -l -c /install_runner.sh runner"));
   // An answer lost on the way can be fetched again, until the guest runs it: its first call
   // to garm, with garm's token, through the relay.
-  CHECK(curl_from("127.0.0.2", warm_url + "assignment", bearer(token)).body == assignment.body);
+  // Each answer carries the agent's clock when served: a restored guest steps its clock to it.
+  const auto time_line = assignment.body.find("\nAGENT_TIME=");
+  REQUIRE(time_line != std::string::npos);
+  const auto agent_time = std::stod(assignment.body.substr(time_line + 12, 14));
+  CHECK(std::abs(agent_time -
+                 std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+                     .count()) < 5);
+  CHECK(without_agent_time(curl_from("127.0.0.2", warm_url + "assignment", bearer(token)).body) ==
+        without_agent_time(assignment.body));
   std::size_t fetches_recorded = 0;  // a guest fetching in a loop does not flood the history
   for (const auto& event : agent.service->events().recent(kController, "garm-guest-a")) {
     fetches_recorded += event.event == "warm-assignment" ? 1U : 0U;
