@@ -6,7 +6,11 @@
 #   2. cold, with the cache: the agent downloads it once (from CreateInstance on) and the guest
 #      fetches it over the bridge;
 #   3. warm: a guest booted ahead of demand ([[warm]] count = 1) is bound by CreateInstance
-#      (whose own time is printed too).
+#      (whose own time is printed too), and the resident memory its QEMU holds while it waits;
+#   4. saved: SAVED (default 8) guests booted ahead of demand and saved to disk ([[warm]]
+#      count = 0, saved = SAVED): the seconds each save took, the memory their QEMU processes
+#      hold (none: they are gone), the disk their memory files take, then CreateInstance restores
+#      one and its runner reports idle.
 # "GitHub" is a plain-HTTP server on the host's bridge address serving a runner archive of
 # ARCHIVE_MIB (default 40) MiB at RATE_MBIT (default 100) Mbit/s, the link a lab has to the
 # internet; it counts downloads. The install script is garm's Linux flow in short: download and
@@ -19,7 +23,8 @@
 # Each phase prints garm's timeline, the guest's boot phases from its console, and the slowest
 # cloud-init modules (`cloud-init analyze blame`, written to its console after its `idle`).
 # Prints figures; asserts only that each step works. Needs root (exit 77 otherwise).
-# Usage: [REFERENCE_AGENT=PATH] [PHASES="cold cache warm"] bench/time_to_idle.sh BUILD_DIR [RUNNERS]
+# Usage: [REFERENCE_AGENT=PATH] [PHASES="cold cache warm saved"] [SAVED=N] bench/time_to_idle.sh
+#        BUILD_DIR [RUNNERS]
 set -euo pipefail
 build=$(cd "$1" && pwd)
 runners=${2:-1}
@@ -127,6 +132,13 @@ timeline() {  # TOKEN SINCE [LABEL]: what garm heard from the runner, in seconds
   for _ in $(seq 60); do blamed "$3" && break; sleep 2; done
   grep -aE '^[0-9.]+ garm-edge-blame ' "$work/console-$3.log" | tr -d '\r' | sed 's/^[0-9.]* garm-edge-blame */      /' || true
 }
+qemu_rss_mib() {  # DOMAIN NAME: its QEMU's resident memory, 0 when it has none
+  local pid
+  pid=$(pgrep -f "guest=$1," | head -1) || true
+  [ -n "$pid" ] || { echo 0; return; }
+  awk '/^VmRSS:/ {print int($2 / 1024)}' "/proc/$pid/status"
+}
+flavor_memory_mib() { awk '/^\[\[flavors\]\]/ {f=1} f && /^memory_mib/ {print $3; exit}' "$work/agent.toml"; }
 set_guests_key() {  # KEY VALUE in [guests]
   sed -i "/^\[guests\]/a $1 = $2" "$work/agent.toml"
 }
@@ -136,9 +148,9 @@ if [ "$runners" -gt 8 ]; then  # 1-vCPU guests beyond the default 4 per core
   printf '[capacity]\ncpu_overcommit = %s\n' "$runners" >> "$work/agent.toml"
 fi
 
-phases=${PHASES:-cold cache warm}
+phases=${PHASES:-cold cache warm saved}
 runs() { case " $phases " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
-cold='' cached='' reference='' warm=''
+cold='' cached='' reference='' warm='' saved=''
 
 # 1. cold, no cache
 if runs cold; then
@@ -207,12 +219,51 @@ TOML
   capture_console "$(warm_uuid)" warm
   wait_for "a warm guest to be ready" 900 warm_ready
   echo "  a warm guest was ready $(seconds_since "$warm_started") s after the agent started"
+  warm_rss=$(qemu_rss_mib "$(virsh domname "$(warm_uuid)")")
+  echo "  the waiting warm guest's QEMU holds $warm_rss MiB resident"
   token=$(new_token warm)
   create_runner garm-warm0001 "$token" > "$work/create-warm"  # not in $(): it sets created_at
   warm=$(idle_seconds "$token" "$created_at")
   echo "  warm timeline:"; timeline "$token" "$created_at"
   garm DeleteInstance GARM_INSTANCE_ID=garm-warm0001
   echo "warm: CreateInstance $(cat "$work/create-warm") s, idle after $warm s"
+fi
+
+# 4. saved
+if runs saved; then
+  saved_wanted=${SAVED:-8}
+  sed -i '/^\[\[warm\]\]$/,$d' "$work/agent.toml"  # phase 3's entry, the file's last table
+  cat >> "$work/agent.toml" <<TOML
+[[warm]]
+image = "debian-12"
+flavor = "small"
+count = 0
+saved = $saved_wanted
+TOML
+  restart_agent "$work/agent-saved.log"
+  saved_uuids() { control_root warm | python3 -c '
+import json, sys
+print(" ".join(g["provider_id"] for g in json.load(sys.stdin) if g["state"] == "saved"))'; }
+  all_saved() { [ "$(saved_uuids | wc -w)" -ge "$saved_wanted" ]; }
+  saved_started=$(stamp)
+  wait_for "$saved_wanted warm guests to be saved" $((600 * saved_wanted)) all_saved
+  echo "  $saved_wanted guests booted, ready and saved $(seconds_since "$saved_started") s after the agent started"
+  echo "  each save (agent log): $(grep -o 'saved to disk in [0-9]* ms' "$work/agent-saved.log" |
+    awk '{printf "%s%.1f s", sep, $5 / 1000; sep=", "}')"
+  saved_rss=0 saved_disk=0
+  for uuid in $(saved_uuids); do
+    name=$(virsh domname "$uuid")
+    saved_rss=$((saved_rss + $(qemu_rss_mib "$name")))
+    saved_disk=$((saved_disk + $(du -m "$pool_dir/$name.memory" | cut -f1)))
+  done
+  echo "  $saved_wanted saved guests: QEMU resident $saved_rss MiB in all; memory files $saved_disk MiB on disk ($((saved_disk / saved_wanted)) MiB each, of $(flavor_memory_mib) MiB guests)"
+  token=$(new_token saved)
+  create_runner garm-saved0001 "$token" > "$work/create-saved"
+  saved=$(idle_seconds "$token" "$created_at")
+  echo "  saved timeline:"; timeline "$token" "$created_at"
+  echo "  restore (agent log): $(grep -o 'restored in [0-9]* ms' "$work/agent-saved.log" | tail -1)"
+  garm DeleteInstance GARM_INSTANCE_ID=garm-saved0001
+  echo "saved: CreateInstance $(cat "$work/create-saved") s, idle after $saved s"
 fi
 
 if [ "$runners" -gt 1 ]; then
@@ -229,3 +280,9 @@ echo "CreateInstance -> idle (TCG, 1 vCPU):"
 [ -z "$warm" ] || printf '  warm                             %6.1f s\n' "$warm"
 [ -z "$warm" ] || [ -z "$cold" ] ||
   awk -v w="$warm" -v a="$cold" 'BEGIN { printf "  warm / cold                      %6.2fx (bar: 0.3)\n", w / a }'
+[ -z "$saved" ] || printf '  saved (restored on create)       %6.1f s\n' "$saved"
+[ -z "$saved" ] || [ -z "$warm" ] ||
+  awk -v s="$saved" -v w="$warm" 'BEGIN { printf "  saved / warm                     %6.2fx (bar: 2)\n", s / w }'
+[ -z "$saved" ] || [ -z "$cold" ] ||
+  awk -v s="$saved" -v a="$cold" 'BEGIN { printf "  saved / cold                     %6.2fx (bar: 0.15)\n", s / a }'
+[ -z "$saved" ] || echo "  memory held while waiting: running warm guest $warm_rss MiB; $saved_wanted saved guests $saved_rss MiB in all (bar: 64)"

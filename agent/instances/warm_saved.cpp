@@ -117,8 +117,11 @@ std::optional<hypervisor::Domain> InstanceService::restore_saved(const InstanceR
   if (!restored || restored->state != hypervisor::PowerState::running) {
     return fall_back(RestoreFallback::not_running, "its domain does not run after the restore");
   }
-  warm_restores_.restored(
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
+  const auto took = std::chrono::steady_clock::now() - began;
+  warm_restores_.restored(std::chrono::duration<double>(took).count());
+  log_.info("saved warm guest " + saved.domain_name + " restored in " +
+            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()) +
+            " ms for " + plan.record.name);
   try {
     hypervisor_.delete_volume(saved.volume_pool, volume_name);
   } catch (const std::exception& e) {
