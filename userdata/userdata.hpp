@@ -191,9 +191,11 @@ std::string render_linux_assignment(const wire::BootstrapInstance& bootstrap,
                                     std::string_view wanted_runner_sha256);
 
 /// The assignment as the agent hands it out: with the agent's clock (Unix seconds) on its
-/// second line, read when it is served. A guest restored from a saved state steps its clock
-/// to it, and renews its DHCP lease when it was more than a few seconds behind.
-std::string assignment_at(std::string_view assignment, std::chrono::system_clock::time_point now);
+/// second line, read when it is served, and `fresh_entropy` (random, new for each answer) on
+/// its third. A guest restored from a saved state steps its clock to it, renews its DHCP lease
+/// when it was more than a few seconds behind, and reseeds its CRNG with the entropy mixed in.
+std::string assignment_at(std::string_view assignment, std::chrono::system_clock::time_point now,
+                          std::string_view fresh_entropy);
 
 /// Quoting for the places values cross into.
 std::string shell_quote(std::string_view value);       // POSIX sh single quotes

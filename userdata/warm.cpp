@@ -42,7 +42,10 @@ exec sudo /bin/bash "$assignment"
 
 /// A guest restored from its saved state slept for as long as it was saved: its clock is that
 /// far behind (GitHub refuses a runner's tokens on a stale clock), and its DHCP lease may have
-/// run out. AGENT_TIME is the agent's clock when it served the assignment.
+/// run out. AGENT_TIME is the agent's clock when it served the assignment. Its CRNG state is
+/// as old as the save: it is reseeded with AGENT_ENTROPY (fresh bytes of the agent's, mixed in,
+/// never replacing) whether or not its kernel has the vmgenid driver, which Debian 12's cloud
+/// kernel has not.
 constexpr std::string_view kAfterSleep = R"bash(renew_dhcp_lease() {
   local dev
   dev=$(ip -4 route show default | awk '{print $5; exit}')
@@ -56,10 +59,20 @@ constexpr std::string_view kAfterSleep = R"bash(renew_dhcp_lease() {
   fi
 }
 if [ -n "${AGENT_TIME:-}" ]; then
-  behind=$(( ${AGENT_TIME%.*} - $(date -u +%s) ))
-  date -u -s "@$AGENT_TIME" >/dev/null || true
+  # The agent's time then, plus what passed here since (sudo and bash start slowly under TCG).
+  agent_now=$(awk -v a="$AGENT_TIME" -v r="${RECEIVED_AT:-}" -v n="$(date -u +%s.%N)" \
+    'BEGIN { printf "%.3f", a + (r == "" ? 0 : n - r) }')
+  behind=$(( ${agent_now%.*} - $(date -u +%s) ))
+  date -u -s "@$agent_now" >/dev/null || true
   if [ "${behind#-}" -gt 5 ]; then
     renew_dhcp_lease || echo "garm-edge: the DHCP lease was not renewed" >&2
+  fi
+fi
+if [ -n "${AGENT_ENTROPY:-}" ]; then
+  printf '%s' "$AGENT_ENTROPY" > /dev/urandom || true
+  # RNDRESEEDCRNG: the CRNG reseeds from the input pool now, not at its next interval.
+  if python3 -c 'import fcntl; fcntl.ioctl(open("/dev/urandom", "wb"), 0x5207)' 2>/dev/null; then
+    echo "garm-edge: CRNG reseeded with the agent's entropy" > /dev/kmsg || true
   fi
 fi
 )bash";
@@ -156,6 +169,8 @@ std::string render_linux_assignment(const wire::BootstrapInstance& bootstrap,
       "#!/bin/bash\n"
       "# garm-edge: this warm guest is now garm's instance; run once, as root.\n"
       "set -Eeuo pipefail  # -E: the ERR trap reports failures inside functions too\n"
+      "# When it arrived (curl wrote it), on the guest's clock: AGENT_TIME is that moment.\n"
+      "RECEIVED_AT=$(stat -c %.9Y \"$0\" 2>/dev/null || true)\n"
       "rm -f \"$0\"  # it holds garm's token\n"
       "umask 022\n";
   assign_shell(script, "CALLBACK_URL", callback_base(endpoints.callback_url));
@@ -185,17 +200,20 @@ std::string render_linux_assignment(const wire::BootstrapInstance& bootstrap,
   return script;
 }
 
-std::string assignment_at(std::string_view assignment, std::chrono::system_clock::time_point now) {
+std::string assignment_at(std::string_view assignment, std::chrono::system_clock::time_point now,
+                          std::string_view fresh_entropy) {
   const auto millis =
       std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
-  char line[64];
-  std::snprintf(line, sizeof line, "AGENT_TIME=%lld.%03lld\n",
+  char time_line[64];
+  std::snprintf(time_line, sizeof time_line, "AGENT_TIME=%lld.%03lld\n",
                 static_cast<long long>(millis / 1000), static_cast<long long>(millis % 1000));
+  std::string lines = time_line;
+  assign_shell(lines, "AGENT_ENTROPY", fresh_entropy);
   const auto first_line = assignment.find('\n');
   if (first_line == std::string_view::npos) {
     return std::string(assignment);
   }
-  return concat({assignment.substr(0, first_line + 1), line, assignment.substr(first_line + 1)});
+  return concat({assignment.substr(0, first_line + 1), lines, assignment.substr(first_line + 1)});
 }
 
 }  // namespace garm_edge::userdata

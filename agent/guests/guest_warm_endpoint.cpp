@@ -38,7 +38,7 @@ net::HttpResponse GuestService::serve_warm(const net::HttpRequest& request,
     }
     return {.status = 200,
             .content_type = "text/x-shellscript",
-            .body = userdata::assignment_at(*assignment, clock_.now()),
+            .body = userdata::assignment_at(*assignment, clock_.now(), net::random_token()),
             .headers = {}};
   }
   return {.status = 204, .content_type = "text/plain; charset=utf-8", .body = "", .headers = {}};

@@ -109,7 +109,9 @@ wire::ProviderInstance InstanceService::create_as(const ControllerId& controller
     // Every failed create leaves one line, refusals before any libvirt step included.
     const bool agent_fault = e.code() != Code::invalid_argument && e.code() != Code::conflict &&
                              e.code() != Code::no_capacity && e.code() != Code::draining;
-    log_.log(agent_fault ? Level::error : Level::warning, e.what());
+    // The warm pool asks every 5 s while the host is full: no line a minute for nothing.
+    const bool warm_waits = warm != nullptr && !agent_fault;
+    log_.log(agent_fault ? Level::error : warm_waits ? Level::debug : Level::warning, e.what());
     throw;
   }
 }

@@ -1360,20 +1360,23 @@ TEST_CASE("scratch disks are formatted and mounted, further NICs brought up, ear
 }
 
 TEST_CASE(
-    "a restored guest steps its clock to the agent's, and renews its lease only after a sleep",
+    "a restored guest steps its clock to the agent's, reseeds its CRNG, and renews its lease "
+    "only after a sleep",
     "[userdata][warm]") {
   TempDir dir;
   const auto assignment = assignment_at(
       render_linux_assignment(full_bootstrap(), kRelayEndpoints, "#!/bin/bash\n", "abc"),
-      std::chrono::system_clock::now());
+      std::chrono::system_clock::now(), "fresh'entropy");
   const auto time_line = assignment.find("\nAGENT_TIME=");
   REQUIRE(time_line == assignment.find('\n'));  // the second line, whatever the script holds
+  CHECK(assignment.find("\nAGENT_ENTROPY='fresh'\\''entropy'\n") ==
+        assignment.find('\n', time_line + 1));  // the third, quoted
   const auto begin = assignment.find("renew_dhcp_lease() {");
   const auto end = assignment.find("report_failure() {");
   REQUIRE(begin != std::string::npos);
   REQUIRE(end != std::string::npos);
   write_file(dir.path() / "after_sleep.sh", assignment.substr(begin, end - begin));
-  // What the block runs, as stubs that log their arguments; `date` reads the real clock.
+  // Fake commands for what the block runs: each logs its arguments; `date` reads the real clock.
   std::filesystem::create_directories(dir.path() / "bin");
   write_file(dir.path() / "bin/date",
              "#!/bin/bash\nif [ \"$2\" = -s ]; then echo \"date $*\" >> \"$LOG\"; else exec "
@@ -1381,18 +1384,20 @@ TEST_CASE(
   write_file(dir.path() / "bin/ip", "#!/bin/sh\necho 'default via 10.0.0.1 dev ens9 proto dhcp'\n");
   write_file(dir.path() / "bin/dhclient", "#!/bin/sh\necho \"dhclient $*\" >> \"$LOG\"\n");
   write_file(dir.path() / "bin/systemctl", "#!/bin/sh\nexit 3\n");
-  for (const char* stub : {"date", "ip", "dhclient", "systemctl"}) {
-    std::filesystem::permissions(dir.path() / "bin" / stub, std::filesystem::perms::owner_all);
+  // Fails after logging: the host's own CRNG and kernel log stay untouched.
+  write_file(dir.path() / "bin/python3", "#!/bin/sh\necho \"python3 $*\" >> \"$LOG\"\nexit 1\n");
+  for (const char* fake : {"date", "ip", "dhclient", "systemctl", "python3"}) {
+    std::filesystem::permissions(dir.path() / "bin" / fake, std::filesystem::perms::owner_all);
   }
-  const auto run_with = [&](double agent_time) {
+  const auto run_with = [&](double agent_time, const std::string& received_at = "") {
     const auto log = dir.path() / "log";
     std::filesystem::remove(log);
     char assigned[64];
     std::snprintf(assigned, sizeof assigned, "%.3f", agent_time);
-    const auto result =
-        run_command("cd " + dir.path().string() + " && PATH=" + (dir.path() / "bin").string() +
-                    ":$PATH LOG=" + log.string() + " AGENT_TIME=" + assigned +
-                    " bash -euo pipefail after_sleep.sh 2>&1");
+    const auto result = run_command(
+        "cd " + dir.path().string() + " && PATH=" + (dir.path() / "bin").string() +
+        ":$PATH LOG=" + log.string() + " AGENT_TIME=" + assigned + " RECEIVED_AT=" + received_at +
+        " AGENT_ENTROPY=x bash -euo pipefail after_sleep.sh 2>&1");
     REQUIRE(result.exit_code == 0);
     std::ifstream in(log);
     return std::string((std::istreambuf_iterator<char>(in)), {});
@@ -1402,6 +1407,15 @@ TEST_CASE(
   const auto awake = run_with(now);
   CHECK_THAT(awake, Catch::StartsWith("date -u -s @"));
   CHECK(awake.find("dhclient") == std::string::npos);  // a running warm guest keeps its lease
+  CHECK_THAT(awake, Catch::Contains("python3 -c import fcntl; fcntl.ioctl(open(\"/dev/urandom\", "
+                                    "\"wb\"), 0x5207)"));
+  // Received 20 s ago by the guest's clock: the agent's time then, plus those 20 s.
+  char received[64];
+  std::snprintf(received, sizeof received, "%.3f", now - 20);
+  const auto late = run_with(now, received);
+  const auto stepped_to = std::stod(late.substr(late.find('@') + 1));
+  CHECK(stepped_to > now + 19);
+  CHECK(stepped_to < now + 30);
   const auto slept = run_with(now + 3600);
   CHECK_THAT(slept, Catch::Contains("date -u -s @"));
   CHECK_THAT(slept, Catch::Contains("dhclient -x -pf /run/dhclient.ens9.pid"));
