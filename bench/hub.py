@@ -25,6 +25,7 @@ import time
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO_ROOT, "tests/garm"))
 from garm_tier_lib import Process, free_port, wait_for  # noqa: E402
+import test_driver_host  # noqa: E402  (beside this file)
 
 BUILD = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(REPO_ROOT, "build/package")
 RUNS = int(sys.argv[2]) if len(sys.argv) > 2 else 15
@@ -33,33 +34,6 @@ AGENT = os.path.join(BUILD, "agent/garm-edge-agent")
 PROVIDER = os.path.join(BUILD, "provider/garm-provider-edge")
 CONTROLLER = "9dcf590a-1192-4a9c-b3e4-e0902974c2c0"
 POOL = "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0"
-
-NODE_XML = """<node>
-  <cpu><mhz>2000</mhz><model>x86_64</model><nodes>1</nodes><sockets>1</sockets><cores>64</cores><threads>1</threads></cpu>
-  <memory>1073741824</memory>
-  <pool type='dir'><name>bench-pool</name><target><path>/bench-pool</path></target>
-    <volume type='file'><name>base.qcow2</name><capacity unit='GiB'>2</capacity><target><format type='qcow2'/></target></volume>
-  </pool>
-</node>
-"""
-
-AGENT_TOML = """[agent]
-id = "%(name)s"
-state_dir = "%(dir)s/state"
-[capacity]
-cpu_overcommit = 100.0
-[libvirt]
-uri = "test://%(dir)s/node.xml"
-storage_pool = "bench-pool"
-[[images]]
-name = "debian-12"
-base_volume = "base.qcow2"
-[[flavors]]
-name = "small"
-vcpus = 2
-memory_mib = 2048
-disk_gib = 20
-%(api)s"""
 
 API_TOML = """[api]
 address = "127.0.0.1"
@@ -74,11 +48,7 @@ controllers = ["%(controller)s"]
 
 
 def bootstrap(name):
-    return json.dumps({"name": name, "tools": [], "repo_url": "https://github.com/example",
-                       "callback-url": "https://garm.example/api/v1/callbacks",
-                       "metadata-url": "https://garm.example/api/v1/metadata",
-                       "instance-token": "t", "arch": "amd64", "os_type": "linux",
-                       "flavor": "small", "image": "debian-12", "pool_id": POOL})
+    return test_driver_host.bootstrap(name, POOL)
 
 
 def garm(config, command, stdin=""):
@@ -140,12 +110,12 @@ class Bench:
         directory = os.path.join(self.work, name)
         os.makedirs(directory)
         with open(os.path.join(directory, "node.xml"), "w") as f:
-            f.write(NODE_XML)
+            f.write(test_driver_host.NODE_XML)
         port = free_port() if direct else 0
         api = API_TOML % {"port": port, "dir": directory, "controller": CONTROLLER} if direct else ""
         config = os.path.join(directory, "agent.toml")
         with open(config, "w") as f:
-            f.write(AGENT_TOML % {"name": name, "dir": directory, "api": api})
+            f.write(test_driver_host.agent_toml(name, directory, rest=api))
         # A host garm reaches directly gets its name and DNS name from a token made for it.
         token = self.create_token("--name", name, "--dns", "localhost") if direct else self.token
         subprocess.run((AGENT, "join", token, "--config", config), check=True,

@@ -30,6 +30,7 @@ import urllib.request
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO_ROOT, "tests/garm"))
 from garm_tier_lib import Process, free_port, wait_for  # noqa: E402
+import test_driver_host  # noqa: E402  (beside this file)
 
 BUILD = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(REPO_ROOT,
                                                                             "build/package")
@@ -46,33 +47,7 @@ A_FLEET_MAX = 20    # in the provider's config
 BURST = {A: 40, B: 15}  # creates per controller: A wants more than the fleet has
 AT_ONCE = 24
 
-NODE_XML = """<node>
-  <cpu><mhz>2000</mhz><model>x86_64</model><nodes>1</nodes><sockets>1</sockets><cores>64</cores><threads>1</threads></cpu>
-  <memory>1073741824</memory>
-  <pool type='dir'><name>bench-pool</name><target><path>/bench-pool</path></target>
-    <volume type='file'><name>base.qcow2</name><capacity unit='GiB'>2</capacity><target><format type='qcow2'/></target></volume>
-  </pool>
-</node>
-"""
-
-AGENT_TOML = """[agent]
-id = "%(name)s"
-state_dir = "%(dir)s/state"
-[capacity]
-cpu_overcommit = 100.0
-max_instances = %(slots)d
-[libvirt]
-uri = "test://%(dir)s/node.xml"
-storage_pool = "bench-pool"
-[[images]]
-name = "debian-12"
-base_volume = "base.qcow2"
-[[flavors]]
-name = "small"
-vcpus = 2
-memory_mib = 2048
-disk_gib = 20
-[api]
+API_TOML = """[api]
 address = "127.0.0.1"
 port = %(port)d
 ca = "%(pki)s/ca.crt"
@@ -93,11 +68,7 @@ reserved_instances = %d
 
 
 def bootstrap(name):
-    return json.dumps({"name": name, "tools": [], "repo_url": "https://github.com/example",
-                       "callback-url": "https://garm.example/api/v1/callbacks",
-                       "metadata-url": "https://garm.example/api/v1/metadata",
-                       "instance-token": "t", "arch": "amd64", "os_type": "linux",
-                       "flavor": "small", "image": "debian-12", "pool_id": POOL})
+    return test_driver_host.bootstrap(name, POOL)
 
 
 def garm(config, controller, command, instance="", stdin=""):
@@ -127,12 +98,13 @@ class Fleet:
             directory = os.path.join(self.work, name)
             os.makedirs(directory)
             with open(os.path.join(directory, "node.xml"), "w") as f:
-                f.write(NODE_XML)
+                f.write(test_driver_host.NODE_XML)
             port = free_port()
             config = os.path.join(directory, "agent.toml")
             with open(config, "w") as f:
-                f.write(AGENT_TOML % {"name": name, "dir": directory, "slots": SLOTS,
-                                      "port": port, "pki": self.pki, "shares": shares})
+                f.write(test_driver_host.agent_toml(
+                    name, directory, "max_instances = %d\n" % SLOTS,
+                    API_TOML % {"port": port, "pki": self.pki, "shares": shares}))
             self.processes.append(Process((AGENT, "serve", "--config", config),
                                           os.path.join(directory, "agent.log")))
             self.ports.append(port)

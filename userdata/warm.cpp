@@ -53,9 +53,10 @@ constexpr std::string_view kAfterSleep = R"bash(renew_dhcp_lease() {
   if command -v networkctl >/dev/null && systemctl -q is-active systemd-networkd; then
     networkctl renew "$dev"
   elif command -v dhclient >/dev/null; then
-    # Without releasing the lease: the new client asks for the same (reserved) address.
+    # Without releasing the lease: the new client asks for the same (reserved) address, which
+    # the guest keeps meanwhile, so nothing waits for the answer (-nw).
     dhclient -x -pf "/run/dhclient.$dev.pid" 2>/dev/null || true
-    timeout 30 dhclient -4 -pf "/run/dhclient.$dev.pid" -lf "/var/lib/dhcp/dhclient.$dev.leases" "$dev"
+    dhclient -4 -nw -pf "/run/dhclient.$dev.pid" -lf "/var/lib/dhcp/dhclient.$dev.leases" "$dev"
   fi
 }
 if [ -n "${AGENT_TIME:-}" ]; then
@@ -70,8 +71,9 @@ if [ -n "${AGENT_TIME:-}" ]; then
 fi
 if [ -n "${AGENT_ENTROPY:-}" ]; then
   printf '%s' "$AGENT_ENTROPY" > /dev/urandom || true
-  # RNDRESEEDCRNG: the CRNG reseeds from the input pool now, not at its next interval.
-  if python3 -c 'import fcntl; fcntl.ioctl(open("/dev/urandom", "wb"), 0x5207)' 2>/dev/null; then
+  # RNDRESEEDCRNG: the CRNG reseeds from the input pool now, not at its next interval (perl:
+  # Essential in Debian, and quicker to start than python3 on a guest just restored).
+  if perl -e 'open(my $f, ">", "/dev/urandom") or exit 1; ioctl($f, 0x5207, 0) or exit 1' 2>/dev/null; then
     echo "garm-edge: CRNG reseeded with the agent's entropy" > /dev/kmsg || true
   fi
 fi

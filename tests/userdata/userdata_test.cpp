@@ -1385,8 +1385,8 @@ TEST_CASE(
   write_file(dir.path() / "bin/dhclient", "#!/bin/sh\necho \"dhclient $*\" >> \"$LOG\"\n");
   write_file(dir.path() / "bin/systemctl", "#!/bin/sh\nexit 3\n");
   // Fails after logging: the host's own CRNG and kernel log stay untouched.
-  write_file(dir.path() / "bin/python3", "#!/bin/sh\necho \"python3 $*\" >> \"$LOG\"\nexit 1\n");
-  for (const char* fake : {"date", "ip", "dhclient", "systemctl", "python3"}) {
+  write_file(dir.path() / "bin/perl", "#!/bin/sh\necho \"perl $*\" >> \"$LOG\"\nexit 1\n");
+  for (const char* fake : {"date", "ip", "dhclient", "systemctl", "perl"}) {
     std::filesystem::permissions(dir.path() / "bin" / fake, std::filesystem::perms::owner_all);
   }
   const auto run_with = [&](double agent_time, const std::string& received_at = "") {
@@ -1407,8 +1407,8 @@ TEST_CASE(
   const auto awake = run_with(now);
   CHECK_THAT(awake, Catch::StartsWith("date -u -s @"));
   CHECK(awake.find("dhclient") == std::string::npos);  // a running warm guest keeps its lease
-  CHECK_THAT(awake, Catch::Contains("python3 -c import fcntl; fcntl.ioctl(open(\"/dev/urandom\", "
-                                    "\"wb\"), 0x5207)"));
+  CHECK_THAT(awake, Catch::Contains("perl -e open(my $f, \">\", \"/dev/urandom\") or exit 1; "
+                                    "ioctl($f, 0x5207, 0) or exit 1"));
   // Received 20 s ago by the guest's clock: the agent's time then, plus those 20 s.
   char received[64];
   std::snprintf(received, sizeof received, "%.3f", now - 20);
@@ -1419,6 +1419,6 @@ TEST_CASE(
   const auto slept = run_with(now + 3600);
   CHECK_THAT(slept, Catch::Contains("date -u -s @"));
   CHECK_THAT(slept, Catch::Contains("dhclient -x -pf /run/dhclient.ens9.pid"));
-  CHECK_THAT(slept, Catch::Contains("dhclient -4 -pf /run/dhclient.ens9.pid -lf "
+  CHECK_THAT(slept, Catch::Contains("dhclient -4 -nw -pf /run/dhclient.ens9.pid -lf "
                                     "/var/lib/dhcp/dhclient.ens9.leases ens9"));
 }
