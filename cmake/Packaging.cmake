@@ -156,8 +156,9 @@ add_custom_target(provider_tarball
   COMMENT "static provider tarball: ${GARM_EDGE_PROVIDER_TARBALL}")
 
 # The stripped size of each executable, printed by the build. The 4 MiB budget is the shipped
-# agent's: optimized and compiled as unity files (the package and cross presets); an optimized
-# build of separate files (4.3 MB) only prints its size.
+# agent's: optimized and compiled as unity files (the package and cross presets; the package
+# preset also links with LTO, which took the x86_64 agent from 4,223,288 to 4,006,200 bytes);
+# an optimized build of separate files (4.3 MB) only prints its size.
 set(GARM_EDGE_AGENT_SIZE_LIMIT 0)
 if(CMAKE_BUILD_TYPE MATCHES "^(Release|MinSizeRel)$" AND CMAKE_UNITY_BUILD AND NOT GARM_EDGE_SANITIZE)
   set(GARM_EDGE_AGENT_SIZE_LIMIT 4194304)
