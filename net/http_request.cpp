@@ -45,6 +45,22 @@ std::optional<std::string_view> HttpRequest::header(std::string_view lower_case_
   return std::nullopt;
 }
 
+std::optional<std::string_view> raw_query_value(const HttpRequest& request, std::string_view name) {
+  std::string_view query = request.query;
+  while (!query.empty()) {
+    const auto amp = query.find('&');
+    const auto pair = query.substr(0, amp);
+    if (pair.size() > name.size() && pair.starts_with(name) && pair[name.size()] == '=') {
+      return pair.substr(name.size() + 1);
+    }
+    if (amp == std::string_view::npos) {
+      break;
+    }
+    query.remove_prefix(amp + 1);
+  }
+  return std::nullopt;
+}
+
 HttpRequestParser::Result HttpRequestParser::fail(int status, std::string reason) {
   error_status_ = status;
   error_reason_ = std::move(reason);

@@ -23,6 +23,10 @@ struct HttpRequest {
   std::optional<std::string_view> header(std::string_view lower_case_name) const;
 };
 
+/// The value of the query parameter `name` as sent (still percent-encoded); nothing when
+/// absent.
+std::optional<std::string_view> raw_query_value(const HttpRequest& request, std::string_view name);
+
 struct HttpLimits {
   std::size_t max_header_bytes = 16 * 1024;  // request line + headers
   std::size_t max_headers = 64;

@@ -31,9 +31,12 @@ until curl -fsS -o /dev/null -X POST --header @<(auth_header) --url "$AGENT_URL/
   sleep 2
 done
 assignment=$(mktemp)  # 0600: it will hold garm's secrets
-# Only a whole one: curl must succeed and the script must end with its last line.
-until code=$(curl -fsS -o "$assignment" -w '%{http_code}' --header @<(auth_header) \
-  --url "$AGENT_URL/warm/assignment") && [ "$code" = 200 ] &&
+# Only a whole one: curl must succeed and the script must end with its last line. The agent
+# holds each ask until the guest is bound (or 30 s pass), through a save too: a restored guest
+# gets its assignment on the connection it has, starting nothing. Keepalive probes find within
+# seconds of a restore a connection the agent lost meanwhile (it restarted).
+until code=$(curl -fsS --max-time 90 --keepalive-time 2 -o "$assignment" -w '%{http_code}' \
+  --header @<(auth_header) --url "$AGENT_URL/warm/assignment?wait=30") && [ "$code" = 200 ] &&
   [ "$(tail -n 1 "$assignment")" = "$ASSIGNMENT_END" ]; do
   sleep 1
 done

@@ -36,24 +36,16 @@ std::optional<std::string> decode_segment(std::string_view segment) {
 /// The percent-decoded value of `name` in the query string; nothing when absent. A value that
 /// is malformed or not plain text is the client's error, never read as "absent".
 std::optional<std::string> query_value(const net::HttpRequest& request, std::string_view name) {
-  std::string_view query = request.query;
-  while (!query.empty()) {
-    const auto amp = query.find('&');
-    const auto pair = query.substr(0, amp);
-    if (pair.size() > name.size() && pair.starts_with(name) && pair[name.size()] == '=') {
-      auto value = decode_segment(pair.substr(name.size() + 1));
-      if (!value || !is_plain_text(*value)) {
-        throw wire::WireError("query parameter " + std::string(name),
-                              "malformed percent-encoding, invalid UTF-8 or a control character");
-      }
-      return value;
-    }
-    if (amp == std::string_view::npos) {
-      break;
-    }
-    query.remove_prefix(amp + 1);
+  const auto raw = net::raw_query_value(request, name);
+  if (!raw) {
+    return std::nullopt;
   }
-  return std::nullopt;
+  auto value = decode_segment(*raw);
+  if (!value || !is_plain_text(*value)) {
+    throw wire::WireError("query parameter " + std::string(name),
+                          "malformed percent-encoding, invalid UTF-8 or a control character");
+  }
+  return value;
 }
 
 bool query_flag(const net::HttpRequest& request, std::string_view name) {

@@ -193,6 +193,7 @@ AgentDaemon::~AgentDaemon() {
   if (guest_dispatcher_) {
     guest_dispatcher_->join();
   }
+  guests_.stop_waiting();  // warm guests' polls: the event loop is done
   // No request can reach the cache now; downloads still under way call no one.
   runner_archives_.reset();
   if (mirror_) {

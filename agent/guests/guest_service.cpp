@@ -62,7 +62,17 @@ GuestService::GuestService(const AgentConfig& config, InstanceService& instances
       sockets_(sockets),
       clock_(clock),
       log_(log),
-      misses_(clock, 20, std::chrono::seconds(60)) {}
+      misses_(clock, 20, std::chrono::seconds(60)),
+      waiters_([this](const std::string& domain_name, bool expired) {
+        return answer_poll(domain_name, expired);
+      }) {
+  instances_.on_warm_bound([this](const std::string& domain_name) { waiters_.wake(domain_name); });
+}
+
+GuestService::~GuestService() {
+  instances_.on_warm_bound({});
+  waiters_.stop();
+}
 
 net::HttpResponse GuestService::handle(const net::HttpRequest& request,
                                        const std::string& source_ip) {
@@ -125,6 +135,9 @@ bool GuestService::dispatch(const net::HttpRequest& request, const std::string& 
       relay(request, source_ip, callback, path.substr(prefix.size()), respond);
       return true;
     }
+  }
+  if (wait_for_assignment(request, source_ip, respond)) {
+    return true;
   }
   return serve_runner_archive(request, source_ip, respond);
 }

@@ -15,6 +15,7 @@
 #include "agent/base/config.hpp"
 #include "agent/base/log.hpp"
 #include "agent/guests/agent_sockets.hpp"
+#include "agent/guests/assignment_waiters.hpp"
 #include "agent/guests/garm_relay.hpp"
 #include "agent/guests/guest_access.hpp"
 #include "agent/guests/guest_index.hpp"
@@ -78,6 +79,9 @@ class GuestService {
                GuestIndex& index, GuestAccess& access, GarmRelay& relay,
                RunnerArchiveCache* archives, AgentSockets* sockets, const Clock& clock,
                Logger& log);
+  ~GuestService();
+  GuestService(const GuestService&) = delete;
+  GuestService& operator=(const GuestService&) = delete;
 
   using Respond = std::function<void(net::HttpResponse)>;
   /// Answers `request` from `source_ip` (the peer address of the connection, never a header)
@@ -89,6 +93,10 @@ class GuestService {
   /// Guests' `GET`/`HEAD /v2/...` go to the host's registry mirror from now on (before the
   /// guest server starts).
   void serve_mirror(MirrorEndpoint mirror) { mirror_ = std::move(mirror); }
+  /// Warm guests' long polls end unanswered (the event loop is done).
+  void stop_waiting() { waiters_.stop(); }
+  /// Warm guests' long polls held now.
+  std::size_t assignment_polls() const { return waiters_.waiting(); }
 
   struct Counters {
     std::atomic<std::uint64_t> seed_served{0};
@@ -125,6 +133,19 @@ class GuestService {
   /// with its own token from its reserved address.
   net::HttpResponse serve_warm(const net::HttpRequest& request, const std::string& source_ip,
                                bool ready_report);
+  /// The warm guest whose token `request` carries from its own address, asking with `method`.
+  std::optional<GuestIndex::Entry> warm_guest(const net::HttpRequest& request,
+                                              const std::string& source_ip,
+                                              std::string_view method);
+  /// `GET /warm/assignment?wait=N`: held in waiters_ until the guest is bound; false (nothing
+  /// answered) for any other request.
+  bool wait_for_assignment(const net::HttpRequest& request, const std::string& source_ip,
+                           const Respond& respond);
+  /// The guest's assignment when it is bound (200), else nothing.
+  std::optional<net::HttpResponse> assignment_for(const std::string& domain_name);
+  /// What a held poll of `domain_name` gets now; nothing: it waits on. A saved guest waits
+  /// past `expired`, through its save and restore.
+  std::optional<net::HttpResponse> answer_poll(const std::string& domain_name, bool expired);
   /// garm's answer, passed on as it arrives (whole, for what the relay reads or rewrites).
   void relay(const net::HttpRequest& request, const std::string& source_ip, bool callback,
              std::string_view suffix, const Respond& respond);
@@ -163,6 +184,7 @@ class GuestService {
   ReportLimiter system_reports_;  // system-info, apart: it never makes a status report a repeat
   Counters counters_;
   std::optional<MirrorEndpoint> mirror_;
+  AssignmentWaiters waiters_;  // last: its thread calls the members above
 };
 
 }  // namespace garm_edge::agent

@@ -183,6 +183,9 @@ class InstanceService {
   /// The bound warm guest's first call to garm proves it runs its assignment: the assignment
   /// and its token are done with (as soon as no operation holds the instance).
   void finish_assignment(std::string_view domain_name);
+  /// `listener` hears each warm guest's domain name once it is bound (its assignment there
+  /// and its record unlocked); empty: nobody hears.
+  void on_warm_bound(std::function<void(const std::string&)> listener);
   /// Warm guests bound to garm's creates since the agent started.
   std::size_t warm_bound() const { return warm_bound_.load(); }
   /// Saves a ready warm guest to disk: its memory to a raw volume beside its overlay, its
@@ -231,6 +234,12 @@ class InstanceService {
   /// flavor garm's instance, if there is one. Another controller's warm guest is never taken.
   std::optional<wire::ProviderInstance> bind_warm(const wire::BootstrapInstance& bootstrap,
                                                   const CreatePlan& plan);
+  /// bind_warm for one candidate, under its lock.
+  std::optional<wire::ProviderInstance> bind_candidate(const InstanceRecord& candidate,
+                                                       const wire::BootstrapInstance& bootstrap,
+                                                       const CreatePlan& plan,
+                                                       std::string_view spec,
+                                                       std::chrono::system_clock::time_point taken);
   /// Under the saved guest's lock: restores it for `plan`'s create, within the host's room
   /// for it (else no_capacity). Nothing when it could not be restored: it is then removed,
   /// counted by reason, and the create goes on without it.
@@ -374,6 +383,8 @@ class InstanceService {
   ImageBases* images_ = nullptr;
   CacheGenerations* caches_ = nullptr;
   std::atomic<std::size_t> warm_bound_{0};
+  std::mutex warm_bound_mutex_;
+  std::function<void(const std::string&)> warm_bound_listener_;
   WarmRestores warm_restores_;
   std::mutex tools_mutex_;
   /// Whose runner tool for which OS and arch: one controller's tools reach its own warm

@@ -335,58 +335,80 @@ std::optional<wire::ProviderInstance> InstanceService::bind_warm(
   });
   const auto taken = clock_.now();
   for (const auto& candidate : candidates) {
-    auto lock = instance_locks_.lock(candidate.domain_name);
-    const auto record = store_.get(candidate.domain_name);  // as it is under the lock
-    if (!record || !bindable(*record, spec, controller)) {
-      continue;
+    if (auto bound = bind_candidate(candidate, bootstrap, plan, spec, taken)) {
+      std::function<void(const std::string&)> listener;
+      {
+        std::lock_guard lock(warm_bound_mutex_);
+        listener = warm_bound_listener_;
+      }
+      if (listener) {
+        listener(candidate.domain_name);  // its poll for the assignment is answered now
+      }
+      return bound;
     }
-    const bool restored = record->warm->state == WarmState::saved;
-    const auto domain =
-        restored ? restore_saved(*record, plan) : hypervisor_.find_by_uuid(record->domain_uuid);
-    if (!domain || domain->state != hypervisor::PowerState::running) {
-      continue;  // reconcile or the warm pool deals with it
-    }
-    auto binding = guests_->bind(*record, bootstrap);
-    InstanceRecord bound = *record;
-    bound.controller_id = plan.record.controller_id;
-    bound.pool_id = plan.record.pool_id;
-    bound.name = plan.record.name;
-    bound.created_at = plan.record.created_at;
-    bound.guest = std::move(binding.guest);
-    bound.warm->state = WarmState::bound;
-    bound.warm->bound_at = bound.created_at;
-    bound.warm->assignment = std::move(binding.assignment);
-    const auto tags = bound_tags(bound, *domain);
-    // The record first: after a crash between the two, reconcile re-tags from it.
-    store_.put(bound);
-    try {
-      hypervisor_.set_tags(domain->uuid, tags);
-    } catch (const std::exception& e) {
-      unbind(restored ? bound : *record, *domain, restored);
-      log_.warning("create " + bound.name + ": could not bind warm guest " + bound.domain_name +
-                   " (" + e.what() + "); creating a guest instead");
-      return std::nullopt;
-    }
-    startup_.begin(bound.domain_name, bound.name, bound.controller_id,
-                   {.pool = bound.pool_id,
-                    .image = bound.image,
-                    .flavor = bound.flavor,
-                    .warm = true,
-                    .restored = restored},
-                   restored ? taken : clock_.now());
-    if (restored) {
-      startup_.mark(bound.domain_name, StartupPhase::restored);
-    }
-    guests_->admit(bound);
-    ++warm_bound_;
-    events_.record("created", bound.name, bound.controller_id,
-                   "warm guest " + bound.domain_name + " (" + bound.domain_uuid + ") " +
-                       (restored ? "restored and bound" : "bound") +
-                       (bound.guest ? ", address " + bound.guest->ip : ""));
-    const auto now = hypervisor_.find_by_uuid(domain->uuid);
-    return describe(now ? *now : *domain);
   }
   return std::nullopt;
+}
+
+void InstanceService::on_warm_bound(std::function<void(const std::string&)> listener) {
+  std::lock_guard lock(warm_bound_mutex_);
+  warm_bound_listener_ = std::move(listener);
+}
+
+std::optional<wire::ProviderInstance> InstanceService::bind_candidate(
+    const InstanceRecord& candidate, const wire::BootstrapInstance& bootstrap,
+    const CreatePlan& plan, std::string_view spec, std::chrono::system_clock::time_point taken) {
+  const auto& controller = plan.record.controller_id;
+  auto lock = instance_locks_.lock(candidate.domain_name);
+  const auto record = store_.get(candidate.domain_name);  // as it is under the lock
+  if (!record || !bindable(*record, spec, controller)) {
+    return std::nullopt;
+  }
+  const bool restored = record->warm->state == WarmState::saved;
+  const auto domain =
+      restored ? restore_saved(*record, plan) : hypervisor_.find_by_uuid(record->domain_uuid);
+  if (!domain || domain->state != hypervisor::PowerState::running) {
+    return std::nullopt;  // reconcile or the warm pool deals with it
+  }
+  auto binding = guests_->bind(*record, bootstrap);
+  InstanceRecord bound = *record;
+  bound.controller_id = plan.record.controller_id;
+  bound.pool_id = plan.record.pool_id;
+  bound.name = plan.record.name;
+  bound.created_at = plan.record.created_at;
+  bound.guest = std::move(binding.guest);
+  bound.warm->state = WarmState::bound;
+  bound.warm->bound_at = bound.created_at;
+  bound.warm->assignment = std::move(binding.assignment);
+  const auto tags = bound_tags(bound, *domain);
+  // The record first: after a crash between the two, reconcile re-tags from it.
+  store_.put(bound);
+  try {
+    hypervisor_.set_tags(domain->uuid, tags);
+  } catch (const std::exception& e) {
+    unbind(restored ? bound : *record, *domain, restored);
+    log_.warning("create " + bound.name + ": could not bind warm guest " + bound.domain_name +
+                 " (" + e.what() + "); it is not used");
+    return std::nullopt;
+  }
+  startup_.begin(bound.domain_name, bound.name, bound.controller_id,
+                 {.pool = bound.pool_id,
+                  .image = bound.image,
+                  .flavor = bound.flavor,
+                  .warm = true,
+                  .restored = restored},
+                 restored ? taken : clock_.now());
+  if (restored) {
+    startup_.mark(bound.domain_name, StartupPhase::restored);
+  }
+  guests_->admit(bound);
+  ++warm_bound_;
+  events_.record("created", bound.name, bound.controller_id,
+                 "warm guest " + bound.domain_name + " (" + bound.domain_uuid + ") " +
+                     (restored ? "restored and bound" : "bound") +
+                     (bound.guest ? ", address " + bound.guest->ip : ""));
+  const auto now = hypervisor_.find_by_uuid(domain->uuid);
+  return describe(now ? *now : *domain);
 }
 
 }  // namespace garm_edge::agent

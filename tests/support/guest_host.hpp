@@ -79,6 +79,7 @@ struct GuestHost {
     io_thread.join();
     server->abandon_streams();  // as the agent does once its event loop is done
     dispatcher->join();
+    guests->stop_waiting();
   }
 
   wire::BootstrapInstance bootstrap(const std::string& name, const std::string& token) const {
@@ -161,6 +162,34 @@ inline CurlAnswer curl_from(const std::string& source, const std::string& url,
   std::ifstream head_file(head, std::ios::binary);
   answer.headers.assign(std::istreambuf_iterator<char>(head_file), {});
   return answer;
+}
+
+/// The install script inside a cloud-config user-data (write_files /install_runner.sh).
+inline std::string install_script_of(const std::string& user_data) {
+  TempDir dir("user-data");
+  std::ofstream(dir.path() / "user-data") << user_data;
+  return run_command(
+             "/usr/bin/python3 -c 'import base64, sys, yaml; "
+             "d = yaml.safe_load(open(sys.argv[1])); "
+             "print(base64.b64decode(next(f[\"content\"] for f in d[\"write_files\"] "
+             "if f[\"path\"] == \"/install_runner.sh\")).decode())' " +
+             (dir.path() / "user-data").string())
+      .output;
+}
+
+inline std::string shell_value(const std::string& script, const std::string& name) {
+  const auto start = script.find(name + "='");
+  REQUIRE(start != std::string::npos);
+  const auto from = start + name.size() + 2;
+  return script.substr(from, script.find('\'', from) - from);
+}
+
+/// A warm guest's own token, from the seed it boots with.
+inline std::string warm_token_of(agent::InstanceStore& store, const std::string& domain_name) {
+  const auto record = store.get(domain_name);
+  REQUIRE(record);
+  REQUIRE(record->guest);
+  return shell_value(install_script_of(record->guest->user_data), "WARM_TOKEN");
 }
 
 }  // namespace garm_edge::testing

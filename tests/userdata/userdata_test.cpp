@@ -1261,7 +1261,7 @@ done
 case "$method $url" in
   "GET http://agent/runner-archives/"*) cp "$FAKE_ARCHIVE" "$output" ;;
   "POST http://agent/warm/ready") echo ready >> "$LOG_DIR/ready" ;;
-  "GET http://agent/warm/assignment")
+  "GET http://agent/warm/assignment?wait=30")  # held by the agent: a long poll
     echo poll >> "$LOG_DIR/polls"
     polls=$(wc -l < "$LOG_DIR/polls")
     if [ "$polls" = 1 ]; then printf 204; exit 0; fi

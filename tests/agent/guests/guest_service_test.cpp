@@ -663,26 +663,6 @@ TEST_CASE("guests get their runner archive from the agent: one download, verifie
 
 namespace {
 
-/// The install script inside a cloud-config user-data (write_files /install_runner.sh).
-std::string install_script_of(const std::string& user_data) {
-  TempDir dir("user-data");
-  std::ofstream(dir.path() / "user-data") << user_data;
-  return run_command(
-             "/usr/bin/python3 -c 'import base64, sys, yaml; "
-             "d = yaml.safe_load(open(sys.argv[1])); "
-             "print(base64.b64decode(next(f[\"content\"] for f in d[\"write_files\"] "
-             "if f[\"path\"] == \"/install_runner.sh\")).decode())' " +
-             (dir.path() / "user-data").string())
-      .output;
-}
-
-std::string shell_value(const std::string& script, const std::string& name) {
-  const auto start = script.find(name + "='");
-  REQUIRE(start != std::string::npos);
-  const auto from = start + name.size() + 2;
-  return script.substr(from, script.find('\'', from) - from);
-}
-
 /// An assignment without the lines that change with each answer: the agent's clock and entropy.
 std::string without_served_lines(std::string assignment) {
   for (const char* name : {"\nAGENT_TIME=", "\nAGENT_ENTROPY="}) {
@@ -781,11 +761,25 @@ TEST_CASE("a warm guest waits with no garm secret, then garm's create binds it a
   REQUIRE(agent.service->warm_guests().front().warm->state == agent::WarmState::ready);
   CHECK(warm_counts() == std::pair<std::size_t, std::size_t>{1, 0});  // what placement is told
 
+  // As the guest asks: held until garm's create binds it, without holding a worker.
+  auto held = std::async(std::launch::async, [&] {
+    return curl_from("127.0.0.2", warm_url + "assignment?wait=30", bearer(token));
+  });
+  while (agent.guests->assignment_polls() == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(curl_from("127.0.0.2", warm_url + "assignment?wait=30", bearer("not-its-token")).status ==
+        404);
+
   // garm's create takes it: running at once, garm's names on the same domain.
   const auto started = std::chrono::steady_clock::now();
   const auto created =
       agent.service->create(kControllerId, agent.bootstrap("garm-guest-a", kTokenA));
   const auto took = std::chrono::steady_clock::now() - started;
+  REQUIRE(held.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  const auto held_answer = held.get();
+  CHECK(held_answer.status == 200);
+  CHECK_THAT(held_answer.body, Catch::Contains("hostnamectl set-hostname 'garm-guest-a'"));
   CHECK(took < std::chrono::seconds(1));
   CHECK(created.provider_id == warm_uuid);
   CHECK(created.name == "garm-guest-a");

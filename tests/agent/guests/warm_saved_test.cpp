@@ -3,6 +3,7 @@
 // across a restart, and a damaged or missing memory file sends the create cold.
 
 #include <fstream>
+#include <future>
 
 #include <catch2/catch.hpp>
 
@@ -142,6 +143,41 @@ TEST_CASE("a saved warm guest holds disk, not memory, and garm's create restores
     CHECK_FALSE(agent.host.hypervisor.find_volume("edge-pool",
                                                   agent::memory_volume_name_for(warm.domain_name)));
   }
+}
+
+TEST_CASE("a warm guest's poll, held through its save, gets its assignment when it is restored",
+          "[guests][integration][warm]") {
+  using namespace std::chrono_literals;
+  TempDir pool_dir("saved-pool");
+  FakeGarm garm(FakeGarmOptions{});
+  GuestHost agent(garm, true, one_saved(pool_dir.path()));
+  agent::WarmPool pool(*agent.service, agent.host.clock, agent.host.log);
+  REQUIRE(pool.pass().started == 1);
+  const auto warm = agent.service->warm_guests().front();
+  REQUIRE(warm.guest);
+  const auto bearer =
+      "-H 'Authorization: Bearer " + warm_token_of(agent.host.store, warm.domain_name) + "'";
+  REQUIRE(agent.service->mark_warm_ready(warm.domain_name));
+
+  // As the guest asks: held for a second, and its answer is 204 while it is not bound.
+  const auto url = agent.base_url() + "/warm/assignment?wait=1";
+  CHECK(curl_from(warm.guest->ip, url, bearer).status == 204);
+  auto poll =
+      std::async(std::launch::async, [&] { return curl_from(warm.guest->ip, url, bearer); });
+  while (agent.guests->assignment_polls() == 0) {
+    std::this_thread::sleep_for(10ms);
+  }
+  REQUIRE(pool.pass().saved == 1);
+  CHECK(poll.wait_for(2500ms) == std::future_status::timeout);  // past its wait: it sleeps
+
+  const auto created =
+      agent.service->create(kControllerId, agent.bootstrap("garm-saved-a", kToken));
+  CHECK(created.provider_id == warm.domain_uuid);
+  REQUIRE(poll.wait_for(10s) == std::future_status::ready);
+  const auto answer = poll.get();
+  CHECK(answer.status == 200);
+  CHECK_THAT(answer.body, Catch::Contains("hostnamectl set-hostname 'garm-saved-a'"));
+  CHECK(agent.guests->assignment_polls() == 0);
 }
 
 TEST_CASE("saved warm guests stay within [capacity] max_saved_gib", "[guests][integration][warm]") {
