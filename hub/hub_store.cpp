@@ -16,6 +16,7 @@
 #include "common/text.hpp"
 #include "common/unix_time.hpp"
 #include "hub/hub_records.hpp"
+#include "hub/hub_state.hpp"
 #include "net/pki.hpp"
 #include "net/random.hpp"
 #include "net/secret_token.hpp"
@@ -45,6 +46,15 @@ std::string joined(const Strings& names) {
   return text.empty() ? "none" : text;
 }
 
+/// `directory` once it holds a hub's CA.
+fs::path hub_directory(fs::path directory) {
+  if (!fs::exists(directory / "pki" / "ca.crt") || !fs::exists(directory / "pki" / "ca.key")) {
+    throw DurableFileError(directory.string() +
+                           " holds no hub (no pki/ca.crt): run garm-edge-hub init first");
+  }
+  return directory;
+}
+
 }  // namespace
 
 std::string agent_uri(const std::string& name) {
@@ -57,15 +67,17 @@ bool AgentRecord::accepts(const std::string& serial, UnixSeconds now) const {
   });
 }
 
+HubStore::HubStore(fs::path directory, CertificatePolicy policy, std::unique_ptr<HubState> state)
+    : directory_(hub_directory(std::move(directory))),
+      policy_(policy),
+      state_(std::move(state)) {}
+
 HubStore::HubStore(fs::path directory, CertificatePolicy policy)
-    : directory_(std::move(directory)), policy_(policy) {
-  if (!fs::exists(pki() / "ca.crt") || !fs::exists(pki() / "ca.key")) {
-    throw DurableFileError(directory_.string() +
-                           " holds no hub (no pki/ca.crt): run garm-edge-hub init first");
-  }
-  make_private_directory(directory_ / "tokens");
-  make_private_directory(directory_ / "agents");
-}
+    : HubStore(directory, policy, open_file_state(hub_directory(directory))) {}
+
+HubStore::~HubStore() = default;
+HubStore::HubStore(HubStore&&) noexcept = default;
+HubStore& HubStore::operator=(HubStore&&) noexcept = default;
 
 void HubStore::init(const fs::path& directory, const InitOptions& options) {
   make_private_directory(directory);
@@ -91,7 +103,7 @@ void HubStore::reserve_client_names(std::vector<std::string> identities) {
   reserved_names_ = std::move(identities);
 }
 
-std::optional<std::string> HubStore::reserved(const std::string& name) const {
+std::optional<std::string> HubStore::reserved(const std::string& name, StateReader& records) const {
   const auto lowered = ascii_lower(name);
   if (lowered == wire::kHubCommonName) {
     return "\"" + name + "\" is the hub's own name";
@@ -110,7 +122,7 @@ std::optional<std::string> HubStore::reserved(const std::string& name) const {
   }
   // A revoked client's name stays taken while its certificate could still be shown: agents of
   // an older version match clients by CN.
-  for (const auto& record : revoked()) {
+  for (const auto& record : records.revocations().records) {
     if (ascii_lower(record.holder) == "client " + lowered) {
       return "\"" + name + "\" is a revoked client's name";
     }
@@ -118,30 +130,13 @@ std::optional<std::string> HubStore::reserved(const std::string& name) const {
   return std::nullopt;
 }
 
-UniqueFd HubStore::lock() const {
-  UniqueFd fd(::open((directory_ / "lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-  if (fd.get() < 0 || ::flock(fd.get(), LOCK_EX) != 0) {
-    throw DurableFileError("cannot lock " + (directory_ / "lock").string() + ": " +
-                           std::strerror(errno));
-  }
-  return fd;
-}
-
 std::pair<TokenRecord, std::string> HubStore::create_token(std::chrono::seconds lifetime,
                                                            unsigned uses,
                                                            std::vector<std::string> labels,
                                                            HostNames host, UnixSeconds now) {
   check_host_names(host);
-  if (host.fixes_name()) {
-    if (const auto why = reserved(host.name)) {
-      throw Refused("no host may be named so: " + *why);
-    }
-    if (agent(host.name)) {
-      throw Refused("host \"" + host.name + "\" is enrolled already: remove it first");
-    }
-    if (uses != 1) {
-      throw Refused("a token for one host name has one use");
-    }
+  if (host.fixes_name() && uses != 1) {
+    throw Refused("a token for one host name has one use");
   }
   std::array<unsigned char, 8> id_bytes{};
   net::random_bytes(id_bytes);
@@ -153,21 +148,31 @@ std::pair<TokenRecord, std::string> HubStore::create_token(std::chrono::seconds 
                     .uses_left = uses,
                     .labels = std::move(labels),
                     .host = std::move(host)};
-  const auto held = lock();
-  write_atomically(directory_ / "tokens" / (token.id + ".json"), serialize(to_json(token)));
+  state_->change([&](StateChange& change) {
+    if (token.host.fixes_name()) {
+      if (const auto why = reserved(token.host.name, change)) {
+        throw Refused("no host may be named so: " + *why);
+      }
+      if (change.agent(token.host.name)) {
+        throw Refused("host \"" + token.host.name + "\" is enrolled already: remove it first");
+      }
+    }
+    change.put_token(token);
+  });
   return {token, secret};
 }
 
 std::vector<TokenRecord> HubStore::tokens() const {
-  return read_records<TokenRecord>(directory_ / "tokens", token_from_json);
+  return state_->tokens();
 }
 
 bool HubStore::revoke_token(const std::string& id) {
   if (!wire::is_token_id(id)) {
     return false;
   }
-  const auto held = lock();
-  return fs::remove(directory_ / "tokens" / (id + ".json"));
+  bool removed = false;
+  state_->change([&](StateChange& change) { removed = change.remove_token(id); });
+  return removed;
 }
 
 Enrolled HubStore::enrol(const EnrolmentRequest& request, UnixSeconds now) {
@@ -177,32 +182,32 @@ Enrolled HubStore::enrol(const EnrolmentRequest& request, UnixSeconds now) {
   if (!request.name.empty() && !is_agent_name(request.name)) {
     throw Refused("the agent name must be 1-64 of [A-Za-z0-9._-], starting with a letter or digit");
   }
-  const auto held = lock();
-  const auto path = directory_ / "tokens" / (request.token_id + ".json");
-  const auto record = read_record(path);
-  if (!record) {
-    throw Refused("token " + request.token_id + " is unknown or was revoked");
-  }
-  auto token = token_from_json(*record);
-  // The secret is checked before anything about the token is told: a guess learns nothing.
-  if (!net::constant_time_equal(net::sha256_hex(request.secret), token.secret_sha256)) {
-    throw Refused("token " + request.token_id + ": wrong secret");
-  }
-  if (token.expires_at <= now) {
-    throw Refused("token " + request.token_id + " expired");
-  }
-  if (token.uses_left == 0) {
-    throw Refused("token " + request.token_id + " is used up");
-  }
-  auto enrolled = sign(grant(token, request, now), request.request_pem);
-  --token.uses_left;
-  write_atomically(path, serialize(to_json(token)));
-  write_agent(enrolled.agent);
+  Enrolled enrolled;
+  state_->change([&](StateChange& change) {
+    auto token = change.token(request.token_id);
+    if (!token) {
+      throw Refused("token " + request.token_id + " is unknown or was revoked");
+    }
+    // The secret is checked before anything about the token is told: a guess learns nothing.
+    if (!net::constant_time_equal(net::sha256_hex(request.secret), token->secret_sha256)) {
+      throw Refused("token " + request.token_id + ": wrong secret");
+    }
+    if (token->expires_at <= now) {
+      throw Refused("token " + request.token_id + " expired");
+    }
+    if (token->uses_left == 0) {
+      throw Refused("token " + request.token_id + " is used up");
+    }
+    enrolled = sign(grant(*token, request, now, change), request.request_pem);
+    --token->uses_left;
+    change.put_token(*token);  // the use first: a failure after it wastes a use, never gives one
+    change.put_agent(enrolled.agent);
+  });
   return enrolled;
 }
 
 AgentRecord HubStore::grant(const TokenRecord& token, const EnrolmentRequest& request,
-                            UnixSeconds now) const {
+                            UnixSeconds now, StateReader& records) const {
   const auto& host = token.host;
   const auto name = request.name.empty() ? host.name : request.name;
   if (name.empty()) {
@@ -213,7 +218,7 @@ AgentRecord HubStore::grant(const TokenRecord& token, const EnrolmentRequest& re
                   "\": the operator chooses a host's name (set [agent] id, or ask for a token "
                   "for this name)");
   }
-  if (const auto why = reserved(name)) {
+  if (const auto why = reserved(name, records)) {
     throw Refused("no host may be named so: " + *why);
   }
   if (!within(request.dns_names, host.dns_names) ||
@@ -223,7 +228,7 @@ AgentRecord HubStore::grant(const TokenRecord& token, const EnrolmentRequest& re
                   " only: a host's names are the operator's to give (garm-edge-hub token create "
                   "--name NAME --dns DNS --ip ADDR)");
   }
-  if (fs::exists(directory_ / "agents" / (name + ".json"))) {
+  if (records.agent(name)) {
     throw Refused("an agent named \"" + name +
                   "\" is enrolled already: remove it at the hub first (garm-edge-hub remove " +
                   name + ")");
@@ -240,52 +245,54 @@ AgentRecord HubStore::grant(const TokenRecord& token, const EnrolmentRequest& re
 
 Enrolled HubStore::renew(const std::string& name, const std::string& serial,
                          const std::string& request_pem, UnixSeconds now) {
-  const auto held = lock();
-  auto current = agent(name);
-  if (!current || !current->accepts(serial, now)) {
-    throw Refused("agent \"" + name + "\" is not enrolled with this certificate");
-  }
-  const auto shown = std::find_if(current->certificates.begin(), current->certificates.end(),
-                                  [&](const auto& issued) { return issued.serial == serial; });
-  // The certificate's own life, as the agent reckons it (not_before is an hour back); one
-  // recorded before the hub kept not_before: the policy's.
-  const auto lifetime = shown->not_before > 0 ? shown->not_after - shown->not_before
-                                              : std::int64_t{policy_.host_days} * 86400 + 3600;
-  const auto due_at = shown->not_after - static_cast<UnixSeconds>(static_cast<double>(lifetime) *
-                                                                  policy_.renewal_window);
-  if (now < due_at) {
-    throw Refused("this certificate is not due for renewal for " +
-                  std::to_string((due_at - now + 3599) / 3600) +
-                  " more hour(s): the hub renews once less than " +
-                  std::to_string(static_cast<int>(policy_.renewal_window * 100)) +
-                  " % of its life is left");
-  }
-  if (const auto next = current->renewed_at + policy_.min_renewal_interval.count(); now < next) {
-    throw Refused("agent \"" + name + "\" renewed " + std::to_string(now - current->renewed_at) +
-                  " s ago: at most one renewal per " +
-                  std::to_string(policy_.min_renewal_interval.count()) + " s");
-  }
-  // The new certificate and the one shown stay accepted; any other (a copy of an older key
-  // still renewing, say) is revoked here and in the CRL.
-  std::vector<RevokedRecord> dropped;
-  const auto kept_shown = *shown;
-  for (const auto& issued : current->certificates) {
-    if (issued.serial != serial && issued.not_after > now) {
-      dropped.push_back({.serial = issued.serial,
-                         .holder = "host " + name,
-                         .not_after = issued.not_after,
-                         .revoked_at = now});
+  Enrolled renewed;
+  state_->change([&](StateChange& change) {
+    auto current = change.agent(name);
+    if (!current || !current->accepts(serial, now)) {
+      throw Refused("agent \"" + name + "\" is not enrolled with this certificate");
     }
-  }
-  current->certificates = {kept_shown};
-  current->renewed_at = now;
-  auto renewed = sign(std::move(*current), request_pem);
-  // Revoked before the record forgets them: a failure in between leaves them accepted and
-  // revoked (refused), never forgotten and still trusted on the direct path.
-  if (!dropped.empty()) {
-    revoke(dropped, now);
-  }
-  write_agent(renewed.agent);
+    const auto shown = std::find_if(current->certificates.begin(), current->certificates.end(),
+                                    [&](const auto& issued) { return issued.serial == serial; });
+    // The certificate's own life, as the agent reckons it (not_before is an hour back); one
+    // recorded before the hub kept not_before: the policy's.
+    const auto lifetime = shown->not_before > 0 ? shown->not_after - shown->not_before
+                                                : std::int64_t{policy_.host_days} * 86400 + 3600;
+    const auto due_at = shown->not_after - static_cast<UnixSeconds>(static_cast<double>(lifetime) *
+                                                                    policy_.renewal_window);
+    if (now < due_at) {
+      throw Refused("this certificate is not due for renewal for " +
+                    std::to_string((due_at - now + 3599) / 3600) +
+                    " more hour(s): the hub renews once less than " +
+                    std::to_string(static_cast<int>(policy_.renewal_window * 100)) +
+                    " % of its life is left");
+    }
+    if (const auto next = current->renewed_at + policy_.min_renewal_interval.count(); now < next) {
+      throw Refused("agent \"" + name + "\" renewed " + std::to_string(now - current->renewed_at) +
+                    " s ago: at most one renewal per " +
+                    std::to_string(policy_.min_renewal_interval.count()) + " s");
+    }
+    // The new certificate and the one shown stay accepted; any other (a copy of an older key
+    // still renewing, say) is revoked here and in the CRL.
+    std::vector<RevokedRecord> dropped;
+    const auto kept_shown = *shown;
+    for (const auto& issued : current->certificates) {
+      if (issued.serial != serial && issued.not_after > now) {
+        dropped.push_back({.serial = issued.serial,
+                           .holder = "host " + name,
+                           .not_after = issued.not_after,
+                           .revoked_at = now});
+      }
+    }
+    current->certificates = {kept_shown};
+    current->renewed_at = now;
+    renewed = sign(std::move(*current), request_pem);
+    // Revoked before the record forgets them: a failure in between leaves them accepted and
+    // revoked (refused), never forgotten and still trusted on the direct path.
+    if (!dropped.empty()) {
+      revoke(dropped, now, change);
+    }
+    change.put_agent(renewed.agent);
+  });
   return renewed;
 }
 
@@ -310,63 +317,44 @@ Enrolled HubStore::sign(AgentRecord agent, const std::string& request_pem) const
   return {.agent = std::move(agent), .certificate_pem = certificate, .ca_pem = ca_pem()};
 }
 
-void HubStore::write_agent(const AgentRecord& agent) const {
-  write_atomically(directory_ / "agents" / (agent.name + ".json"), serialize(to_json(agent)));
-}
-
 net::IssuedFiles HubStore::issue_client(const std::string& name, wire::Role role) {
   if (role != wire::Role::client && role != wire::Role::metrics) {
     throw Refused("issue-client makes client and metrics certificates only");
   }
-  const auto held = lock();
-  const auto lowered = ascii_lower(name);
-  const auto hosts = agents();
-  if (lowered == wire::kHubCommonName ||
-      std::any_of(hosts.begin(), hosts.end(),
-                  [&](const auto& host) { return ascii_lower(host.name) == lowered; })) {
-    throw Refused("\"" + name + "\" is a host's or the hub's name: a client needs its own");
-  }
-  for (const auto& token : tokens()) {
-    if (token.host.fixes_name() && ascii_lower(token.host.name) == lowered) {
-      throw Refused("token " + token.id + " is for host \"" + name +
-                    "\": a client needs its own name");
+  net::IssuedFiles issued;
+  state_->change([&](StateChange& change) {
+    const auto lowered = ascii_lower(name);
+    const auto hosts = change.agents();
+    if (lowered == wire::kHubCommonName ||
+        std::any_of(hosts.begin(), hosts.end(),
+                    [&](const auto& host) { return ascii_lower(host.name) == lowered; })) {
+      throw Refused("\"" + name + "\" is a host's or the hub's name: a client needs its own");
     }
-  }
-  try {
-    return net::pki_issue_client(pki(), name, {wire::role_uri(role, name)});
-  } catch (const net::PkiError& e) {
-    throw Refused(e.what());
-  }
+    for (const auto& token : change.tokens()) {
+      if (token.host.fixes_name() && ascii_lower(token.host.name) == lowered) {
+        throw Refused("token " + token.id + " is for host \"" + name +
+                      "\": a client needs its own name");
+      }
+    }
+    try {
+      issued = net::pki_issue_client(pki(), name, {wire::role_uri(role, name)});
+    } catch (const net::PkiError& e) {
+      throw Refused(e.what());
+    }
+  });
+  return issued;
 }
 
 std::vector<AgentRecord> HubStore::agents() const {
-  auto agents = read_records<AgentRecord>(directory_ / "agents", agent_from_json);
-  std::sort(agents.begin(), agents.end(),
-            [](const auto& a, const auto& b) { return a.name < b.name; });
-  return agents;
+  return state_->agents();
 }
 
 std::optional<AgentRecord> HubStore::agent(const std::string& name) const {
-  if (!is_agent_name(name)) {
-    return std::nullopt;
-  }
-  const auto record = read_record(directory_ / "agents" / (name + ".json"));
-  try {
-    return record ? std::optional(agent_from_json(*record)) : std::nullopt;
-  } catch (const json::exception&) {
-    return std::nullopt;
-  }
+  return state_->agent(name);
 }
 
 std::uint64_t HubStore::agents_generation() const {
-  // The directory's change time moves with every rename into it and every removal; with
-  // nanoseconds two changes in one second still differ.
-  struct stat info {};
-  if (::stat((directory_ / "agents").c_str(), &info) != 0) {
-    return 0;
-  }
-  return static_cast<std::uint64_t>(info.st_ctim.tv_sec) * 1000000000ULL +
-         static_cast<std::uint64_t>(info.st_ctim.tv_nsec);
+  return state_->agents_generation();
 }
 
 std::string HubStore::ca_pem() const {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -17,6 +18,10 @@
 #include "wire/validate.hpp"
 
 namespace garm_edge::hub {
+
+class HubState;
+class StateReader;
+class StateChange;
 
 /// An enrolment or renewal the hub refused; the message says why and is safe to show the
 /// host that asked (it never repeats a secret).
@@ -98,19 +103,26 @@ struct Enrolled {
   std::string ca_pem;
 };
 
-/// The hub's state in files under one directory, so that a restart loses nothing and the
-/// operator's commands (`token create`, `remove`) work beside the running daemon:
+/// The hub's state: its PKI as files under one directory, its records (HubState) there too or in
+/// PostgreSQL, so that a restart loses nothing and the operator's commands (`token create`,
+/// `remove`) work beside the running daemon:
 ///   pki/ca.crt, pki/ca.key       the fleet's CA (pki init), also for agents reached directly
 ///   pki/hub.crt, pki/hub.key     the hub's own server certificate
 ///   pki/clients/<name>.crt/.key  client certificates for garm-provider-edge
-///   tokens/<id>.json             join tokens (secrets as SHA-256 only)
-///   agents/<name>.json           enrolled agents and the serials of their certificates
-///   revoked.json                 certificates revoked and not yet expired
-///   pki/crl.pem                  the CRL of them, signed by the CA (0644: garm's host reads it)
-/// Every change takes an exclusive flock on `lock` and writes atomically.
+///   pki/crl.pem                  the CRL of revoked certificates, signed by the CA (0644:
+///                                garm's host reads it)
+/// and the records: join tokens (secrets as SHA-256 only), enrolled agents and the serials of
+/// their certificates, certificates revoked and not yet expired (hub_state.hpp).
 class HubStore {
  public:
+  /// The records as files in `directory`.
   explicit HubStore(std::filesystem::path directory, CertificatePolicy policy = {});
+  /// The records in `state`.
+  HubStore(std::filesystem::path directory, CertificatePolicy policy,
+           std::unique_ptr<HubState> state);
+  ~HubStore();
+  HubStore(HubStore&&) noexcept;
+  HubStore& operator=(HubStore&&) noexcept;
 
   /// Names no host may take, besides the client certificates under pki/clients and the hub's own
   /// CN: the identities of the hub's [[clients]] (a host named as a client would be that client
@@ -131,6 +143,7 @@ class HubStore {
                                                    std::vector<std::string> labels, HostNames host,
                                                    UnixSeconds now);
   std::vector<TokenRecord> tokens() const;
+  HubState& state() const { return *state_; }
   bool revoke_token(const std::string& id);
 
   /// Checks the token (known, not expired, not used up, the secret) and the names it grants,
@@ -178,22 +191,21 @@ class HubStore {
   const CertificatePolicy& policy() const { return policy_; }
 
  private:
-  /// The exclusive lock every change holds.
-  UniqueFd lock() const;
-  void write_agent(const AgentRecord& agent) const;
   Enrolled sign(AgentRecord agent, const std::string& request_pem) const;
   /// Why `name` may not be a host's (a client's name, the hub's); nothing when it may.
-  std::optional<std::string> reserved(const std::string& name) const;
+  std::optional<std::string> reserved(const std::string& name, StateReader& records) const;
   /// The host `request` becomes under `token`, or Refused saying why not.
-  AgentRecord grant(const TokenRecord& token, const EnrolmentRequest& request,
-                    UnixSeconds now) const;
-  /// Adds to revoked.json (dropping what expired) and rewrites the CRL; the lock is held.
-  void revoke(const std::vector<RevokedRecord>& records, UnixSeconds now) const;
-  void write_crl(const std::vector<RevokedRecord>& records, std::uint64_t number) const;
+  AgentRecord grant(const TokenRecord& token, const EnrolmentRequest& request, UnixSeconds now,
+                    StateReader& records) const;
+  /// Adds to the revocations (dropping what expired) and writes a new CRL, within `change`.
+  void revoke(const std::vector<RevokedRecord>& records, UnixSeconds now,
+              StateChange& change) const;
+  std::string make_crl(const std::vector<RevokedRecord>& records, std::uint64_t number) const;
 
   std::filesystem::path directory_;
   CertificatePolicy policy_;
   std::vector<std::string> reserved_names_;
+  std::unique_ptr<HubState> state_;
 };
 
 using wire::is_agent_name;

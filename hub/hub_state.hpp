@@ -1,0 +1,61 @@
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hub/hub_store.hpp"
+
+namespace garm_edge::hub {
+
+/// The revocations and the number of the CRL last made from them.
+struct RevocationList {
+  std::vector<RevokedRecord> records;
+  std::uint64_t crl_number = 0;
+  std::string crl_pem;  // as made with that number; empty: not kept here (files: pki/crl.pem)
+};
+
+/// What the hub's records hold now.
+class StateReader {
+ public:
+  virtual ~StateReader() = default;
+  virtual std::vector<TokenRecord> tokens() = 0;
+  virtual std::optional<TokenRecord> token(const std::string& id) = 0;
+  virtual std::vector<AgentRecord> agents() = 0;  // by name
+  virtual std::optional<AgentRecord> agent(const std::string& name) = 0;
+  virtual RevocationList revocations() = 0;
+};
+
+/// One change of the hub's records: what it reads no other change alters until it ends.
+class StateChange : public StateReader {
+ public:
+  virtual void put_token(const TokenRecord& token) = 0;
+  virtual bool remove_token(const std::string& id) = 0;
+  virtual void put_agent(const AgentRecord& agent) = 0;
+  virtual bool remove_agent(const std::string& name) = 0;
+  virtual void put_revocations(const RevocationList& list) = 0;
+};
+
+/// Where the hub's records live: files in its state directory (one hub), or PostgreSQL (any
+/// number of hubs sharing it). The CA and the hub's keys never live here: they stay files.
+class HubState : public StateReader {
+ public:
+  /// Runs `change` exclusively of every other change by any hub or command on this state, and
+  /// keeps its writes when it returns. When it throws: PostgreSQL keeps none of them; files keep
+  /// those written before (each file is replaced whole), so a change writes the safe one first.
+  virtual void change(const std::function<void(StateChange&)>& change) = 0;
+  /// Moves with every change of an agent, by whichever hub made it.
+  virtual std::uint64_t agents_generation() = 0;
+  /// For logs and errors: the directory, or the database without its password.
+  virtual std::string describe() const = 0;
+};
+
+/// The embedded default: tokens/, agents/ and revoked.json under `directory`, each change under
+/// an exclusive flock of `directory`/lock.
+std::unique_ptr<HubState> open_file_state(const std::filesystem::path& directory);
+
+}  // namespace garm_edge::hub
