@@ -28,6 +28,8 @@ packages=(
   prometheus python3-yaml
   # garm, built by the garm tiers against Debian's SQLite (Go itself is unpacked privately).
   libsqlite3-dev
+  # PostgreSQL's server binaries: the hub's database tests start their own temporary cluster.
+  postgresql-15
   # The cross tiers' compilers and emulators (the target's libraries come from a sysroot).
   g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user qemu-user-binfmt
 )
@@ -47,7 +49,12 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 1
 fi
 
-export DEBIAN_FRONTEND=noninteractive
+export DEBIAN_FRONTEND=noninteractive UCF_FORCE_CONFFOLD=1
+# Tests start PostgreSQL clusters of their own: the package makes no system cluster to run.
+if [ ! -e /etc/postgresql-common/createcluster.conf ]; then
+  mkdir -p /etc/postgresql-common
+  echo "create_main_cluster = false" > /etc/postgresql-common/createcluster.conf
+fi
 for attempt in 1 2 3; do
   timeout 300 apt-get update -q -o Acquire::Retries=3 && break
   [ "$attempt" -eq 3 ] && exit 1

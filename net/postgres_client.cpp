@@ -1,0 +1,673 @@
+#include "net/postgres_client.hpp"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <mbedtls/base64.h>
+#include <mbedtls/md.h>
+#include <mbedtls/md5.h>
+#include <mbedtls/pkcs5.h>
+
+#include "common/hex.hpp"
+#include "net/random.hpp"
+#include "net/socket_io.hpp"
+#include "net/tls_config.hpp"
+
+namespace garm_edge::net {
+namespace {
+
+using Bytes = std::vector<unsigned char>;
+
+constexpr std::int32_t kProtocol30 = 196608;  // 3 << 16
+constexpr std::int32_t kSslRequest = 80877103;
+/// No answer of the hub's is near this: a server sending more is not trusted with memory.
+constexpr std::size_t kMaxMessageBytes = 64U << 20U;
+
+std::string percent_decoded(std::string_view text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out += text[i];
+      continue;
+    }
+    const int high = i + 2 < text.size() ? hex_digit_value(text[i + 1]) : -1;
+    const int low = i + 2 < text.size() ? hex_digit_value(text[i + 2]) : -1;
+    if (high < 0 || low < 0) {
+      throw PostgresError("the database URL has a malformed percent-escape");
+    }
+    out += static_cast<char>(high * 16 + low);
+    i += 2;
+  }
+  return out;
+}
+
+std::uint16_t port_of(std::string_view text) {
+  unsigned port = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), port);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size() || port == 0 ||
+      port > 65535) {
+    throw PostgresError("the database URL's port \"" + std::string(text) + "\" is not a port");
+  }
+  return static_cast<std::uint16_t>(port);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw PostgresError("sslrootcert " + path + " cannot be read");
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void apply_parameter(PostgresTarget& target, const std::string& name, const std::string& value,
+                     bool& tls_given) {
+  if (name == "host") {
+    target.host = value;
+  } else if (name == "port") {
+    target.port = port_of(value);
+  } else if (name == "user") {
+    target.user = value;
+  } else if (name == "password") {
+    target.password = value;
+  } else if (name == "dbname") {
+    target.database = value;
+  } else if (name == "sslmode") {
+    tls_given = true;
+    if (value == "disable") {
+      target.tls = PostgresTarget::Tls::disable;
+    } else if (value == "require") {
+      target.tls = PostgresTarget::Tls::require;
+    } else if (value == "verify-full") {
+      target.tls = PostgresTarget::Tls::verify_full;
+    } else {
+      throw PostgresError("sslmode \"" + value + "\" is not disable, require or verify-full");
+    }
+  } else if (name == "sslrootcert") {
+    target.root_ca_pem = read_file(value);
+  } else if (name == "connect_timeout") {
+    int seconds = 0;
+    const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), seconds);
+    if (error != std::errc() || end != value.data() + value.size() || seconds < 1 ||
+        seconds > 3600) {
+      throw PostgresError("connect_timeout \"" + value + "\" is not 1 to 3600 seconds");
+    }
+    target.timeout = std::chrono::seconds(seconds);
+  } else if (name != "application_name") {
+    throw PostgresError("the database URL's parameter \"" + name + "\" is not one garm-edge reads");
+  }
+}
+
+// ---- messages ----------------------------------------------------------------------------
+
+void put_int32(std::string& out, std::int32_t value) {
+  const auto bits = static_cast<std::uint32_t>(value);
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    out += static_cast<char>((bits >> shift) & 0xffU);
+  }
+}
+
+void put_int16(std::string& out, std::int16_t value) {
+  const auto bits = static_cast<std::uint16_t>(value);
+  out += static_cast<char>((bits >> 8U) & 0xffU);
+  out += static_cast<char>(bits & 0xffU);
+}
+
+void put_cstring(std::string& out, std::string_view text) {
+  if (text.find('\0') != std::string_view::npos) {
+    throw PostgresError("a value holds a NUL byte, which PostgreSQL cannot take");
+  }
+  out.append(text);
+  out += '\0';
+}
+
+/// A frontend message: its type byte (none for the startup packet), its length, its body.
+std::string message(char type, std::string_view body) {
+  std::string out;
+  if (type != '\0') {
+    out += type;
+  }
+  put_int32(out, static_cast<std::int32_t>(body.size() + 4));
+  out.append(body);
+  return out;
+}
+
+/// Reads a backend message's fields in order; a field past its end is a protocol error.
+class Reader {
+ public:
+  explicit Reader(std::string_view body) : body_(body) {}
+  std::int32_t int32() {
+    const auto bytes = take(4);
+    std::uint32_t value = 0;
+    for (const char c : bytes) {
+      value = (value << 8U) | static_cast<unsigned char>(c);
+    }
+    return static_cast<std::int32_t>(value);
+  }
+  std::int16_t int16() {
+    const auto bytes = take(2);
+    return static_cast<std::int16_t>((static_cast<unsigned char>(bytes[0]) << 8U) |
+                                     static_cast<unsigned char>(bytes[1]));
+  }
+  std::string cstring() {
+    const auto end = body_.find('\0', at_);
+    if (end == std::string_view::npos) {
+      throw PostgresError("the server sent a malformed message");
+    }
+    std::string text(body_.substr(at_, end - at_));
+    at_ = end + 1;
+    return text;
+  }
+  std::string_view take(std::size_t size) {
+    if (body_.size() - at_ < size) {
+      throw PostgresError("the server sent a malformed message");
+    }
+    const auto bytes = body_.substr(at_, size);
+    at_ += size;
+    return bytes;
+  }
+  std::string_view rest() { return take(body_.size() - at_); }
+
+ private:
+  std::string_view body_;
+  std::size_t at_ = 0;
+};
+
+/// An ErrorResponse's fields as one line: "ERROR: message (SQLSTATE 23505)".
+PostgresError error_from(std::string_view body) {
+  Reader fields(body);
+  std::string severity = "ERROR";
+  std::string code;
+  std::string text;
+  std::string detail;
+  while (true) {
+    const auto type = fields.take(1)[0];
+    if (type == '\0') {
+      break;
+    }
+    auto value = fields.cstring();
+    if (type == 'S') {
+      severity = std::move(value);
+    } else if (type == 'C') {
+      code = std::move(value);
+    } else if (type == 'M') {
+      text = std::move(value);
+    } else if (type == 'D') {
+      detail = std::move(value);
+    }
+  }
+  return PostgresError("PostgreSQL: " + severity + ": " + text +
+                           (detail.empty() ? "" : " (" + detail + ")") +
+                           (code.empty() ? "" : " [SQLSTATE " + code + "]"),
+                       code);
+}
+
+// ---- SCRAM-SHA-256 (RFC 5802, RFC 7677) ---------------------------------------------------
+
+Bytes hmac_sha256(const Bytes& key, std::string_view data) {
+  Bytes out(32);
+  mbedtls_md_hmac(mbedtls_md_info_from_type(MBEDTLS_MD_SHA256), key.data(), key.size(),
+                  reinterpret_cast<const unsigned char*>(data.data()), data.size(), out.data());
+  return out;
+}
+
+Bytes sha256(const Bytes& data) {
+  Bytes out(32);
+  mbedtls_md(mbedtls_md_info_from_type(MBEDTLS_MD_SHA256), data.data(), data.size(), out.data());
+  return out;
+}
+
+std::string base64(const Bytes& data) {
+  std::size_t size = 0;
+  mbedtls_base64_encode(nullptr, 0, &size, data.data(), data.size());
+  std::string out(size, '\0');
+  mbedtls_base64_encode(reinterpret_cast<unsigned char*>(out.data()), out.size(), &size,
+                        data.data(), data.size());
+  out.resize(size);
+  return out;
+}
+
+Bytes unbase64(std::string_view text) {
+  std::size_t size = 0;
+  const auto* in = reinterpret_cast<const unsigned char*>(text.data());
+  mbedtls_base64_decode(nullptr, 0, &size, in, text.size());
+  Bytes out(size);
+  if (mbedtls_base64_decode(out.data(), out.size(), &size, in, text.size()) != 0) {
+    throw PostgresError("the server's SCRAM message holds malformed base64");
+  }
+  out.resize(size);
+  return out;
+}
+
+/// The value of `key=` among a SCRAM message's comma-separated attributes.
+std::string scram_attribute(std::string_view message_text, char key) {
+  std::size_t at = 0;
+  while (at <= message_text.size()) {
+    const auto end = std::min(message_text.find(',', at), message_text.size());
+    const auto attribute = message_text.substr(at, end - at);
+    if (attribute.size() >= 2 && attribute[0] == key && attribute[1] == '=') {
+      return std::string(attribute.substr(2));
+    }
+    at = end + 1;
+  }
+  throw PostgresError(std::string("the server's SCRAM message has no ") + key + "= attribute");
+}
+
+class Scram {
+ public:
+  explicit Scram(std::string password) : password_(std::move(password)) {
+    std::array<unsigned char, 18> nonce{};
+    random_bytes(nonce);
+    client_nonce_ = base64(Bytes(nonce.begin(), nonce.end()));
+    // The user name is the startup packet's: PostgreSQL ignores SCRAM's own (RFC 5802 n=).
+    client_first_bare_ = "n=,r=" + client_nonce_;
+  }
+  std::string client_first() const { return "n,," + client_first_bare_; }
+
+  std::string client_final(const std::string& server_first) {
+    const auto nonce = scram_attribute(server_first, 'r');
+    if (!nonce.starts_with(client_nonce_) || nonce.size() == client_nonce_.size()) {
+      throw PostgresError("the server's SCRAM nonce does not extend ours");
+    }
+    const auto salt = unbase64(scram_attribute(server_first, 's'));
+    const auto iterations_text = scram_attribute(server_first, 'i');
+    unsigned iterations = 0;
+    std::from_chars(iterations_text.data(), iterations_text.data() + iterations_text.size(),
+                    iterations);
+    if (iterations < 1 || iterations > 10'000'000) {
+      throw PostgresError("the server's SCRAM iteration count is out of range");
+    }
+    salted_ = Bytes(32);
+    mbedtls_md_context_t md;
+    mbedtls_md_init(&md);
+    const int rc = mbedtls_md_setup(&md, mbedtls_md_info_from_type(MBEDTLS_MD_SHA256), 1) ||
+                   mbedtls_pkcs5_pbkdf2_hmac(
+                       &md, reinterpret_cast<const unsigned char*>(password_.data()),
+                       password_.size(), salt.data(), salt.size(), iterations, 32, salted_.data());
+    mbedtls_md_free(&md);
+    if (rc != 0) {
+      throw PostgresError("SCRAM: PBKDF2 failed");
+    }
+    const auto without_proof = "c=biws,r=" + nonce;  // biws: base64 of "n,,"
+    auth_message_ = client_first_bare_ + "," + server_first + "," + without_proof;
+    const auto client_key = hmac_sha256(salted_, "Client Key");
+    const auto signature = hmac_sha256(sha256(client_key), auth_message_);
+    Bytes proof(client_key.size());
+    for (std::size_t i = 0; i < proof.size(); ++i) {
+      proof[i] = client_key[i] ^ signature[i];
+    }
+    return without_proof + ",p=" + base64(proof);
+  }
+
+  /// The server proves it knew the password too: a server that does not is refused.
+  void check_server_final(const std::string& server_final) const {
+    if (server_final.starts_with("e=")) {
+      throw PostgresError("SCRAM: the server refused: " + server_final.substr(2));
+    }
+    const auto expected = hmac_sha256(hmac_sha256(salted_, "Server Key"), auth_message_);
+    if (unbase64(scram_attribute(server_final, 'v')) != expected) {
+      throw PostgresError("SCRAM: the server's signature is wrong: it is not the database asked");
+    }
+  }
+
+ private:
+  std::string password_;
+  std::string client_nonce_;
+  std::string client_first_bare_;
+  std::string auth_message_;
+  Bytes salted_;
+};
+
+std::string md5_hex(std::string_view text) {
+  std::array<unsigned char, 16> digest{};
+  mbedtls_md5_ret(reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest.data());
+  return to_hex(digest);
+}
+
+}  // namespace
+
+// ---- target -------------------------------------------------------------------------------
+
+std::string PostgresTarget::describe() const {
+  const bool ipv6 = host.find(':') != std::string::npos;
+  return "postgresql://" + (user.empty() ? "" : user + "@") +
+         (unix_socket() ? "[" + host + "]"
+          : ipv6        ? "[" + host + "]"
+                        : host) +
+         ":" + std::to_string(port) + "/" + database;
+}
+
+PostgresTarget parse_postgres_url(std::string_view url) {
+  PostgresTarget target;
+  std::string_view rest;
+  for (const std::string_view scheme : {"postgresql://", "postgres://"}) {
+    if (url.starts_with(scheme)) {
+      rest = url.substr(scheme.size());
+    }
+  }
+  if (rest.data() == nullptr) {
+    throw PostgresError("the database URL must start with postgresql://");
+  }
+  const auto query_at = rest.find('?');
+  const auto query = query_at == std::string_view::npos ? "" : rest.substr(query_at + 1);
+  rest = rest.substr(0, query_at);
+  const auto slash = rest.find('/');
+  if (slash != std::string_view::npos) {
+    target.database = percent_decoded(rest.substr(slash + 1));
+    rest = rest.substr(0, slash);
+  }
+  if (const auto at = rest.rfind('@'); at != std::string_view::npos) {
+    const auto credentials = rest.substr(0, at);
+    const auto colon = credentials.find(':');
+    target.user = percent_decoded(credentials.substr(0, colon));
+    if (colon != std::string_view::npos) {
+      target.password = percent_decoded(credentials.substr(colon + 1));
+    }
+    rest = rest.substr(at + 1);
+  }
+  if (rest.starts_with('[')) {  // [IPv6]:port
+    const auto close = rest.find(']');
+    if (close == std::string_view::npos) {
+      throw PostgresError("the database URL's host has an unclosed [");
+    }
+    target.host = std::string(rest.substr(1, close - 1));
+    rest = rest.substr(close + 1);
+    if (rest.starts_with(':')) {
+      target.port = port_of(rest.substr(1));
+    }
+  } else if (!rest.empty()) {
+    const auto colon = rest.find(':');
+    target.host = percent_decoded(rest.substr(0, colon));
+    if (colon != std::string_view::npos) {
+      target.port = port_of(rest.substr(colon + 1));
+    }
+  }
+  bool tls_given = false;
+  std::string_view parameters = query;
+  while (!parameters.empty()) {
+    const auto amp = parameters.find('&');
+    const auto pair = parameters.substr(0, amp);
+    const auto equals = pair.find('=');
+    if (equals == std::string_view::npos) {
+      throw PostgresError("the database URL's parameter \"" + std::string(pair) +
+                          "\" has no value");
+    }
+    apply_parameter(target, percent_decoded(pair.substr(0, equals)),
+                    percent_decoded(pair.substr(equals + 1)), tls_given);
+    parameters = amp == std::string_view::npos ? "" : parameters.substr(amp + 1);
+  }
+  if (target.host.empty()) {
+    target.host = "localhost";
+  }
+  if (!tls_given && target.unix_socket()) {
+    target.tls = PostgresTarget::Tls::disable;
+  }
+  if (target.user.empty()) {
+    throw PostgresError("the database URL names no user");
+  }
+  if (target.database.empty()) {
+    target.database = target.user;
+  }
+  return target;
+}
+
+std::uint64_t PostgresResult::affected() const {
+  const auto space = command.rfind(' ');
+  std::uint64_t count = 0;
+  if (space != std::string::npos) {
+    std::from_chars(command.data() + space + 1, command.data() + command.size(), count);
+  }
+  return count;
+}
+
+// ---- the connection -----------------------------------------------------------------------
+
+/// The socket, TLS over it when asked, and whole messages in and out, each step before the
+/// deadline of the exchange it belongs to.
+class PostgresConnection::Wire {
+ public:
+  explicit Wire(const PostgresTarget& target)
+      : target_(target),
+        deadline_(SteadyClock::now() + target.timeout),
+        fd_(target.unix_socket()
+                ? connect_unix_before(target.host + "/.s.PGSQL." + std::to_string(target.port),
+                                      deadline_)
+                : connect_before(target.host, target.port, deadline_)),
+        transport_{.fd = fd_.get(), .deadline = deadline_, .stop = nullptr} {}
+
+  void start_tls() {
+    std::string request;
+    put_int32(request, 8);
+    put_int32(request, kSslRequest);
+    send_all_plain(transport_, request, where());
+    char answer = 0;
+    if (receive_plain(transport_, &answer, 1, where()) != 1 || answer != 'S') {
+      throw PostgresError(where() + " does not offer TLS (sslmode asks for it)");
+    }
+    tls_ = target_.tls == PostgresTarget::Tls::verify_full
+               ? TlsConfig::client_trusting(target_.root_ca_pem)
+               : TlsConfig::client_unverified();
+    session_ = std::make_unique<TlsSession>(tls_->ssl_config(), target_.host, transport_);
+    session_->handshake(where());
+  }
+  bool encrypted() const { return session_ != nullptr; }
+
+  void set_deadline(SteadyClock::time_point deadline) { transport_.deadline = deadline; }
+
+  void send(const std::string& bytes) {
+    if (session_) {
+      session_->write_all(bytes, where());
+    } else {
+      send_all_plain(transport_, bytes, where());
+    }
+  }
+
+  /// The next backend message: its type and its body.
+  std::pair<char, std::string> receive() {
+    fill(5);
+    const char type = buffer_[0];
+    Reader header(std::string_view(buffer_).substr(1, 4));
+    const auto length = header.int32();
+    if (length < 4 || static_cast<std::size_t>(length) > kMaxMessageBytes) {
+      throw PostgresError(where() + " sent a message of " + std::to_string(length) + " bytes");
+    }
+    const auto total = 1 + static_cast<std::size_t>(length);
+    fill(total);
+    std::string body = buffer_.substr(5, total - 5);
+    buffer_.erase(0, total);
+    return {type, std::move(body)};
+  }
+
+  std::string where() const { return target_.describe(); }
+
+ private:
+  void fill(std::size_t size) {
+    std::array<char, 16384> chunk{};
+    while (buffer_.size() < size) {
+      const auto got = session_ ? session_->read_some(chunk.data(), chunk.size(), where())
+                                : receive_plain(transport_, chunk.data(), chunk.size(), where());
+      if (got == 0) {
+        throw PostgresError(where() + " closed the connection");
+      }
+      buffer_.append(chunk.data(), got);
+    }
+  }
+
+  const PostgresTarget& target_;
+  SteadyClock::time_point deadline_;  // of connecting and authenticating
+  UniqueFd fd_;
+  Transport transport_;
+  std::shared_ptr<const TlsConfig> tls_;
+  std::unique_ptr<TlsSession> session_;
+  std::string buffer_;
+};
+
+PostgresConnection::PostgresConnection(const PostgresTarget& target) : target_(target) {
+  try {
+    wire_ = std::make_unique<Wire>(target_);
+    if (target_.tls != PostgresTarget::Tls::disable) {
+      wire_->start_tls();
+    }
+    std::string startup;
+    put_int32(startup, kProtocol30);
+    for (const auto& [name, value] :
+         {std::pair<std::string_view, std::string_view>{"user", target_.user},
+          {"database", target_.database},
+          {"application_name", "garm-edge-hub"},
+          {"client_encoding", "UTF8"}}) {
+      put_cstring(startup, name);
+      put_cstring(startup, value);
+    }
+    startup += '\0';
+    wire_->send(message('\0', startup));
+    std::optional<Scram> scram;
+    while (true) {
+      auto [type, body] = wire_->receive();
+      if (type == 'E') {
+        throw error_from(body);
+      }
+      if (type == 'Z') {
+        break;  // ready for queries
+      }
+      if (type != 'R') {
+        continue;  // ParameterStatus, BackendKeyData, notices
+      }
+      Reader reader(body);
+      const auto code = reader.int32();
+      const bool private_path = wire_->encrypted() || target_.unix_socket();
+      if (code == 0) {
+        continue;
+      }
+      if (code == 3 || code == 5) {
+        if (!private_path) {
+          throw PostgresError(wire_->where() +
+                              " asks for the password in a form anyone on the path could "
+                              "read or replay: use TLS (sslmode) or SCRAM-SHA-256");
+        }
+        std::string password;
+        if (code == 3) {
+          password = target_.password;
+        } else {
+          const auto salt = reader.take(4);
+          password = "md5" + md5_hex(md5_hex(target_.password + target_.user) + std::string(salt));
+        }
+        std::string answer;
+        put_cstring(answer, password);
+        wire_->send(message('p', answer));
+      } else if (code == 10) {
+        bool offered = false;
+        for (auto mechanism = reader.cstring(); !mechanism.empty(); mechanism = reader.cstring()) {
+          offered = offered || mechanism == "SCRAM-SHA-256";
+        }
+        if (!offered) {
+          throw PostgresError(wire_->where() + " offers no SASL mechanism garm-edge speaks");
+        }
+        scram.emplace(target_.password);
+        std::string answer;
+        put_cstring(answer, "SCRAM-SHA-256");
+        const auto first = scram->client_first();
+        put_int32(answer, static_cast<std::int32_t>(first.size()));
+        answer += first;
+        wire_->send(message('p', answer));
+      } else if (code == 11 && scram) {
+        wire_->send(message('p', scram->client_final(std::string(reader.rest()))));
+      } else if (code == 12 && scram) {
+        scram->check_server_final(std::string(reader.rest()));
+      } else {
+        throw PostgresError(wire_->where() + " asks for authentication method " +
+                            std::to_string(code) + ", which garm-edge does not speak");
+      }
+    }
+  } catch (const PostgresError&) {
+    wire_.reset();
+    throw;
+  } catch (const std::exception& e) {  // the socket's, TLS's
+    wire_.reset();
+    throw PostgresError(e.what());
+  }
+}
+
+PostgresConnection::~PostgresConnection() = default;
+
+bool PostgresConnection::broken() const {
+  return wire_ == nullptr;
+}
+
+PostgresResult PostgresConnection::query(
+    std::string_view sql, const std::vector<std::optional<std::string>>& parameters) {
+  if (!wire_) {
+    throw PostgresError("the connection to the database was lost");
+  }
+  std::string parse;
+  put_cstring(parse, "");
+  put_cstring(parse, sql);
+  put_int16(parse, 0);
+  std::string bind;
+  put_cstring(bind, "");
+  put_cstring(bind, "");
+  put_int16(bind, 0);  // every parameter as text
+  put_int16(bind, static_cast<std::int16_t>(parameters.size()));
+  for (const auto& parameter : parameters) {
+    put_int32(bind, parameter ? static_cast<std::int32_t>(parameter->size()) : -1);
+    if (parameter) {
+      bind += *parameter;
+    }
+  }
+  put_int16(bind, 0);  // every column as text
+  const std::string describe = std::string("P") + '\0';
+  std::string execute;
+  put_cstring(execute, "");
+  put_int32(execute, 0);
+  try {
+    wire_->set_deadline(SteadyClock::now() + target_.timeout);
+    wire_->send(message('P', parse) + message('B', bind) + message('D', describe) +
+                message('E', execute) + message('S', ""));
+    PostgresResult result;
+    std::optional<PostgresError> refused;
+    while (true) {
+      auto [type, body] = wire_->receive();
+      Reader reader(body);
+      if (type == 'T') {
+        const auto count = reader.int16();
+        for (int i = 0; i < count; ++i) {
+          result.columns.push_back(reader.cstring());
+          reader.take(18);  // table, column, type, size, modifier, format
+        }
+      } else if (type == 'D') {
+        auto& row = result.rows.emplace_back();
+        const auto count = reader.int16();
+        for (int i = 0; i < count; ++i) {
+          const auto size = reader.int32();
+          row.push_back(
+              size < 0 ? std::nullopt
+                       : std::optional(std::string(reader.take(static_cast<std::size_t>(size)))));
+        }
+      } else if (type == 'C') {
+        result.command = reader.cstring();
+      } else if (type == 'E') {
+        refused = error_from(body);
+      } else if (type == 'Z') {
+        break;
+      }
+    }
+    if (refused) {
+      throw *refused;
+    }
+    return result;
+  } catch (const PostgresError& e) {
+    if (e.sqlstate().empty()) {
+      wire_.reset();  // mid-exchange: nothing more can be read from it reliably
+    }
+    throw;
+  } catch (const TransportError& e) {
+    wire_.reset();
+    throw PostgresError(e.what());
+  }
+}
+
+}  // namespace garm_edge::net

@@ -1,0 +1,186 @@
+// The hub's records behind HubState: the same checks on the files and on PostgreSQL (a
+// temporary cluster of Debian's binaries), then what only a shared database gives: hubs that
+// enrol from one token exactly once between them, a versioned schema, a restarted database.
+
+#include "hub/hub_state.hpp"
+
+#include <atomic>
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+#include "common/temp_dir.hpp"
+#include "hub/hub_store.hpp"
+#include "hub/postgres_state.hpp"
+#include "net/pki.hpp"
+#include "support/temp_postgres.hpp"
+
+using namespace garm_edge;
+
+namespace {
+
+const hub::UnixSeconds kStateNow = std::chrono::duration_cast<std::chrono::seconds>(
+                                       std::chrono::system_clock::now().time_since_epoch())
+                                       .count();
+
+/// A hub's state directory: its PKI made by init, or copied from another hub's (as the
+/// operator copies pki/ to a second hub).
+std::filesystem::path hub_state_directory(const TempDir& dir, const std::string& name,
+                                          const std::filesystem::path* copy_pki_of = nullptr) {
+  const auto state = dir.path() / name;
+  if (copy_pki_of != nullptr) {
+    std::filesystem::create_directories(state);
+    std::filesystem::copy(*copy_pki_of / "pki", state / "pki",
+                          std::filesystem::copy_options::recursive);
+  } else {
+    hub::HubStore::init(state,
+                        {.dns_names = {"hub.lab"}, .ip_addresses = {}, .client_name = "garm"});
+  }
+  return state;
+}
+
+hub::EnrolmentRequest enrolment_request(const std::string& token_id, const std::string& secret,
+                                        const std::string& name) {
+  return {.token_id = token_id,
+          .secret = secret,
+          .name = name,
+          .request_pem = net::pki_make_request(name).request_pem,
+          .dns_names = {},
+          .ip_addresses = {}};
+}
+
+std::string state_refusal_of(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const hub::Refused& e) {
+    return e.what();
+  }
+  return "not refused";
+}
+
+/// What every back end must do alike, through the hub's own HubStore.
+void check_records(hub::HubStore& store) {
+  auto& state = store.state();
+  const auto generation = state.agents_generation();
+  const auto [token, secret] =
+      store.create_token(std::chrono::hours(1), 2, {"lab"}, {.name_pattern = "rack1-*"}, kStateNow);
+  CHECK(state.tokens().size() == 1);
+  CHECK(state.token(token.id)->secret_sha256 == token.secret_sha256);
+  const auto first = store.enrol(enrolment_request(token.id, secret, "rack1-a"), kStateNow);
+  store.enrol(enrolment_request(token.id, secret, "rack1-b"), kStateNow);
+  CHECK_THAT(state_refusal_of(
+                 [&] { store.enrol(enrolment_request(token.id, secret, "rack1-c"), kStateNow); }),
+             Catch::Contains("used up"));
+  CHECK(state.token(token.id)->uses_left == 0);
+  const auto agents = state.agents();
+  REQUIRE(agents.size() == 2);
+  CHECK(agents.front().name == "rack1-a");  // by name
+  CHECK(agents.front().labels == std::vector<std::string>{"lab"});
+  CHECK(state.agents_generation() != generation);
+
+  // Removal: the host's certificate revoked, in a CRL with a higher number.
+  const auto before = state.revocations();
+  const auto moved = state.agents_generation();
+  CHECK(store.remove("rack1-a", kStateNow));
+  CHECK_FALSE(state.agent("rack1-a"));
+  CHECK(state.agents_generation() != moved);
+  const auto after = state.revocations();
+  CHECK(after.crl_number == before.crl_number + 1);
+  REQUIRE(after.records.size() == before.records.size() + 1);
+  CHECK(after.records.back().serial == first.agent.certificates.front().serial);
+  CHECK(net::certificate_facts(first.certificate_pem).serial == after.records.back().serial);
+
+  // A refused change writes nothing.
+  CHECK_THAT(state_refusal_of(
+                 [&] { store.enrol(enrolment_request(token.id, "wrong", "rack1-d"), kStateNow); }),
+             Catch::Contains("wrong secret"));
+  CHECK(state.agents().size() == 1);
+  CHECK(store.revoke_token(token.id));
+  CHECK(state.tokens().empty());
+  CHECK_FALSE(store.revoke_token(token.id));
+}
+
+}  // namespace
+
+TEST_CASE("hub records behave alike in files and in PostgreSQL", "[hub][state]") {
+  TempDir dir("hub-state");
+  SECTION("files") {
+    hub::HubStore store(hub_state_directory(dir, "hub"));
+    check_records(store);
+    CHECK(std::filesystem::exists(dir.path() / "hub/revoked.json"));
+  }
+  SECTION("PostgreSQL") {
+    REQUIRE(testing::TempPostgres::available());
+    testing::TempPostgres postgres;
+    const auto target = net::parse_postgres_url(postgres.socket_url());
+    hub::HubStore store(hub_state_directory(dir, "hub"), {}, hub::open_postgres_state(target));
+    check_records(store);
+    // No record in the state directory: every hub reads the same database.
+    CHECK(std::filesystem::is_empty(dir.path() / "hub/agents"));
+    CHECK(std::filesystem::is_empty(dir.path() / "hub/tokens"));
+    // The CRL every hub serves is the database's, signed by the CA they share.
+    CHECK(store.state().revocations().crl_pem == store.crl_pem());
+  }
+}
+
+TEST_CASE("hubs on one database enrol a one-use token exactly once between them", "[hub][state]") {
+  REQUIRE(testing::TempPostgres::available());
+  testing::TempPostgres postgres;
+  const auto target = net::parse_postgres_url(postgres.socket_url());
+  TempDir dir("hub-state");
+  const auto first_dir = hub_state_directory(dir, "hub-a");
+  hub::HubStore hub_a(first_dir, {}, hub::open_postgres_state(target));
+  hub::HubStore hub_b(hub_state_directory(dir, "hub-b", &first_dir), {},
+                      hub::open_postgres_state(target));
+  const auto [token, secret] = hub_a.create_token(std::chrono::hours(1), 1, {}, {}, kStateNow);
+  CHECK(hub_b.tokens().size() == 1);  // made at A, known at B
+
+  std::atomic<int> enrolled{0};
+  std::atomic<int> used_up{0};
+  std::vector<std::thread> joiners;
+  for (int i = 0; i < 8; ++i) {
+    joiners.emplace_back([&, i] {
+      auto& hub = i % 2 == 0 ? hub_a : hub_b;
+      const auto why = state_refusal_of([&] {
+        hub.enrol(enrolment_request(token.id, secret, "host-" + std::to_string(i)), kStateNow);
+        ++enrolled;
+      });
+      used_up += why.find("used up") != std::string::npos ? 1 : 0;
+    });
+  }
+  for (auto& joiner : joiners) {
+    joiner.join();
+  }
+  CHECK(enrolled == 1);
+  CHECK(used_up == 7);
+  CHECK(hub_a.agents().size() == 1);
+  CHECK(hub_b.agents().size() == 1);
+
+  // Removed at B: refused at A at once (its record and its serial in the shared CRL).
+  const auto name = hub_a.agents().front().name;
+  CHECK(hub_b.remove(name, kStateNow));
+  CHECK_FALSE(hub_a.agent(name));
+  CHECK(hub_a.revoked().size() == 1);
+}
+
+TEST_CASE("the hub's schema is versioned: migrated once, a newer one refused, a restart survived",
+          "[hub][state]") {
+  REQUIRE(testing::TempPostgres::available());
+  testing::TempPostgres postgres;
+  const auto target = net::parse_postgres_url(postgres.socket_url());
+  auto state = hub::open_postgres_state(target);
+  hub::open_postgres_state(target);  // a second hub starting: nothing to do
+  CHECK(postgres.sql("SELECT count(*), max(version) FROM garm_edge_hub_schema") ==
+        "1|" + std::to_string(hub::postgres_schema_version()) + "\n");
+
+  // The database restarted under a running hub: its next read reconnects.
+  CHECK(state->agents().empty());
+  postgres.stop();
+  postgres.start();
+  CHECK(state->agents().empty());
+  CHECK(state->agents_generation() == 0);
+
+  postgres.sql("INSERT INTO garm_edge_hub_schema VALUES (99)");
+  CHECK_THROWS_WITH(hub::open_postgres_state(target),
+                    Catch::Contains("version 99") && Catch::Contains("upgrade this hub"));
+}
