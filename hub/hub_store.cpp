@@ -68,9 +68,7 @@ bool AgentRecord::accepts(const std::string& serial, UnixSeconds now) const {
 }
 
 HubStore::HubStore(fs::path directory, CertificatePolicy policy, std::unique_ptr<HubState> state)
-    : directory_(hub_directory(std::move(directory))),
-      policy_(policy),
-      state_(std::move(state)) {}
+    : directory_(hub_directory(std::move(directory))), policy_(policy), state_(std::move(state)) {}
 
 HubStore::HubStore(fs::path directory, CertificatePolicy policy)
     : HubStore(directory, policy, open_file_state(hub_directory(directory))) {}
