@@ -305,15 +305,17 @@ class Scram {
   }
 
   /// The server proves it knew the password too: a server that does not is refused.
-  void check_server_final(const std::string& server_final) const {
+  void check_server_final(const std::string& server_final) {
     if (server_final.starts_with("e=")) {
       throw PostgresError("SCRAM: the server refused: " + server_final.substr(2));
     }
     const auto expected = hmac_sha256(hmac_sha256(salted_, "Server Key"), auth_message_);
-    if (unbase64(scram_attribute(server_final, 'v')) != expected) {
+    if (salted_.empty() || unbase64(scram_attribute(server_final, 'v')) != expected) {
       throw PostgresError("SCRAM: the server's signature is wrong: it is not the database asked");
     }
+    server_verified_ = true;
   }
+  bool server_verified() const { return server_verified_; }
 
  private:
   std::string password_;
@@ -321,6 +323,7 @@ class Scram {
   std::string client_first_bare_;
   std::string auth_message_;
   Bytes salted_;
+  bool server_verified_ = false;
 };
 
 std::string md5_hex(std::string_view text) {
@@ -541,6 +544,10 @@ PostgresConnection::PostgresConnection(const PostgresTarget& target) : target_(t
       const auto code = reader.int32();
       const bool private_path = wire_->encrypted() || target_.unix_socket();
       if (code == 0) {
+        if (scram && !scram->server_verified()) {
+          throw PostgresError(wire_->where() +
+                              " ended SCRAM without proving it knows the password");
+        }
         continue;
       }
       if (code == 3 || code == 5) {
