@@ -25,6 +25,17 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+/// One record file; nothing when it is missing, torn or foreign (it grants nothing).
+template <class Record, class Parse>
+std::optional<Record> read_one(const fs::path& path, Parse parse) {
+  const auto record = read_record(path);
+  try {
+    return record ? std::optional<Record>(parse(*record)) : std::nullopt;
+  } catch (const json::exception&) {
+    return std::nullopt;
+  }
+}
+
 class FileState final : public HubState, private StateChange {
   // One object for both: outside a change its reads are the state's, inside they are the
   // change's (the flock keeps every other change out meanwhile).
@@ -55,28 +66,15 @@ class FileState final : public HubState, private StateChange {
   }
 
   std::optional<AgentRecord> agent(const std::string& name) override {
-    if (!is_agent_name(name)) {
-      return std::nullopt;
-    }
-    const auto record = read_record(agent_path(name));
-    try {
-      return record ? std::optional(agent_from_json(*record)) : std::nullopt;
-    } catch (const json::exception&) {
-      return std::nullopt;
-    }
+    return is_agent_name(name) ? read_one<AgentRecord>(agent_path(name), agent_from_json)
+                               : std::nullopt;
   }
 
   std::optional<TokenRecord> token(const std::string& id) override {
-    if (!wire::is_token_id(id)) {
-      return std::nullopt;
-    }
-    const auto record = read_record(token_path(id));
-    try {
-      return record ? std::optional(token_from_json(*record)) : std::nullopt;
-    } catch (const json::exception&) {
-      return std::nullopt;
-    }
+    return wire::is_token_id(id) ? read_one<TokenRecord>(token_path(id), token_from_json)
+                                 : std::nullopt;
   }
+
   RevocationList revocations() override {
     RevocationList list;
     const auto path = directory_ / "revoked.json";
