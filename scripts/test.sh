@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # Installs what the build needs, builds garm-edge and runs every test tier: unit and
-# integration tests (libvirt test driver), then the heavy tiers (ASan+UBSan build of the same
-# tests). Pass -LE heavy to skip the heavy tiers while developing.
+# integration tests (libvirt test driver), then the heavy tiers (lint, ASan+UBSan, fuzz, cross,
+# packages, real VMs, garm). Pass -LE heavy to skip the heavy tiers while developing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 cmake --preset debug >/dev/null
 cmake --build --preset debug
-ctest --preset debug "$@"
+ctest --preset debug -LE heavy "$@"
+# The heavy tiers three at a time: their resource locks keep the builds and booting guests
+# (`cpu`) one at a time, and the third slot takes the tiers that mostly wait (the fault tier on
+# libvirtd, garm's own loops) or use one core (the arm64 image, the arm64 chroot), which with
+# two slots held both of them for twenty minutes while the builds waited.
+ctest --preset debug -L heavy -j3 "$@"
