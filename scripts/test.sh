@@ -10,6 +10,6 @@ cmake --build --preset debug
 ctest --preset debug -LE heavy "$@"
 # The heavy tiers three at a time: their resource locks keep the builds and booting guests
 # (`cpu`) one at a time, and the third slot takes the tiers that mostly wait (the fault tier on
-# libvirtd, garm's own loops) or use one core (the arm64 image, the arm64 chroot), which with
+# libvirtd, garm's own loops) or use one core (the arm64 chroot, the hub's namespaces), which with
 # two slots held both of them for twenty minutes while the builds waited.
 ctest --preset debug -L heavy -j3 "$@"

@@ -8,14 +8,21 @@
 # (binfmt_misc) against the host's libvirtd, and the test fails if it cannot run; without it,
 # the native build.
 # Prints Linux-start, boot-to-seed and boot-to-idle times. GARM_EDGE_AARCH64_UNTIL=seed stops at
-# the seed, without waiting for idle (CI's form: the rest of the way is 100 s of TCG that the
-# amd64 tier covers). Exit 77 (skipped) when not root.
+# the seed, without waiting for idle (the rest of the way is 100 s of TCG that the amd64 tier
+# covers). GARM_EDGE_AARCH64_UNTIL=firmware (CI's form) builds no arm64 image: the base is a
+# blank disk, and the guest's UEFI firmware must run with its NVRAM and try to boot the overlay
+# (the image, 20 minutes of one core under qemu-user, and the boot are the long run's).
+# Exit 77 (skipped) when not root.
 # Usage: run_aarch64_guest.sh BUILD_DIR [ARM64_AGENT]
 set -euo pipefail
 build=$(cd "$1" && pwd)
 arm64_agent=${2:-}
 until=${GARM_EDGE_AARCH64_UNTIL:-idle}
-case $until in seed | idle) ;; *) echo "GARM_EDGE_AARCH64_UNTIL is seed or idle, not $until" >&2; exit 2 ;; esac
+case $until in
+  firmware) vm_blank_base=1 ;;
+  seed | idle) ;;
+  *) echo "GARM_EDGE_AARCH64_UNTIL is firmware, seed or idle, not $until" >&2; exit 2 ;;
+esac
 deadline_seconds=${GARM_EDGE_VM_DEADLINE:-1500}
 
 console_pid=
@@ -83,30 +90,40 @@ qemu-img info -U --output=json "$overlay" | grep -q "\"backing-filename\": \"$po
 echo "domain: aarch64 virt, UEFI $(sed -n 's/.*<loader[^>]*>\([^<]*\)<.*/\1/p' "$work/domain.xml"), NVRAM $nvram"
 
 # ---- boot, seed, idle -----------------------------------------------------------------------
-seed_served_at() { control instances/garm-arm00001/guest | json_field seed_served_at 2>/dev/null; }
-seed_fetched() { [ -n "$(seed_served_at)" ]; }
-wait_for "the arm64 guest to fetch its seed" "$deadline_seconds" seed_fetched
-to_seed=$(vm_helpers seconds-between "$(seed_served_at)" "$created")
-vcpus=$(sed -n "s/.*<vcpu[^>]*>\([0-9]*\)<.*/\1/p" "$work/domain.xml")
-kernel_at=$(awk '/Linux version/ {print $1; exit}' "$work/console-$domain.log")
-to_kernel=$(awk -v a="$created" -v b="${kernel_at:-0}" 'BEGIN { printf "%.1f", (b > 0 ? b - a : -1) }')
-outcome="fetched its seed from the agent"
-to_idle=
-if [ "$until" = idle ]; then
-  reported_idle() { garm_requests "$token" | grep -q 'callbacks/status {"status": "idle"'; }
-  wait_for "the arm64 guest to report idle" "$deadline_seconds" reported_idle
-  report=$(garm_requests "$token" | grep -o 'machine [a-z0-9_]*, efi [a-z]*' | head -1 || true)
-  expect "$report" "machine aarch64, efi yes" "the guest's own report of its machine and firmware"
-  agent_saw_idle() { [ "$(control instances/garm-arm00001/guest | json_field runner_status)" = idle ]; }
-  wait_for "the agent to record the guest's idle" 60 agent_saw_idle
-  garm GetInstance GARM_INSTANCE_ID=garm-arm00001
-  expect "$(printf '%s' "$out" | json_field os_arch)" arm64 "GetInstance shows the instance as arm64"
-  expect "$(printf '%s' "$out" | json_field os_name)" "Debian GNU/Linux" "GetInstance shows the OS the guest reported"
-  idle_at=$(garm_requests "$token" | awk '/callbacks\/status {"status": "idle"/ {print $1; exit}')
-  to_idle=", idle reported $(awk -v a="$created" -v b="$idle_at" 'BEGIN { printf "%.1f", b - a }')s"
-  outcome="reported idle through the relay"
+if [ "$until" = firmware ]; then
+  # edk2 names the virtio disk "UEFI Misc Device"; on a blank one its boot fails, as it should.
+  firmware_tried_disk() { grep -aq 'BdsDxe: .*"UEFI Misc Device"' "$work/console-$domain.log"; }
+  wait_for "the arm64 guest's UEFI firmware to try its disk" "$deadline_seconds" firmware_tried_disk
+  grep -aq 'UEFI firmware' "$work/console-$domain.log" || fail "no UEFI banner on the console"
+  firmware_at=$(awk '/BdsDxe: / {print $1; exit}' "$work/console-$domain.log")
+  echo "aarch64 guest (TCG): its UEFI firmware tried the disk $(awk -v a="$created" -v b="$firmware_at" 'BEGIN { printf "%.1f", b - a }')s after CreateInstance was called"
+  outcome="tried to boot its overlay (a blank disk: CI's form)"
+else
+  seed_served_at() { control instances/garm-arm00001/guest | json_field seed_served_at 2>/dev/null; }
+  seed_fetched() { [ -n "$(seed_served_at)" ]; }
+  wait_for "the arm64 guest to fetch its seed" "$deadline_seconds" seed_fetched
+  to_seed=$(vm_helpers seconds-between "$(seed_served_at)" "$created")
+  vcpus=$(sed -n "s/.*<vcpu[^>]*>\([0-9]*\)<.*/\1/p" "$work/domain.xml")
+  kernel_at=$(awk '/Linux version/ {print $1; exit}' "$work/console-$domain.log")
+  to_kernel=$(awk -v a="$created" -v b="${kernel_at:-0}" 'BEGIN { printf "%.1f", (b > 0 ? b - a : -1) }')
+  outcome="fetched its seed from the agent"
+  to_idle=
+  if [ "$until" = idle ]; then
+    reported_idle() { garm_requests "$token" | grep -q 'callbacks/status {"status": "idle"'; }
+    wait_for "the arm64 guest to report idle" "$deadline_seconds" reported_idle
+    report=$(garm_requests "$token" | grep -o 'machine [a-z0-9_]*, efi [a-z]*' | head -1 || true)
+    expect "$report" "machine aarch64, efi yes" "the guest's own report of its machine and firmware"
+    agent_saw_idle() { [ "$(control instances/garm-arm00001/guest | json_field runner_status)" = idle ]; }
+    wait_for "the agent to record the guest's idle" 60 agent_saw_idle
+    garm GetInstance GARM_INSTANCE_ID=garm-arm00001
+    expect "$(printf '%s' "$out" | json_field os_arch)" arm64 "GetInstance shows the instance as arm64"
+    expect "$(printf '%s' "$out" | json_field os_name)" "Debian GNU/Linux" "GetInstance shows the OS the guest reported"
+    idle_at=$(garm_requests "$token" | awk '/callbacks\/status {"status": "idle"/ {print $1; exit}')
+    to_idle=", idle reported $(awk -v a="$created" -v b="$idle_at" 'BEGIN { printf "%.1f", b - a }')s"
+    outcome="reported idle through the relay"
 fi
 echo "aarch64 guest (TCG, $vcpus vCPU): Linux started ${to_kernel}s, seed fetched ${to_seed}s${to_idle} after CreateInstance was called"
+fi
 
 # ---- delete: nothing left, the NVRAM included ------------------------------------------------
 garm DeleteInstance GARM_INSTANCE_ID=garm-arm00001

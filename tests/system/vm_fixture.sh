@@ -8,7 +8,9 @@
 # Optional: $vm_image_arch (amd64, the default, or arm64: the guests are aarch64 on the virt
 # machine with UEFI), $vm_agent (another agent binary, such as the arm64 build under qemu-user),
 # $vm_pulled_image (1: the agent pulls the base image from the fake garm's HTTPS server, matched
-# in a SHA256SUMS file there, into $pulled_dir, instead of finding it in the storage pool).
+# in a SHA256SUMS file there, into $pulled_dir, instead of finding it in the storage pool),
+# $vm_blank_base (1: the base image is a blank disk, nothing built: the domain and its firmware
+# run, no OS boots).
 # Exits 77 (skipped) when not root.
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -90,8 +92,15 @@ seconds_since() { awk -v a="$1" -v b="$(stamp)" 'BEGIN { printf "%.1f", b - a }'
 # ---- base image and storage pool ------------------------------------------------------------
 image_cache=${GARM_EDGE_IMAGE_CACHE:-/var/cache/garm-edge-vmtest}
 image_started=$(stamp)
-"$here/build_guest_image.sh" "$image_cache" "$image_arch"
-echo "base image ready in $(seconds_since "$image_started") s: $image_cache/$image_file"
+if [ -n "${vm_blank_base:-}" ]; then
+  image_cache=$work/blank-base
+  mkdir -p "$image_cache"
+  qemu-img create -q -f qcow2 "$image_cache/$image_file" 64M
+  echo "base image: a blank 64 MiB disk, nothing on it to boot"
+else
+  "$here/build_guest_image.sh" "$image_cache" "$image_arch"
+  echo "base image ready in $(seconds_since "$image_started") s: $image_cache/$image_file"
+fi
 claim_test_host "$vm_name"
 made_pool=1
 mkdir -p "$pool_dir" && chmod 0755 "$pool_dir"
