@@ -10,16 +10,14 @@
 #include "wire/identity.hpp"
 
 // The listener agents dial: enrolment and renewal (hub/enrolment.cpp), the tunnels the hub
-// sends requests over, and the watch on the agents directory that cuts a removed agent off.
+// sends requests over, and what the state watcher's reads close: the tunnels of a removed
+// agent.
 namespace garm_edge::hub {
 namespace {
 
 using net::HttpRequest;
 using net::HttpResponse;
 using nlohmann::json;
-
-constexpr std::chrono::milliseconds kWatchInterval{250};
-constexpr unsigned kFullCheckTicks = 8;
 
 }  // namespace
 
@@ -48,16 +46,12 @@ void HubServer::on_agent_request(HttpRequest request, const net::PeerIdentity& p
   respond(error_answer(404, "no_such_endpoint", "no such endpoint"));
 }
 
-std::optional<AgentRecord> HubServer::enrolled_agent(const net::PeerIdentity& peer) const {
+std::optional<AgentRecord> HubServer::enrolled_agent(const net::PeerIdentity& peer) {
   if (peer.common_name.empty() || std::find(peer.uri_names.begin(), peer.uri_names.end(),
                                             agent_uri(peer.common_name)) == peer.uri_names.end()) {
     return std::nullopt;
   }
-  auto agent = store_.agent(peer.common_name);
-  if (!agent || !agent->accepts(peer.serial, unix_now())) {
-    return std::nullopt;
-  }
-  return agent;
+  return watcher_.accepting(peer.common_name, peer.serial, unix_now());
 }
 
 HttpResponse HubServer::open_tunnel(const HttpRequest& request, const net::PeerIdentity& peer) {
@@ -90,52 +84,16 @@ HttpResponse HubServer::open_tunnel(const HttpRequest& request, const net::PeerI
   return answer;
 }
 
-void HubServer::forget_enrolled() {
-  std::lock_guard lock(enrolled_mutex_);
-  enrolled_read_at_ = {};
-}
-
-std::vector<AgentRecord> HubServer::enrolled() const {
-  const auto now = std::chrono::steady_clock::now();
-  const auto generation = store_.agents_generation();
-  std::lock_guard lock(enrolled_mutex_);
-  if (generation != enrolled_generation_ || now - enrolled_read_at_ > std::chrono::seconds(1)) {
-    enrolled_ = store_.agents();
-    enrolled_generation_ = generation;
-    enrolled_read_at_ = now;
-  }
-  return enrolled_;
-}
-
-void HubServer::watch_agents() {
-  watch_timer_.expires_after(kWatchInterval);
-  watch_timer_.async_wait([this](const asio::error_code& error) {
-    if (error) {
-      return;
-    }
-    // A change shows in the directory's change time; timestamps are coarse, so every few
-    // seconds the tunnels are checked whether or not it moved.
-    const auto generation = store_.agents_generation();
-    if (generation != agents_generation_ || ++ticks_since_check_ >= kFullCheckTicks) {
-      agents_generation_ = generation;
-      ticks_since_check_ = 0;
-      drop_revoked_tunnels();
-      try {
-        store_.refresh_crl(unix_now());
-      } catch (const std::exception& e) {
-        log_.warning(std::string("the CRL could not be refreshed: ") + e.what());
-      }
-      reload_if_crl_changed();
-      refresh_placement_views();
-    }
-    watch_agents();
-  });
+void HubServer::on_state_read() {
+  drop_revoked_tunnels();
+  reload_if_crl_changed();
+  refresh_placement_views();
 }
 
 void HubServer::drop_revoked_tunnels() {
   const auto now = unix_now();
   for (const auto& [name, serials] : tunnels_.serials()) {
-    const auto agent = store_.agent(name);
+    const auto agent = watcher_.known(name);
     const bool revoked = std::any_of(serials.begin(), serials.end(), [&](const auto& serial) {
       return !agent || !agent->accepts(serial, now);
     });

@@ -12,6 +12,8 @@
 #include "hub/hub_config.hpp"
 #include "hub/hub_server.hpp"
 #include "hub/hub_store.hpp"
+#include "hub/postgres_state.hpp"
+#include "hub/state_migration.hpp"
 #include "net/pki.hpp"
 #include "wire/identity.hpp"
 #include "wire/join_token.hpp"
@@ -54,6 +56,10 @@ commands:
                       revoke a client certificate of the hub's CA (it goes into the CRL)
   revoked --config FILE
                       the certificates the CRL (state_dir/pki/crl.pem, GET /v1/crl) names
+  migrate --to database|files --config FILE
+                      with the hubs stopped: copy the records (tokens, agents, revocations and
+                      the CRL's number) from state_dir into the config's [database], which
+                      must be empty, and set the files aside; or back into an empty state_dir
   --version | --help
 )";
 
@@ -70,6 +76,13 @@ int init(int argc, char** argv) {
 int serve(int argc, char** argv) {
   const Options options(argc, argv, {"--config"});
   auto config = load_hub_config(options.require("--config"));
+  if (const auto left = records_in_files(config.state_dir); config.database && left > 0) {
+    throw std::runtime_error(
+        config.state_dir.string() + " holds " + std::to_string(left) +
+        " token and agent records on files, which a hub on [database] would not read: move "
+        "them first (garm-edge-hub migrate --to database --config " +
+        options.require("--config") + ")");
+  }
   StderrLogger log;
   asio::io_context io;
   HubServer server(io, config, log);
@@ -135,7 +148,7 @@ int token(int argc, char** argv) {
   }
   if (action == "list") {
     const Options options(argc, argv, {"--config"}, 3);
-    const HubStore store(load_hub_config(options.require("--config")).state_dir);
+    const auto store = open_hub_store(load_hub_config(options.require("--config")));
     const auto now = unix_now();
     std::cout << "ID                USES LEFT  EXPIRES IN  FOR  LABELS\n";
     for (const auto& record : store.tokens()) {
@@ -152,7 +165,7 @@ int token(int argc, char** argv) {
   }
   if (action == "revoke" && argc >= 4) {
     const Options options(argc, argv, {"--config"}, 4);
-    HubStore store(load_hub_config(options.require("--config")).state_dir);
+    auto store = open_hub_store(load_hub_config(options.require("--config")));
     if (!store.revoke_token(argv[3])) {
       std::cerr << "garm-edge-hub: no token " << argv[3] << "\n";
       return 1;
@@ -164,7 +177,7 @@ int token(int argc, char** argv) {
 
 int agents(int argc, char** argv) {
   const Options options(argc, argv, {"--config"});
-  const HubStore store(load_hub_config(options.require("--config")).state_dir);
+  const auto store = open_hub_store(load_hub_config(options.require("--config")));
   const auto now = unix_now();
   std::cout << "NAME                             CERTIFICATE EXPIRES IN  LABELS\n";
   for (const auto& agent : store.agents()) {
@@ -233,12 +246,44 @@ int revoke_client(int argc, char** argv) {
 
 int revoked(int argc, char** argv) {
   const Options options(argc, argv, {"--config"});
-  const HubStore store(load_hub_config(options.require("--config")).state_dir);
+  const auto store = open_hub_store(load_hub_config(options.require("--config")));
   std::cout
       << "SERIAL                            HOLDER                    REVOKED AT  EXPIRES AT\n";
   for (const auto& record : store.revoked()) {
     std::cout << record.serial << "  " << record.holder << "  " << record.revoked_at << "  "
               << record.not_after << "\n";
+  }
+  return 0;
+}
+
+int migrate(int argc, char** argv) {
+  const Options options(argc, argv, {"--config", "--to"});
+  const auto config = load_hub_config(options.require("--config"));
+  const auto to = options.require("--to");
+  if (to != "database" && to != "files") {
+    throw UsageError("--to is database or files");
+  }
+  if (!config.database) {
+    throw UsageError("migrate moves the records between state_dir and [database]: " +
+                     options.require("--config") + " has no [database] url");
+  }
+  HubStore files(config.state_dir, config.certificates);  // refuses a directory with no hub
+  const auto database = open_postgres_state(*config.database);
+  const auto pki = config.state_dir / "pki";
+  const auto copied = to == "database" ? copy_records(files.state(), *database, pki)
+                                       : copy_records(*database, files.state(), pki);
+  std::cout << "copied " << copied.tokens << " tokens, " << copied.agents << " agents and "
+            << copied.revocations << " revocations (CRL number " << copied.crl_number << ") "
+            << (to == "database" ? "into " + database->describe()
+                                 : "into " + config.state_dir.string())
+            << "\n";
+  if (to == "database") {
+    std::cout << "the files' records are now in "
+              << set_file_records_aside(config.state_dir, unix_now()).string()
+              << "; start the hubs with [database] in their config\n";
+  } else {
+    std::cout << "the database keeps its copy; remove [database] from the config before the "
+                 "hub starts again\n";
   }
   return 0;
 }
@@ -268,6 +313,9 @@ int dispatch(int argc, char** argv) {
   }
   if (command == "revoked") {
     return revoked(argc, argv);
+  }
+  if (command == "migrate") {
+    return migrate(argc, argv);
   }
   throw UsageError("unknown command \"" + std::string(command) + "\"");
 }

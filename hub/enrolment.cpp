@@ -93,7 +93,7 @@ HttpResponse HubServer::enrol(const HttpRequest& request, const net::PeerIdentit
                                      .dns_names = name_list(body, "dns_names"),
                                      .ip_addresses = name_list(body, "ip_addresses")};
     auto enrolled = store_.enrol(enrolment, unix_now());
-    forget_enrolled();
+    watcher_.note(enrolled.agent);
     log_.info("enrolled agent " + enrolled.agent.name + " from " + peer.address + " with token " +
               enrolled.agent.token_id);
     return json_answer(200, {{"certificate", enrolled.certificate_pem},
@@ -124,6 +124,7 @@ HttpResponse HubServer::renew(const HttpRequest& request, const net::PeerIdentit
     const auto body = json::parse(request.body);
     auto renewed =
         store_.renew(agent->name, peer.serial, body.at("request").get<std::string>(), unix_now());
+    watcher_.note(renewed.agent);
     log_.info("renewed the certificate of agent " + agent->name);
     return json_answer(200, {{"certificate", renewed.certificate_pem}, {"ca", renewed.ca_pem}});
   } catch (const Refused& e) {

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 
+#include "common/durable_file.hpp"
 #include "common/text.hpp"
 #include "common/toml_reader.hpp"
+#include "hub/hub_records.hpp"
+#include "hub/postgres_state.hpp"
 #include "net/https_client.hpp"
 #include "wire/validate.hpp"
 
@@ -107,6 +110,36 @@ void read_certificates(TableReader& root, CertificatePolicy& policy) {
   in.reject_unknown_keys();
 }
 
+/// [database]: the URL as libpq takes it; its password may instead be in password_file (0600,
+/// read at start), so that hub.toml holds no secret.
+void read_database(TableReader& root, std::optional<net::PostgresTarget>& database) {
+  const auto* table = root.table("database");
+  if (table == nullptr) {
+    return;
+  }
+  TableReader in(*table, root.source(), "[database]");
+  try {
+    database = net::parse_postgres_url(in.required_string("url"));
+  } catch (const net::PostgresError& e) {
+    in.fail(in.node("url"), std::string("url: ") + e.what());  // never repeats the URL
+  }
+  if (const auto path = in.absolute_path("password_file", false); !path.empty()) {
+    if (!database->password.empty()) {
+      in.fail(in.node("password_file"), "the url has a password already: give one or the other");
+    }
+    try {
+      const auto text = read_text(path);
+      database->password = text.substr(0, text.find_first_of("\r\n"));
+    } catch (const DurableFileError& e) {
+      in.fail(in.node("password_file"), e.what());
+    }
+  }
+  if (const auto ms = in.integer<long>("timeout_ms", 100, 600000)) {
+    database->timeout = std::chrono::milliseconds(*ms);
+  }
+  in.reject_unknown_keys();
+}
+
 }  // namespace
 
 bool HubClient::allows(std::string_view controller) const {
@@ -146,6 +179,7 @@ HubConfig parse_hub_config(std::string_view text, const std::string& source) {
   read_tunnels(root, config.tunnels);
   read_certificates(root, config.certificates);
   read_metrics(root, config.metrics);
+  read_database(root, config.database);
   config.enrolment_failures_per_minute =
       root.integer<unsigned>("enrolment_failures_per_minute", 1, 1000)
           .value_or(config.enrolment_failures_per_minute);
@@ -154,7 +188,9 @@ HubConfig parse_hub_config(std::string_view text, const std::string& source) {
 }
 
 HubStore open_hub_store(const HubConfig& config) {
-  HubStore store(config.state_dir, config.certificates);
+  HubStore store = config.database ? HubStore(config.state_dir, config.certificates,
+                                              open_postgres_state(*config.database))
+                                   : HubStore(config.state_dir, config.certificates);
   std::vector<std::string> identities;
   for (const auto& client : config.clients) {
     identities.push_back(client.identity);

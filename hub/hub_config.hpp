@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "hub/hub_store.hpp"
 #include "hub/tunnels.hpp"
 #include "net/address_range.hpp"
+#include "net/postgres_client.hpp"
 
 namespace garm_edge::hub {
 
@@ -47,12 +49,16 @@ struct HubConfig {
   std::chrono::milliseconds relay_timeout{std::chrono::seconds(330)};
   /// The fleet scrape, GET /metrics for a metrics reader (docs/observability.md).
   FleetMetricsOptions metrics;
+  /// [database]: the records in PostgreSQL, shared by every hub of the fleet; nothing: files
+  /// in state_dir (one hub).
+  std::optional<net::PostgresTarget> database;
 
   const HubClient* find_client(std::string_view identity) const;
 };
 
 /// The hub's state with the config's certificate policy, its [[clients]] names reserved (no host
-/// may take them).
+/// may take them): its records in the config's database, or files in its state directory.
+/// Throws net::PostgresError when the database cannot be reached.
 HubStore open_hub_store(const HubConfig& config);
 
 /// Throws ConfigError naming the file, line, column and key that are wrong.

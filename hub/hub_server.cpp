@@ -17,16 +17,19 @@ using nlohmann::json;
 
 }  // namespace
 
-HubServer::HubServer(asio::io_context& io, HubConfig config, Logger& log)
-    : config_(std::move(config)),
+HubServer::HubServer(asio::io_context& io, HubConfig config, Logger& log,
+                     StateWatcher::Timing watch_timing)
+    : io_(io),
+      config_(std::move(config)),
       log_(log),
       store_(open_hub_store(config_)),
+      watcher_(store_, log_, watch_timing,
+               [this] { asio::post(io_, [this] { on_state_read(); }); }),
       // Three heartbeats: a view missed once or twice is still used.
       views_(3 * config_.tunnels.heartbeat_interval),
       tunnels_(io, config_.tunnels),
       limiter_(config_.enrolment_failures_per_minute),
-      ca_pem_(store_.ca_pem()),
-      watch_timer_(io) {
+      ca_pem_(store_.ca_pem()) {
   // Before the certificate is loaded: one made before roles existed gets the hub's role now.
   store_.prepare_to_serve(unix_now());
   crl_written_ = crl_write_time();
@@ -95,17 +98,16 @@ HubServer::~HubServer() {
 }
 
 void HubServer::start() {
-  agents_generation_ = store_.agents_generation();
+  watcher_.start();
   agent_server_->start();
   provider_server_->start();
   tunnels_.start_heartbeats();
-  watch_agents();
 }
 
 void HubServer::stop() {
   agent_server_->stop();
   provider_server_->stop();
-  watch_timer_.cancel();
+  watcher_.stop();
 }
 
 std::size_t HubServer::open_connections() const {

@@ -17,6 +17,7 @@
 #include "hub/hub_config.hpp"
 #include "hub/hub_store.hpp"
 #include "hub/placement_views.hpp"
+#include "hub/state_watcher.hpp"
 #include "hub/tunnels.hpp"
 #include "net/tls_server.hpp"
 
@@ -24,11 +25,13 @@ namespace garm_edge::hub {
 
 /// The hub daemon's two listeners: agents dial the first (to enrol, to renew, and to open the
 /// tunnels the hub sends requests over); garm-provider-edge calls the second (the list of
-/// agents, and requests relayed to one of them). State lives in the HubStore; the agents
-/// directory is watched so that `garm-edge-hub remove` cuts an agent off within a second.
+/// agents, and requests relayed to one of them). State lives in the HubStore (files, or
+/// PostgreSQL shared with other hubs); a StateWatcher follows it, so that `garm-edge-hub remove`
+/// at any hub cuts an agent off here within a second.
 class HubServer {
  public:
-  HubServer(asio::io_context& io, HubConfig config, Logger& log);
+  HubServer(asio::io_context& io, HubConfig config, Logger& log,
+            StateWatcher::Timing watch_timing = {});
   ~HubServer();
   HubServer(const HubServer&) = delete;
   HubServer& operator=(const HubServer&) = delete;
@@ -63,18 +66,18 @@ class HubServer {
   void relay_to_many(const net::HttpRequest& request, const HubClient& client,
                      const net::TlsServer::Respond& respond);
   /// The enrolled agent `peer` is, by a certificate the hub issued and still accepts.
-  std::optional<AgentRecord> enrolled_agent(const net::PeerIdentity& peer) const;
-  void watch_agents();
+  std::optional<AgentRecord> enrolled_agent(const net::PeerIdentity& peer);
+  /// On the event loop, after the watcher read the state again.
+  void on_state_read();
   net::TlsFiles tls_files() const;
   static std::shared_ptr<const net::TlsConfig> load_agent_tls(const net::TlsFiles& files);
   std::filesystem::file_time_type crl_write_time() const;
   /// A revocation by another process (the CLI's remove, revoke-client): both listeners check new
   /// connections against the new CRL (live ones: at their next request, as the TLS server does).
   void reload_if_crl_changed();
-  /// The enrolled agents, reread only when the agents directory changed (or a second passed:
-  /// timestamps are coarse): every list and every relay to all agents reads them.
-  std::vector<AgentRecord> enrolled() const;
-  void forget_enrolled();
+  /// The enrolled agents as the watcher read them last: every list and every relay to all
+  /// agents reads them.
+  std::vector<AgentRecord> enrolled() const { return watcher_.agents(); }
   /// Closes the tunnels of every agent whose tunnels show a certificate the store no longer
   /// accepts (removed, or removed and enrolled again): it dials again, and is refused or not.
   void drop_revoked_tunnels();
@@ -104,9 +107,11 @@ class HubServer {
   void watch_instance_changes(const net::HttpRequest& request, const std::string& agent,
                               Tunnels::Done& done);
 
+  asio::io_context& io_;
   HubConfig config_;
   Logger& log_;
   HubStore store_;
+  StateWatcher watcher_;
   /// Before tunnels_: a scrape's callback, held by the tunnels, counts itself out of it.
   std::atomic<std::size_t> scrapes_in_flight_{0};
   /// Before tunnels_ too: view requests and relayed creates call back into them.
@@ -122,14 +127,7 @@ class HubServer {
   std::string ca_pem_;
   std::unique_ptr<net::TlsServer> agent_server_;
   std::unique_ptr<net::TlsServer> provider_server_;
-  asio::steady_timer watch_timer_;
   std::filesystem::file_time_type crl_written_{};
-  std::uint64_t agents_generation_ = 0;
-  unsigned ticks_since_check_ = 0;
-  mutable std::mutex enrolled_mutex_;
-  mutable std::vector<AgentRecord> enrolled_;
-  mutable std::uint64_t enrolled_generation_ = 0;
-  mutable std::chrono::steady_clock::time_point enrolled_read_at_{};
 };
 
 }  // namespace garm_edge::hub

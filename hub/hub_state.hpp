@@ -48,7 +48,8 @@ class HubState : public StateReader {
   /// keeps its writes when it returns. When it throws: PostgreSQL keeps none of them; files keep
   /// those written before (each file is replaced whole), so a change writes the safe one first.
   virtual void change(const std::function<void(StateChange&)>& change) = 0;
-  /// Moves with every change of an agent, by whichever hub made it.
+  /// Moves with every change of an agent, by whichever hub made it (PostgreSQL: and of the
+  /// revocations, whose CRL every hub copies then).
   virtual std::uint64_t agents_generation() = 0;
   /// For logs and errors: the directory, or the database without its password.
   virtual std::string describe() const = 0;

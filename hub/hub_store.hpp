@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -176,6 +177,9 @@ class HubStore {
   void prepare_to_serve(UnixSeconds now);
   /// Writes a fresh CRL when the last is older than a day (its nextUpdate stays far ahead).
   void refresh_crl(UnixSeconds now);
+  /// Copies the CRL the state keeps (PostgreSQL: made by any hub) to pki/crl.pem when it is
+  /// newer than the one this store wrote last. True when it wrote one.
+  bool sync_crl();
 
   std::vector<AgentRecord> agents() const;
   std::optional<AgentRecord> agent(const std::string& name) const;
@@ -206,6 +210,13 @@ class HubStore {
   CertificatePolicy policy_;
   std::vector<std::string> reserved_names_;
   std::unique_ptr<HubState> state_;
+  /// The number of the CRL written to pki/crl.pem last, by a change or a copy: a copy read
+  /// before a change committed never replaces that change's CRL.
+  struct CrlWritten {
+    std::mutex mutex;
+    std::uint64_t number = 0;
+  };
+  std::unique_ptr<CrlWritten> crl_written_ = std::make_unique<CrlWritten>();
 };
 
 using wire::is_agent_name;

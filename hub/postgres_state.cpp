@@ -127,6 +127,7 @@ class PostgresChange final : public StateChange {
         "ON CONFLICT (only_row) DO UPDATE SET crl_number = EXCLUDED.crl_number, "
         "records = EXCLUDED.records, crl_pem = EXCLUDED.crl_pem",
         Parameters{std::to_string(list.crl_number), records.dump(), list.crl_pem});
+    agents_changed();  // every hub copies the new CRL when it sees the generation move
   }
 
  private:

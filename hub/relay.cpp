@@ -8,6 +8,7 @@
 #include "hub/json_answer.hpp"
 #include "hub/relayed_request.hpp"
 #include "net/http_syntax.hpp"
+#include "net/postgres_client.hpp"
 #include "wire/relay_framing.hpp"
 
 // The listener providers call: what a client may ask of agents through the hub, and the
@@ -305,6 +306,11 @@ void HubServer::answer_safely(const net::TlsServer::Respond& respond,
                               const std::function<void()>& handle) {
   try {
     handle();
+  } catch (const net::PostgresError& e) {
+    // The database restarting: the caller tries again (an agent's next dial, garm's retry).
+    log_.error(std::string("a request failed, the hub's records cannot be reached: ") + e.what());
+    respond(error_answer(503, "unavailable",
+                         "the hub's records cannot be reached just now: try again"));
   } catch (const std::exception& e) {
     // The state directory unreadable, the CA key gone: an answer that says so, never an end of
     // the hub (this runs on its event loop).

@@ -79,10 +79,30 @@ void HubStore::revoke(const std::vector<RevokedRecord>& records, UnixSeconds now
       list.records.push_back(record);
     }
   }
+  if (list.crl_number == 0) {
+    // A database's first CRL: after the one `init` (or the hub before the move) wrote here.
+    list.crl_number = open_file_state(directory_)->revocations().crl_number;
+  }
   ++list.crl_number;
   list.crl_pem = make_crl(list.records, list.crl_number);
   change.put_revocations(list);
+  std::lock_guard lock(crl_written_->mutex);
   write_atomically(crl_path(), list.crl_pem, 0644);
+  crl_written_->number = list.crl_number;
+}
+
+bool HubStore::sync_crl() {
+  const auto list = state_->revocations();
+  if (list.crl_pem.empty()) {
+    return false;  // files: pki/crl.pem is the state's own
+  }
+  std::lock_guard lock(crl_written_->mutex);
+  if (list.crl_number <= crl_written_->number) {
+    return false;
+  }
+  write_atomically(crl_path(), list.crl_pem, 0644);
+  crl_written_->number = list.crl_number;
+  return true;
 }
 
 std::string HubStore::make_crl(const std::vector<RevokedRecord>& records,
@@ -107,6 +127,7 @@ void HubStore::refresh_crl(UnixSeconds now) {
 }
 
 void HubStore::prepare_to_serve(UnixSeconds now) {
+  sync_crl();
   refresh_crl(now);
   state_->change([&](StateChange& change) {
     const auto facts = net::certificate_facts(read_text(pki() / "hub.crt"));

@@ -12,6 +12,7 @@
 #include "common/temp_dir.hpp"
 #include "hub/hub_store.hpp"
 #include "hub/postgres_state.hpp"
+#include "hub/state_migration.hpp"
 #include "net/pki.hpp"
 #include "support/temp_postgres.hpp"
 
@@ -58,6 +59,17 @@ std::string state_refusal_of(const std::function<void()>& action) {
   return "not refused";
 }
 
+/// Two hubs on one temporary database, the second with a copy of the first one's PKI.
+struct TwoHubsOnOneDatabase {
+  testing::TempPostgres postgres;
+  net::PostgresTarget target = net::parse_postgres_url(postgres.socket_url());
+  TempDir dir{"hub-state"};
+  std::filesystem::path first_dir = hub_state_directory(dir, "hub-a");
+  hub::HubStore hub_a{first_dir, {}, hub::open_postgres_state(target)};
+  hub::HubStore hub_b{
+      hub_state_directory(dir, "hub-b", &first_dir), {}, hub::open_postgres_state(target)};
+};
+
 /// What every back end must do alike, through the hub's own HubStore.
 void check_records(hub::HubStore& store) {
   auto& state = store.state();
@@ -85,7 +97,7 @@ void check_records(hub::HubStore& store) {
   CHECK_FALSE(state.agent("rack1-a"));
   CHECK(state.agents_generation() != moved);
   const auto after = state.revocations();
-  CHECK(after.crl_number == before.crl_number + 1);
+  CHECK(after.crl_number > before.crl_number);
   REQUIRE(after.records.size() == before.records.size() + 1);
   CHECK(after.records.back().serial == first.agent.certificates.front().serial);
   CHECK(net::certificate_facts(first.certificate_pem).serial == after.records.back().serial);
@@ -118,20 +130,18 @@ TEST_CASE("hub records behave alike in files and in PostgreSQL", "[hub][state]")
     // No record in the state directory: every hub reads the same database.
     CHECK(std::filesystem::is_empty(dir.path() / "hub/agents"));
     CHECK(std::filesystem::is_empty(dir.path() / "hub/tokens"));
-    // The CRL every hub serves is the database's, signed by the CA they share.
+    // The CRL every hub serves is the database's, signed by the CA they share; the database's
+    // first one comes after the one `init` wrote (number 1), so no number is used twice.
     CHECK(store.state().revocations().crl_pem == store.crl_pem());
+    CHECK(store.state().revocations().crl_number == 2);
   }
 }
 
 TEST_CASE("hubs on one database enrol a one-use token exactly once between them", "[hub][state]") {
   REQUIRE(testing::TempPostgres::available());
-  testing::TempPostgres postgres;
-  const auto target = net::parse_postgres_url(postgres.socket_url());
-  TempDir dir("hub-state");
-  const auto first_dir = hub_state_directory(dir, "hub-a");
-  hub::HubStore hub_a(first_dir, {}, hub::open_postgres_state(target));
-  hub::HubStore hub_b(hub_state_directory(dir, "hub-b", &first_dir), {},
-                      hub::open_postgres_state(target));
+  TwoHubsOnOneDatabase hubs;
+  auto& hub_a = hubs.hub_a;
+  auto& hub_b = hubs.hub_b;
   const auto [token, secret] = hub_a.create_token(std::chrono::hours(1), 1, {}, {}, kStateNow);
   CHECK(hub_b.tokens().size() == 1);  // made at A, known at B
 
@@ -183,4 +193,83 @@ TEST_CASE("the hub's schema is versioned: migrated once, a newer one refused, a 
   postgres.sql("INSERT INTO garm_edge_hub_schema VALUES (99)");
   CHECK_THROWS_WITH(hub::open_postgres_state(target),
                     Catch::Contains("version 99") && Catch::Contains("upgrade this hub"));
+}
+
+TEST_CASE("every hub serves the CRL of the last revocation, whichever hub made it",
+          "[hub][state][crl]") {
+  REQUIRE(testing::TempPostgres::available());
+  TwoHubsOnOneDatabase hubs;
+  auto& hub_a = hubs.hub_a;
+  auto& hub_b = hubs.hub_b;
+  const auto [token, secret] = hub_a.create_token(std::chrono::hours(1), 1, {}, {}, kStateNow);
+  hub_a.enrol(enrolment_request(token.id, secret, "rack1-a"), kStateNow);
+
+  CHECK(hub_a.remove("rack1-a", kStateNow));
+  CHECK(hub_a.crl_pem() == hub_a.state().revocations().crl_pem);
+  CHECK(hub_b.crl_pem() != hub_a.crl_pem());  // B has not looked yet
+  CHECK(hub_b.sync_crl());
+  CHECK(hub_b.crl_pem() == hub_a.crl_pem());  // the CRL naming the removed host's serial
+  CHECK_FALSE(hub_b.sync_crl());              // nothing newer
+
+  // A copy read before B's own revocation committed never replaces B's newer CRL.
+  const auto older = hub_b.state().revocations();
+  CHECK(hub_b.revoke_client("garm", kStateNow));
+  const auto newest = hub_b.crl_pem();
+  hubs.postgres.sql("UPDATE hub_revocations SET crl_number = " + std::to_string(older.crl_number) +
+                    ", crl_pem = '" + older.crl_pem + "'");
+  CHECK_FALSE(hub_b.sync_crl());
+  CHECK(hub_b.crl_pem() == newest);
+}
+
+TEST_CASE("records move from files into the database and back, the CRL's number with them",
+          "[hub][state][migrate]") {
+  REQUIRE(testing::TempPostgres::available());
+  testing::TempPostgres postgres;
+  const auto target = net::parse_postgres_url(postgres.socket_url());
+  TempDir dir("hub-state");
+  const auto state_dir = hub_state_directory(dir, "hub");
+  hub::HubStore on_files(state_dir);
+  const auto [token, secret] =
+      on_files.create_token(std::chrono::hours(1), 3, {"lab"}, {}, kStateNow);
+  on_files.enrol(enrolment_request(token.id, secret, "rack1-a"), kStateNow);
+  on_files.enrol(enrolment_request(token.id, secret, "rack1-b"), kStateNow);
+  CHECK(on_files.remove("rack1-b", kStateNow));
+  const auto files_before = on_files.state().revocations();
+  const auto crl_before = on_files.crl_pem();
+
+  auto database = hub::open_postgres_state(target);
+  const auto into_database = hub::copy_records(on_files.state(), *database, state_dir / "pki");
+  CHECK(into_database.tokens == 1);
+  CHECK(into_database.agents == 1);
+  CHECK(into_database.revocations == 1);
+  CHECK(into_database.crl_number == files_before.crl_number);
+  CHECK(database->token(token.id)->uses_left == 1);
+  CHECK(database->agent("rack1-a")->labels == std::vector<std::string>{"lab"});
+  CHECK(database->revocations().crl_pem == crl_before);  // the CRL the hub served
+
+  const auto aside = hub::set_file_records_aside(state_dir, kStateNow);
+  CHECK(hub::records_in_files(state_dir) == 0);
+  CHECK(std::filesystem::exists(aside / "agents/rack1-a.json"));
+
+  // A second copy into the database would mix two fleets: refused, nothing written.
+  hub::HubStore other(hub_state_directory(dir, "other"));
+  other.create_token(std::chrono::hours(1), 1, {}, {}, kStateNow);
+  CHECK_THAT(state_refusal_of(
+                 [&] { hub::copy_records(other.state(), *database, dir.path() / "other/pki"); }),
+             Catch::Contains("holds records already") && Catch::Contains("1 agents"));
+  CHECK(database->tokens().size() == 1);
+
+  // The hub on the database revokes once more; back on files, the number goes on from there.
+  hub::HubStore on_database(state_dir, {}, hub::open_postgres_state(target));
+  CHECK(on_database.remove("rack1-a", kStateNow));
+  const auto number = database->revocations().crl_number;
+  CHECK(number == files_before.crl_number + 1);
+  const auto back = hub::copy_records(*database, on_files.state(), state_dir / "pki");
+  CHECK(back.agents == 0);
+  CHECK(back.revocations == 2);
+  CHECK(on_files.state().revocations().crl_number == number);
+  CHECK(on_files.crl_pem() == database->revocations().crl_pem);
+  CHECK(on_files.revoke_token(token.id));
+  hub::HubStore reopened(state_dir);
+  CHECK(reopened.tokens().empty());
 }

@@ -667,6 +667,135 @@ def fleet_quota_through_the_hub(hub, direct, work):
     check(provider.call("RemoveAllInstances").returncode == 0, "the quota test leaves nothing")
 
 
+PG_BIN = "/usr/lib/postgresql/15/bin"
+
+
+class Postgres:
+    """A temporary cluster of Debian's binaries, run as nobody (PostgreSQL refuses root), on
+    127.0.0.1 with SCRAM passwords and a unix socket in its own directory: no system service."""
+
+    def __init__(self):
+        # Its own directory: the tier's work directory is root's alone (0700).
+        self.dir = tempfile.mkdtemp(prefix="garm-edge-hub-postgres-")
+        self.data = os.path.join(self.dir, "data")
+        os.chown(self.dir, 65534, 65534)
+        self.port = free_port()
+        self.owner(PG_BIN + "/initdb", "-D", self.data, "-U", "postgres", "-E", "UTF8",
+                   "--no-sync", "-A", "trust")
+        with open(os.path.join(self.data, "pg_hba.conf"), "w") as f:
+            f.write("local all all trust\nhost all all 127.0.0.1/32 scram-sha-256\n")
+        self.start()
+        self.sql("CREATE ROLE garm_edge_hub LOGIN PASSWORD 'hub-secret'")
+        self.sql("CREATE DATABASE garm_edge OWNER garm_edge_hub")
+
+    def owner(self, *argv, check_rc=True):
+        return run("runuser", "-u", "nobody", "--", *argv, check_rc=check_rc)
+
+    def start(self):
+        self.owner(PG_BIN + "/pg_ctl", "-D", self.data, "-l", os.path.join(self.dir, "log"),
+                   "-w", "-t", "60", "-o", "-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off"
+                   % (self.port, self.dir), "start")
+
+    def stop(self):
+        self.owner(PG_BIN + "/pg_ctl", "-D", self.data, "-m", "immediate", "-w", "stop",
+                   check_rc=False)
+
+    def remove(self):
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def sql(self, statement, database="postgres"):
+        return self.owner(PG_BIN + "/psql", "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h",
+                          self.dir, "-p", str(self.port), "-U", "postgres", "-d", database,
+                          "-c", statement).stdout.strip()
+
+
+def enrolled_names(hub):
+    """The hosts `garm-edge-hub agents` lists (from the files or the database)."""
+    listed = hub.cli("agents")
+    if listed.returncode != 0:
+        raise Failure("garm-edge-hub agents: " + listed.stderr.strip())
+    return sorted(line.split()[0] for line in listed.stdout.splitlines()[1:] if line.strip())
+
+
+def hub_on_postgres(hub, work):
+    """Issue 53: the hub's records moved into PostgreSQL and back, and the database restarted
+    under the running hub."""
+    if not os.path.exists(PG_BIN + "/initdb"):
+        raise Failure("PostgreSQL 15's server binaries are missing (scripts/install-deps.sh)")
+    postgres = Postgres()
+    try:
+        password_file = os.path.join(hub.dir, "db-password")
+        with open(password_file, "w") as f:
+            f.write("hub-secret\n")
+        os.chmod(password_file, 0o600)
+        enrolled = enrolled_names(hub)
+        check(enrolled, "hosts are enrolled before the move: %s" % enrolled)
+        on_files = open(hub.config).read()
+        with open(hub.config, "a") as f:
+            f.write('[database]\nurl = "postgresql://garm_edge_hub@127.0.0.1:%d/garm_edge'
+                    '?sslmode=disable"\npassword_file = "%s"\n' % (postgres.port, password_file))
+        hub.process.stop()
+        refused = run(HUB, "serve", "--config", hub.config, check_rc=False)
+        check(refused.returncode == 1 and "migrate --to database" in refused.stderr,
+              "a hub on a database does not start beside records left on files: "
+              + refused.stderr.strip()[-200:])
+        moved = hub.cli("migrate", "--to", "database")
+        check(moved.returncode == 0 and "%d agents" % len(enrolled) in moved.stdout,
+              "migrate --to database copies every record: " + (moved.stdout + moved.stderr).strip())
+        check(postgres.sql("SELECT count(*) FROM hub_agents", "garm_edge") == str(len(enrolled)),
+              "the agents are rows of the database")
+        started = time.time()
+        hub.start()
+        wait_for("a1 and a2 back on the hub on PostgreSQL",
+                 lambda: hub.connected("a1") and hub.connected("a2"), 15, 0.05)
+        figures.append(("agents back on the hub moved to PostgreSQL", time.time() - started))
+        check(enrolled_names(hub) == enrolled, "the hub's list is the same from the database")
+        provider = Provider(work, hub, None, name="provider-postgres.toml")
+        created = provider.create("garm-on-postgres")
+        check(created.returncode == 0, "a create through the hub on PostgreSQL: "
+              + created.stderr.strip()[-200:])
+        hub.token()
+        check(postgres.sql("SELECT count(*) FROM hub_tokens", "garm_edge") != "0",
+              "a token made now is a row of the database")
+
+        # The database restarted under the running hub: it relays from what it read last.
+        postgres.stop()
+        down = time.time()
+        listed = provider.call("ListInstances", pool=POOL_AMD)
+        check(listed.returncode == 0 and "garm-on-postgres" in listed.stdout,
+              "with the database down, the hub still relays garm's commands: "
+              + listed.stderr.strip()[-200:])
+        check(hub.cli("agents").returncode == 1, "with the database down, a command that "
+                                                 "reads the records fails (exit 1)")
+        hub_log = os.path.join(hub.dir, "hub.log")
+        wait_for("the hub to say it cannot read its records",
+                 lambda: "records cannot be read" in open(hub_log).read(), 5, 0.1)
+        postgres.start()
+        wait_for("the hub to read its records again",
+                 lambda: "can be read again" in open(hub_log).read(), 10, 0.1)
+        figures.append(("database down and back, the hub reading again", time.time() - down))
+        check(open(hub_log).read().count("records cannot be read") == 1,
+              "the outage is logged once, not at every read")
+        check(hub.connected("a1") and hub.connected("a2"), "no agent lost its tunnels meanwhile")
+        check(provider.call("DeleteInstance", instance="garm-on-postgres").returncode == 0,
+              "DeleteInstance after the database came back")
+
+        # And back to files, as an operator leaving the database would.
+        hub.process.stop()
+        back = hub.cli("migrate", "--to", "files")
+        check(back.returncode == 0 and "%d agents" % len(enrolled) in back.stdout,
+              "migrate --to files copies the records back: " + (back.stdout + back.stderr).strip())
+        with open(hub.config, "w") as f:
+            f.write(on_files)
+        hub.start()
+        wait_for("a1 and a2 back on the hub on files",
+                 lambda: hub.connected("a1") and hub.connected("a2"), 15, 0.05)
+        check(enrolled_names(hub) == enrolled, "the hub on files again lists the same hosts")
+    finally:
+        postgres.remove()
+
+
 def main():
     if os.geteuid() != 0 or shutil.which("iptables") is None:
         print("skipped: the hub tier needs root and iptables (network namespaces)")
@@ -875,6 +1004,7 @@ def main():
         fleet_of_32(hub, work)
         kept_deletes_in_parallel(provider, agents["direct"], work)
         revocation_reaches_the_direct_path(hub, agents["direct"], provider, work)
+        hub_on_postgres(hub, work)
     except Failure as e:
         log("FAILED: %s" % e)
         for name, agent in agents.items():

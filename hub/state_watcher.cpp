@@ -1,0 +1,135 @@
+#include "hub/state_watcher.hpp"
+
+#include "common/unix_time.hpp"
+#include "hub/hub_state.hpp"
+
+namespace garm_edge::hub {
+
+StateWatcher::StateWatcher(HubStore& store, Logger& log, Timing timing,
+                           std::function<void()> changed)
+    : store_(store), log_(log), timing_(timing), changed_(std::move(changed)) {}
+
+StateWatcher::~StateWatcher() {
+  stop();
+}
+
+void StateWatcher::start() {
+  generation_ = store_.agents_generation();
+  replace_agents(store_.agents(), notes_made());
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = false;
+  }
+  thread_ = std::thread([this] { run(); });
+}
+
+void StateWatcher::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) {
+    thread_.join();
+  }
+}
+
+std::vector<AgentRecord> StateWatcher::agents() const {
+  std::lock_guard lock(mutex_);
+  std::vector<AgentRecord> agents;
+  agents.reserve(agents_.size());
+  for (const auto& [name, agent] : agents_) {
+    agents.push_back(agent);
+  }
+  return agents;
+}
+
+std::optional<AgentRecord> StateWatcher::known(const std::string& name) const {
+  std::lock_guard lock(mutex_);
+  const auto found = agents_.find(name);
+  return found == agents_.end() ? std::nullopt : std::optional(found->second);
+}
+
+std::optional<AgentRecord> StateWatcher::accepting(const std::string& name,
+                                                   const std::string& serial, UnixSeconds now) {
+  if (auto agent = known(name); agent && agent->accepts(serial, now)) {
+    return agent;
+  }
+  auto agent = store_.agent(name);
+  if (!agent || !agent->accepts(serial, now)) {
+    return std::nullopt;
+  }
+  note(*agent);
+  return agent;
+}
+
+void StateWatcher::note(const AgentRecord& agent) {
+  std::lock_guard lock(mutex_);
+  agents_.insert_or_assign(agent.name, agent);
+  notes_.insert_or_assign(agent.name, std::pair(++notes_made_, agent));
+}
+
+void StateWatcher::replace_agents(std::vector<AgentRecord> read, std::uint64_t notes_before) {
+  std::map<std::string, AgentRecord> agents;
+  for (auto& agent : read) {
+    agents.emplace(agent.name, std::move(agent));
+  }
+  std::lock_guard lock(mutex_);
+  for (auto note = notes_.begin(); note != notes_.end();) {
+    if (note->second.first > notes_before) {
+      agents.insert_or_assign(note->first, note->second.second);  // newer than this read
+      ++note;
+    } else {
+      note = notes_.erase(note);
+    }
+  }
+  agents_ = std::move(agents);
+}
+
+std::uint64_t StateWatcher::notes_made() const {
+  std::lock_guard lock(mutex_);
+  return notes_made_;
+}
+
+void StateWatcher::run() {
+  unsigned ticks = 0;
+  std::unique_lock lock(mutex_);
+  while (!wake_.wait_for(lock, timing_.tick, [this] { return stopping_; })) {
+    lock.unlock();
+    const bool full = ++ticks >= timing_.full_check_ticks;
+    if (check(full) || full) {
+      ticks = 0;
+    }
+    lock.lock();
+  }
+}
+
+bool StateWatcher::check(bool full) {
+  try {
+    const auto generation = store_.agents_generation();
+    if (generation == generation_ && !full) {
+      return false;
+    }
+    const auto notes_before = notes_made();
+    auto read = store_.agents();
+    store_.sync_crl();
+    store_.refresh_crl(unix_now());
+    replace_agents(std::move(read), notes_before);
+    generation_ = generation;
+    if (failing_) {
+      failing_ = false;
+      log_.info("the hub's records (" + store_.state().describe() + ") can be read again");
+    }
+  } catch (const std::exception& e) {
+    if (!failing_) {
+      failing_ = true;
+      log_.warning("the hub's records cannot be read, serving the agents read last: " +
+                   std::string(e.what()));
+    }
+    return false;
+  }
+  changed_();
+  return true;
+}
+
+}  // namespace garm_edge::hub
