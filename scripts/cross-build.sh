@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Cross builds garm-edge for ARM on an x86_64 Debian 12 machine and runs its unit and integration
 # tests under qemu-user. Usage: scripts/cross-build.sh arm64|armhf [--deps-only|--unit-tests-only]
-# (--unit-tests-only: everything is built, only the unit tests run: CI's form for armhf).
+# (--unit-tests-only: everything is built, only the unit tests run: CI's form).
 #
 # As root it first installs what the build needs through scripts/install-deps.sh (idempotent:
 # no apt call when everything is there): the cross compiler g++-TRIPLET, qemu-user and
