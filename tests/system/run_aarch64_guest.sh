@@ -94,7 +94,6 @@ if [ "$until" = firmware ]; then
   # edk2 names the virtio disk "UEFI Misc Device"; on a blank one its boot fails, as it should.
   firmware_tried_disk() { grep -aq 'BdsDxe: .*"UEFI Misc Device"' "$work/console-$domain.log"; }
   wait_for "the arm64 guest's UEFI firmware to try its disk" "$deadline_seconds" firmware_tried_disk
-  grep -aq 'UEFI firmware' "$work/console-$domain.log" || fail "no UEFI banner on the console"
   firmware_at=$(awk '/BdsDxe: / {print $1; exit}' "$work/console-$domain.log")
   echo "aarch64 guest (TCG): its UEFI firmware tried the disk $(awk -v a="$created" -v b="$firmware_at" 'BEGIN { printf "%.1f", b - a }')s after CreateInstance was called"
   outcome="tried to boot its overlay (a blank disk: CI's form)"
