@@ -112,7 +112,9 @@ bool StateWatcher::check(bool full) {
     }
     const auto notes_before = notes_made();
     auto read = store_.agents();
-    store_.sync_crl();
+    if (generation != generation_) {
+      store_.sync_crl();  // a revocation moves the generation: the whole list only then
+    }
     store_.refresh_crl(unix_now());
     replace_agents(std::move(read), notes_before);
     generation_ = generation;

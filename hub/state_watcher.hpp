@@ -19,9 +19,9 @@ namespace garm_edge::hub {
 /// The enrolled agents as the hub last read them from its state, kept by a thread of its own so
 /// that no listener waits on the state (PostgreSQL may be slow, or restarting): every tick it
 /// asks the state's generation, and when it moved, or every `full_check_ticks`, it rereads the
-/// agents, copies the database's CRL to pki/crl.pem (HubStore::sync_crl) and runs `changed`
-/// on its thread. While the state cannot be read it keeps the agents it read last, and says
-/// so once in the log.
+/// agents and runs `changed` on its thread; when the generation moved, it also copies the
+/// database's CRL to pki/crl.pem (HubStore::sync_crl). While the state cannot be read it keeps the
+/// agents it read last, and says so once in the log.
 class StateWatcher {
  public:
   struct Timing {
