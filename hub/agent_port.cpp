@@ -43,6 +43,9 @@ void HubServer::on_agent_request(HttpRequest request, const net::PeerIdentity& p
   if (route == "POST /v1/tunnel") {
     return respond(open_tunnel(request, peer));
   }
+  if (route == "GET /v1/hubs") {
+    return respond(hubs_answer(peer));
+  }
   respond(error_answer(404, "no_such_endpoint", "no such endpoint"));
 }
 
@@ -52,6 +55,13 @@ std::optional<AgentRecord> HubServer::enrolled_agent(const net::PeerIdentity& pe
     return std::nullopt;
   }
   return watcher_.accepting(peer.common_name, peer.serial, unix_now());
+}
+
+HttpResponse HubServer::hubs_answer(const net::PeerIdentity& peer) {
+  if (!enrolled_agent(peer)) {
+    return error_answer(403, "forbidden", "the hubs are told to enrolled agents only");
+  }
+  return json_answer(200, {{"hubs", watcher_.hub_urls()}});
 }
 
 HttpResponse HubServer::open_tunnel(const HttpRequest& request, const net::PeerIdentity& peer) {

@@ -101,7 +101,8 @@ HttpResponse HubServer::enrol(const HttpRequest& request, const net::PeerIdentit
                              {"labels", enrolled.agent.labels},
                              {"name", enrolled.agent.name},
                              {"dns_names", enrolled.agent.dns_names},
-                             {"ip_addresses", enrolled.agent.ip_addresses}});
+                             {"ip_addresses", enrolled.agent.ip_addresses},
+                             {"hubs", watcher_.hub_urls()}});
   } catch (const Refused& e) {
     limiter_.failed(key, now);
     log_.warning("enrolment from " + peer.address + " refused: " + e.what());

@@ -104,6 +104,9 @@ class FileState final : public HubState, private StateChange {
            static_cast<std::uint64_t>(info.st_ctim.tv_nsec);
   }
 
+  void announce_hub(const std::string& /*url*/, std::int64_t /*now*/) override {}
+  std::vector<HubAnnouncement> hubs() override { return {}; }
+
   std::string describe() const override { return directory_.string(); }
 
  private:

@@ -23,7 +23,7 @@ HubServer::HubServer(asio::io_context& io, HubConfig config, Logger& log,
       config_(std::move(config)),
       log_(log),
       store_(open_hub_store(config_)),
-      watcher_(store_, log_, watch_timing,
+      watcher_(store_, log_, watch_timing, config_.url,
                [this] { asio::post(io_, [this] { on_state_read(); }); }),
       // Three heartbeats: a view missed once or twice is still used.
       views_(3 * config_.tunnels.heartbeat_interval),

@@ -52,6 +52,8 @@ class HubServer {
   net::HttpResponse renew(const net::HttpRequest& request, const net::PeerIdentity& peer);
   net::HttpResponse open_tunnel(const net::HttpRequest& request, const net::PeerIdentity& peer);
   net::HttpResponse list_agents() const;
+  /// GET /v1/hubs for an enrolled agent: every hub of the fleet it should keep tunnels to.
+  net::HttpResponse hubs_answer(const net::PeerIdentity& peer);
   /// GET /metrics for a metrics reader: the hub's series and every connected agent's, asked
   /// through the tunnels (hub/fleet_metrics.hpp).
   void scrape_fleet(const std::string& reader, const net::TlsServer::Respond& respond);

@@ -19,6 +19,12 @@ struct RevocationList {
   std::string crl_pem;  // as made with that number; empty: not kept here (files: pki/crl.pem)
 };
 
+/// A hub of the fleet as it last announced itself: where agents dial it.
+struct HubAnnouncement {
+  std::string url;
+  std::int64_t announced_at = 0;  // unix seconds
+};
+
 /// What the hub's records hold now.
 class StateReader {
  public:
@@ -51,6 +57,11 @@ class HubState : public StateReader {
   /// Moves with every change of an agent, by whichever hub made it (PostgreSQL: and of the
   /// revocations, whose CRL every hub copies then).
   virtual std::uint64_t agents_generation() = 0;
+  /// Says that a hub reached at `url` (its hub.toml's url) serves this state now; a hub on files
+  /// is the only one, so files keep nothing. Hubs stale for a week are dropped.
+  virtual void announce_hub(const std::string& url, std::int64_t now) = 0;
+  /// Every hub announced on this state, by URL (files: none).
+  virtual std::vector<HubAnnouncement> hubs() = 0;
   /// For logs and errors: the directory, or the database without its password.
   virtual std::string describe() const = 0;
 };

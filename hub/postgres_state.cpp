@@ -35,7 +35,13 @@ const std::vector<std::vector<std::string>> kMigrations = {
         "CHECK (only_row), agents bigint NOT NULL)",
         "INSERT INTO hub_generations VALUES (true, 0)",
     },
+    {
+        "CREATE TABLE hub_peers (url text PRIMARY KEY, announced_at bigint NOT NULL)",
+    },
 };
+
+/// A hub silent this long is gone for good (its rows would otherwise stay forever).
+constexpr std::int64_t kForgetHubAfterSeconds = 7 * 86400;
 
 json parsed(const std::optional<std::string>& text) {
   return json::parse(text.value_or("null"));
@@ -183,6 +189,31 @@ class PostgresState final : public HubState {
     const auto result = retried(
         [](PostgresConnection& db) { return db.query("SELECT agents FROM hub_generations"); });
     return result.rows.empty() ? 0 : std::stoull(result.rows.front().at(0).value_or("0"));
+  }
+  void announce_hub(const std::string& url, std::int64_t now) override {
+    std::lock_guard lock(mutex_);
+    retried([&](PostgresConnection& db) {
+      return db.query(
+          "INSERT INTO hub_peers VALUES ($1, $2::bigint) "
+          "ON CONFLICT (url) DO UPDATE SET announced_at = EXCLUDED.announced_at",
+          Parameters{url, std::to_string(now)});
+    });
+    retried([&](PostgresConnection& db) {
+      return db.query("DELETE FROM hub_peers WHERE announced_at < $1::bigint",
+                      Parameters{std::to_string(now - kForgetHubAfterSeconds)});
+    });
+  }
+  std::vector<HubAnnouncement> hubs() override {
+    std::lock_guard lock(mutex_);
+    const auto result = retried([](PostgresConnection& db) {
+      return db.query("SELECT url, announced_at FROM hub_peers ORDER BY url");
+    });
+    std::vector<HubAnnouncement> hubs;
+    for (const auto& row : result.rows) {
+      hubs.push_back(
+          {.url = row.at(0).value_or(""), .announced_at = std::stoll(row.at(1).value_or("0"))});
+    }
+    return hubs;
   }
   std::string describe() const override { return target_.describe(); }
 

@@ -5,9 +5,13 @@
 
 namespace garm_edge::hub {
 
-StateWatcher::StateWatcher(HubStore& store, Logger& log, Timing timing,
+StateWatcher::StateWatcher(HubStore& store, Logger& log, Timing timing, std::string hub_url,
                            std::function<void()> changed)
-    : store_(store), log_(log), timing_(timing), changed_(std::move(changed)) {}
+    : store_(store),
+      log_(log),
+      timing_(timing),
+      hub_url_(std::move(hub_url)),
+      changed_(std::move(changed)) {}
 
 StateWatcher::~StateWatcher() {
   stop();
@@ -16,6 +20,7 @@ StateWatcher::~StateWatcher() {
 void StateWatcher::start() {
   generation_ = store_.agents_generation();
   replace_agents(store_.agents(), notes_made());
+  follow_hubs();
   {
     std::lock_guard lock(mutex_);
     stopping_ = false;
@@ -86,6 +91,31 @@ void StateWatcher::replace_agents(std::vector<AgentRecord> read, std::uint64_t n
   agents_ = std::move(agents);
 }
 
+std::vector<std::string> StateWatcher::hub_urls() const {
+  std::vector<std::string> urls{hub_url_};
+  std::lock_guard lock(mutex_);
+  urls.insert(urls.end(), other_hubs_.begin(), other_hubs_.end());
+  return urls;
+}
+
+void StateWatcher::follow_hubs() {
+  const auto now = std::chrono::steady_clock::now();
+  const auto unix_seconds = unix_now();
+  if (now >= next_announcement_) {
+    store_.state().announce_hub(hub_url_, unix_seconds);
+    next_announcement_ = now + timing_.announce_interval;
+  }
+  std::vector<std::string> others;
+  for (const auto& hub : store_.state().hubs()) {
+    if (hub.url != hub_url_ &&
+        hub.announced_at >= unix_seconds - timing_.hub_silent_after.count()) {
+      others.push_back(hub.url);
+    }
+  }
+  std::lock_guard lock(mutex_);
+  other_hubs_ = std::move(others);
+}
+
 std::uint64_t StateWatcher::notes_made() const {
   std::lock_guard lock(mutex_);
   return notes_made_;
@@ -116,6 +146,9 @@ bool StateWatcher::check(bool full) {
       store_.sync_crl();  // a revocation moves the generation: the whole list only then
     }
     store_.refresh_crl(unix_now());
+    if (full) {
+      follow_hubs();
+    }
     replace_agents(std::move(read), notes_before);
     generation_ = generation;
     if (failing_) {

@@ -27,9 +27,17 @@ class StateWatcher {
   struct Timing {
     std::chrono::milliseconds tick{250};
     unsigned full_check_ticks = 8;
+    /// How often this hub says in the state that it serves (PostgreSQL: other hubs and their
+    /// agents learn of it then).
+    std::chrono::seconds announce_interval{30};
+    /// A hub that has not announced itself for this long is not given to agents (they keep
+    /// dialing the hubs they know; one that comes back is given again).
+    std::chrono::seconds hub_silent_after{std::chrono::minutes(10)};
   };
 
-  StateWatcher(HubStore& store, Logger& log, Timing timing, std::function<void()> changed);
+  /// `hub_url`: where agents dial this hub (hub.toml's url), announced in the state.
+  StateWatcher(HubStore& store, Logger& log, Timing timing, std::string hub_url,
+               std::function<void()> changed);
   ~StateWatcher();
   StateWatcher(const StateWatcher&) = delete;
   StateWatcher& operator=(const StateWatcher&) = delete;
@@ -49,6 +57,9 @@ class StateWatcher {
                                        UnixSeconds now);
   /// An agent this hub just enrolled or renewed: known before the next read.
   void note(const AgentRecord& agent);
+  /// Where agents dial the fleet's hubs: this one first, then every other that announced itself
+  /// lately, by URL, as last read.
+  std::vector<std::string> hub_urls() const;
 
  private:
   void run();
@@ -57,17 +68,22 @@ class StateWatcher {
   /// The agents read, but those noted after the read began (`notes_before`) as noted.
   void replace_agents(std::vector<AgentRecord> read, std::uint64_t notes_before);
   std::uint64_t notes_made() const;
+  /// On a full check: announces this hub when due, and reads the others.
+  void follow_hubs();
 
   HubStore& store_;
   Logger& log_;
   Timing timing_;
+  std::string hub_url_;
   std::function<void()> changed_;
+  std::chrono::steady_clock::time_point next_announcement_{};  // the watcher thread's
 
   mutable std::mutex mutex_;
   std::map<std::string, AgentRecord> agents_;  // mutex_
   /// Noted agents with the number of their note: a read that began before a note keeps it.
   std::map<std::string, std::pair<std::uint64_t, AgentRecord>> notes_;  // mutex_
   std::uint64_t notes_made_ = 0;                                        // mutex_
+  std::vector<std::string> other_hubs_;                                 // mutex_
   std::uint64_t generation_ = 0;                                        // the watcher thread's
   bool failing_ = false;   // the watcher thread's: said so in the log
   bool stopping_ = false;  // mutex_

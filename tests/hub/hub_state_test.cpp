@@ -180,8 +180,9 @@ TEST_CASE("the hub's schema is versioned: migrated once, a newer one refused, a 
   const auto target = net::parse_postgres_url(postgres.socket_url());
   auto state = hub::open_postgres_state(target);
   hub::open_postgres_state(target);  // a second hub starting: nothing to do
+  const auto version = std::to_string(hub::postgres_schema_version());
   CHECK(postgres.sql("SELECT count(*), max(version) FROM garm_edge_hub_schema") ==
-        "1|" + std::to_string(hub::postgres_schema_version()) + "\n");
+        version + "|" + version + "\n");
 
   // The database restarted under a running hub: its next read reconnects.
   CHECK(state->agents().empty());
@@ -193,6 +194,35 @@ TEST_CASE("the hub's schema is versioned: migrated once, a newer one refused, a 
   postgres.sql("INSERT INTO garm_edge_hub_schema VALUES (99)");
   CHECK_THROWS_WITH(hub::open_postgres_state(target),
                     Catch::Contains("version 99") && Catch::Contains("upgrade this hub"));
+}
+
+TEST_CASE("a database of schema version 1 gets the hub registry and keeps its records",
+          "[hub][state]") {
+  REQUIRE(testing::TempPostgres::available());
+  testing::TempPostgres postgres;
+  const auto target = net::parse_postgres_url(postgres.socket_url());
+  TempDir dir("hub-state");
+  {
+    hub::HubStore store(hub_state_directory(dir, "hub"), {}, hub::open_postgres_state(target));
+    store.create_token(std::chrono::hours(1), 1, {}, {}, kStateNow);
+  }
+  // What a hub of version 1 left: no registry.
+  postgres.sql("DROP TABLE hub_peers; DELETE FROM garm_edge_hub_schema WHERE version > 1");
+
+  auto state = hub::open_postgres_state(target);
+  CHECK(postgres.sql("SELECT max(version) FROM garm_edge_hub_schema") ==
+        std::to_string(hub::postgres_schema_version()) + "\n");
+  CHECK(state->tokens().size() == 1);
+  state->announce_hub("https://hub-b.example:8444", kStateNow - 86400);
+  state->announce_hub("https://hub-a.example:8444", kStateNow);
+  state->announce_hub("https://hub-a.example:8444", kStateNow + 30);
+  const auto hubs = state->hubs();
+  REQUIRE(hubs.size() == 2);
+  CHECK(hubs[0].url == "https://hub-a.example:8444");
+  CHECK(hubs[0].announced_at == kStateNow + 30);
+  // An announcement a week after hub B's last drops B.
+  state->announce_hub("https://hub-a.example:8444", kStateNow + 7 * 86400);
+  CHECK(state->hubs().size() == 1);
 }
 
 TEST_CASE("every hub serves the CRL of the last revocation, whichever hub made it",

@@ -3,6 +3,7 @@
 
 #include "hub/state_watcher.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <thread>
@@ -39,6 +40,18 @@ class FailingState final : public hub::HubState {
     check().change(change);
   }
   std::uint64_t agents_generation() override { return check().agents_generation(); }
+  // The registry as PostgreSQL keeps it (files keep none).
+  void announce_hub(const std::string& url, std::int64_t now) override {
+    check();
+    std::lock_guard lock(hubs_mutex_);
+    std::erase_if(hubs_, [&](const auto& hub) { return hub.url == url; });
+    hubs_.push_back({.url = url, .announced_at = now});
+  }
+  std::vector<hub::HubAnnouncement> hubs() override {
+    check();
+    std::lock_guard lock(hubs_mutex_);
+    return hubs_;
+  }
   std::string describe() const override { return inner_->describe(); }
 
  private:
@@ -50,6 +63,8 @@ class FailingState final : public hub::HubState {
   }
   std::unique_ptr<hub::HubState> inner_;
   const std::atomic<bool>& failing_;
+  std::mutex hubs_mutex_;
+  std::vector<hub::HubAnnouncement> hubs_;
 };
 
 class RecordingLog final : public Logger {
@@ -114,7 +129,7 @@ TEST_CASE("the watcher follows the records, and keeps the last read while they c
   const auto first = hub.enrol("rack1-a");
   hub::StateWatcher watcher(hub.store, hub.log,
                             {.tick = std::chrono::milliseconds(20), .full_check_ticks = 5},
-                            [&] { ++hub.reads; });
+                            "https://hub-a.lab:8444", [&] { ++hub.reads; });
   watcher.start();
   CHECK(watcher.known("rack1-a"));
   CHECK(watcher.agents().size() == 1);
@@ -151,7 +166,8 @@ TEST_CASE(
     "[hub][state]") {
   WatchedHub hub;
   hub::StateWatcher watcher(hub.store, hub.log,
-                            {.tick = std::chrono::hours(1), .full_check_ticks = 1}, [] {});
+                            {.tick = std::chrono::hours(1), .full_check_ticks = 1},
+                            "https://hub-a.lab:8444", [] {});
   watcher.start();
   const auto enrolled = hub.enrol("rack1-a");  // at "another hub": this watcher did not read it
   CHECK_FALSE(watcher.known("rack1-a"));
@@ -169,5 +185,36 @@ TEST_CASE(
       {.serial = "5eed", .not_before = kWatchNow, .not_after = kWatchNow + 60});
   watcher.note(renewed);
   CHECK(watcher.accepting("rack1-a", "5eed", kWatchNow));
+  watcher.stop();
+}
+
+TEST_CASE("each hub announces itself and gives agents every hub that announced itself lately",
+          "[hub][state]") {
+  WatchedHub hub;
+  auto& registry = hub.store.state();
+  registry.announce_hub("https://hub-b.lab:8444", kWatchNow);
+  registry.announce_hub("https://hub-old.lab:8444", kWatchNow - 3600);  // silent for an hour
+  hub::StateWatcher watcher(hub.store, hub.log,
+                            {.tick = std::chrono::milliseconds(20),
+                             .full_check_ticks = 2,
+                             .announce_interval = std::chrono::seconds(30),
+                             .hub_silent_after = std::chrono::minutes(10)},
+                            "https://hub-a.lab:8444", [] {});
+  watcher.start();
+  // This hub first, then the others by URL; the silent one is not given.
+  CHECK(watcher.hub_urls() ==
+        std::vector<std::string>{"https://hub-a.lab:8444", "https://hub-b.lab:8444"});
+  const auto announced = registry.hubs();
+  CHECK(std::any_of(announced.begin(), announced.end(), [](const auto& entry) {
+    return entry.url == "https://hub-a.lab:8444" && entry.announced_at >= kWatchNow;
+  }));
+
+  // A hub started later is given at the next full check; the state failing keeps the last.
+  registry.announce_hub("https://hub-c.lab:8444", kWatchNow);
+  CHECK(eventually([&] { return watcher.hub_urls().size() == 3; }));
+  hub.failing = true;
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK(watcher.hub_urls().size() == 3);
+  hub.failing = false;
   watcher.stop();
 }
