@@ -25,6 +25,7 @@ const std::map<std::string, std::string, std::less<>>& agent_metric_types() {
       {"garm_edge_guest_reports_not_recorded_total", "counter"},
       {"garm_edge_guest_requests_total", "counter"},
       {"garm_edge_hub_link_enrolled", "gauge"},
+      {"garm_edge_hub_link_hubs", "gauge"},
       {"garm_edge_hub_link_tunnels", "gauge"},
       {"garm_edge_image_pulled_bytes_total", "counter"},
       {"garm_edge_image_pulls_total", "counter"},

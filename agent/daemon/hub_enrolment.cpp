@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "common/durable_file.hpp"
@@ -119,6 +121,50 @@ HubEnrolment::Validity HubEnrolment::validity(std::int64_t now_unix) const {
           .lifetime = facts.not_after_unix - facts.not_before_unix};
 }
 
+std::optional<std::vector<std::string>> parse_hub_urls(const std::string& body) {
+  const auto parsed = json::parse(body, nullptr, false);
+  if (!parsed.is_object() || !parsed.contains("hubs") || !parsed["hubs"].is_array()) {
+    return std::nullopt;
+  }
+  std::vector<std::string> urls;
+  for (const auto& url : parsed["hubs"]) {
+    if (!url.is_string() || url.get_ref<const std::string&>().size() > 1024) {
+      return std::nullopt;
+    }
+    try {
+      net::parse_https_url(url.get<std::string>());
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+    if (std::find(urls.begin(), urls.end(), url.get<std::string>()) == urls.end() &&
+        urls.size() < kMaxHubs) {
+      urls.push_back(url.get<std::string>());
+    }
+  }
+  if (urls.empty()) {
+    return std::nullopt;
+  }
+  return urls;
+}
+
+std::vector<std::string> HubEnrolment::hub_urls() const {
+  // The URL joined stays first: it is how this host reached a hub of the fleet, whatever
+  // names the hubs give themselves.
+  std::vector<std::string> urls{hub_url};
+  if (const auto text = read_file(hubs_file())) {
+    for (auto& url : parse_hub_urls(*text).value_or(std::vector<std::string>{})) {
+      if (std::find(urls.begin(), urls.end(), url) == urls.end() && urls.size() < kMaxHubs) {
+        urls.push_back(std::move(url));
+      }
+    }
+  }
+  return urls;
+}
+
+void save_hub_urls(const HubEnrolment& enrolment, const std::vector<std::string>& urls) {
+  write_atomically(enrolment.hubs_file(), json({{"hubs", urls}}).dump(2) + "\n", 0644);
+}
+
 std::optional<HubEnrolment> load_hub_enrolment(const fs::path& state_dir) {
   const auto directory = hub_directory(state_dir);
   const auto text = read_file(directory / "hub.json");
@@ -201,6 +247,11 @@ HubEnrolment join_hub(const JoinOptions& options) {
     write_atomically(hub_role_seen_marker(enrolment.directory), "");
   }
   install_credentials(enrolment, credentials.key_pem, issued["certificate"].get<std::string>());
+  if (issued.contains("hubs")) {
+    if (const auto hubs = parse_hub_urls(json({{"hubs", issued["hubs"]}}).dump())) {
+      save_hub_urls(enrolment, *hubs);
+    }
+  }
   // hub.json last: until it exists, nothing counts as enrolled.
   write_atomically(enrolment.directory / "hub.json", json({{"hub_url", enrolment.hub_url},
                                                            {"name", enrolment.name},
@@ -215,17 +266,27 @@ HubEnrolment join_hub(const JoinOptions& options) {
 
 namespace {
 
-/// One request to the hub as the enrolled host, with `tls` (its client_tls()).
+/// One request to the fleet's hubs as the enrolled host, with `tls` (its client_tls()): to the
+/// first hub in the enrolment's list that answers, so one dead hub stops neither renewal nor
+/// the CRL.
 net::HttpsResponse ask_hub(const HubEnrolment& enrolment, std::shared_ptr<const net::TlsConfig> tls,
                            std::chrono::milliseconds timeout, const std::string& method,
                            const std::string& path, const std::string& body = "") {
-  return net::HttpsClient(net::parse_https_url(enrolment.hub_url), std::move(tls),
-                          {.connect_timeout = timeout,
-                           .request_timeout = timeout,
-                           .session_file = {},
-                           .deadline = std::nullopt,
-                           .check_peer = hub_peer(enrolment.directory)})
-      .request(method, path, body);
+  std::string errors;
+  for (const auto& url : enrolment.hub_urls()) {
+    try {
+      return net::HttpsClient(net::parse_https_url(url), tls,
+                              {.connect_timeout = timeout,
+                               .request_timeout = timeout,
+                               .session_file = {},
+                               .deadline = std::nullopt,
+                               .check_peer = hub_peer(enrolment.directory)})
+          .request(method, path, body);
+    } catch (const std::exception& e) {
+      errors += (errors.empty() ? "" : "; ") + url + ": " + e.what();
+    }
+  }
+  throw JoinError("no hub answered (" + errors + ")");
 }
 
 /// When the CRL the agent holds was issued; nothing without one it can read.
@@ -266,6 +327,22 @@ std::optional<std::string> fetch_hub_crl(const HubEnrolment& enrolment,
     throw JoinError("the hub gave a CRL older than the one this agent holds: kept the newer");
   }
   return answer.body;
+}
+
+std::optional<std::vector<std::string>> fetch_hub_urls(const HubEnrolment& enrolment,
+                                                       std::chrono::milliseconds timeout) {
+  const auto answer = ask_hub(enrolment, enrolment.client_tls(), timeout, "GET", "/v1/hubs");
+  if (answer.status == 404) {
+    return std::nullopt;  // a hub older than the list: the one joined is the fleet's only hub
+  }
+  if (answer.status != 200) {
+    throw JoinError("the hub gave no list of hubs: " + refusal(answer));
+  }
+  auto urls = parse_hub_urls(answer.body);
+  if (!urls) {
+    throw JoinError("the hub's list of hubs is not one");
+  }
+  return urls;
 }
 
 void renew_certificate(const HubEnrolment& enrolment, std::chrono::milliseconds timeout) {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -27,6 +28,11 @@ struct HubEnrolment {
   std::filesystem::path key() const { return directory / "agent.pem"; }
   /// The hub's CRL as last fetched (the agent's API refuses what it names).
   std::filesystem::path crl() const { return directory / "crl.pem"; }
+  /// The fleet's hubs as a hub last listed them (GET /v1/hubs); apart from hub.json, whose
+  /// change means a new enrolment.
+  std::filesystem::path hubs_file() const { return directory / "hubs.json"; }
+  /// Every hub to keep tunnels to and to ask: the one joined, then the others as last listed.
+  std::vector<std::string> hub_urls() const;
   /// The agent's client TLS config for the hub (its CA, certificate and key, and the hub's CRL
   /// as last fetched unless `with_crl` is false).
   std::shared_ptr<const net::TlsConfig> client_tls(bool with_crl = true) const;
@@ -70,6 +76,21 @@ class JoinError : public std::runtime_error {
 /// trusts only that CA, and writes the enrolment. Refuses to replace an enrolment. Throws
 /// JoinError saying which step failed (never quoting the token's secret).
 HubEnrolment join_hub(const JoinOptions& options);
+
+/// At most this many hubs are kept from a hub's list: each one costs a thread and tunnels.
+inline constexpr std::size_t kMaxHubs = 16;
+
+/// A hub's list of the fleet's hubs (`{"hubs": ["https://...", ...]}`): https URLs only, at
+/// most kMaxHubs of them, in the hub's order; nothing when it is no such list.
+std::optional<std::vector<std::string>> parse_hub_urls(const std::string& body);
+
+/// Keeps `urls` as the enrolment's hubs (hubs.json).
+void save_hub_urls(const HubEnrolment& enrolment, const std::vector<std::string>& urls);
+
+/// The fleet's hubs, asked of any of them; nothing from a hub older than the list. Throws
+/// JoinError.
+std::optional<std::vector<std::string>> fetch_hub_urls(const HubEnrolment& enrolment,
+                                                       std::chrono::milliseconds timeout);
 
 /// The hub's CRL, checked to be signed by the enrolment's CA; nothing from a hub that has none
 /// (older than revocation). Throws JoinError.

@@ -59,8 +59,7 @@ HubLink::HubLink(std::filesystem::path state_dir, net::TlsServer& tunnels,
       version_(std::move(version)),
       features_(std::move(features)),
       log_(log),
-      options_(options),
-      backoff_(options.min_backoff) {}
+      options_(std::move(options)) {}
 
 HubLink::~HubLink() {
   stop();
@@ -71,54 +70,51 @@ void HubLink::start() {
 }
 
 void HubLink::stop() {
-  {
-    std::lock_guard lock(shared_->mutex);
-    shared_->stopping = true;
-  }
-  shared_->changed.notify_all();
+  signal_.stop();
   if (thread_.joinable()) {
     thread_.join();
   }
+  stop_dialers();
 }
 
 HubLink::Status HubLink::status() const {
-  std::lock_guard lock(shared_->mutex);
-  return {.enrolled = shared_->enrolled,
-          .open = shared_->open,
-          .busy = shared_->busy,
-          .last_error = shared_->last_error};
+  Status status{.enrolled = enrolled_.load(),
+                .open = 0,
+                .busy = 0,
+                .hubs_known = 0,
+                .hubs_connected = 0,
+                .last_error = {}};
+  {
+    std::lock_guard lock(latest_error_mutex_);
+    status.last_error = latest_error_;
+  }
+  std::lock_guard lock(dialers_mutex_);
+  status.hubs_known = dialers_.size();
+  for (const auto& [url, dialer] : dialers_) {
+    std::lock_guard hub_lock(dialer.tunnels->signal.mutex);
+    status.open += dialer.tunnels->open;
+    status.busy += dialer.tunnels->busy;
+    status.hubs_connected += dialer.tunnels->open > 0 ? 1U : 0U;
+  }
+  return status;
 }
 
 void HubLink::run() {
   while (true) {
     {
-      std::lock_guard lock(shared_->mutex);
-      if (shared_->stopping) {
+      std::lock_guard lock(signal_.mutex);
+      if (signal_.stopping) {
         return;
       }
     }
-    if (!refresh()) {
-      wait_for(options_.check_interval);
-      continue;
-    }
-    renew_if_due();
-    fetch_crl_if_due();
-    bool needed = false;
-    {
-      std::lock_guard lock(shared_->mutex);
-      needed = shared_->open < options_.max_tunnels &&
-               shared_->open - shared_->busy < options_.idle_tunnels;
-    }
-    if (!needed) {
-      wait_for(options_.check_interval);
-      continue;
-    }
-    if (dial_one()) {
-      backoff_ = options_.min_backoff;
+    if (refresh()) {
+      renew_if_due();
+      follow_fleet_if_due();
+      update_dialers();
     } else {
-      wait_for(jittered(backoff_));
-      backoff_ = std::min(backoff_ * 2, options_.max_backoff);
+      stop_dialers();
     }
+    wait_for(signal_, options_.check_interval);
   }
 }
 
@@ -131,33 +127,30 @@ bool HubLink::refresh() {
         std::filesystem::last_write_time(hub_directory(state_dir_) / "hub.json", missing);
     if (enrolment_ && (missing || joined != joined_at_)) {
       enrolment_.reset();
-      tls_.reset();
-      sessions_.forget();
+      set_credentials(nullptr);
+      stop_dialers();  // the next ones dial with the new enrolment, to its hubs
     }
     if (!enrolment_) {
       joined_at_ = joined;
       enrolment_ = load_hub_enrolment(state_dir_);
       if (!enrolment_) {
+        enrolled_ = false;
         return false;
       }
-      {
-        std::lock_guard lock(shared_->mutex);
-        shared_->enrolled = true;
-      }
+      enrolled_ = true;
       log_.info("enrolled at hub " + enrolment_->hub_url + " as " + enrolment_->name +
                 ": opening tunnels");
     }
     std::error_code error;
     const auto written = std::filesystem::last_write_time(enrolment_->certificate(), error);
-    if (!tls_ || (!error && written != credentials_written_)) {
-      tls_ = enrolment_->client_tls();
-      sessions_.forget();  // made under the old credentials
+    if (!credentials().first || (!error && written != credentials_written_)) {
+      set_credentials(enrolment_->client_tls());
       credentials_written_ = written;
     }
     return true;
   } catch (const std::exception& e) {
-    note_error(std::string("hub enrolment: ") + e.what());
-    return tls_ != nullptr;  // keep using the last good credentials
+    note_error(signal_, std::string("hub enrolment: ") + e.what());
+    return enrolment_.has_value() && credentials().first != nullptr;  // the last good ones
   }
 }
 
@@ -177,106 +170,234 @@ void HubLink::renew_if_due() {
     log_.info("renewed the hub certificate (" + std::to_string(validity.remaining / 86400) +
               " days were left); new tunnels use it");
   } catch (const std::exception& e) {
-    note_error(std::string("certificate renewal: ") + e.what());
+    note_error(signal_, std::string("certificate renewal: ") + e.what());
   }
 }
 
-void HubLink::fetch_crl_if_due() {
+void HubLink::follow_fleet_if_due() {
   const auto now = std::chrono::steady_clock::now();
-  if (now < next_crl_fetch_) {
+  if (now < next_fleet_check_) {
     return;
   }
-  next_crl_fetch_ = now + options_.crl_interval;
+  next_fleet_check_ = now + options_.crl_interval;
+  fetch_crl();
+  fetch_hubs();
+}
+
+void HubLink::fetch_crl() {
   try {
     const auto crl = fetch_hub_crl(*enrolment_, options_.dial_timeout);
     if (!crl || read_file(enrolment_->crl()) == *crl) {
       return;
     }
     write_atomically(enrolment_->crl(), *crl, 0644);
-    tls_ = enrolment_->client_tls();  // the next tunnels check the hub against it too
-    sessions_.forget();
+    set_credentials(enrolment_->client_tls());  // the next tunnels check the hub against it too
     log_.info("the hub's CRL changed: " + enrolment_->crl().string() + " updated");
     if (options_.on_crl_change) {
       options_.on_crl_change();
     }
   } catch (const std::exception& e) {
-    note_error(std::string("fetching the hub's CRL: ") + e.what());
+    note_error(signal_, std::string("fetching the hub's CRL: ") + e.what());
   }
 }
 
-bool HubLink::dial_one() {
-  const auto target = net::parse_https_url(enrolment_->hub_url);
-  const std::string request =
-      "POST /v1/tunnel HTTP/1.1\r\nHost: " + target.host + "\r\nX-Garm-Edge-Version: " + version_ +
-      "\r\nX-Garm-Edge-Features: " + join(features_) + "\r\nContent-Length: 0\r\n\r\n";
+void HubLink::fetch_hubs() {
   try {
+    const auto hubs = fetch_hub_urls(*enrolment_, options_.dial_timeout);
+    const auto kept = read_file(enrolment_->hubs_file());
+    if (!hubs || (kept && parse_hub_urls(*kept) == hubs)) {
+      return;
+    }
+    const auto before = enrolment_->hub_urls();
+    save_hub_urls(*enrolment_, *hubs);
+    if (const auto after = enrolment_->hub_urls(); after != before) {
+      log_.info("the fleet's hubs are now " + join(after) + ": keeping tunnels to each");
+    }
+  } catch (const std::exception& e) {
+    note_error(signal_, std::string("asking for the fleet's hubs: ") + e.what());
+  }
+}
+
+void HubLink::update_dialers() {
+  const auto urls = enrolment_->hub_urls();
+  std::vector<Dialer> gone;
+  {
+    std::lock_guard lock(dialers_mutex_);
+    for (auto dialer = dialers_.begin(); dialer != dialers_.end();) {
+      if (std::find(urls.begin(), urls.end(), dialer->first) == urls.end()) {
+        gone.push_back(std::move(dialer->second));
+        dialer = dialers_.erase(dialer);
+      } else {
+        ++dialer;
+      }
+    }
+    for (const auto& url : urls) {
+      if (dialers_.contains(url)) {
+        continue;
+      }
+      auto tunnels = std::make_shared<HubTunnels>();
+      tunnels->url = url;
+      dialers_[url] = Dialer{.tunnels = tunnels,
+                             .thread = std::thread([this, tunnels] { dial_loop(tunnels); })};
+    }
+  }
+  for (auto& dialer : gone) {
+    dialer.tunnels->signal.stop();
+    dialer.thread.join();
+  }
+}
+
+void HubLink::stop_dialers() {
+  std::map<std::string, Dialer> stopping;
+  {
+    std::lock_guard lock(dialers_mutex_);
+    stopping.swap(dialers_);
+  }
+  for (auto& [url, dialer] : stopping) {
+    dialer.tunnels->signal.stop();  // all at once: none waits for another's dial to end
+  }
+  for (auto& [url, dialer] : stopping) {
+    dialer.thread.join();
+  }
+}
+
+void HubLink::dial_loop(const std::shared_ptr<HubTunnels>& shared) {
+  auto& hub = *shared;
+  net::SessionMemory sessions;  // the session the last tunnel's handshake made, resumed next
+  std::uint64_t credentials_seen = 0;
+  auto backoff = options_.min_backoff;
+  while (true) {
+    bool needed = false;
+    {
+      std::lock_guard lock(hub.signal.mutex);
+      if (hub.signal.stopping) {
+        return;
+      }
+      needed = hub.open < options_.max_tunnels && hub.open - hub.busy < options_.idle_tunnels;
+    }
+    const auto [tls, changes] = credentials();
+    if (changes != credentials_seen) {
+      sessions.forget();  // made under the old credentials
+      credentials_seen = changes;
+    }
+    if (!needed || !tls) {
+      wait_for(hub.signal, options_.check_interval);
+    } else if (dial_one(shared, tls, sessions)) {
+      backoff = options_.min_backoff;
+    } else {
+      wait_for(hub.signal, jittered(backoff));
+      backoff = std::min(backoff * 2, options_.max_backoff);
+    }
+  }
+}
+
+std::pair<std::shared_ptr<const net::TlsConfig>, std::uint64_t> HubLink::credentials() const {
+  std::lock_guard lock(credentials_mutex_);
+  return {tls_, credentials_changes_};
+}
+
+void HubLink::set_credentials(std::shared_ptr<const net::TlsConfig> tls) {
+  std::lock_guard lock(credentials_mutex_);
+  tls_ = std::move(tls);
+  ++credentials_changes_;
+}
+
+bool HubLink::dial_one(const std::shared_ptr<HubTunnels>& shared,
+                       const std::shared_ptr<const net::TlsConfig>& tls,
+                       net::SessionMemory& sessions) {
+  auto& hub = *shared;
+  try {
+    const auto target = net::parse_https_url(hub.url);
+    const std::string request = "POST /v1/tunnel HTTP/1.1\r\nHost: " + target.host +
+                                "\r\nX-Garm-Edge-Version: " + version_ +
+                                "\r\nX-Garm-Edge-Features: " + join(features_) +
+                                "\r\nContent-Length: 0\r\n\r\n";
     auto turned = net::dial_and_turn_around(
-        target, tls_, request, std::chrono::steady_clock::now() + options_.dial_timeout,
-        tunnels_.connection_executor(), &sessions_);
+        target, tls, request, std::chrono::steady_clock::now() + options_.dial_timeout,
+        tunnels_.connection_executor(), &sessions);
     if (turned.status != 200) {
-      note_error("the hub refused a tunnel (HTTP " + std::to_string(turned.status) +
-                 "): " + printable_excerpt(turned.body, 256));
+      note_error(hub.signal,
+                 "the hub at " + hub.url + " refused a tunnel (HTTP " +
+                     std::to_string(turned.status) + "): " + printable_excerpt(turned.body, 256),
+                 hub.url);
       return false;
     }
-    if (const auto refusal = hub_peer(enrolment_->directory)(turned.stream->peer)) {
-      note_error("the peer at " + enrolment_->hub_url + " shows " + *refusal);
+    if (const auto refusal = hub_peer(hub_directory(state_dir_))(turned.stream->peer)) {
+      note_error(hub.signal, "the peer at " + hub.url + " shows " + *refusal, hub.url);
       return false;
     }
     {
-      std::lock_guard lock(shared_->mutex);
-      ++shared_->open;
-      shared_->last_error.clear();
+      std::lock_guard lock(hub.signal.mutex);
+      ++hub.open;
+      hub.signal.last_error.clear();
     }
-    tunnels_.adopt(
-        std::move(turned.stream),
-        [serve = serve_, shared = shared_](net::HttpRequest incoming, net::PeerIdentity peer,
-                                           net::TlsServer::Respond respond) {
-          // The hub's heartbeats take a tunnel for a moment only: no new one is dialed for them.
-          if (incoming.header("x-garm-edge-heartbeat")) {
-            return serve(std::move(incoming), std::move(peer), std::move(respond));
-          }
-          {
-            std::lock_guard lock(shared->mutex);
-            ++shared->busy;
-          }
-          shared->bump();  // an idle tunnel was taken: dial another
-          serve(std::move(incoming), std::move(peer),
-                [respond = std::move(respond), shared](net::HttpResponse response) {
-                  {
-                    std::lock_guard lock(shared->mutex);
-                    --shared->busy;
-                  }
-                  respond(std::move(response));
-                });
-        },
-        [shared = shared_] {
-          {
-            std::lock_guard lock(shared->mutex);
-            --shared->open;
-          }
-          shared->bump();
-        });
+    {
+      std::lock_guard lock(latest_error_mutex_);
+      if (latest_error_source_ == hub.url) {
+        latest_error_.clear();  // this hub's error is over
+      }
+    }
+    adopt_tunnel(std::move(turned.stream), shared);
     return true;
   } catch (const std::exception& e) {
-    note_error(std::string("dialing the hub: ") + e.what());
+    note_error(hub.signal, "dialing the hub at " + hub.url + ": " + e.what(), hub.url);
     return false;
   }
 }
 
-void HubLink::wait_for(std::chrono::milliseconds delay) {
-  std::unique_lock lock(shared_->mutex);
-  const auto seen = shared_->events;
-  shared_->changed.wait_for(lock, delay,
-                            [this, seen] { return shared_->stopping || shared_->events != seen; });
+void HubLink::adopt_tunnel(std::shared_ptr<net::TlsStream> stream,
+                           std::shared_ptr<HubTunnels> shared) {
+  // The callbacks hold the hub's tunnels: they may run after its dialer stopped.
+  tunnels_.adopt(
+      std::move(stream),
+      [serve = serve_, shared](net::HttpRequest incoming, net::PeerIdentity peer,
+                               net::TlsServer::Respond respond) {
+        // The hub's heartbeats take a tunnel for a moment only: no new one is dialed for them.
+        if (incoming.header("x-garm-edge-heartbeat")) {
+          return serve(std::move(incoming), std::move(peer), std::move(respond));
+        }
+        {
+          std::lock_guard lock(shared->signal.mutex);
+          ++shared->busy;
+        }
+        shared->signal.bump();  // an idle tunnel was taken: dial another
+        serve(std::move(incoming), std::move(peer),
+              [respond = std::move(respond), shared](net::HttpResponse response) {
+                {
+                  std::lock_guard lock(shared->signal.mutex);
+                  --shared->busy;
+                }
+                respond(std::move(response));
+              });
+      },
+      [shared] {
+        {
+          std::lock_guard lock(shared->signal.mutex);
+          --shared->open;
+        }
+        shared->signal.bump();
+      });
 }
 
-void HubLink::note_error(const std::string& error) {
+void HubLink::wait_for(Signal& signal, std::chrono::milliseconds delay) {
+  std::unique_lock lock(signal.mutex);
+  const auto seen = signal.events;
+  signal.changed.wait_for(lock, delay,
+                          [&signal, seen] { return signal.stopping || signal.events != seen; });
+}
+
+void HubLink::note_error(Signal& signal, const std::string& error, const std::string& source) {
   {
-    std::lock_guard lock(shared_->mutex);
-    if (shared_->last_error == error) {
+    std::lock_guard lock(signal.mutex);
+    if (signal.last_error == error) {
       return;  // logged once until something else happens
     }
-    shared_->last_error = error;
+    signal.last_error = error;
+  }
+  {
+    std::lock_guard lock(latest_error_mutex_);
+    latest_error_ = error;
+    latest_error_source_ = source;
   }
   log_.warning(error);
 }

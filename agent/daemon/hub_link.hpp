@@ -1,10 +1,12 @@
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -41,10 +43,12 @@ struct HubLinkOptions {
   std::function<void()> on_crl_change = {};
 };
 
-/// The agent's side of its hub (docs/fleet.md): once the host has joined, keeps a few idle
-/// tunnels open to the hub (the agent is the TLS client; the hub sends requests over them),
-/// dials more as they are taken, redials with jittered backoff, renews the certificate
-/// before it expires and uses new certificate files without a restart. Nothing listens.
+/// The agent's side of its hubs (docs/fleet.md): once the host has joined, keeps a few idle
+/// tunnels open to every hub of the fleet (the agent is the TLS client; the hub sends requests
+/// over them), dials more as they are taken, redials with jittered backoff, renews the
+/// certificate before it expires and uses new certificate files without a restart. Each hub's
+/// tunnels have a thread of their own, so a dead hub never delays the tunnels to a live one;
+/// the list of hubs is asked of any hub with the CRL. Nothing listens.
 class HubLink {
  public:
   /// `serve` answers the requests that arrive over tunnels (served by `tunnels`' limits).
@@ -60,21 +64,72 @@ class HubLink {
 
   struct Status {
     bool enrolled = false;
-    std::size_t open = 0;
+    std::size_t open = 0;  // every hub's
     std::size_t busy = 0;
-    std::string last_error;
+    std::size_t hubs_known = 0;
+    std::size_t hubs_connected = 0;  // with at least one tunnel open
+    std::string last_error;          // the latest, of any hub; cleared once that hub answers
   };
   Status status() const;
 
  private:
+  /// What a thread waits on: stopping, or any change it should look at.
+  struct Signal {
+    mutable std::mutex mutex;
+    std::condition_variable changed;
+    bool stopping = false;
+    std::uint64_t events = 0;  // bumped by every change the thread should look at
+    std::string last_error;    // logged once until another one
+    void bump() {
+      {
+        std::lock_guard lock(mutex);
+        ++events;
+      }
+      changed.notify_all();
+    }
+    void stop() {
+      {
+        std::lock_guard lock(mutex);
+        stopping = true;
+      }
+      changed.notify_all();
+    }
+  };
+  /// The tunnels to one hub; shared with the tunnels' callbacks, which may outlive the link.
+  struct HubTunnels {
+    std::string url;
+    Signal signal;
+    std::size_t open = 0;  // signal.mutex
+    std::size_t busy = 0;  // signal.mutex
+  };
+  struct Dialer {
+    std::shared_ptr<HubTunnels> tunnels;
+    std::thread thread;
+  };
+
   void run();
   /// Loads the enrolment and the TLS config when they appear or change; false when none.
   bool refresh();
   void renew_if_due();
-  void fetch_crl_if_due();
-  bool dial_one();
-  void wait_for(std::chrono::milliseconds delay);
-  void note_error(const std::string& error);
+  /// The CRL and the list of hubs, asked of any hub every crl_interval.
+  void follow_fleet_if_due();
+  void fetch_crl();
+  void fetch_hubs();
+  /// One dialer for every hub of the enrolment, none for a hub no longer listed.
+  void update_dialers();
+  void stop_dialers();
+  void dial_loop(const std::shared_ptr<HubTunnels>& hub);
+  bool dial_one(const std::shared_ptr<HubTunnels>& hub,
+                const std::shared_ptr<const net::TlsConfig>& tls, net::SessionMemory& sessions);
+  /// The tunnel joins the agent's tunnel server; its requests and its end count in `hub`.
+  void adopt_tunnel(std::shared_ptr<net::TlsStream> stream, std::shared_ptr<HubTunnels> hub);
+  /// The credentials' TLS config and how many times it changed (sessions made under an older
+  /// one are forgotten).
+  std::pair<std::shared_ptr<const net::TlsConfig>, std::uint64_t> credentials() const;
+  void set_credentials(std::shared_ptr<const net::TlsConfig> tls);
+  static void wait_for(Signal& signal, std::chrono::milliseconds delay);
+  /// `source`: the hub whose tunnels failed; empty for the link's own work.
+  void note_error(Signal& signal, const std::string& error, const std::string& source = {});
 
   std::filesystem::path state_dir_;
   net::TlsServer& tunnels_;
@@ -84,35 +139,22 @@ class HubLink {
   Logger& log_;
   HubLinkOptions options_;
 
-  /// Shared with the tunnels' callbacks, which may outlive the link.
-  struct Shared {
-    std::mutex mutex;
-    std::condition_variable changed;
-    std::size_t open = 0;
-    std::size_t busy = 0;
-    bool stopping = false;
-    bool enrolled = false;
-    std::uint64_t events = 0;  // bumped by every change the link's thread should look at
-    std::string last_error;
-    void bump() {
-      {
-        std::lock_guard lock(mutex);
-        ++events;
-      }
-      changed.notify_all();
-    }
-  };
-  std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
+  mutable Signal signal_;  // the link's own thread
+  mutable std::mutex latest_error_mutex_;
+  std::string latest_error_;         // latest_error_mutex_
+  std::string latest_error_source_;  // latest_error_mutex_
+  std::atomic<bool> enrolled_{false};
+  mutable std::mutex credentials_mutex_;
+  std::shared_ptr<const net::TlsConfig> tls_;  // credentials_mutex_
+  std::uint64_t credentials_changes_ = 0;      // credentials_mutex_
+  mutable std::mutex dialers_mutex_;
+  std::map<std::string, Dialer> dialers_;  // dialers_mutex_; changed by the link's thread only
   // The link's thread alone uses these.
   std::optional<HubEnrolment> enrolment_;
-  std::shared_ptr<const net::TlsConfig> tls_;
-  /// The session the last tunnel's handshake made, resumed by the next dials.
-  net::SessionMemory sessions_;
   std::filesystem::file_time_type credentials_written_{};
   std::filesystem::file_time_type joined_at_{};
   std::chrono::steady_clock::time_point next_renewal_check_{};
-  std::chrono::steady_clock::time_point next_crl_fetch_{};
-  std::chrono::milliseconds backoff_;
+  std::chrono::steady_clock::time_point next_fleet_check_{};
   std::thread thread_;
 };
 

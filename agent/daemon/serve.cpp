@@ -165,6 +165,12 @@ std::string AgentDaemon::render_link_metrics() const {
                 static_cast<std::uint64_t>(status.open - std::min(status.open, status.busy)));
     link.sample("garm_edge_hub_link_tunnels", {{"state", "busy"}},
                 static_cast<std::uint64_t>(status.busy));
+    link.family("garm_edge_hub_link_hubs", "gauge",
+                "The fleet's hubs as this agent knows them, and those it holds a tunnel to.");
+    link.sample("garm_edge_hub_link_hubs", {{"state", "known"}},
+                static_cast<std::uint64_t>(status.hubs_known));
+    link.sample("garm_edge_hub_link_hubs", {{"state", "connected"}},
+                static_cast<std::uint64_t>(status.hubs_connected));
     link.family("garm_edge_hub_link_enrolled", "gauge", "1 when this host joined a hub.");
     link.sample("garm_edge_hub_link_enrolled", {}, std::uint64_t{status.enrolled ? 1u : 0u});
     text += link.str();

@@ -8,6 +8,7 @@
 #include "agent/instances/warm_spec.hpp"
 #include "support/test_support.hpp"
 #include "wire/bootstrap.hpp"
+#include "wire/json_fields.hpp"
 #include "wire/placement_view.hpp"
 
 using namespace garm_edge;

@@ -1,0 +1,166 @@
+// Several hubs on one PostgreSQL database, in one process on loopback: an agent learns every
+// hub from the one it joined and keeps tunnels to each; a hub stopping leaves the others'
+// tunnels and relays as they were. (Real processes and kill -9: tests/hub/run_hub_tier.py.)
+
+#include <filesystem>
+#include <thread>
+
+#include <asio.hpp>
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "agent/daemon/hub_enrolment.hpp"
+#include "common/durable_file.hpp"
+#include "common/temp_dir.hpp"
+#include "common/unix_time.hpp"
+#include "hub/postgres_state.hpp"
+#include "support/hub_fixtures.hpp"
+#include "support/temp_postgres.hpp"
+#include "wire/join_token.hpp"
+
+using namespace garm_edge;
+using namespace garm_edge::testing;
+
+namespace {
+
+/// A port nothing listens on now, for a hub whose URL must name its port before it starts.
+std::uint16_t unused_port() {
+  asio::io_context io;
+  asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});
+  return acceptor.local_endpoint().port();
+}
+
+std::string hub_url(std::uint16_t port) {
+  return "https://127.0.0.1:" + std::to_string(port);
+}
+
+bool eventually(const std::function<bool()>& condition,
+                std::chrono::milliseconds within = std::chrono::seconds(10)) {
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+/// One hub of the fleet: its own state directory with the fleet's PKI, the shared database.
+std::unique_ptr<RunningHub> start_hub(const std::filesystem::path& state, std::uint16_t port,
+                                      const net::PostgresTarget& database, QuietLog& log) {
+  return std::make_unique<RunningHub>(state, port, log, [&](hub::HubConfig& config) {
+    config.url = hub_url(port);
+    config.database = database;
+  });
+}
+
+}  // namespace
+
+TEST_CASE("an agent keeps tunnels to every hub of the fleet, and one hub stopping leaves the rest",
+          "[hub][fleet]") {
+  REQUIRE(TempPostgres::available());
+  TempPostgres postgres;
+  const auto database = net::parse_postgres_url(postgres.socket_url());
+  TempDir dir;
+  const auto state_a = dir.path() / "hub-a";
+  const auto state_b = dir.path() / "hub-b";
+  hub::HubStore::init(
+      state_a, {.dns_names = {"localhost"}, .ip_addresses = {"127.0.0.1"}, .client_name = "garm"});
+  // The operator copies pki/ once: the CA and the hub's certificate.
+  std::filesystem::create_directories(state_b);
+  std::filesystem::copy(state_a / "pki", state_b / "pki", std::filesystem::copy_options::recursive);
+  QuietLog log;
+  const auto port_a = unused_port();
+  const auto port_b = unused_port();
+  auto hub_a = start_hub(state_a, port_a, database, log);
+  auto hub_b = start_hub(state_b, port_b, database, log);
+
+  hub::HubStore store(state_a, {}, hub::open_postgres_state(database));
+  const auto [record, secret] =
+      store.create_token(std::chrono::hours(1), 1, {}, {.name = "rack1-a"}, unix_now());
+  const auto agent_state = dir.path() / "agent";
+  agent::join_hub({.token = wire::JoinToken{.hub_url = hub_url(port_a),
+                                            .ca_fingerprint = store.ca_fingerprint(),
+                                            .id = record.id,
+                                            .secret = secret}
+                                .encode(),
+                   .state_dir = agent_state,
+                   .name = "rack1-a"});
+  LinkedAgent agent(agent_state, std::chrono::milliseconds(0), log, std::chrono::milliseconds(200));
+
+  // Hub A names hub B (from the enrolment, or the list asked for after it): tunnels to both.
+  CHECK(eventually([&] {
+    return tunnels_of(*hub_a->server, "rack1-a") == 2 && tunnels_of(*hub_b->server, "rack1-a") == 2;
+  }));
+  const auto enrolment = agent::load_hub_enrolment(agent_state);
+  REQUIRE(enrolment);
+  CHECK(enrolment->hub_urls() == std::vector<std::string>{hub_url(port_a), hub_url(port_b)});
+  const auto status = agent.link->status();
+  CHECK(status.hubs_known == 2);
+  CHECK(status.hubs_connected == 2);
+
+  // Both hubs list the agent, read from the one database, and relay to it.
+  for (const auto* hub : {hub_a.get(), hub_b.get()}) {
+    const auto listed = call_hub(state_a / "pki", hub->server->provider_port(), "/v1/agents");
+    REQUIRE(listed.status == 200);
+    CHECK(nlohmann::json::parse(listed.body)["agents"].size() == 1);
+    const auto relayed = call_hub(state_a / "pki", hub->server->provider_port(),
+                                  "/v1/agents/rack1-a/relay/v1/capacity");
+    CHECK(relayed.status == 200);
+  }
+
+  // Hub A gone: its tunnels end, hub B's stay and carry requests; the agent says which is down.
+  hub_a.reset();
+  CHECK(eventually([&] { return agent.link->status().hubs_connected == 1; }));
+  CHECK(tunnels_of(*hub_b->server, "rack1-a") >= 2);
+  CHECK(call_hub(state_b / "pki", hub_b->server->provider_port(),
+                 "/v1/agents/rack1-a/relay/v1/capacity")
+            .status == 200);
+  CHECK_THAT(agent.link->status().last_error, Catch::Contains(hub_url(port_a)));
+
+  // Hub A back on its address: the agent dials it again by itself.
+  hub_a = start_hub(state_a, port_a, database, log);
+  CHECK(eventually([&] { return tunnels_of(*hub_a->server, "rack1-a") == 2; }));
+  CHECK(agent.link->status().hubs_connected == 2);
+
+  // Removed at hub B: hub A closes its tunnels too (the shared records), and neither takes
+  // new ones.
+  hub::HubStore store_b(state_b, {}, hub::open_postgres_state(database));
+  CHECK(store_b.remove("rack1-a", unix_now()));
+  CHECK(eventually(
+      [&] {
+        return tunnels_of(*hub_a->server, "rack1-a") == 0 &&
+               tunnels_of(*hub_b->server, "rack1-a") == 0;
+      },
+      std::chrono::seconds(3)));
+}
+
+TEST_CASE("a hub's list of hubs is taken only as https URLs, at most kMaxHubs, the joined first",
+          "[hub][fleet]") {
+  using agent::parse_hub_urls;
+  CHECK(parse_hub_urls(R"({"hubs": ["https://hub-a:8444", "https://hub-b:8444"]})") ==
+        std::vector<std::string>{"https://hub-a:8444", "https://hub-b:8444"});
+  CHECK_FALSE(parse_hub_urls(R"({"hubs": []})"));
+  CHECK_FALSE(parse_hub_urls(R"({"hubs": ["http://hub-a:8444"]})"));
+  CHECK_FALSE(parse_hub_urls(R"({"hubs": ["https://hub-a:8444", 7]})"));
+  CHECK_FALSE(parse_hub_urls(R"({"hubs": "https://hub-a:8444"})"));
+  CHECK_FALSE(parse_hub_urls("not json"));
+  CHECK_FALSE(parse_hub_urls(R"({"hubs": ["https://)" + std::string(2000, 'a') + R"("]})"));
+  // A hub listing a thousand hubs (or one many times) costs the agent kMaxHubs dialers at most.
+  nlohmann::json many = {{"hubs", nlohmann::json::array()}};
+  for (int i = 0; i < 1000; ++i) {
+    many["hubs"].push_back("https://hub-" + std::to_string(i % 500) + ":8444");
+  }
+  CHECK(parse_hub_urls(many.dump())->size() == agent::kMaxHubs);
+
+  TempDir dir;
+  const agent::HubEnrolment enrolment{
+      .directory = dir.path(), .hub_url = "https://joined:8444", .name = "rack1-a", .labels = {}};
+  CHECK(enrolment.hub_urls() == std::vector<std::string>{"https://joined:8444"});
+  agent::save_hub_urls(enrolment, {"https://hub-b:8444", "https://joined:8444"});
+  CHECK(enrolment.hub_urls() ==
+        std::vector<std::string>{"https://joined:8444", "https://hub-b:8444"});
+  write_atomically(enrolment.hubs_file(), "{torn");
+  CHECK(enrolment.hub_urls() == std::vector<std::string>{"https://joined:8444"});
+}
