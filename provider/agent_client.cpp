@@ -1,5 +1,6 @@
 #include "provider/agent_client.hpp"
 
+#include <cctype>
 #include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
@@ -34,8 +35,9 @@ net::HttpsResponse AgentClient::call(
     }
   }
   try {
-    auto options = call_options(config_, kind, deadline,
-                                endpoint_.hub.empty() ? endpoint_.name : "hub-" + endpoint_.hub);
+    auto options = call_options(
+        config_, kind, deadline,
+        endpoint_.hub.empty() ? endpoint_.name : hub_session_name(endpoint_.hub, endpoint_.url));
     options.check_peer = expected_peer(endpoint_);
     auto response =
         net::HttpsClient(net::parse_https_url(endpoint_.url), tls_.get(endpoint_), options)
@@ -86,6 +88,14 @@ void AgentClient::throw_hub_failure(const net::HttpsResponse& response) const {
   if (code == "agent_unreachable") {
     throw net::HttpsError("hub " + endpoint_.hub + ": " + describe(response), true);
   }
+}
+
+std::string hub_session_name(const std::string& hub, const std::string& url) {
+  std::string name = "hub-" + hub + "-";
+  for (const char c : url.substr(std::min(url.size(), std::string_view("https://").size()))) {
+    name += std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '-' ? c : '_';
+  }
+  return name;
 }
 
 net::HttpsClientOptions call_options(const ProviderConfig& config, CallKind kind,

@@ -20,9 +20,13 @@ namespace garm_edge::provider {
 /// create timeout, anything else the request timeout.
 enum class CallKind { probe, request, create };
 
+/// Where the TLS session for `url` of hub `hub` is kept: each hub process has sessions of its own.
+std::string hub_session_name(const std::string& hub, const std::string& url);
+
 /// The options of a call of `kind` to the endpoint whose TLS sessions are kept as
-/// `<session_dir>/<session_name>.tls-session` (the agent's name, or "hub-<name>" for every
-/// call through a hub: one server, one session).
+/// `<session_dir>/<session_name>.tls-session` (the agent's name, or hub_session_name() for
+/// every call through one hub process: one server, one session).
+
 net::HttpsClientOptions call_options(const ProviderConfig& config, CallKind kind,
                                      std::optional<std::chrono::steady_clock::time_point> deadline,
                                      const std::string& session_name);

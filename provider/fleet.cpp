@@ -52,7 +52,8 @@ void Fleet::fan_out(const std::string& method, const std::string& path, CallKind
   std::map<std::string, std::vector<AgentClient*>> by_hub;
   for (auto& agent : agents_) {
     if (!agent->endpoint().hub.empty() && !agent->has_prefetched(method, path)) {
-      by_hub[agent->endpoint().hub].push_back(agent.get());
+      // One relay per hub process: agents of one hub entry may be reached at different URLs.
+      by_hub[agent->endpoint().hub + " " + agent->endpoint().url].push_back(agent.get());
     }
   }
   std::vector<std::future<void>> pending;
@@ -72,7 +73,7 @@ void Fleet::fan_out_to(const std::vector<AgentClient*>& members, const std::stri
                        const std::string& path, CallKind kind,
                        std::optional<std::chrono::steady_clock::time_point> deadline) {
   const auto& hub = members.front()->endpoint();
-  auto options = call_options(config_, kind, deadline, "hub-" + hub.hub);
+  auto options = call_options(config_, kind, deadline, hub_session_name(hub.hub, hub.url));
   options.check_peer = hub_peer();
   nlohmann::json names = nlohmann::json::array();
   for (const auto* member : members) {

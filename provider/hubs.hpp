@@ -25,9 +25,13 @@ struct HubPrefetch {
 };
 
 /// `config` with every agent enrolled at its [[hubs]] appended (asked of all hubs at once,
-/// before `deadline`), each reached through its hub. An agent whose name an [[agents]] entry
-/// or an earlier hub already uses is left out. Throws HubError naming a hub that did not
-/// answer: without its list, garm would take that hub's runners for gone ones.
+/// before `deadline`), each reached through its hub: for an entry of several hub processes on
+/// one database, every process is asked at once and each agent is counted once, reached
+/// through a process that has a tunnel to it (the first listing to arrive that shows every
+/// agent connected ends the wait; else the first in `urls` order that lists it connected). An agent
+/// whose name an [[agents]] entry or an earlier hub already uses is left out. Throws HubError
+/// naming a hub none of whose processes answered: without its list, garm would take that hub's
+/// runners for gone ones.
 ProviderConfig with_hub_agents(ProviderConfig config, TlsConfigCache& tls,
                                std::chrono::steady_clock::time_point deadline,
                                const std::optional<HubPrefetch>& prefetch = std::nullopt);
@@ -37,7 +41,9 @@ ProviderConfig with_hub_agents(ProviderConfig config, TlsConfigCache& tls,
 ProviderConfig load_fleet_config(const std::filesystem::path& path, TlsConfigCache& tls,
                                  const std::optional<HubPrefetch>& prefetch = std::nullopt);
 
-/// The hub's answer to /v1/agents as endpoints (for tests and the status command).
-std::vector<AgentEndpoint> hub_agents_from_json(const HubEndpoint& hub, const std::string& body);
+/// The answer to /v1/agents of `hub`'s process at `url` as endpoints, each reached there (for
+/// tests and the status command).
+std::vector<AgentEndpoint> hub_agents_from_json(const HubEndpoint& hub, const std::string& url,
+                                                const std::string& body);
 
 }  // namespace garm_edge::provider

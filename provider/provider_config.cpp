@@ -48,11 +48,32 @@ AgentEndpoint read_agent(const toml::table& table, const std::string& source, st
   return agent;
 }
 
+/// `url` for one hub, `urls` for the hubs of one database: exactly one of them.
+std::vector<std::string> hub_urls(TomlTableReader& in) {
+  const bool one = in.node("url") != nullptr;
+  const bool several = in.node("urls") != nullptr;
+  if (one == several) {
+    in.fail(in.node(one ? "urls" : "name"),
+            "a hub needs url (one hub) or urls (several hubs on one database), not both");
+  }
+  if (one) {
+    return {in.required_string("url")};
+  }
+  auto urls = in.string_list("urls");
+  constexpr std::size_t kMaxHubUrls = 16;
+  if (urls.empty() || urls.size() > kMaxHubUrls ||
+      std::any_of(urls.begin(), urls.end(),
+                  [](const auto& url) { return !url.starts_with("https://"); })) {
+    in.fail(in.node("urls"), "urls must be 1-16 https:// URLs");
+  }
+  return urls;
+}
+
 HubEndpoint read_hub(const toml::table& table, const std::string& source, std::size_t index,
                      const ProviderConfig& config, const EntryDefaults& defaults) {
   TomlTableReader in(table, source, "[[hubs]] #" + std::to_string(index + 1));
   HubEndpoint hub{.name = in.required_string("name"),
-                  .url = in.required_string("url"),
+                  .urls = hub_urls(in),
                   .ca = in.absolute_path("ca", true),
                   .certificate = in.absolute_path("certificate", true),
                   .key = in.absolute_path("key", true),
@@ -154,9 +175,11 @@ std::string provider_config_json_schema() {
   return R"json({"$schema":"http://json-schema.org/draft-07/schema#","title":"garm-provider-edge config (TOML)",)json"
          R"json("type":"object","additionalProperties":false,"properties":{)json"
          R"json("hubs":{"type":"array","items":{"type":"object","additionalProperties":false,)json"
-         R"json("required":["name","url","ca","certificate","key"],"properties":{)json"
+         R"json("required":["name","ca","certificate","key"],"properties":{)json"
          R"json("name":{"type":"string","pattern":"^[A-Za-z0-9._-]{1,64}$"},)json"
-         R"json("url":{"type":"string","pattern":"^https://"},"ca":{"type":"string"},)json"
+         R"json("url":{"type":"string","pattern":"^https://"},)json"
+         R"json("urls":{"type":"array","minItems":1,"maxItems":16,)json"
+         R"json("items":{"type":"string","pattern":"^https://"}},"ca":{"type":"string"},)json"
          R"json("certificate":{"type":"string"},"key":{"type":"string"},"crl":{"type":"string"},)json"
          R"json("weight":{"type":"integer","minimum":1,"maximum":1000}}}},)json"
          R"json("agents":{"type":"array","items":{"type":"object","additionalProperties":false,)json"

@@ -39,11 +39,12 @@ struct AgentEndpoint {
   std::optional<HubView> via_hub = std::nullopt;
 };
 
-/// A hub whose agents join the fleet: `url` is its provider listener; the certificate is a
-/// client certificate of the hub's CA whose CN is in the hub's [[clients]].
+/// A hub whose agents join the fleet: `urls` are its provider listeners, one per hub process
+/// when several hubs share one database (docs/fleet.md), all asked at once; the
+/// certificate is a client certificate of the hub's CA whose CN is in the hubs' [[clients]].
 struct HubEndpoint {
   std::string name;
-  std::string url;
+  std::vector<std::string> urls;  // at least one
   std::filesystem::path ca;
   std::filesystem::path certificate;
   std::filesystem::path key;

@@ -14,6 +14,8 @@
 #include "common/temp_dir.hpp"
 #include "common/unix_time.hpp"
 #include "hub/postgres_state.hpp"
+#include "provider/fleet.hpp"
+#include "provider/hubs.hpp"
 #include "support/hub_fixtures.hpp"
 #include "support/temp_postgres.hpp"
 #include "wire/join_token.hpp"
@@ -55,44 +57,80 @@ std::unique_ptr<RunningHub> start_hub(const std::filesystem::path& state, std::u
   });
 }
 
+/// Two hubs on one database (B with a copy of A's pki/, as the operator makes it) and one agent
+/// joined at A.
+struct TwoHubFleet {
+  TwoHubFleet() {
+    hub::HubStore::init(
+        state_a,
+        {.dns_names = {"localhost"}, .ip_addresses = {"127.0.0.1"}, .client_name = "garm"});
+    std::filesystem::create_directories(state_b);
+    std::filesystem::copy(state_a / "pki", state_b / "pki",
+                          std::filesystem::copy_options::recursive);
+    hub_a = start_hub(state_a, port_a, database, log);
+    hub_b = start_hub(state_b, port_b, database, log);
+    hub::HubStore store(state_a, {}, hub::open_postgres_state(database));
+    const auto [record, secret] =
+        store.create_token(std::chrono::hours(1), 1, {}, {.name = "rack1-a"}, unix_now());
+    agent::join_hub({.token = wire::JoinToken{.hub_url = hub_url(port_a),
+                                              .ca_fingerprint = store.ca_fingerprint(),
+                                              .id = record.id,
+                                              .secret = secret}
+                                  .encode(),
+                     .state_dir = agent_state,
+                     .name = "rack1-a"});
+    agent = std::make_unique<LinkedAgent>(agent_state, std::chrono::milliseconds(0), log,
+                                          std::chrono::milliseconds(200));
+  }
+  bool both_connected() {
+    return eventually([&] {
+      return tunnels_of(*hub_a->server, "rack1-a") >= 2 &&
+             tunnels_of(*hub_b->server, "rack1-a") >= 2;
+    });
+  }
+  /// A provider's [[hubs]] entry naming both hubs' provider listeners, A first.
+  provider::ProviderConfig provider_config() const {
+    provider::ProviderConfig config;
+    config.hubs = {{.name = "lab",
+                    .urls = {"https://localhost:" + std::to_string(hub_a->server->provider_port()),
+                             "https://localhost:" + std::to_string(hub_b->server->provider_port())},
+                    .ca = state_a / "pki/ca.crt",
+                    .certificate = state_a / "pki/clients/garm.crt",
+                    .key = state_a / "pki/clients/garm.key"}};
+    return config;
+  }
+
+  TempPostgres postgres;
+  net::PostgresTarget database = net::parse_postgres_url(postgres.socket_url());
+  TempDir dir;
+  std::filesystem::path state_a = dir.path() / "hub-a";
+  std::filesystem::path state_b = dir.path() / "hub-b";
+  std::filesystem::path agent_state = dir.path() / "agent";
+  QuietLog log;
+  std::uint16_t port_a = unused_port();
+  std::uint16_t port_b = unused_port();
+  std::unique_ptr<RunningHub> hub_a;
+  std::unique_ptr<RunningHub> hub_b;
+  std::unique_ptr<LinkedAgent> agent;  // last: stopped before the hubs
+};
+
 }  // namespace
 
 TEST_CASE("an agent keeps tunnels to every hub of the fleet, and one hub stopping leaves the rest",
           "[hub][fleet]") {
   REQUIRE(TempPostgres::available());
-  TempPostgres postgres;
-  const auto database = net::parse_postgres_url(postgres.socket_url());
-  TempDir dir;
-  const auto state_a = dir.path() / "hub-a";
-  const auto state_b = dir.path() / "hub-b";
-  hub::HubStore::init(
-      state_a, {.dns_names = {"localhost"}, .ip_addresses = {"127.0.0.1"}, .client_name = "garm"});
-  // The operator copies pki/ once: the CA and the hub's certificate.
-  std::filesystem::create_directories(state_b);
-  std::filesystem::copy(state_a / "pki", state_b / "pki", std::filesystem::copy_options::recursive);
-  QuietLog log;
-  const auto port_a = unused_port();
-  const auto port_b = unused_port();
-  auto hub_a = start_hub(state_a, port_a, database, log);
-  auto hub_b = start_hub(state_b, port_b, database, log);
-
-  hub::HubStore store(state_a, {}, hub::open_postgres_state(database));
-  const auto [record, secret] =
-      store.create_token(std::chrono::hours(1), 1, {}, {.name = "rack1-a"}, unix_now());
-  const auto agent_state = dir.path() / "agent";
-  agent::join_hub({.token = wire::JoinToken{.hub_url = hub_url(port_a),
-                                            .ca_fingerprint = store.ca_fingerprint(),
-                                            .id = record.id,
-                                            .secret = secret}
-                                .encode(),
-                   .state_dir = agent_state,
-                   .name = "rack1-a"});
-  LinkedAgent agent(agent_state, std::chrono::milliseconds(0), log, std::chrono::milliseconds(200));
+  TwoHubFleet fleet;
+  auto& hub_a = fleet.hub_a;
+  auto& hub_b = fleet.hub_b;
+  auto& agent = *fleet.agent;
+  const auto& state_a = fleet.state_a;
+  const auto& state_b = fleet.state_b;
+  const auto port_a = fleet.port_a;
+  const auto port_b = fleet.port_b;
+  const auto& agent_state = fleet.agent_state;
 
   // Hub A names hub B (from the enrolment, or the list asked for after it): tunnels to both.
-  CHECK(eventually([&] {
-    return tunnels_of(*hub_a->server, "rack1-a") == 2 && tunnels_of(*hub_b->server, "rack1-a") == 2;
-  }));
+  CHECK(fleet.both_connected());
   const auto enrolment = agent::load_hub_enrolment(agent_state);
   REQUIRE(enrolment);
   CHECK(enrolment->hub_urls() == std::vector<std::string>{hub_url(port_a), hub_url(port_b)});
@@ -120,13 +158,13 @@ TEST_CASE("an agent keeps tunnels to every hub of the fleet, and one hub stoppin
   CHECK_THAT(agent.link->status().last_error, Catch::Contains(hub_url(port_a)));
 
   // Hub A back on its address: the agent dials it again by itself.
-  hub_a = start_hub(state_a, port_a, database, log);
+  hub_a = start_hub(state_a, port_a, fleet.database, fleet.log);
   CHECK(eventually([&] { return tunnels_of(*hub_a->server, "rack1-a") == 2; }));
   CHECK(agent.link->status().hubs_connected == 2);
 
   // Removed at hub B: hub A closes its tunnels too (the shared records), and neither takes
   // new ones.
-  hub::HubStore store_b(state_b, {}, hub::open_postgres_state(database));
+  hub::HubStore store_b(state_b, {}, hub::open_postgres_state(fleet.database));
   CHECK(store_b.remove("rack1-a", unix_now()));
   CHECK(eventually(
       [&] {
@@ -163,4 +201,52 @@ TEST_CASE("a hub's list of hubs is taken only as https URLs, at most kMaxHubs, t
         std::vector<std::string>{"https://joined:8444", "https://hub-b:8444"});
   write_atomically(enrolment.hubs_file(), "{torn");
   CHECK(enrolment.hub_urls() == std::vector<std::string>{"https://joined:8444"});
+}
+
+TEST_CASE(
+    "the provider counts an agent two hubs reach once, and reaches it through the other "
+    "when the first is gone",
+    "[hub][fleet][provider]") {
+  REQUIRE(TempPostgres::available());
+  TwoHubFleet fleet;
+  REQUIRE(fleet.both_connected());
+  provider::TlsConfigCache tls;
+  const auto provider_config = fleet.provider_config();  // before either hub goes
+  const auto list = [&] {
+    return provider::with_hub_agents(provider_config, tls,
+                                     std::chrono::steady_clock::now() + std::chrono::seconds(3));
+  };
+  const auto hub_a_url = provider_config.hubs[0].urls[0];
+  const auto hub_b_url = provider_config.hubs[0].urls[1];
+
+  auto config = list();
+  REQUIRE(config.agents.size() == 1);  // once, through whichever hub listed it connected first
+  CHECK(config.agents[0].via_hub->connected);
+  // The prefetch (ListInstances' one round trip): one answer, from the hub it is reached through.
+  std::vector<wire::RelayedAnswer> answers;
+  const auto prefetched = provider::with_hub_agents(
+      provider_config, tls, std::chrono::steady_clock::now() + std::chrono::seconds(3),
+      provider::HubPrefetch{.method = "GET",
+                            .path = "/v1/capacity",
+                            .timeout = std::chrono::seconds(2),
+                            .answers = &answers});
+  CHECK(prefetched.agents.size() == 1);
+  REQUIRE(answers.size() == 1);
+  CHECK(answers[0].status == 200);
+
+  // Hub A gone: the same agent, once, through hub B; a call through it is answered.
+  fleet.hub_a.reset();
+  const auto started = std::chrono::steady_clock::now();
+  config = list();
+  const auto listed_in = std::chrono::steady_clock::now() - started;
+  REQUIRE(config.agents.size() == 1);
+  CHECK(config.agents[0].url == hub_b_url);
+  CHECK(listed_in < std::chrono::seconds(3));  // no wait for the dead hub's deadline
+  provider::AgentClient client(config.agents[0], config, tls);
+  CHECK(client.call("GET", "/v1/capacity", "", provider::CallKind::probe).status == 200);
+
+  // Neither hub answering: an error naming both, never an empty fleet.
+  fleet.hub_b.reset();
+  CHECK_THROWS_AS(list(), provider::HubError);
+  CHECK_THROWS_WITH(list(), Catch::Contains(hub_a_url) && Catch::Contains(hub_b_url));
 }

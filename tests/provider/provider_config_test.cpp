@@ -53,12 +53,34 @@ TEST_CASE("provider config: hubs alone make a fleet, and each is named once",
   const auto config = parse_provider_config(hub, "p");
   REQUIRE(config.hubs.size() == 1);
   CHECK(config.agents.empty());
-  CHECK(config.hubs[0].url == "https://hub.lab:8445");
+  CHECK(config.hubs[0].urls == std::vector<std::string>{"https://hub.lab:8445"});
   CHECK(config.hubs[0].weight == 100);
   CHECK_THAT(provider_config_error(hub + hub),
              Catch::Contains("[[hubs]] #2") && Catch::Contains("unique"));
   CHECK_THAT(provider_config_error(hub + "secret = 1\n"),
              Catch::Contains("unknown key \"secret\""));
+
+  // Several hub processes on one database: one entry, its URLs in the order preferred.
+  const std::string credentials =
+      "ca = \"/h/ca.crt\"\ncertificate = \"/h/garm.crt\"\nkey = \"/h/garm.key\"\n";
+  const auto two = parse_provider_config(
+      "[[hubs]]\nname = \"lab\"\nurls = [\"https://hub-a.lab:8445\", "
+      "\"https://hub-b.lab:8445\"]\n" +
+          credentials,
+      "p");
+  CHECK(two.hubs.at(0).urls ==
+        std::vector<std::string>{"https://hub-a.lab:8445", "https://hub-b.lab:8445"});
+  CHECK_THAT(provider_config_error("[[hubs]]\nname = \"lab\"\nurl = \"https://a:1\"\n"
+                                   "urls = [\"https://b:1\"]\n" +
+                                   credentials),
+             Catch::Contains("url (one hub) or urls") && Catch::Contains("not both"));
+  CHECK_THAT(provider_config_error("[[hubs]]\nname = \"lab\"\n" + credentials),
+             Catch::Contains("url (one hub) or urls"));
+  CHECK_THAT(provider_config_error("[[hubs]]\nname = \"lab\"\nurls = []\n" + credentials),
+             Catch::Contains("1-16 https:// URLs"));
+  CHECK_THAT(
+      provider_config_error("[[hubs]]\nname = \"lab\"\nurls = [\"http://a:1\"]\n" + credentials),
+      Catch::Contains("1-16 https:// URLs"));
 }
 
 TEST_CASE("provider config: every mistake names file, line and key, as the agent's does",
