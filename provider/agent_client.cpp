@@ -34,24 +34,38 @@ net::HttpsResponse AgentClient::call(
       return std::move(*taken.response);
     }
   }
-  try {
-    auto options = call_options(
-        config_, kind, deadline,
-        endpoint_.hub.empty() ? endpoint_.name : hub_session_name(endpoint_.hub, endpoint_.url));
-    options.check_peer = expected_peer(endpoint_);
-    auto response =
-        net::HttpsClient(net::parse_https_url(endpoint_.url), tls_.get(endpoint_), options)
-            .request(method, endpoint_.path_prefix + path, body);
-    if (!endpoint_.hub.empty() && response.status == 502) {
-      throw_hub_failure(response);
+  // Another process of the same hub only while nothing was sent: nothing may run twice.
+  std::vector<std::string> urls{endpoint_.url};
+  urls.insert(urls.end(), endpoint_.other_hub_urls.begin(), endpoint_.other_hub_urls.end());
+  for (std::size_t i = 0;; ++i) {
+    try {
+      auto response = call_at(urls[i], method, path, body, kind, deadline);
+      reached_ = true;
+      return response;
+    } catch (const net::HttpsError& e) {
+      if (e.request_sent() || i + 1 == urls.size()) {
+        throw net::HttpsError(where + e.what(), e.request_sent());
+      }
+    } catch (const std::exception& e) {  // certificates that cannot be loaded
+      throw net::HttpsError(where + e.what(), false);
     }
-    reached_ = true;
-    return response;
-  } catch (const net::HttpsError& e) {
-    throw net::HttpsError(where + e.what(), e.request_sent());
-  } catch (const std::exception& e) {  // certificates that cannot be loaded
-    throw net::HttpsError(where + e.what(), false);
   }
+}
+
+net::HttpsResponse AgentClient::call_at(
+    const std::string& url, const std::string& method, const std::string& path,
+    const std::string& body, CallKind kind,
+    std::optional<std::chrono::steady_clock::time_point> deadline) const {
+  auto options =
+      call_options(config_, kind, deadline,
+                   endpoint_.hub.empty() ? endpoint_.name : hub_session_name(endpoint_.hub, url));
+  options.check_peer = expected_peer(endpoint_);
+  auto response = net::HttpsClient(net::parse_https_url(url), tls_.get(endpoint_), options)
+                      .request(method, endpoint_.path_prefix + path, body);
+  if (!endpoint_.hub.empty() && response.status == 502) {
+    throw_hub_failure(response);
+  }
+  return response;
 }
 
 void AgentClient::prefetched(const std::string& method, const std::string& path,

@@ -86,6 +86,10 @@ class AgentClient {
   /// A hub's own failure to carry the call (not the agent's answer) as the HttpsError a direct
   /// call would have raised; returns for anything else.
   void throw_hub_failure(const net::HttpsResponse& response) const;
+  /// One attempt at `url` (the endpoint's, or another process of its hub).
+  net::HttpsResponse call_at(const std::string& url, const std::string& method,
+                             const std::string& path, const std::string& body, CallKind kind,
+                             std::optional<std::chrono::steady_clock::time_point> deadline) const;
 
   const AgentEndpoint& endpoint_;
   const ProviderConfig& config_;

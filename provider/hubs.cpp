@@ -200,7 +200,8 @@ class Listings {
 /// Every agent of a hub entry once, each through the first of its processes that has a tunnel
 /// to it (else the first that listed it), with that process's answer to the prefetch. Throws
 /// HubError when no process answered.
-Listing merged_listing(std::vector<std::pair<std::optional<Listing>, std::string>> results) {
+Listing merged_listing(std::vector<std::pair<std::optional<Listing>, std::string>> results,
+                       const std::vector<std::string>& urls) {
   struct Choice {
     std::size_t process;
     AgentEndpoint agent;
@@ -216,18 +217,38 @@ Listing merged_listing(std::vector<std::pair<std::optional<Listing>, std::string
       continue;
     }
     any = true;
-    for (auto& agent : listing->agents) {
+    for (const auto& agent : listing->agents) {  // copied: the loop below reads them again
       const auto found = chosen.find(agent.name);
       if (found == chosen.end()) {
         chosen.emplace(agent.name, choices.size());
-        choices.push_back({.process = process, .agent = std::move(agent)});
+        choices.push_back({.process = process, .agent = agent});
       } else if (!connected(choices[found->second].agent) && connected(agent)) {
-        choices[found->second] = {.process = process, .agent = std::move(agent)};
+        choices[found->second] = {.process = process, .agent = agent};
       }
     }
   }
   if (!any) {
     throw HubError(errors);
+  }
+  // Where else each agent can be reached: the processes that listed it connected first, then
+  // every other (one whose answer did not come before the wait ended may still have a tunnel).
+  for (auto& choice : choices) {
+    auto& others = choice.agent.other_hub_urls;
+    const auto add = [&](const std::string& url) {
+      if (url != choice.agent.url && std::find(others.begin(), others.end(), url) == others.end()) {
+        others.push_back(url);
+      }
+    };
+    for (const auto& [listing, error] : results) {
+      for (const auto& agent : listing ? listing->agents : std::vector<AgentEndpoint>{}) {
+        if (agent.name == choice.agent.name && connected(agent)) {
+          add(agent.url);
+        }
+      }
+    }
+    for (const auto& url : urls) {
+      add(url);
+    }
   }
   Listing merged;
   for (std::size_t process = 0; process < results.size(); ++process) {
@@ -269,7 +290,8 @@ Listing list_hub(const HubEndpoint& hub, TlsConfigCache& tls,
     }).detach();
   }
   const auto wait = prefetch ? prefetch->timeout : std::chrono::milliseconds(0);
-  return merged_listing(listings->wait_until(deadline + wait + std::chrono::milliseconds(500)));
+  return merged_listing(listings->wait_until(deadline + wait + std::chrono::milliseconds(500)),
+                        hub.urls);
 }
 
 }  // namespace

@@ -29,6 +29,10 @@ struct AgentEndpoint {
   /// go under at the hub, and what the hub said of it when this process asked.
   std::string hub = {};
   std::string path_prefix = {};
+  /// The other processes of the same hub (several hubs on one database), those that listed the
+  /// agent connected first, tried in order when `url` cannot be reached or has no tunnel to it:
+  /// only while the request was not sent, so nothing runs twice.
+  std::vector<std::string> other_hub_urls = {};
   struct HubView {
     bool connected = false;
     std::size_t tunnels = 0;

@@ -234,8 +234,18 @@ TEST_CASE(
   REQUIRE(answers.size() == 1);
   CHECK(answers[0].status == 200);
 
+  // Each listing names the other hub as the agent's second way in.
+  auto through_a = config.agents[0];
+  CHECK(through_a.other_hub_urls.size() == 1);
+  through_a.url = hub_a_url;
+  through_a.other_hub_urls = {hub_b_url};
+
   // Hub A gone: the same agent, once, through hub B; a call through it is answered.
   fleet.hub_a.reset();
+  // A listing made before hub A died still reaches the agent: hub A refuses the connection
+  // before anything is sent, and the call goes to hub B.
+  provider::AgentClient before_death(through_a, config, tls);
+  CHECK(before_death.call("GET", "/v1/capacity", "", provider::CallKind::probe).status == 200);
   const auto started = std::chrono::steady_clock::now();
   config = list();
   const auto listed_in = std::chrono::steady_clock::now() - started;
