@@ -1,11 +1,10 @@
 #include "agent/daemon/hub_enrolment.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <algorithm>
 
 #include <nlohmann/json.hpp>
 

@@ -99,8 +99,7 @@ struct RunningHub {
 struct LinkedAgent {
   /// `fleet_interval`: how often the link asks for the CRL and the fleet's hubs.
   LinkedAgent(const std::filesystem::path& state, std::chrono::milliseconds handler_delay,
-              QuietLog& log,
-              std::chrono::milliseconds fleet_interval = std::chrono::seconds(15))
+              QuietLog& log, std::chrono::milliseconds fleet_interval = std::chrono::seconds(15))
       : tunnels(loop.io, tunnel_options(), nullptr, net::TlsServer::Handler{}) {
     link = std::make_unique<agent::HubLink>(
         state, tunnels,
