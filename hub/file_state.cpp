@@ -2,6 +2,7 @@
 //   tokens/<id>.json     join tokens (secrets as SHA-256 only)
 //   agents/<name>.json   enrolled agents and the serials of their certificates
 //   revoked.json         certificates revoked and not yet expired, and the CRL's number
+//   pki/clients/*.crt    the client certificates issued: their own records
 // Every change holds an exclusive flock on `lock`; every file is replaced whole.
 
 #include <algorithm>
@@ -17,6 +18,8 @@
 #include "common/unique_fd.hpp"
 #include "hub/hub_records.hpp"
 #include "hub/hub_state.hpp"
+#include "net/pki.hpp"
+#include "wire/identity.hpp"
 #include "wire/join_token.hpp"
 
 namespace garm_edge::hub {
@@ -107,6 +110,31 @@ class FileState final : public HubState, private StateChange {
   void announce_hub(const std::string& /*url*/, std::int64_t /*now*/) override {}
   std::vector<HubAnnouncement> hubs() override { return {}; }
 
+  std::vector<ClientRecord> clients() override {
+    std::vector<ClientRecord> clients;
+    std::error_code error;
+    for (const auto& entry : fs::directory_iterator(directory_ / "pki" / "clients", error)) {
+      if (entry.path().extension() != ".crt") {
+        continue;
+      }
+      try {
+        const auto facts = net::certificate_facts(read_text(entry.path()));
+        const auto claims = wire::role_claims(facts.uri_names);
+        clients.push_back(
+            {.name = entry.path().stem().string(),
+             .role = claims.empty() ? "client" : std::string(wire::to_string(claims.front().role)),
+             .serial = facts.serial,
+             .not_after = facts.not_after_unix,
+             .issued_at = facts.not_before_unix});
+      } catch (const std::exception&) {
+        // unreadable: names no client
+      }
+    }
+    std::sort(clients.begin(), clients.end(),
+              [](const auto& a, const auto& b) { return a.name < b.name; });
+    return clients;
+  }
+
   std::string describe() const override { return directory_.string(); }
 
  private:
@@ -133,6 +161,9 @@ class FileState final : public HubState, private StateChange {
     fsync_directory(directory_ / "agents");
     return true;
   }
+  // The certificate under pki/clients is the record.
+  void put_client(const ClientRecord& /*client*/) override {}
+  bool remove_client(const std::string& /*name*/) override { return false; }
   void put_revocations(const RevocationList& list) override {
     json entries = json::array();
     for (const auto& record : list.records) {

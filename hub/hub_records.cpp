@@ -65,6 +65,22 @@ json to_json(const AgentRecord& agent) {
           {"renewed_at", agent.renewed_at}};
 }
 
+nlohmann::json to_json(const ClientRecord& client) {
+  return {{"name", client.name},
+          {"role", client.role},
+          {"serial", client.serial},
+          {"not_after", client.not_after},
+          {"issued_at", client.issued_at}};
+}
+
+ClientRecord client_from_json(const nlohmann::json& in) {
+  return {.name = in.at("name").get<std::string>(),
+          .role = in.at("role").get<std::string>(),
+          .serial = in.at("serial").get<std::string>(),
+          .not_after = in.at("not_after").get<UnixSeconds>(),
+          .issued_at = in.value("issued_at", UnixSeconds{0})};
+}
+
 AgentRecord agent_from_json(const json& in) {
   AgentRecord agent{.name = in.at("name").get<std::string>(),
                     .labels = in.at("labels").get<std::vector<std::string>>(),

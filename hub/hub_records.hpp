@@ -21,6 +21,8 @@ TokenRecord token_from_json(const nlohmann::json& in);
 nlohmann::json to_json(const RevokedRecord& record);
 RevokedRecord revoked_from_json(const nlohmann::json& in);
 nlohmann::json to_json(const AgentRecord& agent);
+nlohmann::json to_json(const ClientRecord& client);
+ClientRecord client_from_json(const nlohmann::json& in);
 AgentRecord agent_from_json(const nlohmann::json& in);
 /// A record file, or nothing when it is missing or unreadable (a torn or foreign file names
 /// no token and no agent: it grants nothing).

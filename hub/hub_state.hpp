@@ -34,6 +34,8 @@ class StateReader {
   virtual std::vector<AgentRecord> agents() = 0;  // by name
   virtual std::optional<AgentRecord> agent(const std::string& name) = 0;
   virtual RevocationList revocations() = 0;
+  /// The client certificates issued (files: those under pki/clients, their own record).
+  virtual std::vector<ClientRecord> clients() = 0;
 };
 
 /// One change of the hub's records: what it reads no other change alters until it ends.
@@ -44,6 +46,9 @@ class StateChange : public StateReader {
   virtual void put_agent(const AgentRecord& agent) = 0;
   virtual bool remove_agent(const std::string& name) = 0;
   virtual void put_revocations(const RevocationList& list) = 0;
+  /// Files keep no client records beside the certificates: both are no-ops there.
+  virtual void put_client(const ClientRecord& client) = 0;
+  virtual bool remove_client(const std::string& name) = 0;
 };
 
 /// Where the hub's records live: files in its state directory (one hub), or PostgreSQL (any

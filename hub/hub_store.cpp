@@ -118,6 +118,13 @@ std::optional<std::string> HubStore::reserved(const std::string& name, StateRead
       return "\"" + name + "\" is a client certificate's name (" + entry.path().string() + ")";
     }
   }
+  // Issued at another hub of the same database: its files are on that hub's machine.
+  for (const auto& client : records.clients()) {
+    if (ascii_lower(client.name) == lowered) {
+      return "\"" + name + "\" is a client certificate's name (issued " +
+             std::to_string(client.issued_at) + ", serial " + client.serial + ")";
+    }
+  }
   // A revoked client's name stays taken while its certificate could still be shown: agents of
   // an older version match clients by CN.
   for (const auto& record : records.revocations().records) {
@@ -334,11 +341,23 @@ net::IssuedFiles HubStore::issue_client(const std::string& name, wire::Role role
                       "\": a client needs its own name");
       }
     }
+    const auto clients = change.clients();
+    if (std::any_of(clients.begin(), clients.end(),
+                    [&](const auto& client) { return ascii_lower(client.name) == lowered; })) {
+      throw Refused("a client certificate named \"" + name +
+                    "\" is issued already (perhaps at another hub): revoke-client it first");
+    }
     try {
       issued = net::pki_issue_client(pki(), name, {wire::role_uri(role, name)});
     } catch (const net::PkiError& e) {
       throw Refused(e.what());
     }
+    const auto facts = net::certificate_facts(read_text(issued.certificate));
+    change.put_client({.name = name,
+                       .role = std::string(wire::to_string(role)),
+                       .serial = facts.serial,
+                       .not_after = facts.not_after_unix,
+                       .issued_at = facts.not_before_unix});
   });
   return issued;
 }

@@ -69,6 +69,16 @@ struct AgentRecord {
 std::string agent_uri(const std::string& name);
 using wire::kAgentUriPrefix;
 
+/// A client certificate the CA issued (issue-client), kept with the records: every hub of one
+/// database reserves its name, and any of them can revoke it.
+struct ClientRecord {
+  std::string name;
+  std::string role;    // "client" or "metrics"
+  std::string serial;  // hex
+  UnixSeconds not_after = 0;
+  UnixSeconds issued_at = 0;
+};
+
 /// What a joiner asks for; the token decides what it gets (HostNames).
 struct EnrolmentRequest {
   std::string token_id;

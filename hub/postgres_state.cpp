@@ -37,6 +37,7 @@ const std::vector<std::vector<std::string>> kMigrations = {
     },
     {
         "CREATE TABLE hub_peers (url text PRIMARY KEY, announced_at bigint NOT NULL)",
+        "CREATE TABLE hub_clients (name text PRIMARY KEY, record jsonb NOT NULL)",
     },
 };
 
@@ -97,6 +98,21 @@ class PostgresChange final : public StateChange {
     }
     list.crl_pem = row.at(2).value_or("");
     return list;
+  }
+
+  std::vector<ClientRecord> clients() override {
+    return records_of<ClientRecord>(db_.query("SELECT record FROM hub_clients ORDER BY name"),
+                                    client_from_json);
+  }
+
+  void put_client(const ClientRecord& client) override {
+    db_.query(
+        "INSERT INTO hub_clients VALUES ($1, $2::jsonb) "
+        "ON CONFLICT (name) DO UPDATE SET record = EXCLUDED.record",
+        Parameters{client.name, to_json(client).dump()});
+  }
+  bool remove_client(const std::string& name) override {
+    return db_.query("DELETE FROM hub_clients WHERE name = $1", Parameters{name}).affected() == 1;
   }
 
   void put_token(const TokenRecord& token) override {
@@ -183,6 +199,9 @@ class PostgresState final : public HubState {
   }
   RevocationList revocations() override {
     return read([](StateReader& view) { return view.revocations(); });
+  }
+  std::vector<ClientRecord> clients() override {
+    return read([](StateReader& view) { return view.clients(); });
   }
   std::uint64_t agents_generation() override {
     std::lock_guard lock(mutex_);

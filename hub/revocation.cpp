@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
@@ -46,17 +47,32 @@ bool HubStore::remove(const std::string& name, UnixSeconds now) {
 bool HubStore::revoke_client(const std::string& name, UnixSeconds now) {
   bool revoked_now = false;
   state_->change([&](StateChange& change) {
-    const auto certificate = pki() / "clients" / (name + ".crt");
-    if (!is_agent_name(name) || !fs::exists(certificate)) {
+    if (!is_agent_name(name)) {
       return;
     }
-    const auto facts = net::certificate_facts(read_text(certificate));
-    revoke({{.serial = facts.serial,
+    // The record (files: the certificate itself), wherever it was issued; else the certificate
+    // here, issued before clients were records.
+    auto clients = change.clients();
+    const auto certificate = pki() / "clients" / (name + ".crt");
+    if (std::none_of(clients.begin(), clients.end(),
+                     [&](const auto& issued) { return issued.name == name; }) &&
+        fs::exists(certificate)) {
+      const auto facts = net::certificate_facts(read_text(certificate));
+      clients.push_back(
+          {.name = name, .role = {}, .serial = facts.serial, .not_after = facts.not_after_unix});
+    }
+    const auto client = std::find_if(clients.begin(), clients.end(),
+                                     [&](const auto& issued) { return issued.name == name; });
+    if (client == clients.end()) {
+      return;
+    }
+    revoke({{.serial = client->serial,
              .holder = "client " + name,
-             .not_after = facts.not_after_unix,
+             .not_after = client->not_after,
              .revoked_at = now}},
            now, change);
-    fs::remove(certificate);
+    change.remove_client(name);
+    fs::remove(pki() / "clients" / (name + ".crt"));
     fs::remove(pki() / "clients" / (name + ".key"));
     revoked_now = true;
   });

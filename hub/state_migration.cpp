@@ -44,6 +44,9 @@ MigratedRecords copy_records(HubState& from, HubState& to, const fs::path& pki_d
     for (const auto& agent : agents) {
       target.put_agent(agent);
     }
+    for (const auto& client : from.clients()) {
+      target.put_client(client);  // files: the certificates under pki/clients are the records
+    }
     target.put_revocations(revocations);
     copied = {.tokens = tokens.size(),
               .agents = agents.size(),

@@ -4,12 +4,14 @@
 
 #include "hub/hub_state.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 
 #include <catch2/catch.hpp>
 
 #include "common/temp_dir.hpp"
+#include "hub/hub_records.hpp"
 #include "hub/hub_store.hpp"
 #include "hub/postgres_state.hpp"
 #include "hub/state_migration.hpp"
@@ -196,7 +198,7 @@ TEST_CASE("the hub's schema is versioned: migrated once, a newer one refused, a 
                     Catch::Contains("version 99") && Catch::Contains("upgrade this hub"));
 }
 
-TEST_CASE("a database of schema version 1 gets the hub registry and keeps its records",
+TEST_CASE("a database of schema version 1 gets the hub registry and the clients, keeps its records",
           "[hub][state]") {
   REQUIRE(testing::TempPostgres::available());
   testing::TempPostgres postgres;
@@ -207,7 +209,8 @@ TEST_CASE("a database of schema version 1 gets the hub registry and keeps its re
     store.create_token(std::chrono::hours(1), 1, {}, {}, kStateNow);
   }
   // What a hub of version 1 left: no registry.
-  postgres.sql("DROP TABLE hub_peers; DELETE FROM garm_edge_hub_schema WHERE version > 1");
+  postgres.sql(
+      "DROP TABLE hub_peers, hub_clients; DELETE FROM garm_edge_hub_schema WHERE version > 1");
 
   auto state = hub::open_postgres_state(target);
   CHECK(postgres.sql("SELECT max(version) FROM garm_edge_hub_schema") ==
@@ -251,6 +254,40 @@ TEST_CASE("every hub serves the CRL of the last revocation, whichever hub made i
   CHECK(hub_b.crl_pem() == newest);
 }
 
+TEST_CASE("a client issued at one hub is known at every hub: its name taken, revoked anywhere",
+          "[hub][state][clients]") {
+  REQUIRE(testing::TempPostgres::available());
+  TwoHubsOnOneDatabase hubs;
+  auto& hub_a = hubs.hub_a;
+  auto& hub_b = hubs.hub_b;
+  const auto issued = hub_a.issue_client("ops-laptop");
+  const auto serial = net::certificate_facts(hub::read_text(issued.certificate)).serial;
+  const auto clients = hub_b.state().clients();
+  REQUIRE(clients.size() == 1);
+  CHECK(clients[0].name == "ops-laptop");
+  CHECK(clients[0].role == "client");
+  CHECK(clients[0].serial == serial);
+
+  // Hub B has no file of it, and still refuses the name to a host and to another client.
+  CHECK_FALSE(std::filesystem::exists(hub_b.pki() / "clients/ops-laptop.crt"));
+  CHECK_THAT(state_refusal_of([&] {
+               hub_b.create_token(std::chrono::hours(1), 1, {}, {.name = "ops-laptop"}, kStateNow);
+             }),
+             Catch::Contains("client certificate's name"));
+  CHECK_THAT(state_refusal_of([&] { hub_b.issue_client("OPS-laptop"); }),
+             Catch::Contains("issued already"));
+
+  // Revoked at hub B: in the shared CRL and the record gone (the files, on hub A's machine,
+  // name a revoked certificate).
+  CHECK(hub_b.revoke_client("ops-laptop", kStateNow));
+  CHECK(hub_a.state().clients().empty());
+  const auto revoked = hub_a.revoked();
+  CHECK(std::any_of(revoked.begin(), revoked.end(), [&](const auto& record) {
+    return record.serial == serial && record.holder == "client ops-laptop";
+  }));
+  CHECK_FALSE(hub_b.revoke_client("ops-laptop", kStateNow));
+}
+
 TEST_CASE("records move from files into the database and back, the CRL's number with them",
           "[hub][state][migrate]") {
   REQUIRE(testing::TempPostgres::available());
@@ -276,6 +313,9 @@ TEST_CASE("records move from files into the database and back, the CRL's number 
   CHECK(database->token(token.id)->uses_left == 1);
   CHECK(database->agent("rack1-a")->labels == std::vector<std::string>{"lab"});
   CHECK(database->revocations().crl_pem == crl_before);  // the CRL the hub served
+  // The client certificates issued (init's "garm"): their names stay taken at every hub.
+  REQUIRE(database->clients().size() == 1);
+  CHECK(database->clients().front().name == "garm");
 
   const auto aside = hub::set_file_records_aside(state_dir, kStateNow);
   CHECK(hub::records_in_files(state_dir) == 0);

@@ -36,6 +36,7 @@ class FailingState final : public hub::HubState {
     return check().agent(name);
   }
   hub::RevocationList revocations() override { return check().revocations(); }
+  std::vector<hub::ClientRecord> clients() override { return check().clients(); }
   void change(const std::function<void(hub::StateChange&)>& change) override {
     check().change(change);
   }
