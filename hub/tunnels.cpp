@@ -137,17 +137,20 @@ void Tunnels::relay(const std::string& name, const std::string& client, std::str
 
 void Tunnels::run(const std::string& name, std::shared_ptr<net::TlsChannel> channel,
                   std::string request, std::chrono::milliseconds timeout, Done done) {
+  // The channel keeps this callback until the exchange ends: it holds the channel weakly, or
+  // a hub stopped mid-exchange would keep both forever (the open set and the pending I/O hold
+  // the channel meanwhile).
   channel->exchange(std::move(request), timeout,
-                    [this, name, channel, done = std::move(done)](
+                    [this, name, weak = std::weak_ptr(channel), done = std::move(done)](
                         std::optional<net::ClientResponse> answer, std::string error, bool sent) {
-                      if (answer) {
+                      if (auto carried = weak.lock(); answer && carried) {
                         {
                           std::lock_guard lock(mutex_);
                           if (const auto found = links_.find(name); found != links_.end()) {
                             found->second.last_seen = std::chrono::system_clock::now();
                           }
                         }
-                        release(name, channel);
+                        release(name, std::move(carried));
                       }
                       done(std::move(answer), std::move(error), sent);
                     });
