@@ -20,7 +20,7 @@ StateWatcher::~StateWatcher() {
 void StateWatcher::start() {
   generation_ = store_.agents_generation();
   replace_agents(store_.agents(), notes_made());
-  follow_hubs();
+  follow_hubs_safely();
   {
     std::lock_guard lock(mutex_);
     stopping_ = false;
@@ -146,9 +146,6 @@ bool StateWatcher::check(bool full) {
       store_.sync_crl();  // a revocation moves the generation: the whole list only then
     }
     store_.refresh_crl(unix_now());
-    if (full) {
-      follow_hubs();
-    }
     replace_agents(std::move(read), notes_before);
     generation_ = generation;
     if (failing_) {
@@ -163,8 +160,26 @@ bool StateWatcher::check(bool full) {
     }
     return false;
   }
+  if (full) {
+    follow_hubs_safely();
+  }
   changed_();
   return true;
+}
+
+void StateWatcher::follow_hubs_safely() {
+  // Apart from the agents: a registry that cannot be written leaves the agents' reads as they
+  // are, and is said once.
+  try {
+    follow_hubs();
+    hubs_failing_ = false;
+  } catch (const std::exception& e) {
+    if (!hubs_failing_) {
+      hubs_failing_ = true;
+      log_.warning("cannot announce this hub to the others (" + store_.state().describe() +
+                   "), agents keep the hubs they know: " + std::string(e.what()));
+    }
+  }
 }
 
 }  // namespace garm_edge::hub

@@ -70,6 +70,8 @@ class StateWatcher {
   std::uint64_t notes_made() const;
   /// On a full check: announces this hub when due, and reads the others.
   void follow_hubs();
+  /// follow_hubs(), its failure logged once and kept from the agents' reads.
+  void follow_hubs_safely();
 
   HubStore& store_;
   Logger& log_;
@@ -85,8 +87,9 @@ class StateWatcher {
   std::uint64_t notes_made_ = 0;                                        // mutex_
   std::vector<std::string> other_hubs_;                                 // mutex_
   std::uint64_t generation_ = 0;                                        // the watcher thread's
-  bool failing_ = false;   // the watcher thread's: said so in the log
-  bool stopping_ = false;  // mutex_
+  bool failing_ = false;       // the watcher thread's: said so in the log
+  bool hubs_failing_ = false;  // the watcher thread's
+  bool stopping_ = false;      // mutex_
   std::condition_variable wake_;
   std::thread thread_;
 };

@@ -23,15 +23,22 @@ net::HttpsResponse AgentClient::call(
       auto taken = std::move(*prefetched_);
       prefetched_.reset();
       lock.unlock();
-      if (!taken.response) {
-        throw net::HttpsError(where + "hub " + endpoint_.hub + ": " + taken.error,
-                              taken.request_sent);
+      // Failed before the agent saw it, with another hub process to ask: asked below.
+      const bool elsewhere =
+          !endpoint_.other_hub_urls.empty() &&
+          (taken.response ? error_code_of(*taken.response) == "agent_not_connected"
+                          : !taken.request_sent);
+      if (!elsewhere) {
+        if (!taken.response) {
+          throw net::HttpsError(where + "hub " + endpoint_.hub + ": " + taken.error,
+                                taken.request_sent);
+        }
+        if (!endpoint_.hub.empty() && taken.response->status == 502) {
+          throw_hub_failure(*taken.response);
+        }
+        reached_ = true;
+        return std::move(*taken.response);
       }
-      if (!endpoint_.hub.empty() && taken.response->status == 502) {
-        throw_hub_failure(*taken.response);
-      }
-      reached_ = true;
-      return std::move(*taken.response);
     }
   }
   // Another process of the same hub only while nothing was sent: nothing may run twice.

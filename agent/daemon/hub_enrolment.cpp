@@ -131,7 +131,13 @@ std::optional<std::vector<std::string>> parse_hub_urls(const std::string& body) 
       return std::nullopt;
     }
     try {
-      net::parse_https_url(url.get<std::string>());
+      // The host goes into a Host header, SNI and the logs: a name or an address, nothing else.
+      const auto target = net::parse_https_url(url.get<std::string>());
+      if (target.host.empty() ||
+          target.host.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                        "0123456789.-:[]") != std::string::npos) {
+        return std::nullopt;
+      }
     } catch (const std::exception&) {
       return std::nullopt;
     }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <random>
+#include <utility>
 
 #include "common/durable_file.hpp"
 #include "common/text.hpp"
@@ -110,7 +111,11 @@ void HubLink::run() {
     if (refresh()) {
       renew_if_due();
       follow_fleet_if_due();
-      update_dialers();
+      try {
+        update_dialers();
+      } catch (const std::exception& e) {  // hubs.json unreadable, no thread to be had
+        note_error(signal_, std::string("keeping tunnels to the fleet's hubs: ") + e.what());
+      }
     } else {
       stop_dialers();
     }
@@ -167,6 +172,7 @@ void HubLink::renew_if_due() {
       return;
     }
     renew_certificate(*enrolment_, options_.dial_timeout);
+    clear_error(signal_);
     log_.info("renewed the hub certificate (" + std::to_string(validity.remaining / 86400) +
               " days were left); new tunnels use it");
   } catch (const std::exception& e) {
@@ -187,6 +193,7 @@ void HubLink::follow_fleet_if_due() {
 void HubLink::fetch_crl() {
   try {
     const auto crl = fetch_hub_crl(*enrolment_, options_.dial_timeout);
+    clear_error(signal_);
     if (!crl || read_file(enrolment_->crl()) == *crl) {
       return;
     }
@@ -384,6 +391,18 @@ void HubLink::wait_for(Signal& signal, std::chrono::milliseconds delay) {
   const auto seen = signal.events;
   signal.changed.wait_for(lock, delay,
                           [&signal, seen] { return signal.stopping || signal.events != seen; });
+}
+
+void HubLink::clear_error(Signal& signal) {
+  std::string cleared;
+  {
+    std::lock_guard lock(signal.mutex);
+    cleared = std::exchange(signal.last_error, {});
+  }
+  std::lock_guard lock(latest_error_mutex_);
+  if (!cleared.empty() && latest_error_ == cleared) {
+    latest_error_.clear();
+  }
 }
 
 void HubLink::note_error(Signal& signal, const std::string& error, const std::string& source) {

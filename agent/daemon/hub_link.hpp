@@ -128,6 +128,8 @@ class HubLink {
   std::pair<std::shared_ptr<const net::TlsConfig>, std::uint64_t> credentials() const;
   void set_credentials(std::shared_ptr<const net::TlsConfig> tls);
   static void wait_for(Signal& signal, std::chrono::milliseconds delay);
+  /// The link's own work succeeded: its last error is over (logged again if it comes back).
+  void clear_error(Signal& signal);
   /// `source`: the hub whose tunnels failed; empty for the link's own work.
   void note_error(Signal& signal, const std::string& error, const std::string& source = {});
 

@@ -184,6 +184,11 @@ TEST_CASE("a hub's list of hubs is taken only as https URLs, at most kMaxHubs, t
   CHECK_FALSE(parse_hub_urls(R"({"hubs": ["https://hub-a:8444", 7]})"));
   CHECK_FALSE(parse_hub_urls(R"({"hubs": "https://hub-a:8444"})"));
   CHECK_FALSE(parse_hub_urls("not json"));
+  // Nothing that could end a header line or hide in a log: a name or an address only.
+  CHECK_FALSE(parse_hub_urls(nlohmann::json({{"hubs", {"https://a\r\nX-Evil: 1:8444"}}}).dump()));
+  CHECK_FALSE(
+      parse_hub_urls(nlohmann::json({{"hubs", {std::string("https://a\0b:8444", 16)}}}).dump()));
+  CHECK_FALSE(parse_hub_urls(R"({"hubs": ["https://a b:8444"]})"));
   CHECK_FALSE(parse_hub_urls(R"({"hubs": ["https://)" + std::string(2000, 'a') + R"("]})"));
   // A hub listing a thousand hubs (or one many times) costs the agent kMaxHubs dialers at most.
   nlohmann::json many = {{"hubs", nlohmann::json::array()}};
