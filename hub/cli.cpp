@@ -13,7 +13,9 @@
 #include "hub/hub_server.hpp"
 #include "hub/hub_store.hpp"
 #include "hub/postgres_state.hpp"
+#include "hub/record_commands.hpp"
 #include "hub/state_migration.hpp"
+#include "net/admin_client.hpp"
 #include "net/pki.hpp"
 #include "wire/identity.hpp"
 #include "wire/join_token.hpp"
@@ -28,7 +30,10 @@ namespace {
 constexpr std::string_view kUsage = R"(usage: garm-edge-hub COMMAND [OPTIONS]
 
 Holds a garm-edge fleet's CA, enrols agents, and relays garm-provider-edge's requests to agents
-that dial in (docs/fleet.md).
+that dial in (docs/fleet.md). The commands on the records (token, agents, remove, issue-client,
+revoke-client, revoked) run in the hub itself when it keeps its records on files (through
+state_dir/admin.sock), on the database when the config names one, and on the files when no
+hub runs.
 
 commands:
   init --state-dir DIR [--dns NAME]... [--ip ADDR]... [--client NAME]
@@ -102,158 +107,36 @@ int serve(int argc, char** argv) {
   return 0;
 }
 
-int token(int argc, char** argv) {
-  if (argc < 3) {
-    throw UsageError("token needs create, list or revoke");
-  }
-  const std::string_view action = argv[2];
-  if (action == "create") {
-    const Options options(argc, argv,
-                          {"--config", "--ttl-seconds", "--uses", "--label", "--name",
-                           "--name-pattern", "--dns", "--ip"},
-                          3);
-    const auto config = load_hub_config(options.require("--config"));
-    auto store = open_hub_store(config);
-    const auto ttl = std::stol(options.get("--ttl-seconds").value_or("3600"));
-    const auto uses = std::stoul(options.get("--uses").value_or("1"));
-    if (ttl < 1 || ttl > 30L * 86400 || uses < 1 || uses > 10000) {
-      throw UsageError("--ttl-seconds must be 1-2592000 and --uses 1-10000");
+/// A command on the records: through the running hub's admin socket when the records are its
+/// files (only the daemon writes its state directory), else on the database or the stopped
+/// hub's files here.
+int record_command(int argc, char** argv) {
+  const std::vector<std::string> arguments(argv + 1, argv + argc);
+  std::optional<std::string> config_path;
+  for (int i = 2; i + 1 < argc; ++i) {
+    if (std::string_view(argv[i]) == "--config") {
+      config_path = argv[i + 1];
     }
-    for (const auto& label : options.get_all("--label")) {
-      if (label.empty() || label.size() > 64 ||
-          label.find_first_not_of(
-              "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
-              std::string::npos) {
-        throw UsageError("a label is 1-64 of [A-Za-z0-9._-]");
-      }
+  }
+  if (!config_path) {
+    throw UsageError(std::string(argv[1]) + " needs --config FILE");
+  }
+  const auto config = load_hub_config(*config_path);
+  if (!config.database) {
+    if (const auto answered = net::ask_running_daemon(
+            config.state_dir,
+            {.command = "records", .action = {}, .name = {}, .arguments = arguments}, {},
+            std::chrono::seconds(60), "hub")) {
+      std::cout << answered->output;
+      std::cerr << answered->error;
+      return answered->exit_code;
     }
-    const auto [record, secret] = store.create_token(
-        std::chrono::seconds(ttl), static_cast<unsigned>(uses), options.get_all("--label"),
-        {.name = options.get("--name").value_or(""),
-         .name_pattern = options.get("--name-pattern").value_or(""),
-         .dns_names = options.get_all("--dns"),
-         .ip_addresses = options.get_all("--ip")},
-        unix_now());
-    std::cout << wire::JoinToken{.hub_url = config.url,
-                                 .ca_fingerprint = store.ca_fingerprint(),
-                                 .id = record.id,
-                                 .secret = secret}
-                     .encode()
-              << "\n";
-    std::cerr
-        << "token " << record.id << " for " << record.host.describe() << ": " << uses
-        << " use(s), valid " << ttl
-        << " s; on a new host: garm-edge-agent join TOKEN --config /etc/garm-edge/agent.toml\n";
-    return 0;
   }
-  if (action == "list") {
-    const Options options(argc, argv, {"--config"}, 3);
-    const auto store = open_hub_store(load_hub_config(options.require("--config")));
-    const auto now = unix_now();
-    std::cout << "ID                USES LEFT  EXPIRES IN  FOR  LABELS\n";
-    for (const auto& record : store.tokens()) {
-      std::cout << record.id << "  " << record.uses_left << "          "
-                << (record.expires_at > now ? std::to_string(record.expires_at - now) + " s"
-                                            : std::string("expired"))
-                << "  " << record.host.describe() << "  ";
-      for (const auto& label : record.labels) {
-        std::cout << label << " ";
-      }
-      std::cout << "\n";
-    }
-    return 0;
-  }
-  if (action == "revoke" && argc >= 4) {
-    const Options options(argc, argv, {"--config"}, 4);
-    auto store = open_hub_store(load_hub_config(options.require("--config")));
-    if (!store.revoke_token(argv[3])) {
-      std::cerr << "garm-edge-hub: no token " << argv[3] << "\n";
-      return 1;
-    }
-    return 0;
-  }
-  throw UsageError("token needs create, list or revoke ID");
-}
-
-int agents(int argc, char** argv) {
-  const Options options(argc, argv, {"--config"});
-  const auto store = open_hub_store(load_hub_config(options.require("--config")));
-  const auto now = unix_now();
-  std::cout << "NAME                             CERTIFICATE EXPIRES IN  LABELS\n";
-  for (const auto& agent : store.agents()) {
-    std::int64_t not_after = 0;
-    for (const auto& certificate : agent.certificates) {
-      not_after = std::max(not_after, certificate.not_after);
-    }
-    std::string name = agent.name;
-    name.resize(std::max<std::size_t>(name.size(), 32), ' ');
-    std::cout << name << " " << (not_after - now) / 86400 << " days             ";
-    for (const auto& label : agent.labels) {
-      std::cout << label << " ";
-    }
-    std::cout << "\n";
-  }
-  return 0;
-}
-
-int remove(int argc, char** argv) {
-  if (argc < 3) {
-    throw UsageError("remove needs an agent name");
-  }
-  const Options options(argc, argv, {"--config"}, 3);
-  auto store = open_hub_store(load_hub_config(options.require("--config")));
-  if (!store.remove(argv[2], unix_now())) {
-    std::cerr << "garm-edge-hub: no agent " << argv[2] << "\n";
-    return 1;
-  }
-  std::cout << "removed " << argv[2]
-            << " and revoked its certificates: its tunnels close within a second, and "
-            << store.crl_path().string()
-            << " names them for agents and providers reached directly; it must join again to "
-               "come back\n";
-  return 0;
-}
-
-int issue_client(int argc, char** argv) {
-  if (argc < 3) {
-    throw UsageError("issue-client needs a name");
-  }
-  const Options options(argc, argv, {"--config", "--role"}, 3);
-  const auto role_name = options.get("--role").value_or("client");
-  if (role_name != "client" && role_name != "metrics") {
-    throw UsageError("--role is client or metrics");
-  }
-  auto store = open_hub_store(load_hub_config(options.require("--config")));
-  const auto files = store.issue_client(
-      argv[2], role_name == "metrics" ? wire::Role::metrics : wire::Role::client);
-  std::cout << "wrote " << files.certificate.string() << " and " << files.key.string() << "\n";
-  return 0;
-}
-
-int revoke_client(int argc, char** argv) {
-  if (argc < 3) {
-    throw UsageError("revoke-client needs a name");
-  }
-  const Options options(argc, argv, {"--config"}, 3);
-  auto store = open_hub_store(load_hub_config(options.require("--config")));
-  if (!store.revoke_client(argv[2], unix_now())) {
-    std::cerr << "garm-edge-hub: no client certificate " << argv[2] << "\n";
-    return 1;
-  }
-  std::cout << "revoked client " << argv[2] << "; " << store.crl_path().string() << " names it\n";
-  return 0;
-}
-
-int revoked(int argc, char** argv) {
-  const Options options(argc, argv, {"--config"});
-  const auto store = open_hub_store(load_hub_config(options.require("--config")));
-  std::cout
-      << "SERIAL                            HOLDER                    REVOKED AT  EXPIRES AT\n";
-  for (const auto& record : store.revoked()) {
-    std::cout << record.serial << "  " << record.holder << "  " << record.revoked_at << "  "
-              << record.not_after << "\n";
-  }
-  return 0;
+  auto store = open_hub_store(config);
+  const auto result = run_record_command(store, config, arguments, kUsage);
+  std::cout << result.out;
+  std::cerr << result.err;
+  return result.exit_code;
 }
 
 int migrate(int argc, char** argv) {
@@ -296,23 +179,8 @@ int dispatch(int argc, char** argv) {
   if (command == "serve") {
     return serve(argc, argv);
   }
-  if (command == "token") {
-    return token(argc, argv);
-  }
-  if (command == "agents") {
-    return agents(argc, argv);
-  }
-  if (command == "remove") {
-    return remove(argc, argv);
-  }
-  if (command == "issue-client") {
-    return issue_client(argc, argv);
-  }
-  if (command == "revoke-client") {
-    return revoke_client(argc, argv);
-  }
-  if (command == "revoked") {
-    return revoked(argc, argv);
+  if (is_record_command(command)) {
+    return record_command(argc, argv);
   }
   if (command == "migrate") {
     return migrate(argc, argv);

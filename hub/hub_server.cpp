@@ -6,6 +6,7 @@
 
 #include "common/unix_time.hpp"
 #include "hub/json_answer.hpp"
+#include "hub/record_commands.hpp"
 #include "net/pki.hpp"
 
 namespace garm_edge::hub {
@@ -99,15 +100,43 @@ HubServer::~HubServer() {
 
 void HubServer::start() {
   watcher_.start();
+  if (!config_.database) {
+    // The records are this hub's files: the CLI's commands on them run here (the socket
+    // replaces one an earlier run left; only root and the hub's account are answered).
+    admin_server_ = std::make_unique<net::AdminServer>(
+        net::admin_socket_path(config_.state_dir),
+        [this](const net::AdminRequest& request, const net::AdminServer::Progress&) {
+          return run_admin_command(request);
+        },
+        log_, "hub");
+    admin_server_->start();
+  }
   agent_server_->start();
   provider_server_->start();
   tunnels_.start_heartbeats();
 }
 
 void HubServer::stop() {
+  if (admin_server_) {
+    admin_server_->stop_accepting();
+  }
   agent_server_->stop();
   provider_server_->stop();
   watcher_.stop();
+}
+
+net::AdminResult HubServer::run_admin_command(const net::AdminRequest& request) {
+  if (request.command != "records") {
+    return {.exit_code = 2, .output = {}, .error = "the hub runs record commands only\n"};
+  }
+  auto result = run_record_command(store_, config_, request.arguments,
+                                   "(garm-edge-hub --help lists the commands)\n");
+  if (result.exit_code == 0 && !request.arguments.empty()) {
+    log_.info("ran `" + request.arguments.front() + "` for the operator's CLI");
+  }
+  return {.exit_code = result.exit_code,
+          .output = std::move(result.out),
+          .error = std::move(result.err)};
 }
 
 std::size_t HubServer::open_connections() const {

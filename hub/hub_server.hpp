@@ -19,6 +19,7 @@
 #include "hub/placement_views.hpp"
 #include "hub/state_watcher.hpp"
 #include "hub/tunnels.hpp"
+#include "net/admin_server.hpp"
 #include "net/tls_server.hpp"
 
 namespace garm_edge::hub {
@@ -69,6 +70,8 @@ class HubServer {
                      const net::TlsServer::Respond& respond);
   /// The enrolled agent `peer` is, by a certificate the hub issued and still accepts.
   std::optional<AgentRecord> enrolled_agent(const net::PeerIdentity& peer);
+  /// A record command the CLI sent over the admin socket, run on this hub's store.
+  net::AdminResult run_admin_command(const net::AdminRequest& request);
   /// On the event loop, after the watcher read the state again.
   void on_state_read();
   net::TlsFiles tls_files() const;
@@ -129,6 +132,8 @@ class HubServer {
   std::string ca_pem_;
   std::unique_ptr<net::TlsServer> agent_server_;
   std::unique_ptr<net::TlsServer> provider_server_;
+  /// On files only: the CLI's record commands, run here (hub/record_commands.hpp).
+  std::unique_ptr<net::AdminServer> admin_server_;
   std::filesystem::file_time_type crl_written_{};
 };
 

@@ -33,10 +33,9 @@ declare -A allowed=(
   [agent/images]="agent/instances agent/runner_archives agent/base hypervisor net common"
   [agent/guests]="agent/instances agent/runner_archives agent/base hypervisor userdata wire net common"
   [agent/api]="agent/instances agent/base hypervisor wire net common"
-  [agent/admin]="agent/base common"
   [agent/caches]="agent/images agent/instances agent/base hypervisor userdata net common"
   [agent/mirror]="agent/base net common"
-  [agent/daemon]="agent/admin agent/caches agent/mirror agent/api agent/guests agent/images agent/runner_archives agent/instances agent/base hypervisor userdata wire net common"
+  [agent/daemon]="agent/caches agent/mirror agent/api agent/guests agent/images agent/runner_archives agent/instances agent/base hypervisor userdata wire net common"
   [provider]="wire net common"
   [hub]="wire net common"
 )

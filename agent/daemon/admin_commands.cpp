@@ -6,12 +6,13 @@
 namespace garm_edge::agent {
 namespace {
 
-AdminResult refused(const std::string& why) {
+net::AdminResult refused(const std::string& why) {
   return {.exit_code = 2, .output = "", .error = why};
 }
 
-AdminResult images_command(const AgentConfig& config, InstanceService& service, ImageStore* images,
-                           const AdminRequest& request, const AdminServer::Progress& progress) {
+net::AdminResult images_command(const AgentConfig& config, InstanceService& service,
+                                ImageStore* images, const net::AdminRequest& request,
+                                const net::AdminServer::Progress& progress) {
   if (request.action == "list") {
     return {.exit_code = 0, .output = image_list(config, images), .error = ""};
   }
@@ -33,12 +34,12 @@ AdminResult images_command(const AgentConfig& config, InstanceService& service, 
       .error = ""};
 }
 
-AdminResult caches_command(const AgentConfig& config, JobCaches* caches,
-                           const AdminRequest& request) {
+net::AdminResult caches_command(const AgentConfig& config, JobCaches* caches,
+                                const net::AdminRequest& request) {
   if (caches == nullptr) {
-    return request.action == "list" ? AdminResult{.exit_code = 0,
-                                                  .output = "no [[caches]] are configured\n",
-                                                  .error = ""}
+    return request.action == "list" ? net::AdminResult{.exit_code = 0,
+                                                       .output = "no [[caches]] are configured\n",
+                                                       .error = ""}
                                     : refused("no [[caches]] are configured");
   }
   if (request.action == "list") {
@@ -65,10 +66,11 @@ AdminResult caches_command(const AgentConfig& config, JobCaches* caches,
 
 }  // namespace
 
-AdminServer::Handler admin_commands(const AgentConfig& config, InstanceService& service,
-                                    ImageStore* images, JobCaches* caches) {
-  return [&config, &service, images, caches](const AdminRequest& request,
-                                             const AdminServer::Progress& progress) -> AdminResult {
+net::AdminServer::Handler admin_commands(const AgentConfig& config, InstanceService& service,
+                                         ImageStore* images, JobCaches* caches) {
+  return [&config, &service, images, caches](
+             const net::AdminRequest& request,
+             const net::AdminServer::Progress& progress) -> net::AdminResult {
     if (request.command == "images") {
       return images_command(config, service, images, request, progress);
     }

@@ -2,9 +2,9 @@
 
 #include <iostream>
 
-#include "agent/admin/admin_client.hpp"
 #include "agent/base/config.hpp"
 #include "agent/caches/job_caches.hpp"
+#include "net/admin_client.hpp"
 
 namespace garm_edge::agent {
 
@@ -14,10 +14,10 @@ int caches_command(const std::string& action, const std::string& cache, const Op
   if (action == "refresh" && config.find_cache(cache) == nullptr) {
     throw UsageError("no cache \"" + cache + "\" in " + options.require("--config"));
   }
-  const auto answered = ask_running_agent(
+  const auto answered = net::ask_running_daemon(
       config.state_dir, {.command = "caches", .action = action, .name = cache}, {});
   if (answered) {
-    return print_admin_result(*answered, "caches " + action, out, std::cerr);
+    return net::print_admin_result(*answered, "caches " + action, out, std::cerr);
   }
   if (action == "refresh") {
     std::cerr << "garm-edge-agent caches refresh: no agent runs for " << config.state_dir.string()

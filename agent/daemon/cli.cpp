@@ -6,7 +6,6 @@
 #include <unistd.h>
 #include <vector>
 
-#include "agent/admin/admin_client.hpp"
 #include "agent/base/config.hpp"
 #include "agent/daemon/caches_command.hpp"
 #include "agent/daemon/demo.hpp"
@@ -18,6 +17,7 @@
 #include "common/command_line.hpp"
 #include "common/durable_file.hpp"
 #include "hypervisor/libvirt_hypervisor.hpp"
+#include "net/admin_client.hpp"
 #include "net/pki.hpp"
 #include "net/tls_config.hpp"
 #include "wire/identity.hpp"
@@ -110,9 +110,9 @@ int serve_command(const Options& options) {
 
 int reconcile_once(const Options& options) {
   const auto config = load_agent_config(options.require("--config"));
-  if (const auto answered = ask_running_agent(
+  if (const auto answered = net::ask_running_daemon(
           config.state_dir, {.command = "reconcile", .action = "", .name = ""}, {})) {
-    return print_admin_result(*answered, "reconcile", std::cout, std::cerr);
+    return net::print_admin_result(*answered, "reconcile", std::cout, std::cerr);
   }
   hypervisor::LibvirtHypervisor hypervisor(config.libvirt);
   FileInstanceStore store(config.state_dir);

@@ -14,13 +14,13 @@
 #include <thread>
 #include <unistd.h>
 
-#include "agent/admin/admin_client.hpp"
 #include "agent/base/config.hpp"
 #include "agent/base/log.hpp"
 #include "agent/daemon/image_operations.hpp"
 #include "agent/images/pulled_images.hpp"
 #include "agent/instances/instance_store.hpp"
 #include "common/durable_file.hpp"
+#include "net/admin_client.hpp"
 
 namespace garm_edge::agent {
 namespace fs = std::filesystem;
@@ -156,17 +156,17 @@ int images_command(const std::string& action, const std::string& image, const Op
     throw UsageError("image \"" + image + "\" has no source in " + options.require("--config"));
   }
   ProgressReport progress(out, ::isatty(STDOUT_FILENO) == 1);
-  const auto answered =
-      ask_running_agent(config.state_dir, {.command = "images", .action = action, .name = image},
-                        [&](std::uint64_t bytes, std::uint64_t total) {
-                          ImagePullState state;
-                          state.bytes = bytes;
-                          state.total = total;
-                          progress(state);
-                        });
+  const auto answered = net::ask_running_daemon(
+      config.state_dir, {.command = "images", .action = action, .name = image},
+      [&](std::uint64_t bytes, std::uint64_t total) {
+        ImagePullState state;
+        state.bytes = bytes;
+        state.total = total;
+        progress(state);
+      });
   if (answered) {
     progress.done_if_drawn();
-    return print_admin_result(*answered, "images " + action, out, std::cerr);
+    return net::print_admin_result(*answered, "images " + action, out, std::cerr);
   }
   become_state_owner(config.state_dir);
   return images_alone(config, action, image, out);

@@ -299,9 +299,9 @@ void AgentDaemon::start_cache_refreshes() {
 }
 
 void AgentDaemon::start_admin_socket() {
-  const auto path = admin_socket_path(config_.state_dir);
+  const auto path = net::admin_socket_path(config_.state_dir);
   try {
-    admin_ = std::make_unique<AdminServer>(
+    admin_ = std::make_unique<net::AdminServer>(
         path,
         admin_commands(config_, service_, images_ ? &images_->store() : nullptr, caches_.get()),
         log_);

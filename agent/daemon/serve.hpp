@@ -9,7 +9,6 @@
 
 #include <asio.hpp>
 
-#include "agent/admin/admin_server.hpp"
 #include "agent/api/control_api.hpp"
 #include "agent/base/clock.hpp"
 #include "agent/base/config.hpp"
@@ -30,6 +29,7 @@
 #include "agent/instances/warm_pool.hpp"
 #include "agent/mirror/registry_mirror.hpp"
 #include "hypervisor/libvirt_hypervisor.hpp"
+#include "net/admin_server.hpp"
 #include "net/http_server.hpp"
 #include "net/tls_server.hpp"
 
@@ -129,7 +129,7 @@ class AgentDaemon {
   std::unique_ptr<net::TlsServer> tunnel_server_;
   std::unique_ptr<HubLink> hub_link_;
   /// The operator's commands (images, reconcile), from run() on.
-  std::unique_ptr<AdminServer> admin_;
+  std::unique_ptr<net::AdminServer> admin_;
 
   const SystemdNotifier systemd_;
   asio::steady_timer watchdog_timer_;

@@ -19,6 +19,7 @@
 #include "common/temp_dir.hpp"
 #include "common/unix_time.hpp"
 #include "hub/hub_server.hpp"
+#include "net/admin_client.hpp"
 #include "net/https_client.hpp"
 #include "net/pki.hpp"
 #include "support/hub_fixtures.hpp"
@@ -545,4 +546,47 @@ TEST_CASE("a hub certificate revoked at the hub commands no agent", "[hub][roles
   }
   impostor.stop();
   serving.join();
+}
+
+TEST_CASE("a hub on files runs the CLI's record commands itself, on its admin socket",
+          "[hub][admin]") {
+  TempDir dir;
+  const auto hub_state = dir.path() / "hub";
+  hub::HubStore::init(hub_state, {.dns_names = {"localhost"}, .ip_addresses = {}});
+  const auto ask = [&](std::vector<std::string> arguments) {
+    return net::ask_running_daemon(
+        hub_state,
+        {.command = "records", .action = {}, .name = {}, .arguments = std::move(arguments)}, {},
+        std::chrono::seconds(10), "hub");
+  };
+  QuietLog log;
+  {
+    RunningHub running(hub_state, 0, log);
+    const auto created = ask({"token", "create", "--uses", "3", "--config", "hub.toml"});
+    REQUIRE(created);
+    CHECK(created->exit_code == 0);
+    CHECK(wire::JoinToken::decode(created->output));
+    CHECK_THAT(created->error, Catch::Contains("3 use(s)"));
+    const auto listed = ask({"token", "list", "--config", "hub.toml"});
+    REQUIRE(listed);
+    CHECK_THAT(listed->output, Catch::Contains("3          3600 s"));
+    // Refusals come back as the CLI prints them, with its exit codes; nothing changes.
+    const auto bad = ask({"token", "create", "--uses", "0", "--config", "hub.toml"});
+    REQUIRE(bad);
+    CHECK(bad->exit_code == 2);
+    CHECK_THAT(bad->error, Catch::Contains("--uses 1-10000"));
+    const auto unknown = ask({"remove", "nobody", "--config", "hub.toml"});
+    REQUIRE(unknown);
+    CHECK(unknown->exit_code == 1);
+    CHECK_THAT(unknown->error, Catch::Contains("no agent nobody"));
+    const auto other = net::ask_running_daemon(
+        hub_state, {.command = "serve", .action = {}, .name = {}, .arguments = {"serve"}}, {},
+        std::chrono::seconds(10), "hub");
+    REQUIRE(other);
+    CHECK(other->exit_code == 2);
+    CHECK(hub::HubStore(hub_state).tokens().size() == 1);
+  }
+  // No hub runs: nothing answers, and the CLI works on the files itself.
+  CHECK_FALSE(ask({"token", "list", "--config", "hub.toml"}));
+  CHECK_FALSE(std::filesystem::exists(net::admin_socket_path(hub_state)));
 }

@@ -500,6 +500,8 @@ def main():
 
         tokens_are_refused(hub, agents["a1"], work)
         token = hub.token("--uses", "3", "--label", "lab")
+        check("ran `token` for the operator's CLI" in open(os.path.join(hub.dir, "hub.log")).read(),
+              "on files, the CLI's token create runs in the running hub (its admin socket)")
         for name in ("a1", "a2"):
             joined = subprocess.run(agents[name].argv("join", "-", "--config", agents[name].config),
                                     input=token + "\n", capture_output=True, text=True, timeout=60)

@@ -12,11 +12,11 @@
 
 #include <catch2/catch.hpp>
 
-#include "agent/admin/admin_client.hpp"
-#include "agent/admin/admin_server.hpp"
-#include "agent/admin/unix_socket.hpp"
 #include "common/durable_file.hpp"
 #include "common/temp_dir.hpp"
+#include "net/admin_client.hpp"
+#include "net/admin_server.hpp"
+#include "net/unix_socket.hpp"
 #include "support/fake_garm.hpp"
 #include "support/quiet_logger.hpp"
 #include "support/run_command.hpp"
@@ -28,15 +28,15 @@ using garm_edge::testing::run_command;
 
 namespace {
 
-AdminRequest images(const std::string& action, const std::string& image = "") {
+net::AdminRequest images(const std::string& action, const std::string& image = "") {
   return {.command = "images", .action = action, .name = image};
 }
 
 /// What a raw client gets for sending `bytes` on the socket at `path`.
 std::string raw_exchange(const std::filesystem::path& path, const std::string& bytes) {
-  const auto socket = connect_unix(path);
+  const auto socket = net::connect_unix(path);
   REQUIRE(socket.get() >= 0);
-  set_io_timeout(socket.get(), std::chrono::seconds(10));
+  net::set_io_timeout(socket.get(), std::chrono::seconds(10));
   ::send(socket.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL);
   std::string answer;
   char buffer[4096];
@@ -53,46 +53,46 @@ TEST_CASE("the admin socket answers its owner's commands, with progress, and ref
   TempDir dir("admin");
   QuietLogger log;
   std::vector<std::string> asked;
-  AdminServer server(
-      admin_socket_path(dir.path()),
-      [&](const AdminRequest& request, const AdminServer::Progress& progress) {
+  net::AdminServer server(
+      net::admin_socket_path(dir.path()),
+      [&](const net::AdminRequest& request, const net::AdminServer::Progress& progress) {
         asked.push_back(request.command + " " + request.action + " " + request.name);
         progress(1, 4);
         progress(4, 4);
-        return AdminResult{.exit_code = request.name == "bad" ? 1 : 0,
-                           .output = "done " + request.name + "\n",
-                           .error = request.name == "bad" ? "it failed" : ""};
+        return net::AdminResult{.exit_code = request.name == "bad" ? 1 : 0,
+                                .output = "done " + request.name + "\n",
+                                .error = request.name == "bad" ? "it failed" : ""};
       },
       log);
   server.start();
 
   struct stat socket_file {};
-  REQUIRE(::stat(admin_socket_path(dir.path()).c_str(), &socket_file) == 0);
+  REQUIRE(::stat(net::admin_socket_path(dir.path()).c_str(), &socket_file) == 0);
   CHECK((socket_file.st_mode & 0777) == 0600);  // no other account reaches it
 
   std::vector<std::pair<std::uint64_t, std::uint64_t>> seen;
-  const auto answer = ask_running_agent(
+  const auto answer = net::ask_running_daemon(
       dir.path(), images("pull", "debian-12"),
       [&](std::uint64_t bytes, std::uint64_t total) { seen.emplace_back(bytes, total); });
   REQUIRE(answer);
   CHECK(answer->exit_code == 0);
   CHECK(answer->output == "done debian-12\n");
   CHECK(seen == std::vector<std::pair<std::uint64_t, std::uint64_t>>{{1, 4}, {4, 4}});
-  CHECK(ask_running_agent(dir.path(), images("pull", "bad"), {})->error == "it failed");
+  CHECK(net::ask_running_daemon(dir.path(), images("pull", "bad"), {})->error == "it failed");
 
   SECTION("a line that is no request, or never ends, is answered with an error") {
-    CHECK_THAT(raw_exchange(admin_socket_path(dir.path()), "[1,2]\n"),
+    CHECK_THAT(raw_exchange(net::admin_socket_path(dir.path()), "[1,2]\n"),
                Catch::Contains("not a JSON object"));
-    CHECK_THAT(raw_exchange(admin_socket_path(dir.path()), std::string(64 * 1024, 'x')),
+    CHECK_THAT(raw_exchange(net::admin_socket_path(dir.path()), std::string(64 * 1024, 'x')),
                Catch::Contains("longer than 4096 bytes"));
-    CHECK_THAT(raw_exchange(admin_socket_path(dir.path()), "{\"command\": 7}\n"),
+    CHECK_THAT(raw_exchange(net::admin_socket_path(dir.path()), "{\"command\": 7}\n"),
                Catch::Contains("is not a string"));
     CHECK(asked.size() == 2);  // none of them reached a command
   }
   SECTION("once it stops, the CLI finds no agent and works alone") {
     server.stop_accepting();
-    CHECK_FALSE(std::filesystem::exists(admin_socket_path(dir.path())));
-    CHECK_FALSE(ask_running_agent(dir.path(), images("list"), {}));
+    CHECK_FALSE(std::filesystem::exists(net::admin_socket_path(dir.path())));
+    CHECK_FALSE(net::ask_running_daemon(dir.path(), images("list"), {}));
   }
 }
 
@@ -100,10 +100,11 @@ TEST_CASE("a socket left by an agent that died is no agent, and a long state pat
           "[admin][integration]") {
   TempDir dir("admin-stale");
   {
-    const auto left = listen_unix(admin_socket_path(dir.path()));  // closed without unlinking
+    const auto left =
+        net::listen_unix(net::admin_socket_path(dir.path()));  // closed without unlinking
   }
-  CHECK(std::filesystem::exists(admin_socket_path(dir.path())));
-  CHECK_FALSE(ask_running_agent(dir.path(), images("list"), {}));
+  CHECK(std::filesystem::exists(net::admin_socket_path(dir.path())));
+  CHECK_FALSE(net::ask_running_daemon(dir.path(), images("list"), {}));
 
   // Deeper than sun_path's 108 bytes: reached through the directory's descriptor.
   auto deep = dir.path();
@@ -112,15 +113,15 @@ TEST_CASE("a socket left by an agent that died is no agent, and a long state pat
   }
   std::filesystem::create_directories(deep);
   QuietLogger log;
-  AdminServer server(
-      admin_socket_path(deep),
-      [](const AdminRequest&, const AdminServer::Progress&) {
-        return AdminResult{.exit_code = 0, .output = "deep\n", .error = ""};
+  net::AdminServer server(
+      net::admin_socket_path(deep),
+      [](const net::AdminRequest&, const net::AdminServer::Progress&) {
+        return net::AdminResult{.exit_code = 0, .output = "deep\n", .error = ""};
       },
       log);
   server.start();
-  REQUIRE(admin_socket_path(deep).string().size() > 108);
-  const auto answer = ask_running_agent(deep, images("list"), {});
+  REQUIRE(net::admin_socket_path(deep).string().size() > 108);
+  const auto answer = net::ask_running_daemon(deep, images("list"), {});
   REQUIRE(answer);
   CHECK(answer->output == "deep\n");
 }

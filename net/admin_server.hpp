@@ -7,17 +7,19 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 
-#include "agent/admin/admin_protocol.hpp"
-#include "agent/base/log.hpp"
+#include "common/log.hpp"
 #include "common/unique_fd.hpp"
+#include "net/admin_protocol.hpp"
 
-namespace garm_edge::agent {
+namespace garm_edge::net {
 
-/// The running agent's local socket for its operator's commands (`images`, `reconcile`), as
-/// virsh and docker reach their daemons: the CLI asks the agent instead of taking its state.
-/// Only root and the agent's own account are answered (SO_PEERCRED). Each command runs on a
+/// A running daemon's local socket for its operator's commands (the agent's `images`,
+/// `reconcile`; the hub's record commands), as virsh and docker reach their daemons: the CLI
+/// asks the daemon instead of taking its state. Only root and the daemon's own account are
+/// answered (SO_PEERCRED). Each command runs on a
 /// thread of its own, at most `kMaxCommands` at once; a command's answer is JSON lines
 /// (progress, a line every couple of seconds while it runs, then the result).
 class AdminServer {
@@ -27,7 +29,9 @@ class AdminServer {
   static constexpr std::size_t kMaxCommands = 4;
 
   /// Binds `path` (throws std::system_error); commands are served once start() is called.
-  AdminServer(const std::filesystem::path& path, Handler handler, Logger& log);
+  /// `daemon`: how its answers name it ("agent", "hub").
+  AdminServer(const std::filesystem::path& path, Handler handler, Logger& log,
+              std::string daemon = "agent");
   /// Stops accepting and waits for the commands under way (the caller ends long ones first:
   /// a pull ends when the image store stops).
   ~AdminServer();
@@ -53,6 +57,7 @@ class AdminServer {
   std::filesystem::path path_;
   Handler handler_;
   Logger& log_;
+  std::string daemon_;
   UniqueFd listener_;
   int wake_[2] = {-1, -1};  // written to end the accept loop
   std::thread acceptor_;
@@ -61,4 +66,4 @@ class AdminServer {
   std::list<std::unique_ptr<Connection>> connections_;
 };
 
-}  // namespace garm_edge::agent
+}  // namespace garm_edge::net

@@ -5,7 +5,7 @@
 
 #include "common/unique_fd.hpp"
 
-namespace garm_edge::agent {
+namespace garm_edge::net {
 
 /// A listening UNIX stream socket at `path`, mode 0600, replacing a socket left there by an
 /// earlier run (the caller holds the state directory's lock, so none serves it). A path longer
@@ -21,4 +21,4 @@ long peer_uid(int fd);
 /// Sends and receives on `fd` give up after `timeout` (SO_SNDTIMEO, SO_RCVTIMEO).
 void set_io_timeout(int fd, std::chrono::milliseconds timeout);
 
-}  // namespace garm_edge::agent
+}  // namespace garm_edge::net

@@ -1,4 +1,4 @@
-#include "agent/admin/admin_server.hpp"
+#include "net/admin_server.hpp"
 
 #include <cstring>
 #include <fcntl.h>
@@ -7,10 +7,10 @@
 #include <system_error>
 #include <unistd.h>
 
-#include "agent/admin/unix_socket.hpp"
 #include "common/text.hpp"
+#include "net/unix_socket.hpp"
 
-namespace garm_edge::agent {
+namespace garm_edge::net {
 namespace {
 
 constexpr auto kRequestDeadline = std::chrono::seconds(5);
@@ -57,8 +57,13 @@ struct AdminServer::Connection {
   std::thread thread;
 };
 
-AdminServer::AdminServer(const std::filesystem::path& path, Handler handler, Logger& log)
-    : path_(path), handler_(std::move(handler)), log_(log), listener_(listen_unix(path)) {
+AdminServer::AdminServer(const std::filesystem::path& path, Handler handler, Logger& log,
+                         std::string daemon)
+    : path_(path),
+      handler_(std::move(handler)),
+      log_(log),
+      daemon_(std::move(daemon)),
+      listener_(listen_unix(path)) {
   if (::pipe2(wake_, O_CLOEXEC) != 0) {
     throw std::system_error(errno, std::generic_category(), "pipe");
   }
@@ -125,11 +130,12 @@ void AdminServer::accept_one() {
   const auto uid = peer_uid(fd.get());
   auto connection = std::make_unique<Connection>(std::move(fd));
   if (!may_command(uid)) {
-    log_.warning("admin socket: refused uid " + std::to_string(uid) +
-                 " (only root and the agent's own account)");
-    send(*connection, result_line({.exit_code = 1,
-                                   .output = "",
-                                   .error = "only root and the agent's account may command it"}));
+    log_.warning("admin socket: refused uid " + std::to_string(uid) + " (only root and the " +
+                 daemon_ + "'s own account)");
+    send(*connection,
+         result_line({.exit_code = 1,
+                      .output = "",
+                      .error = "only root and the " + daemon_ + "'s account may command it"}));
     return;
   }
   std::lock_guard lock(connections_mutex_);
@@ -137,7 +143,7 @@ void AdminServer::accept_one() {
     send(*connection,
          result_line({.exit_code = 1,
                       .output = "",
-                      .error = "the agent runs " + std::to_string(kMaxCommands) +
+                      .error = "the " + daemon_ + " runs " + std::to_string(kMaxCommands) +
                                " operator commands already; try again when one is done"}));
     return;
   }
@@ -202,4 +208,4 @@ void AdminServer::reap_finished() {
   }
 }
 
-}  // namespace garm_edge::agent
+}  // namespace garm_edge::net

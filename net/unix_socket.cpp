@@ -1,4 +1,4 @@
-#include "agent/admin/unix_socket.hpp"
+#include "net/unix_socket.hpp"
 
 #include <cerrno>
 #include <chrono>
@@ -11,7 +11,7 @@
 #include <sys/un.h>
 #include <system_error>
 
-namespace garm_edge::agent {
+namespace garm_edge::net {
 namespace fs = std::filesystem;
 namespace {
 
@@ -114,4 +114,4 @@ void set_io_timeout(int fd, std::chrono::milliseconds timeout) {
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &value, sizeof value);
 }
 
-}  // namespace garm_edge::agent
+}  // namespace garm_edge::net

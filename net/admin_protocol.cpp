@@ -1,10 +1,10 @@
-#include "agent/admin/admin_protocol.hpp"
+#include "net/admin_protocol.hpp"
 
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
-namespace garm_edge::agent {
+namespace garm_edge::net {
 namespace {
 
 nlohmann::json parse_object(std::string_view line) {
@@ -30,6 +30,9 @@ std::string text_field(const nlohmann::json& object, const char* name) {
 
 std::string AdminRequest::to_line() const {
   nlohmann::json line{{"command", command}, {"action", action}, {"name", name}};
+  if (!arguments.empty()) {
+    line["arguments"] = arguments;
+  }
   if (command == "images") {
     line["image"] = name;  // what an agent of 0.9 reads
   }
@@ -38,10 +41,23 @@ std::string AdminRequest::to_line() const {
 
 AdminRequest AdminRequest::from_line(std::string_view line) {
   const auto object = parse_object(line);
+  std::vector<std::string> arguments;
+  if (object.contains("arguments")) {
+    if (!object["arguments"].is_array()) {
+      throw std::invalid_argument("\"arguments\" is not a list");
+    }
+    for (const auto& argument : object["arguments"]) {
+      if (!argument.is_string()) {
+        throw std::invalid_argument("\"arguments\" holds something not a string");
+      }
+      arguments.push_back(argument.get<std::string>());
+    }
+  }
   return {
       .command = text_field(object, "command"),
       .action = text_field(object, "action"),
-      .name = object.contains("name") ? text_field(object, "name") : text_field(object, "image")};
+      .name = object.contains("name") ? text_field(object, "name") : text_field(object, "image"),
+      .arguments = std::move(arguments)};
 }
 
 std::string AdminReplyLine::to_line() const {
@@ -82,4 +98,4 @@ std::filesystem::path admin_socket_path(const std::filesystem::path& state_dir) 
   return state_dir / "admin.sock";
 }
 
-}  // namespace garm_edge::agent
+}  // namespace garm_edge::net

@@ -1,0 +1,31 @@
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hub/hub_config.hpp"
+#include "hub/hub_store.hpp"
+
+namespace garm_edge::hub {
+
+/// The commands that read or change the hub's records: `token create|list|revoke`, `agents`,
+/// `remove`, `issue-client`, `revoke-client`, `revoked`. The CLI runs them on the database, or on
+/// a stopped hub's files; a running hub on files runs them for the CLI on its admin socket
+/// (admin_socket_path(state_dir)), so that only the daemon writes its state directory.
+bool is_record_command(std::string_view command);
+
+struct RecordCommandResult {
+  int exit_code = 0;
+  std::string out;
+  std::string err;
+};
+
+/// Runs `arguments` (the command line from the command on, as the CLI got it; its --config is
+/// `config`'s) on `store`. Never throws: a usage error exits 2 with the usage, any other 1.
+RecordCommandResult run_record_command(HubStore& store, const HubConfig& config,
+                                       const std::vector<std::string>& arguments,
+                                       std::string_view usage);
+
+}  // namespace garm_edge::hub
