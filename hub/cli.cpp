@@ -31,9 +31,8 @@ constexpr std::string_view kUsage = R"(usage: garm-edge-hub COMMAND [OPTIONS]
 
 Holds a garm-edge fleet's CA, enrols agents, and relays garm-provider-edge's requests to agents
 that dial in (docs/fleet.md). The commands on the records (token, agents, remove, issue-client,
-revoke-client, revoked) run in the hub itself when it keeps its records on files (through
-state_dir/admin.sock), on the database when the config names one, and on the files when no
-hub runs.
+revoke-client, revoked) run in the hub that serves the config's state_dir when one runs
+(through state_dir/admin.sock); with none, here, on the config's database or files.
 
 commands:
   init --state-dir DIR [--dns NAME]... [--ip ADDR]... [--client NAME]
@@ -107,9 +106,8 @@ int serve(int argc, char** argv) {
   return 0;
 }
 
-/// A command on the records: through the running hub's admin socket when the records are its
-/// files (only the daemon writes its state directory), else on the database or the stopped
-/// hub's files here.
+/// A command on the records: through the hub running on this state directory, if one does
+/// (only the daemon writes its state directory), else here on the database or the files.
 int record_command(int argc, char** argv) {
   const std::vector<std::string> arguments(argv + 1, argv + argc);
   std::optional<std::string> config_path;
@@ -122,15 +120,13 @@ int record_command(int argc, char** argv) {
     throw UsageError(std::string(argv[1]) + " needs --config FILE");
   }
   const auto config = load_hub_config(*config_path);
-  if (!config.database) {
-    if (const auto answered = net::ask_running_daemon(
-            config.state_dir,
-            {.command = "records", .action = {}, .name = {}, .arguments = arguments}, {},
-            std::chrono::seconds(60), "hub")) {
-      std::cout << answered->output;
-      std::cerr << answered->error;
-      return answered->exit_code;
-    }
+  if (const auto answered = net::ask_running_daemon(
+          config.state_dir,
+          {.command = "records", .action = {}, .name = {}, .arguments = arguments}, {},
+          std::chrono::seconds(60), "hub")) {
+    std::cout << answered->output;
+    std::cerr << answered->error;
+    return answered->exit_code;
   }
   auto store = open_hub_store(config);
   const auto result = run_record_command(store, config, arguments, kUsage);

@@ -100,17 +100,16 @@ HubServer::~HubServer() {
 
 void HubServer::start() {
   watcher_.start();
-  if (!config_.database) {
-    // The records are this hub's files: the CLI's commands on them run here (the socket
-    // replaces one an earlier run left; only root and the hub's account are answered).
-    admin_server_ = std::make_unique<net::AdminServer>(
-        net::admin_socket_path(config_.state_dir),
-        [this](const net::AdminRequest& request, const net::AdminServer::Progress&) {
-          return run_admin_command(request);
-        },
-        log_, "hub");
-    admin_server_->start();
-  }
+  // The CLI's record commands on this machine run here, so that only the daemon writes its
+  // state directory (the files' records, or on a database pki/crl.pem and pki/clients). The
+  // socket replaces one an earlier run left; only root and the hub's account are answered.
+  admin_server_ = std::make_unique<net::AdminServer>(
+      net::admin_socket_path(config_.state_dir),
+      [this](const net::AdminRequest& request, const net::AdminServer::Progress&) {
+        return run_admin_command(request);
+      },
+      log_, "hub");
+  admin_server_->start();
   agent_server_->start();
   provider_server_->start();
   tunnels_.start_heartbeats();

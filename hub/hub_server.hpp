@@ -132,7 +132,7 @@ class HubServer {
   std::string ca_pem_;
   std::unique_ptr<net::TlsServer> agent_server_;
   std::unique_ptr<net::TlsServer> provider_server_;
-  /// On files only: the CLI's record commands, run here (hub/record_commands.hpp).
+  /// The CLI's record commands on this machine, run here (hub/record_commands.hpp).
   std::unique_ptr<net::AdminServer> admin_server_;
   std::filesystem::file_time_type crl_written_{};
 };

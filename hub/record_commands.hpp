@@ -11,9 +11,10 @@
 namespace garm_edge::hub {
 
 /// The commands that read or change the hub's records: `token create|list|revoke`, `agents`,
-/// `remove`, `issue-client`, `revoke-client`, `revoked`. The CLI runs them on the database, or on
-/// a stopped hub's files; a running hub on files runs them for the CLI on its admin socket
-/// (admin_socket_path(state_dir)), so that only the daemon writes its state directory.
+/// `remove`, `issue-client`, `revoke-client`, `revoked`. A running hub runs them for the CLI of
+/// its machine on its admin socket (admin_socket_path(state_dir)), so that only the daemon
+/// writes its state directory; with none running, the CLI runs them on the database or the
+/// files.
 bool is_record_command(std::string_view command);
 
 struct RecordCommandResult {
