@@ -29,16 +29,9 @@ REPO_ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO_ROOT, "tests/garm"))
 sys.path.insert(0, os.path.join(REPO_ROOT, "tests/hub"))
 from garm_tier_lib import Process, free_port, wait_for  # noqa: E402
+from hub import AGENT, CONTROLLER, HUB, POOL, PROVIDER, RUNS  # noqa: E402  (bench/hub.py)
 from hub_tier_lib import Postgres  # noqa: E402
 import test_driver_host  # noqa: E402  (beside this file)
-
-BUILD = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(REPO_ROOT, "build/package")
-RUNS = int(sys.argv[2]) if len(sys.argv) > 2 else 15
-HUB = os.path.join(BUILD, "hub/garm-edge-hub")
-AGENT = os.path.join(BUILD, "agent/garm-edge-agent")
-PROVIDER = os.path.join(BUILD, "provider/garm-provider-edge")
-CONTROLLER = "9dcf590a-1192-4a9c-b3e4-e0902974c2c0"
-POOL = "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0"
 
 
 class BenchHub:
@@ -208,12 +201,7 @@ def main():
     postgres = Postgres()
     fleets = []
     try:
-        password = os.path.join(work, "db-password")
-        with open(password, "w") as f:
-            f.write("hub-secret\n")
-        os.chmod(password, 0o600)
-        database = ('[database]\nurl = "postgresql://garm_edge_hub@127.0.0.1:%d/garm_edge?sslmode='
-                    'disable"\npassword_file = "%s"\n' % (postgres.port, password))
+        database = postgres.hub_database(work)
         on_files = Fleet(work, "files", [BenchHub(work, "hub-files")])
         hub_a = BenchHub(work, "hub-a", database)
         hub_b = BenchHub(work, "hub-b", database, pki_from=hub_a)

@@ -357,6 +357,16 @@ class Postgres:
     def owner(self, *argv, check_rc=True):
         return run("runuser", "-u", "nobody", "--", *argv, check_rc=check_rc)
 
+    def hub_database(self, directory):
+        """hub.toml's [database] lines for this cluster, its password in a 0600 file of
+        `directory` (as an operator keeps it out of hub.toml)."""
+        password_file = os.path.join(directory, "db-password")
+        with open(password_file, "w") as f:
+            f.write("hub-secret\n")
+        os.chmod(password_file, 0o600)
+        return ('[database]\nurl = "postgresql://garm_edge_hub@127.0.0.1:%d/garm_edge'
+                '?sslmode=disable"\npassword_file = "%s"\n' % (self.port, password_file))
+
     def start(self):
         self.owner(PG_BIN + "/pg_ctl", "-D", self.data, "-l", os.path.join(self.dir, "log"),
                    "-w", "-t", "60", "-o", "-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off"

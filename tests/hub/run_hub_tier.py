@@ -399,16 +399,11 @@ def hub_on_postgres(hub, work):
         raise Failure("PostgreSQL 15's server binaries are missing (scripts/install-deps.sh)")
     postgres = Postgres()
     try:
-        password_file = os.path.join(hub.dir, "db-password")
-        with open(password_file, "w") as f:
-            f.write("hub-secret\n")
-        os.chmod(password_file, 0o600)
         enrolled = enrolled_names(hub)
         check(enrolled, "hosts are enrolled before the move: %s" % enrolled)
         on_files = open(hub.config).read()
         with open(hub.config, "a") as f:
-            f.write('[database]\nurl = "postgresql://garm_edge_hub@127.0.0.1:%d/garm_edge'
-                    '?sslmode=disable"\npassword_file = "%s"\n' % (postgres.port, password_file))
+            f.write(postgres.hub_database(hub.dir))
         hub.process.stop()
         refused = run(HUB, "serve", "--config", hub.config, check_rc=False)
         check(refused.returncode == 1 and "migrate --to database" in refused.stderr,

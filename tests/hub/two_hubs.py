@@ -160,12 +160,7 @@ def two_hubs_on_postgres(network, work):
     postgres = Postgres()
     hubs, agents = [], []
     try:
-        password_file = os.path.join(work, "two-hubs-db-password")
-        with open(password_file, "w") as f:
-            f.write("hub-secret\n")
-        os.chmod(password_file, 0o600)
-        database = ('[database]\nurl = "postgresql://garm_edge_hub@127.0.0.1:%d/garm_edge'
-                    '?sslmode=disable"\npassword_file = "%s"\n' % (postgres.port, password_file))
+        database = postgres.hub_database(work)
         hub_a = Hub(work, "hub-a", database=database)
         hub_b = Hub(work, "hub-b", pki_from=hub_a, database=database)
         hubs = [hub_a, hub_b]
