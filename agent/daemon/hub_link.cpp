@@ -217,6 +217,7 @@ void HubLink::fetch_hubs() {
     }
     const auto before = enrolment_->hub_urls();
     save_hub_urls(*enrolment_, *hubs);
+    dialers_current_ = false;
     if (const auto after = enrolment_->hub_urls(); after != before) {
       log_.info("the fleet's hubs are now " + join(after) + ": keeping tunnels to each");
     }
@@ -226,6 +227,9 @@ void HubLink::fetch_hubs() {
 }
 
 void HubLink::update_dialers() {
+  if (dialers_current_) {
+    return;  // hubs.json is read again only after a new enrolment or a new list
+  }
   const auto urls = enrolment_->hub_urls();
   std::vector<Dialer> gone;
   {
@@ -252,9 +256,11 @@ void HubLink::update_dialers() {
     dialer.tunnels->signal.stop();
     dialer.thread.join();
   }
+  dialers_current_ = true;
 }
 
 void HubLink::stop_dialers() {
+  dialers_current_ = false;
   std::map<std::string, Dialer> stopping;
   {
     std::lock_guard lock(dialers_mutex_);

@@ -157,6 +157,7 @@ class HubLink {
   std::filesystem::file_time_type joined_at_{};
   std::chrono::steady_clock::time_point next_renewal_check_{};
   std::chrono::steady_clock::time_point next_fleet_check_{};
+  bool dialers_current_ = false;  // the dialers match hubs.json as last read
   std::thread thread_;
 };
 
