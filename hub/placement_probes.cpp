@@ -169,7 +169,8 @@ void HubServer::watch_instance_changes(const net::HttpRequest& request, const st
       return;
     }
   }
-  done = [this, agent, controller, created, next = std::move(done)](
+  const bool deletes = request.method == "DELETE";
+  done = [this, agent, controller, created, deletes, next = std::move(done)](
              std::optional<net::ClientResponse> answer, std::string error, bool sent) {
     // Only a refusal before any work (4xx, or 503: no room, draining) made nothing; a create
     // whose answer was lost after it was sent may still finish there.
@@ -179,6 +180,9 @@ void HubServer::watch_instance_changes(const net::HttpRequest& request, const st
     if (!created.empty()) {
       views_.create_ended(agent, controller, created, sent && !refused,
                           PlacementViews::Clock::now());
+    }
+    if (deletes && sent) {
+      views_.delete_ended(agent, controller, PlacementViews::Clock::now());
     }
     if (views_.taken_at(agent)) {
       ask_placement_view(agent);  // its room changed

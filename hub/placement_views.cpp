@@ -36,15 +36,22 @@ void PlacementViews::update(const std::string& agent, const wire::PlacementView&
   }
   std::lock_guard lock(mutex_);
   // Creates that ended before this view was asked for are in it (or were deleted since).
-  std::erase_if(made_,
-                [&](const auto& made) { return made.first.first == agent && made.second < at; });
+  const auto shown_in_view = [&](const auto& change) {
+    return change.first.first == agent && change.second < at;
+  };
+  std::erase_if(made_, shown_in_view);
+  std::erase_if(deleted_, shown_in_view);
   views_[agent] = std::move(kept);
 }
 
 void PlacementViews::keep_only(const std::set<std::string>& agents, Clock::time_point now) {
   std::lock_guard lock(mutex_);
   std::erase_if(views_, [&](const auto& view) { return agents.count(view.first) == 0; });
-  std::erase_if(made_, [&](const auto& made) { return now - made.second > max_age_; });
+  const auto older_than_any_view = [&](const auto& change) {
+    return now - change.second > max_age_;
+  };
+  std::erase_if(made_, older_than_any_view);
+  std::erase_if(deleted_, older_than_any_view);
 }
 
 void PlacementViews::forget(const std::string& agent) {
@@ -72,18 +79,26 @@ void PlacementViews::create_ended(const std::string& agent, const std::string& c
   }
 }
 
+void PlacementViews::delete_ended(const std::string& agent, const std::string& controller,
+                                  Clock::time_point now) {
+  std::lock_guard lock(mutex_);
+  const auto key = wire::instance_key(controller, "");
+  deleted_[{agent, key.substr(0, key.size() - 1)}] = now;
+}
+
 std::optional<std::string> PlacementViews::answer(const std::string& agent,
                                                   const std::string& controller,
                                                   const std::string& name, Clock::time_point now,
                                                   bool fresh_share) const {
   const auto key = wire::instance_key(controller, name);
+  const auto owner = key.substr(0, key.find('/'));  // the controller, as agents spell it
   std::lock_guard lock(mutex_);
   const auto view = views_.find(agent);
   if (may_hold_locked(agent, key) || now - view->second.taken_at > max_age_ ||
-      (fresh_share && changed_since_view_locked(agent, controller))) {
+      (fresh_share && changed_since_view_locked(agent, owner))) {
     return std::nullopt;
   }
-  const auto shown = view->second.answer_by_controller.find(key.substr(0, key.find('/')));
+  const auto shown = view->second.answer_by_controller.find(owner);
   return shown == view->second.answer_by_controller.end() ? view->second.answer_for_others
                                                           : shown->second;
 }
@@ -109,7 +124,7 @@ bool PlacementViews::changed_since_view_locked(const std::string& agent,
     return first != entries.end() && first->first.first == agent &&
            first->first.second.starts_with(prefix);
   };
-  return any_of(creating_) || any_of(made_);
+  return any_of(creating_) || any_of(made_) || deleted_.count({agent, controller}) != 0;
 }
 
 std::optional<PlacementViews::Clock::time_point> PlacementViews::taken_at(

@@ -37,11 +37,15 @@ class PlacementViews {
                       const std::string& name);
   void create_ended(const std::string& agent, const std::string& controller,
                     const std::string& name, bool made, Clock::time_point now);
+  /// A delete of `controller`'s instances relayed to `agent` got its answer: the view's share
+  /// of `controller` there may count an instance gone since, until a view asked for later.
+  void delete_ended(const std::string& agent, const std::string& controller, Clock::time_point now);
 
   /// The agent's answer to a placement probe of `controller`'s instance `name`, as the agent
   /// would give it when it has no such instance; nothing when only the agent can tell.
-  /// `fresh_share`: also nothing while a create of `controller` there is under way or ended
-  /// after the view was asked for (the view's share of it would be short of that create).
+  /// `fresh_share`: also nothing while a create of `controller` there is under way, or a
+  /// create or delete of its instances ended after the view was asked for (the view's share
+  /// would be short of that create, or still count what was deleted).
   std::optional<std::string> answer(const std::string& agent, const std::string& controller,
                                     const std::string& name, Clock::time_point now,
                                     bool fresh_share = false) const;
@@ -55,7 +59,8 @@ class PlacementViews {
 
  private:
   bool may_hold_locked(const std::string& agent, const std::string& key) const;
-  /// Is a create of `controller` on `agent` under way, or ended after its view was asked for?
+  /// Is a create of `controller` on `agent` under way, or a create or delete ended after its
+  /// view was asked for?
   bool changed_since_view_locked(const std::string& agent, const std::string& controller) const;
 
   struct View {
@@ -73,6 +78,8 @@ class PlacementViews {
   /// Relayed creates that ended, by agent and instance key, and when: an instance the next view
   /// may not show yet (it was asked for before the create took its place, or there is none).
   std::map<std::pair<std::string, std::string>, Clock::time_point> made_;
+  /// Relayed deletes that ended, by agent and controller, and when.
+  std::map<std::pair<std::string, std::string>, Clock::time_point> deleted_;
 };
 
 }  // namespace garm_edge::hub

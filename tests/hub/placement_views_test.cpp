@@ -203,3 +203,30 @@ TEST_CASE(
   views.create_started("rack1", kController.substr(0, 8), "garm-q3");
   CHECK(warm_offers_in(views.answer("rack1", kController, "garm-q2", at + 2s, true)) == 1);
 }
+
+TEST_CASE(
+    "a probe that counts a fleet quota is the agent's while its controller's delete is newer "
+    "than the view",
+    "[hub][placement][shares]") {
+  // garm deletes a runner and creates the next at once: a view taken before the delete still
+  // counts the deleted instance, and would refuse the create at a full quota.
+  PlacementViews views(30s);
+  const auto at = PlacementViews::Clock::now();
+  views.update("rack1", view_with({"garm-q1"}), at);
+  CHECK(warm_offers_in(views.answer("rack1", kController, "garm-q2", at, true)) == 1);
+  views.delete_ended("rack1", upper_case(kController), at + 1s);
+  CHECK(warm_offers_in(views.answer("rack1", kController, "garm-q2", at + 1s, true)) == -1);
+  // Capacity alone may come from the older view: it shows less room, never more.
+  CHECK(warm_offers_in(views.answer("rack1", kController, "garm-q2", at + 1s, false)) == 1);
+  CHECK(warm_offers_in(views.answer("rack1", kOtherController, "garm-q2", at + 1s, true)) == 0);
+  // A view asked for before the delete ended may still show the instance.
+  views.update("rack1", view_with({"garm-q1"}), at + 500ms);
+  CHECK(warm_offers_in(views.answer("rack1", kController, "garm-q2", at + 1s, true)) == -1);
+  views.update("rack1", view_with({}), at + 2s);
+  CHECK(warm_offers_in(views.answer("rack1", kController, "garm-q2", at + 2s, true)) == 1);
+  // One still not asked for again is dropped once no view of that age is used.
+  views.delete_ended("rack1", kController, at + 3s);
+  views.keep_only({"rack1"}, at + 40s);
+  views.update("rack1", view_with({}), at + 2s);
+  CHECK(warm_offers_in(views.answer("rack1", kController, "garm-q2", at + 2s, true)) == 1);
+}

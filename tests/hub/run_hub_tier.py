@@ -262,6 +262,8 @@ def fleet_of_32(hub, work):
     no command fails, the hub answers the placement probes itself, nothing is left behind."""
     count = 32
     token = hub.token("--uses", str(count), "--label", "burst")
+    # The hub's own agents (a1, a2) have views already: the wait below is for the 32's.
+    views_before = hub_metric(hub, "garm_edge_hub_placement_views")
     fleet = [EdgeAgent(work, "f%02d" % index, "amd64") for index in range(count)]
     try:
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
@@ -276,7 +278,7 @@ def fleet_of_32(hub, work):
             a.get("connected") for n, a in hub.agents().items() if n in names), 60, 0.2)
         figures.append(("32 agents connected after start", time.time() - started))
         wait_for("the hub holds a placement view of each", lambda: hub_metric(
-            hub, "garm_edge_hub_placement_views") >= count, 30, 0.2)
+            hub, "garm_edge_hub_placement_views") >= views_before + count, 30, 0.2)
         provider = Provider(work, hub, None, name="provider-32.toml")
         by_hub = hub_metric(hub, "garm_edge_hub_placement_probes_total", 'answered_by="hub"')
         relayed = hub_metric(hub, "garm_edge_hub_placement_probes_total", 'answered_by="agent"')
@@ -299,7 +301,10 @@ def fleet_of_32(hub, work):
                                   'answered_by="agent"') - relayed
         figures.append(("placement probes of the burst", "%d answered by the hub, %d relayed"
                         % (asked_hub, asked_agents)))
-        check(asked_hub >= count * count and asked_agents <= count,
+        # `direct` gives the hub no view (its [api.clients] has no hub), so its probe of each
+        # create is relayed: count. One agent's view lost to a slow answer under load (the
+        # designed fallback) may add as many again.
+        check(asked_hub >= count * count and asked_agents <= 2 * count,
               "the hub answers the burst's placement probes from its views (%d), agents are "
               "asked only of what they may hold (%d)" % (asked_hub, asked_agents))
         check(set(provider.instances()) == set(burst), "ListInstances shows the burst, once each")
@@ -384,11 +389,18 @@ def fleet_quota_through_the_hub(hub, direct, work):
     status = run(PROVIDER, "status", "--config", provider.config, check_rc=False)
     check("max_instances 3" in status.stdout and CONTROLLER in status.stdout,
           "status shows the controller's use beside its fleet quota:\n" + status.stdout[-800:])
-    check(provider.call("DeleteInstance", instance="garm-quota-arm").returncode == 0,
-          "deleting the NAT'd agent's instance")
-    again = provider.create("garm-quota-2")
-    check(again.returncode == 0, "a delete through the hub gives the quota its room back: "
-          + again.stderr.strip()[-300:])
+    # garm deletes a runner and creates the next at once: each create right after the delete
+    # that made its room, which the hub's view of the NAT'd agent may not show yet.
+    gone = "garm-quota-arm"
+    for index in range(2, 8):
+        check(provider.call("DeleteInstance", instance=gone).returncode == 0,
+              "deleting %s (on %s)" % (gone, placed[gone]))
+        name = "garm-quota-%d" % index
+        again = provider.create(name, pool=POOL_ARM, arch="arm64")
+        check(again.returncode == 0, "the delete of %s through the hub gives the quota its room "
+              "back at once: %s" % (gone, again.stderr.strip()[-300:]))
+        placed[name] = agent_of(again)
+        gone = name
     check(provider.call("RemoveAllInstances").returncode == 0, "the quota test leaves nothing")
 
 
