@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -161,6 +162,20 @@ void remove_stale_temp_files(const fs::path& directory) {
       fs::remove(entry.path(), error);
     }
   }
+}
+
+std::optional<UniqueFd> lock_exclusively(const fs::path& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (fd.get() < 0) {
+    fail_errno("cannot open " + path.string());
+  }
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) {
+      return std::nullopt;
+    }
+    fail_errno("cannot lock " + path.string());
+  }
+  return fd;
 }
 
 }  // namespace garm_edge

@@ -7,6 +7,8 @@
 #include <string_view>
 #include <sys/types.h>
 
+#include "common/unique_fd.hpp"
+
 namespace garm_edge {
 
 /// A file or directory that could not be read, written or synced; the message names it and
@@ -38,6 +40,10 @@ void publish_file(const std::filesystem::path& temp, const std::filesystem::path
 
 /// The whole file; nothing when it does not exist. Throws when it exists but cannot be read.
 std::optional<std::string> read_file(const std::filesystem::path& path);
+
+/// An exclusive flock on `path` (made 0600 if missing), held while the descriptor is open;
+/// nothing when another process holds it. Throws when the file cannot be opened or locked.
+std::optional<UniqueFd> lock_exclusively(const std::filesystem::path& path);
 
 /// Temp files of writes a crash interrupted (their rename never happened, so they hold
 /// nothing promised), removed.

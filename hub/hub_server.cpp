@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/durable_file.hpp"
 #include "common/unix_time.hpp"
 #include "hub/json_answer.hpp"
 #include "hub/record_commands.hpp"
@@ -16,6 +17,17 @@ using net::HttpRequest;
 using net::HttpResponse;
 using nlohmann::json;
 
+UniqueFd hold_state_directory(const std::filesystem::path& state_dir) {
+  auto held = lock_exclusively(state_dir / "serve.lock");
+  if (!held) {
+    throw std::runtime_error("state directory " + state_dir.string() +
+                             " is served by another garm-edge-hub process (it holds " +
+                             (state_dir / "serve.lock").string() +
+                             "): give each hub a state directory of its own");
+  }
+  return std::move(*held);
+}
+
 }  // namespace
 
 HubServer::HubServer(asio::io_context& io, HubConfig config, Logger& log,
@@ -24,6 +36,7 @@ HubServer::HubServer(asio::io_context& io, HubConfig config, Logger& log,
       config_(std::move(config)),
       log_(log),
       store_(open_hub_store(config_)),
+      serve_lock_(hold_state_directory(config_.state_dir)),
       watcher_(store_, log_, watch_timing, config_.url,
                [this] { asio::post(io_, [this] { on_state_read(); }); }),
       // Three heartbeats: a view missed once or twice is still used.

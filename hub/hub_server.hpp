@@ -13,6 +13,7 @@
 #include <asio.hpp>
 
 #include "common/log.hpp"
+#include "common/unique_fd.hpp"
 #include "hub/enrolment.hpp"
 #include "hub/hub_config.hpp"
 #include "hub/hub_store.hpp"
@@ -116,6 +117,9 @@ class HubServer {
   HubConfig config_;
   Logger& log_;
   HubStore store_;
+  /// `state_dir/serve.lock`, held while this hub serves it: a second hub on the same state
+  /// directory would take its admin socket and rewrite its CRL file.
+  UniqueFd serve_lock_;
   StateWatcher watcher_;
   /// Before tunnels_: a scrape's callback, held by the tunnels, counts itself out of it.
   std::atomic<std::size_t> scrapes_in_flight_{0};

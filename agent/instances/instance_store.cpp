@@ -3,7 +3,6 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -47,21 +46,12 @@ std::optional<std::string> read_record_file(const fs::path& path) {
 /// Holds an exclusive flock on `<state_dir>/lock` for as long as the descriptor is open.
 UniqueFd lock_state_directory(const fs::path& state_dir) {
   make_state_directory(state_dir);
-  const auto path = state_dir / "lock";
-  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-  if (fd.get() < 0) {
-    fail_errno("cannot open " + path.string());
+  auto held = on_disk([&] { return lock_exclusively(state_dir / "lock"); });
+  if (!held) {
+    throw StoreError("state directory " + state_dir.string() +
+                     " is in use by another garm-edge-agent process");
   }
-  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
-    const int error = errno;
-    if (error == EWOULDBLOCK) {
-      throw StoreError("state directory " + state_dir.string() +
-                       " is in use by another garm-edge-agent process");
-    }
-    errno = error;
-    fail_errno("cannot lock " + path.string());
-  }
-  return fd;
+  return std::move(*held);
 }
 
 std::string load_or_create_state_id(const fs::path& state_dir) {

@@ -585,6 +585,15 @@ TEST_CASE("a hub on files runs the CLI's record commands itself, on its admin so
     REQUIRE(other);
     CHECK(other->exit_code == 2);
     CHECK(hub::HubStore(hub_state).tokens().size() == 1);
+    // A second hub started on this state directory would take its admin socket: refused.
+    QuietLog second_log;
+    CHECK_THROWS_WITH(RunningHub(hub_state, 0, second_log),
+                      Catch::Contains("is served by another garm-edge-hub process"));
+    CHECK(ask({"token", "list", "--config", "hub.toml"}));
+  }
+  {
+    RunningHub again(hub_state, 0, log);  // the lock went with the hub
+    CHECK(ask({"token", "list", "--config", "hub.toml"}));
   }
   // No hub runs: nothing answers, and the CLI works on the files itself.
   CHECK_FALSE(ask({"token", "list", "--config", "hub.toml"}));
