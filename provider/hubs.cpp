@@ -1,6 +1,7 @@
 #include "provider/hubs.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <future>
 #include <map>
@@ -268,6 +269,17 @@ Listing merged_listing(std::vector<std::pair<std::optional<Listing>, std::string
   return merged;
 }
 
+/// Listing threads not yet ended: list_hub returns once one listing shows every agent, and
+/// leaves a slower hub's thread to end by its deadline.
+std::atomic<int> listings_running{0};
+
+struct ListingRunning {
+  ListingRunning() = default;
+  ListingRunning(const ListingRunning&) = delete;
+  ListingRunning& operator=(const ListingRunning&) = delete;
+  ~ListingRunning() { --listings_running; }
+};
+
 /// One [[hubs]] entry's listing: each of its processes asked at once.
 Listing list_hub(const HubEndpoint& hub, TlsConfigCache& tls,
                  std::chrono::steady_clock::time_point deadline,
@@ -281,11 +293,16 @@ Listing list_hub(const HubEndpoint& hub, TlsConfigCache& tls,
     } catch (const std::exception& e) {
       throw HubError("hub " + hub.name + ": " + e.what());  // its certificates: every URL's
     }
-    std::thread([listings, i, at = std::move(at), deadline, prefetch] {
+    ++listings_running;
+    std::thread([listings, i, at = std::move(at), deadline, prefetch]() mutable {
+      const ListingRunning counted;  // first made, last gone: after every capture below
+      const auto results = std::move(listings);
+      const auto reached = std::move(at);
+      const auto asked = std::move(prefetch);
       try {
-        listings->finish(i, list_at(at, deadline, prefetch), {});
+        results->finish(i, list_at(reached, deadline, asked), {});
       } catch (const std::exception& e) {
-        listings->finish(i, std::nullopt, e.what());
+        results->finish(i, std::nullopt, e.what());
       }
     }).detach();
   }
@@ -346,6 +363,10 @@ ProviderConfig with_hub_agents(ProviderConfig config, TlsConfigCache& tls,
     }
   }
   return config;
+}
+
+bool hub_listings_running() {
+  return listings_running.load() > 0;
 }
 
 ProviderConfig load_fleet_config(const std::filesystem::path& path, TlsConfigCache& tls,

@@ -41,6 +41,11 @@ ProviderConfig with_hub_agents(ProviderConfig config, TlsConfigCache& tls,
 ProviderConfig load_fleet_config(const std::filesystem::path& path, TlsConfigCache& tls,
                                  const std::optional<HubPrefetch>& prefetch = std::nullopt);
 
+/// Whether a hub's listing thread is still waiting on a hub that did not answer (a listing
+/// ends as soon as another shows every agent): the process must then end without running
+/// static destructors under it (std::_Exit after its output).
+bool hub_listings_running();
+
 /// The answer to /v1/agents of `hub`'s process at `url` as endpoints, each reached there (for
 /// tests and the status command).
 std::vector<AgentEndpoint> hub_agents_from_json(const HubEndpoint& hub, const std::string& url,

@@ -1,3 +1,4 @@
+#include <cstdlib>
 #include <iostream>
 #include <iterator>
 #include <map>
@@ -7,6 +8,7 @@
 
 #include "provider/commands.hpp"
 #include "provider/fleet_status.hpp"
+#include "provider/hubs.hpp"
 #include "provider/provider_metrics.hpp"
 
 int main(int argc, char** argv) {
@@ -36,5 +38,8 @@ int main(int argc, char** argv) {
   }
   std::cout << outcome.out << std::flush;
   std::cerr << outcome.err << std::flush;
+  if (garm_edge::provider::hub_listings_running()) {
+    std::_Exit(outcome.exit_code);  // a thread still waits on a silent hub: no exit handlers
+  }
   return outcome.exit_code;
 }

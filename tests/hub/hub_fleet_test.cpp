@@ -3,6 +3,7 @@
 // tunnels and relays as they were. (Real processes and kill -9: tests/hub/run_hub_tier.py.)
 
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include <asio.hpp>
@@ -16,8 +17,11 @@
 #include "hub/postgres_state.hpp"
 #include "provider/fleet.hpp"
 #include "provider/hubs.hpp"
+#include "support/api_server.hpp"
+#include "support/black_hole.hpp"
 #include "support/hub_fixtures.hpp"
 #include "support/temp_postgres.hpp"
+#include "support/test_support.hpp"
 #include "wire/join_token.hpp"
 
 using namespace garm_edge;
@@ -264,4 +268,36 @@ TEST_CASE(
   fleet.hub_b.reset();
   CHECK_THROWS_AS(list(), provider::HubError);
   CHECK_THROWS_WITH(list(), Catch::Contains(hub_a_url) && Catch::Contains(hub_b_url));
+}
+
+TEST_CASE(
+    "garm's provider process reaches the agent through the hub that answers while another "
+    "hub's machine is silent, and ends at once",
+    "[hub][fleet][provider]") {
+  REQUIRE(TempPostgres::available());
+  TwoHubFleet fleet;
+  REQUIRE(fleet.both_connected());
+  const BlackHole silent_hub;  // accepts, never answers: a machine that died without a reset
+  const auto hub = fleet.provider_config().hubs[0];
+  const auto config = fleet.dir.path() / "provider.toml";
+  std::ofstream(config) << "session_dir = \"" << (fleet.dir.path() / "sessions").string()
+                        << "\"\n[timeouts]\nprobe_seconds = 10\nrequest_seconds = 20\n"
+                        << "[[hubs]]\nname = \"lab\"\nurls = [\"https://localhost:"
+                        << silent_hub.port() << "\", \"" << hub.urls[0] << "\"]\nca = \""
+                        << hub.ca.string() << "\"\ncertificate = \"" << hub.certificate.string()
+                        << "\"\nkey = \"" << hub.key.string() << "\"\n";
+  const auto started = std::chrono::steady_clock::now();
+  const auto listed = run_like_garm(kProvider, {{"GARM_COMMAND", "ListInstances"},
+                                                {"GARM_CONTROLLER_ID", kController},
+                                                {"GARM_POOL_ID", kPool},
+                                                {"GARM_PROVIDER_CONFIG_FILE", config.string()},
+                                                {"GARM_INTERFACE_VERSION", "v0.1.0"}});
+  const auto took = std::chrono::steady_clock::now() - started;
+  // The fixture's agent echoes what it is asked, which is no instance list: the provider's own
+  // refusal of it shows the list was asked of rack1-a, through hub A.
+  CHECK(listed.exit_code == 1);
+  CHECK_THAT(listed.err, Catch::Contains("agent rack1-a answered an unusable list"));
+  // The silent hub's listing thread waits out the 10 s probe deadline; the process does not
+  // wait for it, and ends cleanly with it still running.
+  CHECK(took < std::chrono::seconds(5));
 }

@@ -7,13 +7,12 @@
 #include <fstream>
 #include <future>
 #include <map>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 #include "support/api_server.hpp"
+#include "support/black_hole.hpp"
 #include "wire/json_fields.hpp"
 #include "wire/provider_instance.hpp"
 
@@ -23,27 +22,6 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-/// Accepts TCP connections (the kernel does, from the backlog) and never says a word: a host
-/// whose agent hangs, or a black-holed route that still completes handshakes.
-class BlackHole {
- public:
-  BlackHole() : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof address;
-    REQUIRE(::bind(fd_.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-    REQUIRE(::listen(fd_.get(), 128) == 0);
-    REQUIRE(::getsockname(fd_.get(), reinterpret_cast<sockaddr*>(&address), &length) == 0);
-    port_ = ntohs(address.sin_port);
-  }
-  std::uint16_t port() const { return port_; }
-
- private:
-  UniqueFd fd_;
-  std::uint16_t port_ = 0;
-};
 
 /// A loopback port nothing listens on: an agent whose host is down refuses at once.
 std::uint16_t closed_port() {
