@@ -30,14 +30,22 @@ def free_port():
 
 
 def wait_for(what, predicate, timeout, interval=0.5):
-    """Polls `predicate` until it returns something true; that value, or Failure on timeout."""
+    """Polls `predicate` until it returns something true; that value, or Failure on timeout.
+    A predicate's OSError or ValueError (a socket timeout, a half-written answer on a loaded
+    machine) counts as not yet, and is named in the Failure if it was the last word."""
     deadline = time.time() + timeout
+    last_error = None
     while True:
-        value = predicate()
+        try:
+            value = predicate()
+            last_error = None
+        except (OSError, ValueError) as e:
+            value, last_error = None, e
         if value:
             return value
         if time.time() > deadline:
-            raise Failure("timed out after %d s waiting for %s" % (timeout, what))
+            raise Failure("timed out after %d s waiting for %s%s" % (
+                timeout, what, "" if last_error is None else " (last: %s)" % last_error))
         time.sleep(interval)
 
 

@@ -36,6 +36,15 @@ def check(condition, what):
         raise Failure(what)
 
 
+def eventually(predicate, timeout=20, interval=0.25):
+    """Whether `predicate` holds within `timeout`: for a check on what a background process
+    (Prometheus, a hub's watcher) shows only after its next round."""
+    try:
+        return wait_for("a condition", predicate, timeout, interval)
+    except Failure:
+        return False
+
+
 def run(*argv, namespace=None, check_rc=True, capture=True):
     if namespace:
         argv = ("ip", "netns", "exec", namespace) + argv
