@@ -347,6 +347,15 @@ class PostgresConnection::Wire {
   std::string buffer_;
 };
 
+ServerSideTimeouts server_side_timeouts(std::chrono::milliseconds step) {
+  const auto at_least = [](std::int64_t ms, std::int64_t floor) {
+    return std::to_string(std::max(ms, floor));
+  };
+  return {.lock = at_least(step.count() / 2, 50),
+          .statement = at_least(step.count() * 3 / 4, 100),
+          .idle_in_transaction = at_least(step.count() * 3, 1000)};
+}
+
 PostgresConnection::PostgresConnection(const PostgresTarget& target) : target_(target) {
   try {
     wire_ = std::make_unique<Wire>(target_);
@@ -355,11 +364,15 @@ PostgresConnection::PostgresConnection(const PostgresTarget& target) : target_(t
     }
     std::string startup;
     put_int32(startup, kProtocol30);
+    const auto server_side = server_side_timeouts(target_.timeout);
     for (const auto& [name, value] :
          {std::pair<std::string_view, std::string_view>{"user", target_.user},
           {"database", target_.database},
           {"application_name", "garm-edge-hub"},
-          {"client_encoding", "UTF8"}}) {
+          {"client_encoding", "UTF8"},
+          {"lock_timeout", server_side.lock},
+          {"statement_timeout", server_side.statement},
+          {"idle_in_transaction_session_timeout", server_side.idle_in_transaction}}) {
       put_cstring(startup, name);
       put_cstring(startup, value);
     }

@@ -65,6 +65,19 @@ struct PostgresResult {
   std::uint64_t affected() const;
 };
 
+/// What the server itself is told to end, in milliseconds, within the client's deadline for
+/// each step (`step`), so that it ends with the server's own error: a backend blocked on a lock
+/// would go on waiting after the client gave up, one more with each retry. A lock wait ends at
+/// half a step, a statement at three quarters. A session idle inside a transaction ends at
+/// three steps: a client that hangs or is cut off while it holds a lock (a hub's machine dying)
+/// frees it for every other hub within seconds, not at TCP keepalive's two hours.
+struct ServerSideTimeouts {
+  std::string lock;
+  std::string statement;
+  std::string idle_in_transaction;
+};
+ServerSideTimeouts server_side_timeouts(std::chrono::milliseconds step);
+
 class PostgresConnection {
  public:
   /// Connects, negotiates TLS as `target` asks, and authenticates (trust; SCRAM-SHA-256; MD5 or

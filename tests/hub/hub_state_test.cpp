@@ -175,6 +175,31 @@ TEST_CASE("hubs on one database enrol a one-use token exactly once between them"
   CHECK(hub_a.revoked().size() == 1);
 }
 
+TEST_CASE("a hub that hangs holding the database's lock holds up no other hub for long",
+          "[hub][state]") {
+  REQUIRE(testing::TempPostgres::available());
+  testing::TempPostgres postgres;
+  auto target = net::parse_postgres_url(postgres.socket_url());
+  target.timeout = std::chrono::seconds(1);  // the server ends a lock wait at 500 ms, idle at 3 s
+  TempDir dir{"hub-state"};
+  hub::HubStore hub_b{hub_state_directory(dir, "hub-b"), {}, hub::open_postgres_state(target)};
+  // A hub that hung (or whose machine went silent) inside a change: its transaction holds the
+  // hubs' lock, and it sends nothing more.
+  net::PostgresConnection hung(target);
+  hung.query("BEGIN");
+  hung.query("SELECT pg_advisory_xact_lock(7453897216478232933)");
+  const auto make_token = [&] { hub_b.create_token(std::chrono::hours(1), 1, {}, {}, kStateNow); };
+  // The server ends the wait with its own error, before the client's deadline ends the
+  // connection (and leaves the backend waiting on).
+  CHECK_THROWS_WITH(make_token(), Catch::Contains("lock timeout"));
+  CHECK(hub_b.tokens().empty());
+  // The hung session is ended by the server, and its lock with it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(3500));
+  make_token();
+  CHECK(hub_b.tokens().size() == 1);
+  CHECK_THROWS_AS(hung.query("SELECT 1"), net::PostgresError);
+}
+
 TEST_CASE("the hub's schema is versioned: migrated once, a newer one refused, a restart survived",
           "[hub][state]") {
   REQUIRE(testing::TempPostgres::available());
