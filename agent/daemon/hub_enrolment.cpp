@@ -269,16 +269,36 @@ HubEnrolment join_hub(const JoinOptions& options) {
   return enrolment;
 }
 
+std::vector<std::string> hubs_in_asking_order(const std::vector<std::string>& fleet,
+                                              const std::vector<std::string>& reachable_first) {
+  std::vector<std::string> order;
+  for (const auto& url : reachable_first) {
+    if (std::find(fleet.begin(), fleet.end(), url) != fleet.end() &&
+        std::find(order.begin(), order.end(), url) == order.end()) {
+      order.push_back(url);
+    }
+  }
+  for (const auto& url : fleet) {
+    if (std::find(order.begin(), order.end(), url) == order.end()) {
+      order.push_back(url);
+    }
+  }
+  return order;
+}
+
 namespace {
 
 /// One request to the fleet's hubs as the enrolled host, with `tls` (its client_tls()): to the
-/// first hub in the enrolment's list that answers, so one dead hub stops neither renewal nor
-/// the CRL.
+/// first hub that answers, those `reachable_first` before the rest, so one dead hub stops
+/// neither renewal nor the CRL, and a silent one costs no dial timeout while another is known
+/// to answer.
 net::HttpsResponse ask_hub(const HubEnrolment& enrolment, std::shared_ptr<const net::TlsConfig> tls,
-                           std::chrono::milliseconds timeout, const std::string& method,
-                           const std::string& path, const std::string& body = "") {
+                           std::chrono::milliseconds timeout,
+                           const std::vector<std::string>& reachable_first,
+                           const std::string& method, const std::string& path,
+                           const std::string& body = "") {
   std::string errors;
-  for (const auto& url : enrolment.hub_urls()) {
+  for (const auto& url : hubs_in_asking_order(enrolment.hub_urls(), reachable_first)) {
     try {
       return net::HttpsClient(net::parse_https_url(url), tls,
                               {.connect_timeout = timeout,
@@ -310,10 +330,12 @@ std::optional<std::int64_t> kept_crl_issued_at(const HubEnrolment& enrolment) {
 }  // namespace
 
 std::optional<std::string> fetch_hub_crl(const HubEnrolment& enrolment,
-                                         std::chrono::milliseconds timeout) {
+                                         std::chrono::milliseconds timeout,
+                                         const std::vector<std::string>& reachable_first) {
   // Without the CRL held: an expired or damaged one must not keep the agent from fetching the
   // next (what it fetches is checked against the CA, and must not be older).
-  const auto answer = ask_hub(enrolment, enrolment.client_tls(false), timeout, "GET", "/v1/crl");
+  const auto answer =
+      ask_hub(enrolment, enrolment.client_tls(false), timeout, reachable_first, "GET", "/v1/crl");
   if (answer.status == 404) {
     return std::nullopt;  // a hub older than revocation
   }
@@ -334,9 +356,11 @@ std::optional<std::string> fetch_hub_crl(const HubEnrolment& enrolment,
   return answer.body;
 }
 
-std::optional<std::vector<std::string>> fetch_hub_urls(const HubEnrolment& enrolment,
-                                                       std::chrono::milliseconds timeout) {
-  const auto answer = ask_hub(enrolment, enrolment.client_tls(), timeout, "GET", "/v1/hubs");
+std::optional<std::vector<std::string>> fetch_hub_urls(
+    const HubEnrolment& enrolment, std::chrono::milliseconds timeout,
+    const std::vector<std::string>& reachable_first) {
+  const auto answer =
+      ask_hub(enrolment, enrolment.client_tls(), timeout, reachable_first, "GET", "/v1/hubs");
   if (answer.status == 404) {
     return std::nullopt;  // a hub older than the list: the one joined is the fleet's only hub
   }
@@ -350,10 +374,11 @@ std::optional<std::vector<std::string>> fetch_hub_urls(const HubEnrolment& enrol
   return urls;
 }
 
-void renew_certificate(const HubEnrolment& enrolment, std::chrono::milliseconds timeout) {
+void renew_certificate(const HubEnrolment& enrolment, std::chrono::milliseconds timeout,
+                       const std::vector<std::string>& reachable_first) {
   auto credentials = net::pki_make_request(enrolment.name);
-  const auto answer = ask_hub(enrolment, enrolment.client_tls(), timeout, "POST", "/v1/renew",
-                              json({{"request", credentials.request_pem}}).dump());
+  const auto answer = ask_hub(enrolment, enrolment.client_tls(), timeout, reachable_first, "POST",
+                              "/v1/renew", json({{"request", credentials.request_pem}}).dump());
   if (answer.status != 200) {
     throw JoinError("the hub refused the renewal: " + refusal(answer));
   }

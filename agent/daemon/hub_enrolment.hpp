@@ -87,18 +87,28 @@ std::optional<std::vector<std::string>> parse_hub_urls(const std::string& body);
 /// Keeps `urls` as the enrolment's hubs (hubs.json).
 void save_hub_urls(const HubEnrolment& enrolment, const std::vector<std::string>& urls);
 
+/// The order the fleet's hubs are asked in: those of `reachable_first` (hubs the agent holds
+/// tunnels to now) that are in `fleet`, then the rest of `fleet` as it stands.
+std::vector<std::string> hubs_in_asking_order(const std::vector<std::string>& fleet,
+                                              const std::vector<std::string>& reachable_first);
+
+/// The calls below ask the enrolment's hubs until one answers, those in `reachable_first` first.
+
 /// The fleet's hubs, asked of any of them; nothing from a hub older than the list. Throws
 /// JoinError.
-std::optional<std::vector<std::string>> fetch_hub_urls(const HubEnrolment& enrolment,
-                                                       std::chrono::milliseconds timeout);
+std::optional<std::vector<std::string>> fetch_hub_urls(
+    const HubEnrolment& enrolment, std::chrono::milliseconds timeout,
+    const std::vector<std::string>& reachable_first = {});
 
 /// The hub's CRL, checked to be signed by the enrolment's CA; nothing from a hub that has none
 /// (older than revocation). Throws JoinError.
 std::optional<std::string> fetch_hub_crl(const HubEnrolment& enrolment,
-                                         std::chrono::milliseconds timeout);
+                                         std::chrono::milliseconds timeout,
+                                         const std::vector<std::string>& reachable_first = {});
 
 /// A new key and certificate for an enrolled agent, asked of the hub with the current
 /// certificate; agent.pem is replaced in one rename. Throws JoinError.
-void renew_certificate(const HubEnrolment& enrolment, std::chrono::milliseconds timeout);
+void renew_certificate(const HubEnrolment& enrolment, std::chrono::milliseconds timeout,
+                       const std::vector<std::string>& reachable_first = {});
 
 }  // namespace garm_edge::agent

@@ -171,7 +171,7 @@ void HubLink::renew_if_due() {
         options_.renew_when_left * static_cast<double>(validity.lifetime)) {
       return;
     }
-    renew_certificate(*enrolment_, options_.dial_timeout);
+    renew_certificate(*enrolment_, options_.dial_timeout, hubs_with_tunnels());
     clear_error(signal_);
     log_.info("renewed the hub certificate (" + std::to_string(validity.remaining / 86400) +
               " days were left); new tunnels use it");
@@ -192,7 +192,7 @@ void HubLink::follow_fleet_if_due() {
 
 void HubLink::fetch_crl() {
   try {
-    const auto crl = fetch_hub_crl(*enrolment_, options_.dial_timeout);
+    const auto crl = fetch_hub_crl(*enrolment_, options_.dial_timeout, hubs_with_tunnels());
     clear_error(signal_);
     if (!crl || read_file(enrolment_->crl()) == *crl) {
       return;
@@ -210,7 +210,7 @@ void HubLink::fetch_crl() {
 
 void HubLink::fetch_hubs() {
   try {
-    const auto hubs = fetch_hub_urls(*enrolment_, options_.dial_timeout);
+    const auto hubs = fetch_hub_urls(*enrolment_, options_.dial_timeout, hubs_with_tunnels());
     const auto kept = read_file(enrolment_->hubs_file());
     if (!hubs || (kept && parse_hub_urls(*kept) == hubs)) {
       return;
@@ -224,6 +224,18 @@ void HubLink::fetch_hubs() {
   } catch (const std::exception& e) {
     note_error(signal_, std::string("asking for the fleet's hubs: ") + e.what());
   }
+}
+
+std::vector<std::string> HubLink::hubs_with_tunnels() const {
+  std::vector<std::string> reached;
+  std::lock_guard lock(dialers_mutex_);
+  for (const auto& [url, dialer] : dialers_) {
+    std::lock_guard open_lock(dialer.tunnels->signal.mutex);
+    if (dialer.tunnels->open > 0) {
+      reached.push_back(url);
+    }
+  }
+  return reached;
 }
 
 void HubLink::update_dialers() {

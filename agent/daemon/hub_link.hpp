@@ -111,6 +111,8 @@ class HubLink {
   /// Loads the enrolment and the TLS config when they appear or change; false when none.
   bool refresh();
   void renew_if_due();
+  /// The hubs this agent holds a tunnel to now: asked first for renewal, the CRL and the list.
+  std::vector<std::string> hubs_with_tunnels() const;
   /// The CRL and the list of hubs, asked of any hub every crl_interval.
   void follow_fleet_if_due();
   void fetch_crl();

@@ -270,6 +270,30 @@ TEST_CASE(
   CHECK_THROWS_WITH(list(), Catch::Contains(hub_a_url) && Catch::Contains(hub_b_url));
 }
 
+TEST_CASE("an agent asks the hubs it holds tunnels to first: a silent joined hub costs no wait",
+          "[hub][fleet]") {
+  REQUIRE(TempPostgres::available());
+  TwoHubFleet fleet;
+  REQUIRE(fleet.both_connected());
+  const auto enrolment = *agent::load_hub_enrolment(fleet.agent_state);
+  const auto hub_b = hub_url(fleet.port_b);
+  REQUIRE(enrolment.hub_urls() == std::vector<std::string>{hub_url(fleet.port_a), hub_b});
+  CHECK(agent::hubs_in_asking_order(enrolment.hub_urls(), {hub_b, "https://elsewhere:1"}) ==
+        std::vector<std::string>{hub_b, hub_url(fleet.port_a)});
+  // Hub A, the one joined and first in the list, goes silent where it answered.
+  fleet.hub_a.reset();
+  const BlackHole silent_a(fleet.port_a);
+  const auto timed = [&](const std::vector<std::string>& reachable_first) {
+    const auto started = std::chrono::steady_clock::now();
+    CHECK(agent::fetch_hub_crl(enrolment, std::chrono::seconds(2), reachable_first));
+    return std::chrono::steady_clock::now() - started;
+  };
+  // In the list's order, each fetch waits out the silent hub's timeout before asking B.
+  CHECK(timed({}) >= std::chrono::seconds(2));
+  // The agent's link asks the hubs it holds tunnels to first: B answers at once.
+  CHECK(timed({hub_b}) < std::chrono::seconds(2));
+}
+
 TEST_CASE(
     "garm's provider process reaches the agent through the hub that answers while another "
     "hub's machine is silent, and ends at once",

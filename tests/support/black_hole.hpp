@@ -14,9 +14,15 @@ namespace garm_edge::testing {
 /// whose agent hangs, or a black-holed route that still completes handshakes.
 class BlackHole {
  public:
-  BlackHole() : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+  /// `port`: one a server just left (a machine that went silent where it answered); any free
+  /// one when 0.
+  explicit BlackHole(std::uint16_t port = 0)
+      : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    const int reuse = 1;
+    ::setsockopt(fd_.get(), SOL_SOCKET, SO_REUSEADDR, &reuse, sizeof reuse);
     sockaddr_in address{};
     address.sin_family = AF_INET;
+    address.sin_port = htons(port);
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t length = sizeof address;
     REQUIRE(::bind(fd_.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
