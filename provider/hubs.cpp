@@ -294,13 +294,13 @@ Listing list_hub(const HubEndpoint& hub, TlsConfigCache& tls,
       throw HubError("hub " + hub.name + ": " + e.what());  // its certificates: every URL's
     }
     ++listings_running;
-    std::thread([listings, i, at = std::move(at), deadline, prefetch]() mutable {
+    std::thread([listings, i, at = std::move(at), deadline, asked = prefetch]() mutable {
       const ListingRunning counted;  // first made, last gone: after every capture below
       const auto results = std::move(listings);
       const auto reached = std::move(at);
-      const auto asked = std::move(prefetch);
+      const auto asking = std::move(asked);
       try {
-        results->finish(i, list_at(reached, deadline, asked), {});
+        results->finish(i, list_at(reached, deadline, asking), {});
       } catch (const std::exception& e) {
         results->finish(i, std::nullopt, e.what());
       }

@@ -109,6 +109,11 @@ def a_removal_at_one_hub_closes_tunnels_at_the_other(hub_a, hub_b, agent):
              lambda: not hub_a.connected(agent.name), 10, 0.02)
     figures.append(("removed at hub B, cut off at hub A", time.time() - removed_at))
     check(time.time() - removed_at < 2.0, "a removal at hub B cuts the host off at hub A within 2 s")
+    # Hub B made the change, and reads it back at its own next tick, as hub A does.
+    wait_for("%s's tunnels at hub B closed" % agent.name,
+             lambda: not hub_b.connected(agent.name), 10, 0.02)
+    figures.append(("removed at hub B, cut off at hub B", time.time() - removed_at))
+    check(time.time() - removed_at < 2.0, "and at hub B, where it was removed, within 2 s")
     wait_for("%s refused when it dials again" % agent.name,
              lambda: agent.log_text().count("refused a tunnel") > refusals, 15, 0.1)
     check(not hub_a.connected(agent.name) and not hub_b.connected(agent.name),
