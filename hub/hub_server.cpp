@@ -145,6 +145,7 @@ net::AdminResult HubServer::run_admin_command(const net::AdminRequest& request) 
                                    "(garm-edge-hub --help lists the commands)\n");
   if (result.exit_code == 0 && !request.arguments.empty()) {
     log_.info("ran `" + request.arguments.front() + "` for the operator's CLI");
+    watcher_.check_now();  // a removal's tunnels close here now, not at the next tick
   }
   return {.exit_code = result.exit_code,
           .output = std::move(result.out),

@@ -121,10 +121,23 @@ std::uint64_t StateWatcher::notes_made() const {
   return notes_made_;
 }
 
+void StateWatcher::check_now() {
+  {
+    std::lock_guard lock(mutex_);
+    check_asked_ = true;
+  }
+  wake_.notify_all();
+}
+
 void StateWatcher::run() {
   unsigned ticks = 0;
   std::unique_lock lock(mutex_);
-  while (!wake_.wait_for(lock, timing_.tick, [this] { return stopping_; })) {
+  while (true) {
+    wake_.wait_for(lock, timing_.tick, [this] { return stopping_ || check_asked_; });
+    if (stopping_) {
+      return;
+    }
+    check_asked_ = false;
     lock.unlock();
     const bool full = ++ticks >= timing_.full_check_ticks;
     if (check(full) || full) {

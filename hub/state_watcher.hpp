@@ -46,6 +46,10 @@ class StateWatcher {
   void start();
   void stop();
 
+  /// Reads the state at once rather than at the next tick (this hub just changed it, for the
+  /// operator's CLI: its own tunnels and CRL follow without waiting for a tick).
+  void check_now();
+
   /// The agents as last read, by name.
   std::vector<AgentRecord> agents() const;
   /// As last read only: nothing when the last read did not have it.
@@ -90,6 +94,7 @@ class StateWatcher {
   bool failing_ = false;       // the watcher thread's: said so in the log
   bool hubs_failing_ = false;  // the watcher thread's
   bool stopping_ = false;      // mutex_
+  bool check_asked_ = false;   // mutex_
   std::condition_variable wake_;
   std::thread thread_;
 };

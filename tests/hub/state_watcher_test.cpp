@@ -189,6 +189,21 @@ TEST_CASE(
   watcher.stop();
 }
 
+TEST_CASE("a change this hub made for the CLI is read at once, not at the next tick",
+          "[hub][state]") {
+  WatchedHub hub;
+  hub.enrol("rack1-a");
+  hub::StateWatcher watcher(hub.store, hub.log,
+                            {.tick = std::chrono::hours(1), .full_check_ticks = 1},
+                            "https://hub-a.lab:8444", [&] { ++hub.reads; });
+  watcher.start();
+  REQUIRE(watcher.known("rack1-a"));
+  CHECK(hub.other.remove("rack1-a", kWatchNow));
+  watcher.check_now();
+  CHECK(eventually([&] { return !watcher.known("rack1-a") && hub.reads == 1; }));
+  watcher.stop();
+}
+
 TEST_CASE("each hub announces itself and gives agents every hub that announced itself lately",
           "[hub][state]") {
   WatchedHub hub;
